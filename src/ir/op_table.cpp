@@ -1,0 +1,103 @@
+#include "brrr/op.hpp"
+
+namespace brrr {
+
+std::string_view op_class_name(OpClass c) {
+  switch (c) {
+    case OpClass::contraction: return "contraction";
+    case OpClass::normalization: return "normalization";
+    case OpClass::elementwise: return "elementwise";
+    case OpClass::movement: return "movement";
+  }
+  return "?";
+}
+
+const OpTable& OpTable::get() {
+  static const OpTable table = [] {
+    OpTable t;
+    register_elementwise_ops(t);
+    register_movement_ops(t);
+    register_contraction_ops(t);
+    register_normalization_ops(t);
+    register_reduction_ops(t);
+    register_pooling_ops(t);
+    return t;
+  }();
+  return table;
+}
+
+void OpTable::add(OpDef def) {
+  auto key = std::make_pair(def.domain, def.name);
+  BRRR_ASSERT(!ops_.count(key), "op registered twice");
+  BRRR_ASSERT(def.infer && def.reference, "op without infer or reference");
+  ops_.emplace(key, std::move(def));
+}
+
+const OpDef* OpTable::find(const std::string& domain, const std::string& name) const {
+  std::string d = domain == "ai.onnx" ? "" : domain;
+  auto it = ops_.find({d, name});
+  return it == ops_.end() ? nullptr : &it->second;
+}
+
+std::vector<const OpDef*> OpTable::all() const {
+  std::vector<const OpDef*> v;
+  for (const auto& [k, d] : ops_) v.push_back(&d);
+  return v;
+}
+
+Cost op_cost(const Graph& g, const Node& n) {
+  Cost c;
+  if (n.def && n.def->cost) c = n.def->cost(g, n);
+  if (c.bytes == 0) {
+    for (int i : n.inputs)
+      if (i >= 0 && g.value(i).typed)
+        c.bytes += double(shape_numel(g.value(i).shape)) * dtype_size(g.value(i).dtype);
+    for (int o : n.outputs)
+      if (g.value(o).typed)
+        c.bytes += double(shape_numel(g.value(o).shape)) * dtype_size(g.value(o).dtype);
+  }
+  return c;
+}
+
+const Value& InferCtx::in(int i) const {
+  BRRR_CHECK(has_input(i), "{}: required input {} is missing", node.label(), i);
+  return graph.value(node.inputs[i]);
+}
+
+const Tensor* InferCtx::in_const(int i) const {
+  if (!has_input(i)) return nullptr;
+  const Value& v = graph.value(node.inputs[i]);
+  return v.constant.defined() ? &v.constant : nullptr;
+}
+
+const Tensor& InferCtx::require_const(int i, const char* what) const {
+  const Tensor* t = in_const(i);
+  if (!t)
+    fail("input {} ('{}', {}) must be a constant or computable from shapes at load time", i,
+         in(i).name, what);
+  return *t;
+}
+
+void InferCtx::set_output(int i, DType t, Shape s) {
+  shape_numel(s);  // rejects negative dims and overflow
+  if (int(outputs.size()) <= i) outputs.resize(size_t(i) + 1);
+  outputs[i] = {t, std::move(s)};
+}
+
+void InferCtx::fail_msg(const std::string& msg) const {
+  std::string shapes;
+  for (int i = 0; i < num_inputs(); ++i) {
+    if (i) shapes += ", ";
+    if (!has_input(i)) shapes += "<none>";
+    else shapes += fmt::format("{}{}", dtype_name(in_dtype(i)), shape_str(in_shape(i)));
+  }
+  throw Error(fmt::format("{}: {} (inputs: {})", node.label(), msg, shapes));
+}
+
+int64_t InferCtx::axis(int64_t a, int64_t r) const {
+  int64_t lo = -std::max<int64_t>(r, 1), hi = std::max<int64_t>(r, 1) - 1;
+  if (a < lo || a > hi) fail("axis {} is out of range for rank {}", a, r);
+  return a < 0 ? a + r : a;
+}
+
+}  // namespace brrr
