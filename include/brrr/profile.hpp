@@ -1,0 +1,30 @@
+// What an executor measured: one record per kernel it ran. The doctor (src/doctor) consumes this;
+// every executor (reference, CPU plan, CUDA plan) produces it. Backend-neutral.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "brrr/op.hpp"
+
+namespace brrr {
+
+struct KernelRecord {
+  std::string name;                  // kernel name, e.g. "fused_3_softmax" or a node name
+  std::string kind;                  // "fused", "library", "copy" or "reference"
+  std::vector<std::string> ops;      // op types it covers, e.g. {"Sub","Exp","ReduceSum","Div"}
+  std::vector<std::string> nodes;    // node names it covers (fused_from)
+  OpClass cls = OpClass::elementwise;  // class of the dominant op (contraction wins, then norm)
+  Cost cost;                         // flops, special functions, compulsory bytes
+  double time_ms = 0;                // median measured time of this kernel
+  double start_ms = 0;               // start offset within one run, for traces
+  int lane = 0;                      // thread or stream, for traces
+};
+
+struct RunProfile {
+  std::string backend;               // "cpu", "cuda", "reference"
+  double wall_ms = 0;                // median wall time of one whole run
+  std::vector<KernelRecord> kernels; // in execution order
+};
+
+}  // namespace brrr
