@@ -341,8 +341,7 @@ void add_conv(OpTable& t) {
 // ---- ConvTranspose ----
 
 // X [N, C, d...], W [C, M/group, k...]; output [N, M, out...] per the ONNX spec (output_shape,
-// output_padding, auto_pad). Pads may come out negative when output_shape asks for a larger
-// output; the scatter kernel handles that by bounds checks.
+// output_padding, auto_pad). The scatter kernel bounds-checks every output position.
 ConvDims conv_transpose_dims(const Node& n, const Shape& x, const Shape& wt, const Shape* bias) {
   if (x.size() < 3)
     fail("ConvTranspose input X {} must be [N, C, spatial...]", shape_str(x));
@@ -384,7 +383,9 @@ ConvDims conv_transpose_dims(const Node& n, const Shape& x, const Shape& wt, con
     if (!oshape.empty() || same) {
       // Pads follow from the requested output size; SAME_UPPER puts the odd pad at the end.
       w.out[i] = !oshape.empty() ? oshape[i] : in[i] * w.s[i];
-      int64_t total = full - w.out[i];
+      // A larger output than the natural one is zero-extended at the end (as onnxruntime does
+      // and the ONNX output_shape node test expects), hence no negative pads.
+      int64_t total = std::max<int64_t>(0, full - w.out[i]);
       w.pb[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
       w.pe[i] = total - w.pb[i];
     } else if (auto_pad == "NOTSET") {
