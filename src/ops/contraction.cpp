@@ -241,14 +241,70 @@ ConvDims conv_dims(const Node& n, const Shape& x, const Shape& wt, const Shape* 
   return d;
 }
 
+// acc += sum over NB input channels (planes xc[b], kernels wk[b]) of their window products.
+// Blocking NB channels amortizes the accumulator's load and store over NB multiply-adds.
+template <int NB, typename In>
+void conv_accumulate(const In* const* xc, const In* const* wk, double* acc, const Window& w,
+                     bool pointwise) {
+  int64_t IH = w.in[1], IW = w.in[2], OH = w.out[1], OW = w.out[2];
+  int64_t KH = w.k[1], KW = w.k[2];
+  if (pointwise) {  // 1x1, stride 1, no pads: one contiguous pass over the plane
+    int64_t plane = w.out[0] * OH * OW;
+    double wv[NB];
+    for (int b = 0; b < NB; ++b) wv[b] = double(wk[b][0]);
+    for (int64_t i = 0; i < plane; ++i) {
+      double s = acc[i];
+      for (int b = 0; b < NB; ++b) s += wv[b] * double(xc[b][i]);
+      acc[i] = s;
+    }
+    return;
+  }
+  for (int64_t kd = 0; kd < w.k[0]; ++kd) {
+    int64_t d0, d1;
+    valid_range(w.in[0], w.out[0], w.s[0], kd * w.d[0], w.pb[0], d0, d1);
+    for (int64_t kh = 0; kh < KH; ++kh) {
+      int64_t h0, h1;
+      valid_range(IH, OH, w.s[1], kh * w.d[1], w.pb[1], h0, h1);
+      for (int64_t kw = 0; kw < KW; ++kw) {
+        int64_t w0, w1;
+        valid_range(IW, OW, w.s[2], kw * w.d[2], w.pb[2], w0, w1);
+        double wv[NB];
+        for (int b = 0; b < NB; ++b) wv[b] = double(wk[b][(kd * KH + kh) * KW + kw]);
+        // Input column of output column ow is ow*s + shift (in range for ow in [w0, w1)).
+        int64_t shift = kw * w.d[2] - w.pb[2], sw = w.s[2];
+        for (int64_t od = d0; od < d1; ++od) {
+          int64_t id = od * w.s[0] + kd * w.d[0] - w.pb[0];
+          for (int64_t oh = h0; oh < h1; ++oh) {
+            int64_t ih = oh * w.s[1] + kh * w.d[1] - w.pb[1];
+            const In* row[NB];
+            for (int b = 0; b < NB; ++b) row[b] = xc[b] + (id * IH + ih) * IW;
+            double* a = acc + (od * OH + oh) * OW;
+            if (sw == 1) {
+              for (int64_t ow = w0; ow < w1; ++ow) {
+                double s = a[ow];
+                for (int b = 0; b < NB; ++b) s += wv[b] * double(row[b][ow + shift]);
+                a[ow] = s;
+              }
+            } else {
+              for (int64_t ow = w0; ow < w1; ++ow) {
+                double s = a[ow];
+                for (int b = 0; b < NB; ++b) s += wv[b] * double(row[b][ow * sw + shift]);
+                a[ow] = s;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 template <typename In, typename Out>
 void conv_kernel(const In* X, const In* W, const In* B, Out* Y, const ConvDims& cd) {
   Window w = cd.w.as3d();
   int64_t cpg = cd.C / cd.G, mpg = cd.M / cd.G;
-  int64_t ID = w.in[0], IH = w.in[1], IW = w.in[2];
-  int64_t OD = w.out[0], OH = w.out[1], OW = w.out[2];
-  int64_t KD = w.k[0], KH = w.k[1], KW = w.k[2];
-  int64_t plane_in = ID * IH * IW, plane_out = OD * OH * OW, ksz = KD * KH * KW;
+  int64_t plane_in = w.in[0] * w.in[1] * w.in[2], plane_out = w.out[0] * w.out[1] * w.out[2];
+  int64_t ksz = w.k[0] * w.k[1] * w.k[2];
   bool pointwise = ksz == 1 && w.s == std::vector<int64_t>{1, 1, 1} &&
                    w.pb == std::vector<int64_t>{0, 0, 0} && w.pe == w.pb;
   std::vector<double> acc(static_cast<size_t>(plane_out));
@@ -256,42 +312,19 @@ void conv_kernel(const In* X, const In* W, const In* B, Out* Y, const ConvDims& 
     for (int64_t m = 0; m < cd.M; ++m) {
       int64_t g = m / mpg;
       std::fill(acc.begin(), acc.end(), B ? double(B[m]) : 0.0);
-      for (int64_t ic = 0; ic < cpg; ++ic) {
-        const In* xc = X + (n * cd.C + g * cpg + ic) * plane_in;
-        const In* wk = W + (m * cpg + ic) * ksz;
-        if (pointwise) {  // 1x1 conv: one contiguous axpy over the plane
-          double wv = double(wk[0]);
-          for (int64_t i = 0; i < plane_out; ++i) acc[i] += wv * double(xc[i]);
-          continue;
+      for (int64_t ic0 = 0; ic0 < cpg; ic0 += 4) {
+        const In* xc[4];
+        const In* wk[4];
+        int nb = int(std::min<int64_t>(4, cpg - ic0));
+        for (int b = 0; b < nb; ++b) {
+          xc[b] = X + (n * cd.C + g * cpg + ic0 + b) * plane_in;
+          wk[b] = W + (m * cpg + ic0 + b) * ksz;
         }
-        for (int64_t kd = 0; kd < KD; ++kd) {
-          int64_t d0, d1;
-          valid_range(ID, OD, w.s[0], kd * w.d[0], w.pb[0], d0, d1);
-          for (int64_t kh = 0; kh < KH; ++kh) {
-            int64_t h0, h1;
-            valid_range(IH, OH, w.s[1], kh * w.d[1], w.pb[1], h0, h1);
-            for (int64_t kw = 0; kw < KW; ++kw) {
-              int64_t w0, w1;
-              valid_range(IW, OW, w.s[2], kw * w.d[2], w.pb[2], w0, w1);
-              double wv = double(wk[(kd * KH + kh) * KW + kw]);
-              for (int64_t od = d0; od < d1; ++od) {
-                int64_t id = od * w.s[0] + kd * w.d[0] - w.pb[0];
-                for (int64_t oh = h0; oh < h1; ++oh) {
-                  int64_t ih = oh * w.s[1] + kh * w.d[1] - w.pb[1];
-                  // Input column of output column ow is ow*s + shift (in range for [w0, w1)).
-                  const In* row = xc + (id * IH + ih) * IW;
-                  int64_t shift = kw * w.d[2] - w.pb[2];
-                  double* a = acc.data() + (od * OH + oh) * OW;
-                  if (w.s[2] == 1) {
-                    for (int64_t ow = w0; ow < w1; ++ow) a[ow] += wv * double(row[ow + shift]);
-                  } else {
-                    for (int64_t ow = w0; ow < w1; ++ow)
-                      a[ow] += wv * double(row[ow * w.s[2] + shift]);
-                  }
-                }
-              }
-            }
-          }
+        switch (nb) {
+          case 4: conv_accumulate<4>(xc, wk, acc.data(), w, pointwise); break;
+          case 3: conv_accumulate<3>(xc, wk, acc.data(), w, pointwise); break;
+          case 2: conv_accumulate<2>(xc, wk, acc.data(), w, pointwise); break;
+          default: conv_accumulate<1>(xc, wk, acc.data(), w, pointwise); break;
         }
       }
       Out* y = Y + (n * cd.M + m) * plane_out;
