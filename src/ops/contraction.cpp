@@ -1,6 +1,6 @@
 // Contractions: MatMul, Gemm, Conv, ConvTranspose, Einsum. Reference kernels use loop orders with
-// contiguous inner loops and accumulate floats in double (ints in wrapping 64-bit), so that they are
-// accurate oracles and fast enough to run a small CNN through the reference executor.
+// contiguous inner loops and accumulate floats in double (ints in wrapping 64-bit), so that they
+// are accurate oracles and fast enough to run a small CNN through the reference executor.
 #include "ops/window.hpp"
 
 namespace brrr {
@@ -31,12 +31,13 @@ void matmul_rows(const In* A, const In* B, int64_t M, int64_t N, int64_t K, std:
 // ---- MatMul ----
 
 struct MatMulDims {
-  Shape batch;      // broadcast batch dims
+  Shape batch;  // broadcast batch dims
   int64_t M, N, K;
   bool a_vec, b_vec;  // 1-D operands (their unit dim is dropped from the output)
 };
 
-MatMulDims matmul_dims(const Shape& a, const Shape& b, const std::function<void(std::string)>& err) {
+MatMulDims matmul_dims(const Shape& a, const Shape& b,
+                       const std::function<void(std::string)>& err) {
   if (a.empty() || b.empty())
     err(fmt::format("MatMul operands must have rank >= 1: {} x {}", shape_str(a), shape_str(b)));
   MatMulDims d;
@@ -161,10 +162,8 @@ void add_gemm(OpTable& t) {
     if (c.has_input(2)) {
       const Shape& cs = c.in_shape(2);
       bool ok = cs.size() <= 2;
-      for (size_t i = 0; ok && i < cs.size(); ++i)
-        ok = cs[i] == 1 || cs[i] == y[2 - cs.size() + i];
-      if (!ok)
-        c.fail("Gemm C {} does not broadcast to the output {}", shape_str(cs), shape_str(y));
+      for (size_t i = 0; ok && i < cs.size(); ++i) ok = cs[i] == 1 || cs[i] == y[2 - cs.size() + i];
+      if (!ok) c.fail("Gemm C {} does not broadcast to the output {}", shape_str(cs), shape_str(y));
     }
     c.set_output(0, c.in_dtype(0), y);
   };
@@ -321,10 +320,18 @@ void conv_kernel(const In* X, const In* W, const In* B, Out* Y, const ConvDims& 
           wk[b] = W + (m * cpg + ic0 + b) * ksz;
         }
         switch (nb) {
-          case 4: conv_accumulate<4>(xc, wk, acc.data(), w, pointwise); break;
-          case 3: conv_accumulate<3>(xc, wk, acc.data(), w, pointwise); break;
-          case 2: conv_accumulate<2>(xc, wk, acc.data(), w, pointwise); break;
-          default: conv_accumulate<1>(xc, wk, acc.data(), w, pointwise); break;
+          case 4:
+            conv_accumulate<4>(xc, wk, acc.data(), w, pointwise);
+            break;
+          case 3:
+            conv_accumulate<3>(xc, wk, acc.data(), w, pointwise);
+            break;
+          case 2:
+            conv_accumulate<2>(xc, wk, acc.data(), w, pointwise);
+            break;
+          default:
+            conv_accumulate<1>(xc, wk, acc.data(), w, pointwise);
+            break;
         }
       }
       Out* y = Y + (n * cd.M + m) * plane_out;
@@ -343,7 +350,8 @@ void add_conv(OpTable& t) {
       c.fail("Conv does not support {} inputs", dtype_name(c.in_dtype(0)));
     ConvDims cd;
     try {
-      cd = conv_dims(c.node, c.in_shape(0), c.in_shape(1), c.has_input(2) ? &c.in_shape(2) : nullptr);
+      cd = conv_dims(c.node, c.in_shape(0), c.in_shape(1),
+                     c.has_input(2) ? &c.in_shape(2) : nullptr);
     } catch (const Error& e) {
       c.fail_msg(e.what());
     }
@@ -376,8 +384,7 @@ void add_conv(OpTable& t) {
 // X [N, C, d...], W [C, M/group, k...]; output [N, M, out...] per the ONNX spec (output_shape,
 // output_padding, auto_pad). The scatter kernel bounds-checks every output position.
 ConvDims conv_transpose_dims(const Node& n, const Shape& x, const Shape& wt, const Shape* bias) {
-  if (x.size() < 3)
-    fail("ConvTranspose input X {} must be [N, C, spatial...]", shape_str(x));
+  if (x.size() < 3) fail("ConvTranspose input X {} must be [N, C, spatial...]", shape_str(x));
   if (wt.size() != x.size())
     fail("ConvTranspose weight W {} must have the same rank as X {}", shape_str(wt), shape_str(x));
   ConvDims d;
@@ -430,8 +437,7 @@ ConvDims conv_transpose_dims(const Node& n, const Shape& x, const Shape& wt, con
     } else {
       w.out[i] = full;
     }
-    if (w.out[i] < 1)
-      fail("ConvTranspose spatial dim {} of the output would be {}", i, w.out[i]);
+    if (w.out[i] < 1) fail("ConvTranspose spatial dim {} of the output would be {}", i, w.out[i]);
   }
   return d;
 }

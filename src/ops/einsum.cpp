@@ -3,6 +3,7 @@
 // The reference kernel walks every label combination once; simple, and fine for the small
 // contractions Einsum usually expresses outside of MatMul.
 #include <algorithm>
+#include <cctype>
 
 #include "ops/window.hpp"
 
@@ -33,10 +34,13 @@ std::vector<int> parse_term(const std::string& term, int64_t rank, int ell_total
     fail("Einsum term '{}' has more than one '...'", term);
   int letters = 0;
   for (char ch : term)
-    if (std::isalpha(static_cast<unsigned char>(ch))) letters++;
-    else if (ch != '.') fail("Einsum term '{}' has the invalid character '{}'", term, ch);
+    if (std::isalpha(static_cast<unsigned char>(ch)))
+      letters++;
+    else if (ch != '.')
+      fail("Einsum term '{}' has the invalid character '{}'", term, ch);
   int64_t ell = 0;
-  if (dots != std::string::npos) ell = in_output ? ell_total : rank - letters;
+  if (dots != std::string::npos)
+    ell = in_output ? ell_total : rank - letters;
   else if (!in_output && rank != letters)
     fail("Einsum term '{}' names {} axes but its operand has rank {}", term, letters, rank);
   if (ell < 0) fail("Einsum term '{}' names more axes than its operand's rank {}", term, rank);
@@ -86,10 +90,12 @@ EinsumPlan einsum_plan(std::string eq, const std::vector<Shape>& shapes) {
       if (it == p.size.end()) {
         p.size[l] = n;
       } else if (it->second != n) {
-        if (l >= kEllipsisBase && (n == 1 || it->second == 1)) it->second = std::max(n, it->second);
+        if (l >= kEllipsisBase && (n == 1 || it->second == 1))
+          it->second = std::max(n, it->second);
         else
           fail("Einsum label '{}' has extent {} in one operand and {} in another ('{}')",
-               l >= kEllipsisBase ? std::string("...") : std::string(1, char(l)), it->second, n, eq);
+               l >= kEllipsisBase ? std::string("...") : std::string(1, char(l)), it->second, n,
+               eq);
       }
       uses[l]++;
     }
@@ -158,8 +164,10 @@ void einsum_kernel(const EinsumPlan& p, const std::vector<Tensor>& xs, Tensor& o
         idx[j] = 0;
       }
     }
-    if constexpr (std::is_same_v<Out, f16> || std::is_same_v<Out, bf16>) o[oi] = Out(float(acc));
-    else o[oi] = Out(acc);
+    if constexpr (std::is_same_v<Out, f16> || std::is_same_v<Out, bf16>)
+      o[oi] = Out(float(acc));
+    else
+      o[oi] = Out(acc);
   }
 }
 
@@ -197,8 +205,10 @@ void register_einsum_op(OpTable& t) {
     if (dt == DType::i32 || dt == DType::i64) {
       std::vector<Tensor> xs;
       for (const Tensor& x : k.inputs) xs.push_back(x.contiguous());
-      if (dt == DType::i32) einsum_kernel<int32_t, uint64_t, int32_t>(p, xs, k.outputs[0]);
-      else einsum_kernel<int64_t, uint64_t, int64_t>(p, xs, k.outputs[0]);
+      if (dt == DType::i32)
+        einsum_kernel<int32_t, uint64_t, int32_t>(p, xs, k.outputs[0]);
+      else
+        einsum_kernel<int64_t, uint64_t, int64_t>(p, xs, k.outputs[0]);
       return;
     }
     dispatch_float_kernel(k, [&]<typename In, typename Out>(std::vector<Tensor> xs) {

@@ -42,8 +42,10 @@ PoolDims pool_dims(const Node& n, const Shape& x, bool global) {
 
 template <typename T>
 T from_double(double v) {
-  if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) return T(float(v));
-  else return T(v);
+  if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>)
+    return T(float(v));
+  else
+    return T(v);
 }
 
 // One output per window over each (n, c) plane; geometry padded to 3 spatial dims.
@@ -121,8 +123,7 @@ void add_pool(OpTable& t, const char* name, PoolKind kind, bool global) {
   d.cls = OpClass::normalization;  // window reductions
   d.infer = [kind, global](InferCtx& c) {
     DType dt = c.in_dtype(0);
-    bool ok = is_float_dtype(dt) ||
-              (kind == PoolKind::max && (dt == DType::i8 || dt == DType::u8));
+    bool ok = is_float_dtype(dt) || (kind == PoolKind::max && (dt == DType::i8 || dt == DType::u8));
     if (!ok) c.fail("{} does not support {} inputs", c.node.op, dtype_name(dt));
     PoolDims pd;
     try {

@@ -17,7 +17,9 @@ struct Window {
   Window as3d() const {
     Window w = *this;
     int add = 3 - nsp;
-    auto pad = [&](std::vector<int64_t>& v, int64_t fill) { v.insert(v.begin(), size_t(add), fill); };
+    auto pad = [&](std::vector<int64_t>& v, int64_t fill) {
+      v.insert(v.begin(), size_t(add), fill);
+    };
     pad(w.in, 1), pad(w.k, 1), pad(w.s, 1), pad(w.d, 1), pad(w.pb, 0), pad(w.pe, 0), pad(w.out, 1);
     w.nsp = 3;
     return w;
@@ -28,7 +30,9 @@ inline int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-inline int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return -floor_div(-a, b);
+}
 
 // Reads a per-spatial-dim int list attribute; fails unless it has `n` entries.
 inline std::vector<int64_t> spatial_attr(const Node& node, const char* name, size_t n, int64_t dflt,
@@ -37,7 +41,8 @@ inline std::vector<int64_t> spatial_attr(const Node& node, const char* name, siz
   if (v.size() != n)
     fail("attribute {} has {} values but the input has {} spatial dims", name, v.size(), n);
   for (int64_t x : v)
-    if (x < min_value) fail("attribute {} = [{}] must be >= {}", name, fmt::join(v, ","), min_value);
+    if (x < min_value)
+      fail("attribute {} = [{}] must be >= {}", name, fmt::join(v, ","), min_value);
   return v;
 }
 
@@ -83,7 +88,8 @@ inline Window forward_window(const Node& node, const std::vector<int64_t>& in,
   } else if (auto_pad == "VALID") {
     for (size_t i = 0; i < n; ++i) {
       int64_t dk = (k[i] - 1) * w.d[i] + 1;
-      if (in[i] < dk) fail("spatial dim {}: input {} is smaller than the dilated kernel {}", i, in[i], dk);
+      if (in[i] < dk)
+        fail("spatial dim {}: input {} is smaller than the dilated kernel {}", i, in[i], dk);
       w.out[i] = (in[i] - dk) / w.s[i] + 1;
     }
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
@@ -121,11 +127,16 @@ void dispatch_float_kernel(KernelCtx& k, F&& f) {
     return xs;
   };
   switch (t) {
-    case DType::f32: return f.template operator()<float, float>(prep(DType::f32));
-    case DType::f64: return f.template operator()<double, double>(prep(DType::f64));
-    case DType::f16: return f.template operator()<float, f16>(prep(DType::f32));
-    case DType::bf16: return f.template operator()<float, bf16>(prep(DType::f32));
-    default: fail("{} inputs are not supported by {}", dtype_name(t), k.node.op);
+    case DType::f32:
+      return f.template operator()<float, float>(prep(DType::f32));
+    case DType::f64:
+      return f.template operator()<double, double>(prep(DType::f64));
+    case DType::f16:
+      return f.template operator()<float, f16>(prep(DType::f32));
+    case DType::bf16:
+      return f.template operator()<float, bf16>(prep(DType::f32));
+    default:
+      fail("{} inputs are not supported by {}", dtype_name(t), k.node.op);
   }
 }
 

@@ -140,7 +140,8 @@ std::vector<Tensor> run_one(const std::string& op, const std::vector<Shape>& sha
   return run_reference(g, feeds);
 }
 
-void expect_matches_ort(const std::string& name, const std::vector<Tensor>& got, double tol = 1e-5) {
+void expect_matches_ort(const std::string& name, const std::vector<Tensor>& got,
+                        double tol = 1e-5) {
   const auto& want = kOrt.at(name);
   ASSERT_EQ(got.size(), want.size()) << name;
   for (size_t o = 0; o < want.size(); ++o) {
@@ -208,7 +209,9 @@ TEST(OpsGemm, BadCIsAnError) {
 
 TEST(OpsConv, GroupPadsStridesDilations) {
   check("ConvGroupPadStrideDil", "Conv", {{1, 4, 7, 6}, {6, 2, 3, 3}, {6}},
-        {{"group", int64_t(2)}, {"pads", I{1, 2, 1, 0}}, {"strides", I{2, 1}},
+        {{"group", int64_t(2)},
+         {"pads", I{1, 2, 1, 0}},
+         {"strides", I{2, 1}},
          {"dilations", I{2, 1}}});
 }
 
@@ -228,10 +231,10 @@ TEST(OpsConv, HalfPrecisionComputesInFloat) {
   // All inputs and the ORT outputs of this case are exact in f16 and bf16.
   for (DType dt : {DType::f16, DType::bf16, DType::f64}) {
     SCOPED_TRACE(std::string(dtype_name(dt)));
-    auto y = run_one("Conv", {{1, 3, 5, 5}, {3, 1, 3, 3}},
-                     {{"group", int64_t(3)}, {"auto_pad", std::string("SAME_UPPER")},
-                      {"strides", I{2, 2}}},
-                     1, dt);
+    auto y = run_one(
+        "Conv", {{1, 3, 5, 5}, {3, 1, 3, 3}},
+        {{"group", int64_t(3)}, {"auto_pad", std::string("SAME_UPPER")}, {"strides", I{2, 2}}}, 1,
+        dt);
     EXPECT_EQ(y[0].dtype(), dt);
     expect_matches_ort("ConvDepthwiseSameUpper", y, 1e-2);
   }
@@ -284,21 +287,26 @@ TEST(OpsPool, MaxPoolCeilModeWithIndices) {
 
 TEST(OpsPool, MaxPoolPadsDilationsColumnMajorIndices) {
   check("MaxPoolPadDilColMajor", "MaxPool", {{1, 1, 6, 5}},
-        {{"kernel_shape", I{2, 3}}, {"pads", I{1, 1, 0, 1}}, {"dilations", I{2, 1}},
+        {{"kernel_shape", I{2, 3}},
+         {"pads", I{1, 1, 0, 1}},
+         {"dilations", I{2, 1}},
          {"storage_order", int64_t(1)}},
         2);
 }
 
 TEST(OpsPool, AveragePoolCountIncludePad) {
   check("AvgPoolIncludePad", "AveragePool", {{1, 1, 4, 5}},
-        {{"kernel_shape", I{3, 3}}, {"pads", I{1, 1, 1, 1}}, {"strides", I{2, 2}},
+        {{"kernel_shape", I{3, 3}},
+         {"pads", I{1, 1, 1, 1}},
+         {"strides", I{2, 2}},
          {"count_include_pad", int64_t(1)}});
   check("AvgPoolExcludePadCeil", "AveragePool", {{1, 2, 5, 4}},
-        {{"kernel_shape", I{3, 2}}, {"pads", I{1, 0, 0, 1}}, {"strides", I{2, 2}},
+        {{"kernel_shape", I{3, 2}},
+         {"pads", I{1, 0, 0, 1}},
+         {"strides", I{2, 2}},
          {"ceil_mode", int64_t(1)}});
   check("AvgPoolSameUpper", "AveragePool", {{1, 1, 5, 5}},
-        {{"kernel_shape", I{2, 2}}, {"auto_pad", std::string("SAME_UPPER")},
-         {"strides", I{2, 2}}});
+        {{"kernel_shape", I{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}, {"strides", I{2, 2}}});
 }
 
 TEST(OpsPool, LpAndGlobalPools) {
@@ -314,8 +322,8 @@ TEST(OpsPool, MissingKernelShapeIsAnError) {
 }
 
 TEST(OpsPool, CostIsOnePerWindowElement) {
-  Graph g = one_node("MaxPool", {{1, 2, 6, 6}}, {{"kernel_shape", I{3, 3}}, {"strides", I{3, 3}}},
-                     1);
+  Graph g =
+      one_node("MaxPool", {{1, 2, 6, 6}}, {{"kernel_shape", I{3, 3}}, {"strides", I{3, 3}}}, 1);
   infer_shapes(g, {});
   EXPECT_EQ(op_cost(g, g.nodes[0]).flops, 2.0 * 2 * 2 * 9);
 }
