@@ -32,6 +32,8 @@ std::vector<int> parse_term(const std::string& term, int64_t rank, int ell_total
   size_t dots = term.find("...");
   if (dots != std::string::npos && term.find("...", dots + 1) != std::string::npos)
     fail("Einsum term '{}' has more than one '...'", term);
+  if (std::count(term.begin(), term.end(), '.') != (dots == std::string::npos ? 0 : 3))
+    fail("Einsum term '{}' has a '.' outside of '...'", term);
   int letters = 0;
   for (char ch : term)
     if (std::isalpha(static_cast<unsigned char>(ch)))

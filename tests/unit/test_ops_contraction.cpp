@@ -340,3 +340,8 @@ TEST(OpsEinsum, LabelExtentMismatchIsAnError) {
   Graph g = one_node("Einsum", {{2, 3}, {4, 2}}, {{"equation", std::string("ij,jk->ik")}}, 1);
   EXPECT_THROW(infer_shapes(g, {}), Error);
 }
+
+TEST(OpsEinsum, StrayDotIsAnError) {
+  Graph g = one_node("Einsum", {{2, 3}}, {{"equation", std::string("i.j->ij")}}, 1);
+  EXPECT_THROW(infer_shapes(g, {}), Error);
+}
