@@ -22,15 +22,17 @@ void add_softmax(OpTable& t, const char* name, SM kind) {
     // Before opset 13 these ops flattened dims [axis, rank) into one; that agrees with the
     // single-axis form only when axis is the last dim.
     if (c.graph.opset > 0 && c.graph.opset < 13 && r > 0 && a != r - 1)
-      c.fail("{} before opset 13 (model opset {}) flattens the dims from axis {} on; only "
-             "axis = last dim is supported there",
-             c.node.op, c.graph.opset, a);
+      c.fail(
+          "{} before opset 13 (model opset {}) flattens the dims from axis {} on; only "
+          "axis = last dim is supported there",
+          c.node.op, c.graph.opset, a);
     c.set_output(0, c.in_dtype(0), c.in_shape(0));
   };
   d.reference = [kind](KernelCtx& k) {
     const Tensor& xt = k.inputs[0];
     int64_t r = xt.rank();
-    AxisLayout L = r == 0 ? AxisLayout{} : axis_layout(xt.shape(), norm_axis(k.node.attr_int("axis", -1), r));
+    AxisLayout L =
+        r == 0 ? AxisLayout{} : axis_layout(xt.shape(), norm_axis(k.node.attr_int("axis", -1), r));
     std::vector<double> x = load_f64(xt), y(x.size());
     for (int64_t o = 0; o < L.outer; ++o)
       for (int64_t i = 0; i < L.inner; ++i) {
@@ -82,12 +84,12 @@ void require_broadcastable(InferCtx& c, int i, const Shape& target, const char* 
   try {
     b = broadcast_shapes(target, c.in_shape(i));
   } catch (const Error&) {
-    c.fail("{} (input {}) of shape {} does not broadcast to {}", what, i,
-           shape_str(c.in_shape(i)), shape_str(target));
+    c.fail("{} (input {}) of shape {} does not broadcast to {}", what, i, shape_str(c.in_shape(i)),
+           shape_str(target));
   }
   if (b != target)
-    c.fail("{} (input {}) of shape {} does not broadcast to {}", what, i,
-           shape_str(c.in_shape(i)), shape_str(target));
+    c.fail("{} (input {}) of shape {} does not broadcast to {}", what, i, shape_str(c.in_shape(i)),
+           shape_str(target));
 }
 
 // Fails unless input i holds exactly n elements (per-channel parameters).
@@ -138,7 +140,8 @@ void add_layernorm(OpTable& t) {
     int64_t rows = prod_dims(xs, 0, size_t(a)), cols = prod_dims(xs, size_t(a), xs.size());
     std::vector<double> x = load_f64(xt), y(x.size());
     std::vector<double> sc = load_broadcast(k.inputs[1], xs);
-    std::vector<double> b = k.has_input(2) ? load_broadcast(k.inputs[2], xs) : std::vector<double>();
+    std::vector<double> b =
+        k.has_input(2) ? load_broadcast(k.inputs[2], xs) : std::vector<double>();
     std::vector<double> mean(static_cast<size_t>(rows)), inv(static_cast<size_t>(rows));
     for (int64_t i = 0; i < rows; ++i) {
       const double* row = x.data() + i * cols;
@@ -186,8 +189,9 @@ void add_batchnorm(OpTable& t) {
   d.infer = [](InferCtx& c) {
     require_float(c, 0);
     if (c.node.attr_int("training_mode", 0) != 0)
-      c.fail("training_mode=1 is not supported: brrr runs BatchNormalization in inference mode "
-             "only (export the model in eval mode)");
+      c.fail(
+          "training_mode=1 is not supported: brrr runs BatchNormalization in inference mode "
+          "only (export the model in eval mode)");
     require_nc(c, 2);
     int64_t ch = c.in_shape(0)[1];
     const char* names[] = {"", "scale", "B", "input_mean", "input_var"};
@@ -305,9 +309,10 @@ void add_groupnorm(OpTable& t) {
     for (int i = 1; i <= 2; ++i) {
       int64_t n = shape_numel(c.in_shape(i));
       if (n != ch && n != g)
-        c.fail("{} (input {}) must hold C = {} values (or num_groups = {} before opset 21), got "
-               "shape {}",
-               i == 1 ? "scale" : "bias", i, ch, g, shape_str(c.in_shape(i)));
+        c.fail(
+            "{} (input {}) must hold C = {} values (or num_groups = {} before opset 21), got "
+            "shape {}",
+            i == 1 ? "scale" : "bias", i, ch, g, shape_str(c.in_shape(i)));
     }
     if (shape_numel(c.in_shape(1)) != shape_numel(c.in_shape(2)))
       c.fail("scale and bias must have the same number of values");
@@ -337,7 +342,8 @@ void add_lpnorm(OpTable& t) {
   d.reference = [](KernelCtx& k) {
     const Tensor& xt = k.inputs[0];
     int64_t r = xt.rank();
-    AxisLayout L = r == 0 ? AxisLayout{} : axis_layout(xt.shape(), norm_axis(k.node.attr_int("axis", -1), r));
+    AxisLayout L =
+        r == 0 ? AxisLayout{} : axis_layout(xt.shape(), norm_axis(k.node.attr_int("axis", -1), r));
     bool l1 = k.node.attr_int("p", 2) == 1;
     std::vector<double> x = load_f64(xt), y(x.size());
     for (int64_t o = 0; o < L.outer; ++o)
@@ -415,9 +421,8 @@ void add_mvn(OpTable& t) {
     const Shape& s = g.value(n.inputs[0]).shape;
     c.flops = 8 * double(shape_numel(s));
     try {
-      c.special["sqrt"] =
-          double(shape_numel(reduced_shape(s, axes_mask(n.attr_ints("axes", {0, 2, 3}),
-                                                        int64_t(s.size())), true)));
+      c.special["sqrt"] = double(shape_numel(
+          reduced_shape(s, axes_mask(n.attr_ints("axes", {0, 2, 3}), int64_t(s.size())), true)));
     } catch (const Error&) {
     }
     return c;

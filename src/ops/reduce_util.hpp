@@ -26,7 +26,9 @@ inline std::vector<bool> axes_mask(const std::vector<int64_t>& axes, int64_t r) 
 }
 
 // Axis normalization inside kernels (infer has already range-checked it).
-inline int64_t norm_axis(int64_t a, int64_t r) { return a < 0 ? a + r : a; }
+inline int64_t norm_axis(int64_t a, int64_t r) {
+  return a < 0 ? a + r : a;
+}
 
 struct ReduceSpec {
   std::vector<bool> reduced;  // per input axis
@@ -43,8 +45,7 @@ inline ReduceSpec reduce_spec(const Node& n, const Tensor* axes_in, int64_t rank
   bool noop = n.attr_int("noop_with_empty_axes", 0) != 0;
   std::vector<int64_t> axes;
   if (n.has_attr("axes")) {
-    if (axes_in && axes_in->numel() > 0)
-      fail("axes are given both as an attribute and as input 1");
+    if (axes_in && axes_in->numel() > 0) fail("axes are given both as an attribute and as input 1");
     axes = n.attr_ints("axes");
   } else if (axes_in) {
     if (axes_in->dtype() != DType::i64 || axes_in->rank() > 1)
@@ -63,8 +64,10 @@ inline ReduceSpec reduce_spec(const Node& n, const Tensor* axes_in, int64_t rank
 inline Shape reduced_shape(const Shape& in, const std::vector<bool>& reduced, bool keepdims) {
   Shape o;
   for (size_t d = 0; d < in.size(); ++d) {
-    if (!reduced[d]) o.push_back(in[d]);
-    else if (keepdims) o.push_back(1);
+    if (!reduced[d])
+      o.push_back(in[d]);
+    else if (keepdims)
+      o.push_back(1);
   }
   return o;
 }

@@ -15,19 +15,25 @@ enum class RK { sum, mean, max, min, prod, l1, l2, sumsq, logsum, logsumexp };
 // Wrapping integer arithmetic: overflow in a model's int reduction must not be UB here.
 template <typename A>
 A add_(A a, A b) {
-  if constexpr (std::is_integral_v<A>) return A(uint64_t(a) + uint64_t(b));
-  else return a + b;
+  if constexpr (std::is_integral_v<A>)
+    return A(uint64_t(a) + uint64_t(b));
+  else
+    return a + b;
 }
 template <typename A>
 A mul_(A a, A b) {
-  if constexpr (std::is_integral_v<A>) return A(uint64_t(a) * uint64_t(b));
-  else return a * b;
+  if constexpr (std::is_integral_v<A>)
+    return A(uint64_t(a) * uint64_t(b));
+  else
+    return a * b;
 }
 
 template <typename A>
 bool isnan_(A v) {
-  if constexpr (std::is_floating_point_v<A>) return std::isnan(v);
-  else return false;
+  if constexpr (std::is_floating_point_v<A>)
+    return std::isnan(v);
+  else
+    return false;
 }
 
 // Value of the reduction over an empty set, in the accumulator type.
@@ -35,14 +41,20 @@ template <typename T, typename A>
 A init_value(RK k) {
   constexpr bool fl = std::is_floating_point_v<compute_t<T>>;
   switch (k) {
-    case RK::prod: return A(1);
+    case RK::prod:
+      return A(1);
     case RK::max:
-      if constexpr (fl) return -std::numeric_limits<double>::infinity();
-      else return A(std::numeric_limits<T>::lowest());
+      if constexpr (fl)
+        return -std::numeric_limits<double>::infinity();
+      else
+        return A(std::numeric_limits<T>::lowest());
     case RK::min:
-      if constexpr (fl) return std::numeric_limits<double>::infinity();
-      else return A(std::numeric_limits<T>::max());
-    default: return A(0);
+      if constexpr (fl)
+        return std::numeric_limits<double>::infinity();
+      else
+        return A(std::numeric_limits<T>::max());
+    default:
+      return A(0);
   }
 }
 
@@ -71,7 +83,8 @@ void reduce_kernel(KernelCtx& k, RK kind) {
       if (std::isfinite(v) && v > mx[size_t(o[0])]) mx[size_t(o[0])] = v;
     });
     shift.resize(size_t(on));
-    for (int64_t j = 0; j < on; ++j) shift[size_t(j)] = std::isfinite(mx[size_t(j)]) ? mx[size_t(j)] : 0;
+    for (int64_t j = 0; j < on; ++j)
+      shift[size_t(j)] = std::isfinite(mx[size_t(j)]) ? mx[size_t(j)] : 0;
   }
 
   for_each_index<1>(x.shape(), {&ost}, [&](int64_t i, const std::array<int64_t, 1>& o) {
@@ -80,18 +93,28 @@ void reduce_kernel(KernelCtx& k, RK kind) {
     switch (kind) {
       case RK::sum:
       case RK::mean:
-      case RK::logsum: a = add_(a, v); break;
-      case RK::l1: a = add_(a, v < A(0) ? A(0) - v : v); break;
+      case RK::logsum:
+        a = add_(a, v);
+        break;
+      case RK::l1:
+        a = add_(a, v < A(0) ? A(0) - v : v);
+        break;
       case RK::l2:
-      case RK::sumsq: a = add_(a, mul_(v, v)); break;
-      case RK::prod: a = mul_(a, v); break;
+      case RK::sumsq:
+        a = add_(a, mul_(v, v));
+        break;
+      case RK::prod:
+        a = mul_(a, v);
+        break;
       case RK::max:
         if (!isnan_(a) && (isnan_(v) || v > a)) a = v;
         break;
       case RK::min:
         if (!isnan_(a) && (isnan_(v) || v < a)) a = v;
         break;
-      case RK::logsumexp: a = A(double(a) + std::exp(double(v) - shift[size_t(o[0])])); break;
+      case RK::logsumexp:
+        a = A(double(a) + std::exp(double(v) - shift[size_t(o[0])]));
+        break;
     }
   });
 
@@ -109,9 +132,15 @@ void reduce_kernel(KernelCtx& k, RK kind) {
           r = double(a) / double(count);  // 0/0 = NaN for an empty set
         }
         break;
-      case RK::l2: r = std::sqrt(double(a)); break;
-      case RK::logsum: r = std::log(double(a)); break;
-      case RK::logsumexp: r = std::log(double(a)) + shift[size_t(j)]; break;
+      case RK::l2:
+        r = std::sqrt(double(a));
+        break;
+      case RK::logsum:
+        r = std::log(double(a));
+        break;
+      case RK::logsumexp:
+        r = std::log(double(a)) + shift[size_t(j)];
+        break;
       default:
         if constexpr (std::is_integral_v<A>) {
           po[j] = T(a);
@@ -156,8 +185,10 @@ void add_reduce(OpTable& t, const char* name, RK kind) {
       if constexpr (std::is_floating_point_v<compute_t<T>>) {
         reduce_kernel<T, double>(k, kind);
       } else {
-        if (via_double) reduce_kernel<T, double>(k, kind);
-        else reduce_kernel<T, int64_t>(k, kind);
+        if (via_double)
+          reduce_kernel<T, double>(k, kind);
+        else
+          reduce_kernel<T, int64_t>(k, kind);
       }
     });
   };
@@ -166,17 +197,30 @@ void add_reduce(OpTable& t, const char* name, RK kind) {
     Cost c;
     double in = double(numel_of(g, n.inputs[0])), out = double(out_numel(g, n));
     switch (kind) {
-      case RK::l2: c.flops = 2 * in; c.special["sqrt"] = out; break;
-      case RK::sumsq: c.flops = 2 * in; break;
-      case RK::l1: c.flops = 2 * in; break;
-      case RK::mean: c.flops = in + out; break;
-      case RK::logsum: c.flops = in; c.special["log"] = out; break;
+      case RK::l2:
+        c.flops = 2 * in;
+        c.special["sqrt"] = out;
+        break;
+      case RK::sumsq:
+        c.flops = 2 * in;
+        break;
+      case RK::l1:
+        c.flops = 2 * in;
+        break;
+      case RK::mean:
+        c.flops = in + out;
+        break;
+      case RK::logsum:
+        c.flops = in;
+        c.special["log"] = out;
+        break;
       case RK::logsumexp:
         c.flops = 3 * in + out;  // max, subtract, add; add the max back
         c.special["exp"] = in;
         c.special["log"] = out;
         break;
-      default: c.flops = in;
+      default:
+        c.flops = in;
     }
     return c;
   };
@@ -285,8 +329,10 @@ void add_cumsum(OpTable& t) {
             int64_t at = L.at(o, j, i);
             A v = A(compute_t<T>(p[at]));
             if (!excl) acc = add_(acc, v);
-            if constexpr (std::is_integral_v<A>) po[at] = T(acc);
-            else po[at] = from_double<T>(acc);
+            if constexpr (std::is_integral_v<A>)
+              po[at] = T(acc);
+            else
+              po[at] = from_double<T>(acc);
             if (excl) acc = add_(acc, v);
           }
         }
