@@ -145,6 +145,8 @@ void depth_to_space(KernelCtx& k) {
 
 void infer_space_to_depth(InferCtx& c) {
   int64_t b = blocksize(c);
+  std::string mode = c.node.attr_string("mode", "DCR");  // mode: SpaceToDepth-28
+  if (mode != "DCR" && mode != "CRD") c.fail("unknown mode '{}'", mode);
   const Shape& s = c.in_shape(0);
   if (s[2] % b != 0 || s[3] % b != 0)
     c.fail("spatial dims {}x{} are not divisible by blocksize {}", s[2], s[3], b);
@@ -155,7 +157,10 @@ void space_to_depth(KernelCtx& k) {
   const Tensor& x = k.inputs[0];
   int64_t b = k.node.attr_int("blocksize", 1);
   int64_t n = x.dim(0), ch = x.dim(1), h = x.dim(2) / b, w = x.dim(3) / b;
-  copy_view(x.reshape({n, ch, h, b, w, b}).permute({0, 3, 5, 1, 2, 4}), k.outputs[0]);
+  Tensor v = x.reshape({n, ch, h, b, w, b});
+  v = k.node.attr_string("mode", "DCR") == "DCR" ? v.permute({0, 3, 5, 1, 2, 4})
+                                                 : v.permute({0, 1, 3, 5, 2, 4});
+  copy_view(v, k.outputs[0]);
 }
 
 }  // namespace
