@@ -26,10 +26,14 @@ void copy_view(const Tensor& src, Tensor& out) {
     return;
   }
   switch (dtype_size(src.dtype())) {
-    case 1: return copy_strided<uint8_t>(src, out);
-    case 2: return copy_strided<uint16_t>(src, out);
-    case 4: return copy_strided<uint32_t>(src, out);
-    case 8: return copy_strided<uint64_t>(src, out);
+    case 1:
+      return copy_strided<uint8_t>(src, out);
+    case 2:
+      return copy_strided<uint16_t>(src, out);
+    case 4:
+      return copy_strided<uint32_t>(src, out);
+    case 8:
+      return copy_strided<uint64_t>(src, out);
   }
   BRRR_ASSERT(false, "unexpected element size");
 }

@@ -109,7 +109,8 @@ void infer_pad(InferCtx& c) {
   if (p.mode != "constant" && p.mode != "reflect" && p.mode != "edge" && p.mode != "wrap")
     c.fail("unknown pad mode '{}'", p.mode);
   if (c.has_input(2) && c.in_dtype(2) != c.in_dtype(0))
-    c.fail("constant_value is {} but data is {}", dtype_name(c.in_dtype(2)), dtype_name(c.in_dtype(0)));
+    c.fail("constant_value is {} but data is {}", dtype_name(c.in_dtype(2)),
+           dtype_name(c.in_dtype(0)));
   Shape out(in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     out[i] = add_dims(c, add_dims(c, in[i], p.begin[i]), p.end[i]);

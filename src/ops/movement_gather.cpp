@@ -85,10 +85,11 @@ void gather_elements_kernel(KernelCtx& k) {
   size_t es = dtype_size(x.dtype());
   const char* p = static_cast<const char*>(x.raw());
   char* o = static_cast<char*>(k.outputs[0].raw());
-  for_each_index<1>(k.inputs[1].shape(), {&base}, [&](int64_t i, const std::array<int64_t, 1>& off) {
-    int64_t j = checked_index(k.node, idx[size_t(i)], d, int64_t(ax), x.shape());
-    std::memcpy(o + i * int64_t(es), p + (off[0] + j * st) * int64_t(es), es);
-  });
+  for_each_index<1>(k.inputs[1].shape(), {&base},
+                    [&](int64_t i, const std::array<int64_t, 1>& off) {
+                      int64_t j = checked_index(k.node, idx[size_t(i)], d, int64_t(ax), x.shape());
+                      std::memcpy(o + i * int64_t(es), p + (off[0] + j * st) * int64_t(es), es);
+                    });
 }
 
 // --- GatherND -----------------------------------------------------------------------------------
@@ -103,9 +104,11 @@ void infer_gather_nd(InferCtx& c) {
   if (b < 0 || b >= std::min(r, q)) c.fail("batch_dims {} must be in [0, {})", b, std::min(r, q));
   for (int64_t i = 0; i < b; ++i)
     if (data[size_t(i)] != is[size_t(i)])
-      c.fail("batch dim {} differs between data ({}) and indices ({})", i, data[size_t(i)], is[size_t(i)]);
+      c.fail("batch dim {} differs between data ({}) and indices ({})", i, data[size_t(i)],
+             is[size_t(i)]);
   int64_t m = is.back();
-  if (m > r - b) c.fail("index tuples of length {} are longer than data's rank {} - batch_dims {}", m, r, b);
+  if (m > r - b)
+    c.fail("index tuples of length {} are longer than data's rank {} - batch_dims {}", m, r, b);
   Shape out(is.begin(), is.end() - 1);
   out.insert(out.end(), data.begin() + b + m, data.end());
   c.set_output(0, c.in_dtype(0), out);

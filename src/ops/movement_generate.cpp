@@ -64,14 +64,17 @@ void infer_range(InferCtx& c) {
 }
 
 void range_kernel(KernelCtx& k) {
+  bool fp = is_floating(k.inputs[0].dtype());
   double a = k.inputs[0].at_double(0), st = k.inputs[2].at_double(0);
-  int64_t ia = k.inputs[0].at_int(0), ist = k.inputs[2].at_int(0);
+  int64_t ia = fp ? 0 : k.inputs[0].at_int(0), ist = fp ? 0 : k.inputs[2].at_int(0);
   dispatch_dtype(k.outputs[0].dtype(), [&]<typename T>() {
     T* o = k.outputs[0].data<T>();
     int64_t n = k.outputs[0].numel();
     for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_floating_point_v<compute_t<T>>) o[i] = T(compute_t<T>(a + double(i) * st));
-      else o[i] = T(int64_t(uint64_t(ia) + uint64_t(i) * uint64_t(ist)));  // exact, no UB
+      if constexpr (std::is_floating_point_v<compute_t<T>>)
+        o[i] = T(compute_t<T>(a + double(i) * st));
+      else
+        o[i] = T(int64_t(uint64_t(ia) + uint64_t(i) * uint64_t(ist)));  // exact, no UB
     }
   });
 }

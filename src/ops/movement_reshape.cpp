@@ -6,7 +6,9 @@ namespace brrr::ops {
 
 namespace {
 
-void copy_kernel(KernelCtx& k) { copy_view(k.inputs[0], k.outputs[0]); }
+void copy_kernel(KernelCtx& k) {
+  copy_view(k.inputs[0], k.outputs[0]);
+}
 
 void infer_reshape(InferCtx& c) {
   const Shape& in = c.in_shape(0);
@@ -30,7 +32,8 @@ void infer_reshape(InferCtx& c) {
       continue;
     }
     if (v == 0 && !allowzero) {
-      if (i >= in.size()) c.fail("shape {}: 0 at position {} has no input dim to copy", shape_str(spec), i);
+      if (i >= in.size())
+        c.fail("shape {}: 0 at position {} has no input dim to copy", shape_str(spec), i);
       v = in[i];
     } else if (v < 0) {
       c.fail("shape {} has the negative dim {}", shape_str(spec), v);
@@ -72,12 +75,14 @@ void infer_transpose(InferCtx& c) {
   const Shape& in = c.in_shape(0);
   int r = c.in_rank(0);
   std::vector<int64_t> perm = transpose_perm(c.node, r);
-  if (int(perm.size()) != r) c.fail("perm {} has length {} but the input has rank {}", shape_str(perm), perm.size(), r);
+  if (int(perm.size()) != r)
+    c.fail("perm {} has length {} but the input has rank {}", shape_str(perm), perm.size(), r);
   std::vector<bool> seen(size_t(r), false);
   Shape out(static_cast<size_t>(r));
   for (int i = 0; i < r; ++i) {
     int64_t p = perm[size_t(i)];
-    if (p < 0 || p >= r || seen[size_t(p)]) c.fail("perm {} is not a permutation of 0..{}", shape_str(perm), r - 1);
+    if (p < 0 || p >= r || seen[size_t(p)])
+      c.fail("perm {} is not a permutation of 0..{}", shape_str(perm), r - 1);
     seen[size_t(p)] = true;
     out[size_t(i)] = in[size_t(p)];
   }

@@ -31,7 +31,10 @@ void combine(T& dst, T src, Reduce r) {
   } else {
     using C = compute_t<T>;
     C a = C(dst), b = C(src);
-    C v = r == Reduce::add ? C(a + b) : r == Reduce::mul ? C(a * b) : r == Reduce::max ? std::max(a, b) : std::min(a, b);
+    C v = r == Reduce::add   ? C(a + b)
+          : r == Reduce::mul ? C(a * b)
+          : r == Reduce::max ? std::max(a, b)
+                             : std::min(a, b);
     dst = T(v);
   }
 }
@@ -43,7 +46,9 @@ int64_t checked_index(const Node& n, int64_t i, int64_t d, size_t axis, const Sh
   return i < 0 ? i + d : i;
 }
 
-void require_index_dtype(const InferCtx& c) { require_int_input(c, 1, "indices"); }
+void require_index_dtype(const InferCtx& c) {
+  require_int_input(c, 1, "indices");
+}
 
 // --- ScatterElements ----------------------------------------------------------------------------
 

@@ -183,7 +183,8 @@ void infer_split(InferCtx& c) {
     sizes.assign(size_t(n), chunk);
     sizes.back() = d - chunk * (n - 1);
   } else {
-    if (n == 0 || d % n != 0) c.fail("axis {} of size {} cannot be split evenly into {} outputs", ax, d, n);
+    if (n == 0 || d % n != 0)
+      c.fail("axis {} of size {} cannot be split evenly into {} outputs", ax, d, n);
     sizes.assign(size_t(n), d / n);
   }
   for (int64_t i = 0; i < n; ++i) {

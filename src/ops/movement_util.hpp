@@ -40,12 +40,12 @@ OpDef movement_op(const char* name, std::function<void(InferCtx&)> infer,
 void fill_with(Tensor& out, const Tensor& value);
 
 // Sub-families, each in its own file; called from register_movement_ops.
-void register_shape_ops(OpTable& t);     // movement_shape.cpp
-void register_reshape_ops(OpTable& t);   // movement_reshape.cpp
-void register_slice_ops(OpTable& t);     // movement_slice.cpp
-void register_expand_ops(OpTable& t);    // movement_expand.cpp
-void register_gather_ops(OpTable& t);    // movement_gather.cpp
-void register_scatter_ops(OpTable& t);   // movement_scatter.cpp
-void register_generator_ops(OpTable& t); // movement_generate.cpp
+void register_shape_ops(OpTable& t);      // movement_shape.cpp
+void register_reshape_ops(OpTable& t);    // movement_reshape.cpp
+void register_slice_ops(OpTable& t);      // movement_slice.cpp
+void register_expand_ops(OpTable& t);     // movement_expand.cpp
+void register_gather_ops(OpTable& t);     // movement_gather.cpp
+void register_scatter_ops(OpTable& t);    // movement_scatter.cpp
+void register_generator_ops(OpTable& t);  // movement_generate.cpp
 
 }  // namespace brrr::ops

@@ -18,15 +18,21 @@ struct In {
   Tensor t;
   bool is_const = false;
 };
-In data(Tensor t) { return {std::move(t), false}; }
-In cst(Tensor t) { return {std::move(t), true}; }
-In none() { return {}; }
+In data(Tensor t) {
+  return {std::move(t), false};
+}
+In cst(Tensor t) {
+  return {std::move(t), true};
+}
+In none() {
+  return {};
+}
 
 using Attrs = std::map<std::string, AttrValue>;
 
 // Builds a one-node graph, infers shapes and runs the reference executor.
-std::vector<Tensor> run_op(const std::string& op, const std::vector<In>& ins, const Attrs& attrs = {},
-                           int n_out = 1, int opset = 18) {
+std::vector<Tensor> run_op(const std::string& op, const std::vector<In>& ins,
+                           const Attrs& attrs = {}, int n_out = 1, int opset = 18) {
   Graph g;
   g.opset = opset;
   Node n;
@@ -76,10 +82,16 @@ Tensor iota_f(const Shape& s) {
 Tensor ints(const std::vector<int64_t>& v) {
   return Tensor::from_vector<int64_t>({int64_t(v.size())}, v);
 }
-Tensor floats(const Shape& s, const std::vector<float>& v) { return Tensor::from_vector<float>(s, v); }
+Tensor floats(const Shape& s, const std::vector<float>& v) {
+  return Tensor::from_vector<float>(s, v);
+}
 
-std::vector<double> vals(const Tensor& t) { return t.to_double_vector(); }
-std::vector<double> dv(std::initializer_list<double> v) { return v; }
+std::vector<double> vals(const Tensor& t) {
+  return t.to_double_vector();
+}
+std::vector<double> dv(std::initializer_list<double> v) {
+  return v;
+}
 
 void expect_near(const Tensor& t, const std::vector<double>& want) {
   std::vector<double> got = vals(t);
@@ -102,10 +114,11 @@ void expect_error(F&& f, std::initializer_list<const char*> frags) {
 }  // namespace
 
 TEST(Movement, AllOpsRegisteredAsMovement) {
-  for (const char* op : {"Constant", "Shape", "Size", "Reshape", "Flatten", "Transpose", "Squeeze",
-                         "Unsqueeze", "Concat", "Split", "Slice", "Gather", "GatherElements",
-                         "GatherND", "ScatterElements", "ScatterND", "Expand", "Tile", "Pad",
-                         "ConstantOfShape", "Range", "EyeLike", "Trilu", "OneHot", "DepthToSpace",
+  for (const char* op : {"Constant",    "Shape",   "Size",           "Reshape",  "Flatten",
+                         "Transpose",   "Squeeze", "Unsqueeze",      "Concat",   "Split",
+                         "Slice",       "Gather",  "GatherElements", "GatherND", "ScatterElements",
+                         "ScatterND",   "Expand",  "Tile",           "Pad",      "ConstantOfShape",
+                         "Range",       "EyeLike", "Trilu",          "OneHot",   "DepthToSpace",
                          "SpaceToDepth"}) {
     const OpDef* d = OpTable::get().find("", op);
     ASSERT_NE(d, nullptr) << op;
@@ -123,11 +136,17 @@ TEST(Movement, ReshapeZeroAndMinusOne) {
   // allowzero: 0 is a real zero dim.
   y = run1("Reshape", {data(iota_f({0, 4})), cst(ints({4, 0}))}, {{"allowzero", int64_t(1)}});
   EXPECT_EQ(y.shape(), (Shape{4, 0}));
-  expect_error([] { run1("Reshape", {data(iota_f({6})), cst(ints({-1, -1}))}); },
-               {"the_Reshape", "more than one -1"});
+  expect_error(
+      [] {
+        run1("Reshape", {data(iota_f({6})), cst(ints({-1, -1}))});
+      },
+      {"the_Reshape", "more than one -1"});
   expect_error([] { run1("Reshape", {data(iota_f({6})), cst(ints({4, -1}))}); }, {"the_Reshape"});
-  expect_error([] { run1("Reshape", {data(iota_f({6})), data(ints({6}))}); },
-               {"the_Reshape", "must be a constant"});
+  expect_error(
+      [] {
+        run1("Reshape", {data(iota_f({6})), data(ints({6}))});
+      },
+      {"the_Reshape", "must be a constant"});
 }
 
 TEST(Movement, FlattenTransposeSqueezeUnsqueeze) {
@@ -140,15 +159,19 @@ TEST(Movement, FlattenTransposeSqueezeUnsqueeze) {
   EXPECT_EQ(vals(t), dv({0, 3, 1, 4, 2, 5}));
   t = run1("Transpose", {data(iota_f({2, 3, 4}))}, {{"perm", std::vector<int64_t>{1, 2, 0}}});
   EXPECT_EQ(t.shape(), (Shape{3, 4, 2}));
-  EXPECT_EQ(vals(t), dv({0, 12, 1, 13, 2, 14, 3, 15, 4, 16, 5, 17, 6, 18, 7, 19, 8, 20, 9, 21,
-                         10, 22, 11, 23}));
+  EXPECT_EQ(vals(t), dv({0, 12, 1, 13, 2, 14, 3, 15, 4,  16, 5,  17,
+                         6, 18, 7, 19, 8, 20, 9, 21, 10, 22, 11, 23}));
   EXPECT_EQ(run1("Squeeze", {data(iota_f({2, 1, 3, 1})), cst(ints({-1}))}).shape(),
             (Shape{2, 1, 3}));
   EXPECT_EQ(run1("Squeeze", {data(iota_f({2, 1, 3, 1}))}).shape(), (Shape{2, 3}));
-  EXPECT_EQ(run1("Squeeze", {data(iota_f({1, 3}))}, {{"axes", std::vector<int64_t>{0}}}, 11).shape(),
-            (Shape{3}));
-  expect_error([] { run1("Squeeze", {data(iota_f({2, 3})), cst(ints({0}))}); },
-               {"the_Squeeze", "cannot squeeze axis 0 of size 2"});
+  EXPECT_EQ(
+      run1("Squeeze", {data(iota_f({1, 3}))}, {{"axes", std::vector<int64_t>{0}}}, 11).shape(),
+      (Shape{3}));
+  expect_error(
+      [] {
+        run1("Squeeze", {data(iota_f({2, 3})), cst(ints({0}))});
+      },
+      {"the_Squeeze", "cannot squeeze axis 0 of size 2"});
   Tensor u = run1("Unsqueeze", {data(iota_f({2, 3})), cst(ints({0, -1}))});
   EXPECT_EQ(u.shape(), (Shape{1, 2, 3, 1}));
   EXPECT_EQ(vals(u), vals(iota_f({6})));
@@ -162,8 +185,11 @@ TEST(Movement, ConcatWithZeroSizeInput) {
   Tensor y = run1("Concat", {data(a), data(b), data(c)}, {{"axis", int64_t(-1)}});
   EXPECT_EQ(y.shape(), (Shape{2, 3}));
   EXPECT_EQ(vals(y), dv({1, 3, 4, 2, 5, 6}));
-  expect_error([&] { run1("Concat", {data(a), data(floats({3, 1}, {1, 2, 3}))}, {{"axis", int64_t(1)}}); },
-               {"the_Concat", "dim 0"});
+  expect_error(
+      [&] {
+        run1("Concat", {data(a), data(floats({3, 1}, {1, 2, 3}))}, {{"axis", int64_t(1)}});
+      },
+      {"the_Concat", "dim 0"});
 }
 
 TEST(Movement, Split) {
@@ -188,8 +214,9 @@ TEST(Movement, SliceNegativeStepAndClamping) {
             dv({9, 8, 7, 6, 5, 4, 3, 2, 1, 0}));
   EXPECT_EQ(vals(run1("Slice", {data(x), cst(ints({8})), cst(ints({1})), none(), cst(ints({-3}))})),
             dv({8, 5, 2}));
-  EXPECT_EQ(vals(run1("Slice", {data(x), cst(ints({-100})), cst(ints({hi})), none(), cst(ints({4}))})),
-            dv({0, 4, 8}));
+  EXPECT_EQ(
+      vals(run1("Slice", {data(x), cst(ints({-100})), cst(ints({hi})), none(), cst(ints({4}))})),
+      dv({0, 4, 8}));
   EXPECT_EQ(run1("Slice", {data(x), cst(ints({5})), cst(ints({2}))}).shape(), (Shape{0}));
   // 2-D, negative axis, step beyond the dim.
   Tensor y = run1("Slice", {data(iota_f({2, 4})), cst(ints({3})), cst(ints({-5})), cst(ints({-1})),
@@ -198,13 +225,17 @@ TEST(Movement, SliceNegativeStepAndClamping) {
   EXPECT_EQ(vals(y), dv({3, 1, 7, 5}));
   // Slice-1: starts/ends/axes as attributes.
   Tensor z = run1("Slice", {data(iota_f({3, 4}))},
-                  {{"starts", std::vector<int64_t>{1}}, {"ends", std::vector<int64_t>{1000}},
+                  {{"starts", std::vector<int64_t>{1}},
+                   {"ends", std::vector<int64_t>{1000}},
                    {"axes", std::vector<int64_t>{0}}},
                   9);
   EXPECT_EQ(z.shape(), (Shape{2, 4}));
   EXPECT_EQ(vals(z)[0], 4);
-  expect_error([&] { run1("Slice", {data(x), cst(ints({0})), cst(ints({5})), none(), cst(ints({0}))}); },
-               {"the_Slice", "step is 0"});
+  expect_error(
+      [&] {
+        run1("Slice", {data(x), cst(ints({0})), cst(ints({5})), none(), cst(ints({0}))});
+      },
+      {"the_Slice", "step is 0"});
 }
 
 TEST(Movement, GatherNegativeIndicesAndErrors) {
@@ -218,8 +249,11 @@ TEST(Movement, GatherNegativeIndicesAndErrors) {
   EXPECT_EQ(y.shape(), (Shape{3}));
   EXPECT_EQ(vals(y), dv({3, 4, 5}));
   // Out of range at run time and at load time: a clear error naming the node.
-  expect_error([&] { run1("Gather", {data(x), data(ints({0, 3}))}, {{"axis", int64_t(1)}}); },
-               {"the_Gather", "index 3 is out of range", "size 3"});
+  expect_error(
+      [&] {
+        run1("Gather", {data(x), data(ints({0, 3}))}, {{"axis", int64_t(1)}});
+      },
+      {"the_Gather", "index 3 is out of range", "size 3"});
   expect_error([&] { run1("Gather", {data(x), cst(ints({-3}))}); }, {"the_Gather", "index -3"});
   // Other dtypes: bool and f16.
   Tensor b = Tensor::from_vector<bool>({3}, {true, false, true});
@@ -234,8 +268,11 @@ TEST(Movement, GatherElements) {
   EXPECT_EQ(vals(run1("GatherElements", {data(x), data(idx)}, {{"axis", int64_t(1)}})),
             dv({1, 1, 4, 3}));
   Tensor bad = Tensor::from_vector<int64_t>({1, 2}, {0, 2});
-  expect_error([&] { run1("GatherElements", {data(x), data(bad)}, {{"axis", int64_t(0)}}); },
-               {"the_GatherElements", "index 2 is out of range"});
+  expect_error(
+      [&] {
+        run1("GatherElements", {data(x), data(bad)}, {{"axis", int64_t(0)}});
+      },
+      {"the_GatherElements", "index 2 is out of range"});
 }
 
 TEST(Movement, GatherND) {
@@ -247,7 +284,9 @@ TEST(Movement, GatherND) {
   y = run1("GatherND", {data(x), data(Tensor::from_vector<int64_t>({2, 2}, {0, 1, -1, 0}))});
   EXPECT_EQ(vals(y), dv({2, 3, 4, 5}));
   expect_error(
-      [&] { run1("GatherND", {data(x), data(Tensor::from_vector<int64_t>({1, 1}, {2}))}); },
+      [&] {
+        run1("GatherND", {data(x), data(Tensor::from_vector<int64_t>({1, 1}, {2}))});
+      },
       {"the_GatherND", "out of range"});
 }
 
@@ -264,8 +303,11 @@ TEST(Movement, ScatterElements) {
                    {{"axis", int64_t(1)}, {"reduction", std::string("add")}}),
               {1, 2 + 1.1f + 2.1f, 3, 4, 5});
   Tensor i3 = Tensor::from_vector<int64_t>({1, 2}, {1, 5});
-  expect_error([&] { run1("ScatterElements", {data(x2), data(i3), data(u2)}, {{"axis", int64_t(1)}}); },
-               {"the_ScatterElements", "index 5 is out of range"});
+  expect_error(
+      [&] {
+        run1("ScatterElements", {data(x2), data(i3), data(u2)}, {{"axis", int64_t(1)}});
+      },
+      {"the_ScatterElements", "index 5 is out of range"});
 }
 
 TEST(Movement, ScatterND) {
@@ -274,16 +316,20 @@ TEST(Movement, ScatterND) {
   Tensor upd = floats({4}, {9, 10, 11, 12});
   EXPECT_EQ(vals(run1("ScatterND", {data(x), data(idx), data(upd)})),
             dv({1, 11, 3, 10, 9, 6, 7, 12}));
-  EXPECT_EQ(vals(run1("ScatterND", {data(x), data(idx), data(upd)}, {{"reduction", std::string("mul")}})),
-            dv({1, 22, 3, 40, 45, 6, 7, 96}));
+  EXPECT_EQ(
+      vals(run1("ScatterND", {data(x), data(idx), data(upd)}, {{"reduction", std::string("mul")}})),
+      dv({1, 22, 3, 40, 45, 6, 7, 96}));
   // Slices: update whole rows of a 2-D tensor.
   Tensor rows = run1("ScatterND", {data(Tensor::zeros(DType::i32, {3, 2})),
                                    data(Tensor::from_vector<int64_t>({1, 1}, {2})),
                                    data(Tensor::from_vector<int32_t>({1, 2}, {7, 8}))});
   EXPECT_EQ(vals(rows), dv({0, 0, 0, 0, 7, 8}));
-  expect_error([&] {
-    run1("ScatterND", {data(x), data(Tensor::from_vector<int64_t>({1, 1}, {8})), data(floats({1}, {0}))});
-  }, {"the_ScatterND", "out of range"});
+  expect_error(
+      [&] {
+        run1("ScatterND",
+             {data(x), data(Tensor::from_vector<int64_t>({1, 1}, {8})), data(floats({1}, {0}))});
+      },
+      {"the_ScatterND", "out of range"});
 }
 
 TEST(Movement, ExpandAndTile) {
@@ -300,7 +346,8 @@ TEST(Movement, ExpandAndTile) {
 TEST(Movement, Pad) {
   Tensor x = floats({3, 2}, {1.0f, 1.2f, 2.3f, 3.4f, 4.5f, 5.7f});
   Tensor pads = ints({0, 2, 0, 0});
-  expect_near(run1("Pad", {data(x), cst(pads)}), {0, 0, 1.0f, 1.2f, 0, 0, 2.3f, 3.4f, 0, 0, 4.5f, 5.7f});
+  expect_near(run1("Pad", {data(x), cst(pads)}),
+              {0, 0, 1.0f, 1.2f, 0, 0, 2.3f, 3.4f, 0, 0, 4.5f, 5.7f});
   expect_near(run1("Pad", {data(x), cst(pads), data(Tensor::scalar<float>(9.5f))}),
               {9.5, 9.5, 1.0f, 1.2f, 9.5, 9.5, 2.3f, 3.4f, 9.5, 9.5, 4.5f, 5.7f});
   expect_near(run1("Pad", {data(x), cst(pads)}, {{"mode", std::string("reflect")}}),
@@ -341,15 +388,23 @@ TEST(Movement, ConstantOfShapeAndHugeOutputs) {
   expect_error([&] { run1("Expand", {data(iota_f({1})), cst(ints({big}))}); }, {"over the limit"});
   expect_error([&] { run1("Tile", {data(iota_f({2})), cst(ints({big}))}); }, {"over the limit"});
   expect_error([&] { run1("Tile", {data(iota_f({2, 2})), cst(ints({big, big}))}); }, {"64 bits"});
-  expect_error([&] {
-    run1("Range", {cst(Tensor::scalar<int64_t>(0)), cst(Tensor::scalar<int64_t>(big)),
-                   cst(Tensor::scalar<int64_t>(1))});
-  }, {"over the limit"});
-  expect_error([&] {
-    run1("Range", {cst(Tensor::scalar<float>(0)), cst(Tensor::scalar<float>(1e30f)),
-                   cst(Tensor::scalar<float>(1e-30f))});
-  }, {"the_Range", "too many"});
-  expect_error([&] { run1("Pad", {data(iota_f({2})), cst(ints({big, big}))}); }, {"over the limit"});
+  expect_error(
+      [&] {
+        run1("Range", {cst(Tensor::scalar<int64_t>(0)), cst(Tensor::scalar<int64_t>(big)),
+                       cst(Tensor::scalar<int64_t>(1))});
+      },
+      {"over the limit"});
+  expect_error(
+      [&] {
+        run1("Range", {cst(Tensor::scalar<float>(0)), cst(Tensor::scalar<float>(1e30f)),
+                       cst(Tensor::scalar<float>(1e-30f))});
+      },
+      {"the_Range", "too many"});
+  expect_error(
+      [&] {
+        run1("Pad", {data(iota_f({2})), cst(ints({big, big}))});
+      },
+      {"over the limit"});
 }
 
 TEST(Movement, Range) {
@@ -362,10 +417,12 @@ TEST(Movement, Range) {
   EXPECT_EQ(r(5.0, 1.0, 1.0).numel(), 0);
   expect_error([&] { r(int64_t(0), int64_t(4), int64_t(0)); }, {"the_Range", "delta is 0"});
   // Run-time start/limit/delta cannot give a shape.
-  expect_error([] {
-    run1("Range", {data(Tensor::scalar<int64_t>(0)), cst(Tensor::scalar<int64_t>(3)),
-                   cst(Tensor::scalar<int64_t>(1))});
-  }, {"the_Range", "must be a constant"});
+  expect_error(
+      [] {
+        run1("Range", {data(Tensor::scalar<int64_t>(0)), cst(Tensor::scalar<int64_t>(3)),
+                       cst(Tensor::scalar<int64_t>(1))});
+      },
+      {"the_Range", "must be a constant"});
 }
 
 TEST(Movement, EyeLikeTriluOneHot) {
@@ -375,15 +432,17 @@ TEST(Movement, EyeLikeTriluOneHot) {
   Tensor x = iota_f({3, 3});
   EXPECT_EQ(vals(run1("Trilu", {data(x), data(Tensor::scalar<int64_t>(-1))})),
             dv({0, 1, 2, 3, 4, 5, 0, 7, 8}));
-  EXPECT_EQ(vals(run1("Trilu", {data(x)}, {{"upper", int64_t(0)}})), dv({0, 0, 0, 3, 4, 0, 6, 7, 8}));
+  EXPECT_EQ(vals(run1("Trilu", {data(x)}, {{"upper", int64_t(0)}})),
+            dv({0, 0, 0, 3, 4, 0, 6, 7, 8}));
   EXPECT_EQ(vals(run1("Trilu", {data(iota_f({2, 2, 2}))}, {{"upper", int64_t(1)}})),
             dv({0, 1, 0, 3, 4, 5, 0, 7}));
   Tensor oh = run1("OneHot", {data(ints({0, -1, 5})), cst(Tensor::scalar<int64_t>(3)),
                               data(floats({2}, {0, 1}))});
   EXPECT_EQ(oh.shape(), (Shape{3, 3}));
   EXPECT_EQ(vals(oh), dv({1, 0, 0, 0, 0, 1, 0, 0, 0}));
-  oh = run1("OneHot", {data(ints({1, 0})), cst(Tensor::scalar<float>(3)),
-                       data(Tensor::from_vector<int32_t>({2}, {-2, 9}))},
+  oh = run1("OneHot",
+            {data(ints({1, 0})), cst(Tensor::scalar<float>(3)),
+             data(Tensor::from_vector<int32_t>({2}, {-2, 9}))},
             {{"axis", int64_t(0)}});
   EXPECT_EQ(oh.shape(), (Shape{3, 2}));
   EXPECT_EQ(vals(oh), dv({-2, 9, 9, -2, -2, -2}));
@@ -396,15 +455,19 @@ TEST(Movement, DepthToSpaceAndBack) {
   EXPECT_EQ(vals(d), dv({0,  12, 1,  13, 2,  14, 24, 36, 25, 37, 26, 38, 3,  15, 4,  16,
                          5,  17, 27, 39, 28, 40, 29, 41, 6,  18, 7,  19, 8,  20, 30, 42,
                          31, 43, 32, 44, 9,  21, 10, 22, 11, 23, 33, 45, 34, 46, 35, 47}));
-  Tensor c = run1("DepthToSpace", {data(x)}, {{"blocksize", int64_t(2)}, {"mode", std::string("CRD")}});
+  Tensor c =
+      run1("DepthToSpace", {data(x)}, {{"blocksize", int64_t(2)}, {"mode", std::string("CRD")}});
   EXPECT_EQ(vals(c), dv({0,  6,  1,  7,  2,  8,  12, 18, 13, 19, 14, 20, 3,  9,  4,  10,
                          5,  11, 15, 21, 16, 22, 17, 23, 24, 30, 25, 31, 26, 32, 36, 42,
                          37, 43, 38, 44, 27, 33, 28, 34, 29, 35, 39, 45, 40, 46, 41, 47}));
   Tensor back = run1("SpaceToDepth", {data(d)}, {{"blocksize", int64_t(2)}});
   EXPECT_EQ(back.shape(), x.shape());
   EXPECT_EQ(vals(back), vals(x));
-  expect_error([&] { run1("DepthToSpace", {data(iota_f({1, 6, 2, 2}))}, {{"blocksize", int64_t(2)}}); },
-               {"the_DepthToSpace", "not divisible"});
+  expect_error(
+      [&] {
+        run1("DepthToSpace", {data(iota_f({1, 6, 2, 2}))}, {{"blocksize", int64_t(2)}});
+      },
+      {"the_DepthToSpace", "not divisible"});
 }
 
 TEST(Movement, ShapeSizeConstant) {
@@ -455,4 +518,63 @@ TEST(Movement, ShapeChainOfRuntimeInputFolds) {
   EXPECT_EQ(g.value(y).shape, (Shape{2, 12}));
   std::vector<Tensor> out = run_reference(g, {{"x", iota_f({2, 3, 4})}});
   EXPECT_EQ(vals(out[0]), vals(iota_f({24})));
+}
+
+// Malformed nodes: each is a brrr::Error (never a crash, UB or huge allocation).
+TEST(Movement, BadInputsAreErrors) {
+  int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  Tensor x = iota_f({2, 3});
+  auto bad = [](auto f) { EXPECT_THROW(f(), Error); };
+  bad([&] { run1("Reshape", {data(x), cst(ints({hi, hi, -1}))}); });
+  bad([&] { run1("Reshape", {data(x), cst(ints({-2, 3}))}); });
+  bad([&] { run1("Flatten", {data(x)}, {{"axis", int64_t(3)}}); });
+  bad([&] { run1("Transpose", {data(x)}, {{"perm", std::vector<int64_t>{0, 0}}}); });
+  bad([&] { run1("Unsqueeze", {data(x), cst(ints({1, 1}))}); });
+  bad([&] { run1("Unsqueeze", {data(x), cst(ints({5}))}); });
+  bad([&] { run1("Split", {data(x), cst(ints({1, 1}))}, {{"axis", int64_t(1)}}, 2); });
+  bad([&] { run_op("Split", {data(iota_f({5}))}, {{"num_outputs", int64_t(4)}}, 4); });
+  bad([&] { run1("Slice", {data(x), cst(ints({0})), cst(ints({1})), cst(ints({2}))}); });
+  bad([&] { run1("Slice", {data(x), cst(ints({0, 0})), cst(ints({1, 1})), cst(ints({1, -1}))}); });
+  bad([&] { run1("Gather", {data(x), data(ints({hi}))}); });
+  bad([&] { run1("Gather", {data(x), data(ints({lo}))}); });
+  bad([&] { run1("Gather", {data(x), data(floats({1}, {0}))}); });
+  bad([&] { run1("Tile", {data(x), cst(ints({1, -1}))}); });
+  bad([&] { run1("Tile", {data(x), cst(ints({1}))}); });
+  bad([&] { run1("Expand", {data(x), cst(ints({-1, 3}))}); });
+  bad([&] { run1("Pad", {data(x), cst(ints({0, -5, 0, 0}))}); });
+  bad([&] { run1("Pad", {data(x), cst(ints({hi, 0, hi, 0}))}); });
+  bad([&] {
+    run1("Pad", {data(Tensor::empty(DType::f32, {0})), cst(ints({1, 1}))},
+         {{"mode", std::string("reflect")}});
+  });
+  bad([&] { run1("Pad", {data(x), cst(ints({1, 1}))}); });
+  bad([&] {
+    run1("OneHot", {data(ints({0})), cst(Tensor::scalar<int64_t>(-3)), data(floats({2}, {0, 1}))});
+  });
+  bad([&] {
+    run1("DepthToSpace", {data(iota_f({1, 4, 1, 1}))}, {{"blocksize", int64_t(int64_t(1) << 33)}});
+  });
+  bad([&] { run1("SpaceToDepth", {data(iota_f({1, 1, 3, 3}))}, {{"blocksize", int64_t(2)}}); });
+  bad([&] {
+    run1("Range", {cst(Tensor::scalar<float>(0)), cst(Tensor::scalar<float>(NAN)),
+                   cst(Tensor::scalar<float>(0))});
+  });
+  bad([&] {
+    run1("Range", {cst(Tensor::scalar<int64_t>(lo)), cst(Tensor::scalar<int64_t>(hi)),
+                   cst(Tensor::scalar<int64_t>(1))});
+  });
+  bad([&] { run1("GatherND", {data(x), data(Tensor::from_vector<int64_t>({1, 3}, {0, 0, 0}))}); });
+  bad([&] {
+    run1("ScatterND",
+         {data(x), data(Tensor::from_vector<int64_t>({1, 1}, {0})), data(floats({1}, {0}))});
+  });
+  bad([&] { run1("Constant", {}); });
+  // Extreme but valid: INT64_MIN step and a NaN Range are fine, not UB.
+  EXPECT_EQ(vals(run1("Slice", {data(iota_f({4})), cst(ints({-1})), cst(ints({lo})), none(),
+                                cst(ints({lo}))})),
+            dv({3}));
+  EXPECT_EQ(run1("Range", {cst(Tensor::scalar<float>(0)), cst(Tensor::scalar<float>(NAN)),
+                           cst(Tensor::scalar<float>(1))})
+                .numel(),
+            0);
 }
