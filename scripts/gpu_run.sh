@@ -15,7 +15,7 @@ B=/tmp/brrr_build
 if cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1; then
   echo "== full build"
   ninja -C $B -j16 brrr_tests brrr_gpu_probe >"$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
-  TESTS="$B/tests/brrr_tests --gtest_filter=Cuda*"
+  TESTS="$B/tests/brrr_tests --gtest_filter=*Cuda*"
   PROBE=$B/tools/gpu_bench/brrr_gpu_probe
 else
   echo "== full configure failed ($(grep -m1 -i 'could not find\|error' "$OUT/cmake.log")); standalone CUDA build"

@@ -18,7 +18,8 @@
       GTEST_SKIP() << "no CUDA device: " << brrr_why_;                 \
   } while (0)
 
-namespace brrr::cuda::testing {
+namespace brrr_cuda_test {
+using namespace brrr::cuda;
 
 // One device (primary context) for the whole test binary.
 inline Device& test_device() {
@@ -75,5 +76,5 @@ inline float f16_to_f32(std::uint16_t h) {
   return f;
 }
 
-}  // namespace brrr::cuda::testing
+}  // namespace brrr_cuda_test
 #endif

@@ -11,7 +11,7 @@
 #include "cuda_test_util.hpp"
 
 using namespace brrr::cuda;
-namespace bt = brrr::cuda::testing;
+namespace bt = brrr_cuda_test;
 
 namespace {
 

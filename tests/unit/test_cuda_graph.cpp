@@ -20,7 +20,7 @@ extern "C" __global__ void add(float* x, float v, int n) {
 
 TEST(CudaGraph, CaptureAndReplay) {
   BRRR_REQUIRE_CUDA_DEVICE();
-  Device& dev = testing::test_device();
+  Device& dev = brrr_cuda_test::test_device();
   Module m(NvrtcCompiler(dev.info().arch(), "").compile(kAddSrc, "add").cubin, "add");
   Function add = m.function("add");
   const int n = 5000;
@@ -57,7 +57,7 @@ TEST(CudaGraph, CaptureAndReplay) {
 
 TEST(CudaGraph, FailedCaptureIsClearAndStreamSurvives) {
   BRRR_REQUIRE_CUDA_DEVICE();
-  testing::test_device();
+  brrr_cuda_test::test_device();
   Stream s;
   try {
     CudaGraph::capture(s, [&] { s.synchronize("sync inside capture"); }, "bad plan");

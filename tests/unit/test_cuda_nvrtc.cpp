@@ -95,7 +95,7 @@ TEST(CudaNvrtc, BadArchIsAnError) { EXPECT_THROW(NvrtcCompiler("compute_x", ""),
 
 TEST(CudaNvrtc, GeluKernelMatchesCpu) {
   BRRR_REQUIRE_CUDA_DEVICE();
-  Device& dev = testing::test_device();
+  Device& dev = brrr_cuda_test::test_device();
   NvrtcCompiler c(dev.info().arch(), "");
   Module m(c.compile(kGeluSrc, "gelu").cubin, "gelu");
   Function f = m.function("gelu");
@@ -118,12 +118,12 @@ TEST(CudaNvrtc, GeluKernelMatchesCpu) {
   s.synchronize();
   std::vector<double> ref(n);
   for (int i = 0; i < n; ++i) ref[i] = brrr_gelu_erf(x[i]);  // the same header on the CPU
-  EXPECT_LT(testing::rel_l2(y, ref), 1e-6);
+  EXPECT_LT(brrr_cuda_test::rel_l2(y, ref), 1e-6);
 }
 
 TEST(CudaNvrtc, FusedCosCosMatchesTwoKernels) {
   BRRR_REQUIRE_CUDA_DEVICE();
-  Device& dev = testing::test_device();
+  Device& dev = brrr_cuda_test::test_device();
   NvrtcCompiler c(dev.info().arch(), "");
   Module m(c.compile(bench_kernels_source(), "bench").cubin, "bench");
   Function cos1 = m.function("brrr_cos_f32x4"), cos2 = m.function("brrr_cos_cos_f32x4"),
@@ -158,7 +158,7 @@ TEST(CudaNvrtc, FusedCosCosMatchesTwoKernels) {
   }
   EXPECT_LT(lo, -9.f);  // the fill kernel wrote random data over the whole range
   EXPECT_GT(hi, 9.f);
-  EXPECT_LT(testing::rel_l2(h2, ref), 1e-6);
+  EXPECT_LT(brrr_cuda_test::rel_l2(h2, ref), 1e-6);
 }
 
 #else

@@ -7,7 +7,7 @@
 #include "brrr/error.hpp"
 
 using namespace brrr::cuda;
-using brrr::cuda::testing::test_device;
+using brrr_cuda_test::test_device;
 
 TEST(CudaRuntime, DetectionNeverThrows) {
   std::string why;
