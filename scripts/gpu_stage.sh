@@ -7,8 +7,9 @@ SRC="$(cd "$(dirname "$0")/.." && pwd)"
 DST=${1:-/work/main/.gpu_stage}
 grep -qx '/.gpu_stage/' /work/main/.git/info/exclude 2>/dev/null ||
   echo /.gpu_stage/ >> /work/main/.git/info/exclude
-rsync -a --delete --exclude build --exclude .git --exclude .third_party "$SRC"/ "$DST"/
+rm -rf "$DST"
 mkdir -p "$DST/.third_party/fmt/include"
-rsync -a /usr/include/fmt "$DST/.third_party/fmt/include/"
-rsync -a --delete /usr/src/googletest/ "$DST/.third_party/googletest/"
+tar -C "$SRC" --exclude=./build --exclude=./.git --exclude=./.third_party -cf - . | tar -C "$DST" -xf -
+cp -a /usr/include/fmt "$DST/.third_party/fmt/include/"
+cp -a /usr/src/googletest "$DST/.third_party/googletest"
 du -sh "$DST"
