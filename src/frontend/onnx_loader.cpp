@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "brrr/onnx.hpp"
+#include "frontend/onnx_schema_check.hpp"
 #include "frontend/onnx_tensor.hpp"
 
 namespace brrr {
@@ -161,6 +162,7 @@ struct Loader {
           fail("{}: {} has attribute '{}' twice", what, n.label(), a.name());
         n.attrs.emplace(a.name(), attribute(a, n.label()));
       }
+      check_node_arity(n, g);
       g.nodes.push_back(std::move(n));
     }
     for (const auto& out : gp.output()) {

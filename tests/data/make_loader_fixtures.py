@@ -102,4 +102,8 @@ save(m, "ir_version_99.onnx")
 weird = 'a"b*/\\n#c\nint main'
 save(model([helper.make_node("Relu", ["x"], [weird], name=weird),
             helper.make_node("Relu", [weird], ["y"], name="r2")], [X], [Y]), "weird_names.onnx")
+
+
+# Add with one input (the schema requires two).
+save(model([helper.make_node("Add", ["x"], ["y"], name="add_one")], [X], [Y]), "add_one_input.onnx")
 print("wrote", OUT)

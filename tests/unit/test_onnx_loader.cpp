@@ -173,3 +173,8 @@ TEST(TensorPb, RoundTrip) {
   EXPECT_EQ(name, "ids");
   EXPECT_EQ(u.to_int64_vector(), t.to_int64_vector());
 }
+
+TEST(OnnxLoaderErrors, InputCountAgainstSchema) {
+  expect_error([] { load_onnx(fixture("add_one_input.onnx")); },
+               "node 'add_one' (Add): has 1 inputs, but Add takes 2 to 2");
+}
