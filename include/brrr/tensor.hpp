@@ -30,6 +30,8 @@ class Tensor {
   // Uninitialized contiguous tensor. Checks the size against max_tensor_bytes().
   static Tensor empty(DType dtype, const Shape& shape);
   static Tensor zeros(DType dtype, const Shape& shape);
+  // Non-owning contiguous view of memory someone else keeps alive (a session's arena).
+  static Tensor from_blob(void* p, DType dtype, const Shape& shape);
   template <typename T>
   static Tensor from_vector(const Shape& shape, const std::vector<T>& v);
   template <typename T>
