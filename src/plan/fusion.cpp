@@ -73,6 +73,8 @@ NodeInfo classify(const Graph& g, const Node& n) {
   NodeInfo info;
   const std::string& op = n.op;
   bool f32 = all_f32(g, n);
+  if (op.rfind("Reduce", 0) == 0 && !n.inputs.empty() && n.inputs[0] >= 0)  // axes are int64
+    f32 = g.value(n.inputs[0]).dtype == DType::f32 && g.value(n.outputs[0]).dtype == DType::f32;
   auto other = [&](std::string why) {
     info.kind = NodeKind::Other;
     info.why = std::move(why);
@@ -171,6 +173,7 @@ class Fuser {
   std::vector<std::vector<int>> consumers_;
   std::map<std::pair<int, int>, std::string> refusals_;  // (value, consumer node) -> reason
   std::set<int> absorbed_;                               // nodes folded into a library epilogue
+  std::vector<std::set<int>> reads_;                     // kernels each kernel reads from
 
   const Shape& shape(int v) const { return g_.value(v).shape; }
 
@@ -244,6 +247,25 @@ class Fuser {
     return add_expr(G, e);
   }
 
+  // Does kernel h read (transitively) from kernel g?
+  bool depends_on(int h, int g) const {
+    std::vector<int> stack{h};
+    std::set<int> seen;
+    while (!stack.empty()) {
+      int k = stack.back();
+      stack.pop_back();
+      if (k == g) return true;
+      if (!seen.insert(k).second) continue;
+      for (int r : reads_[size_t(k)]) stack.push_back(r);
+    }
+    return false;
+  }
+  void note_reads(int gi, const Node& node) {
+    for (int i : node.inputs)
+      if (i >= 0 && kernel_of_value_[i] >= 0 && kernel_of_value_[i] != gi)
+        reads_[size_t(gi)].insert(kernel_of_value_[i]);
+  }
+
   bool in_group(const Group& G, int v) const { return v >= 0 && G.vals.count(v); }
   bool computed_in(const Group& G, int v) const {
     auto it = G.vals.find(v);
@@ -260,8 +282,9 @@ class Fuser {
     for (int i : node.inputs) {
       if (i < 0 || in_group(G, i)) continue;
       int pk = kernel_of_value_[i];
-      if (pk > gi)
-        return fmt::format("input '{}' is produced by a later kernel", g_.value(i).name);
+      if (pk >= 0 && depends_on(pk, gi))
+        return fmt::format("input '{}' comes from a kernel that depends on this one",
+                           g_.value(i).name);
     }
     switch (info.kind) {
       case NodeKind::Pointwise: {
@@ -310,6 +333,7 @@ class Fuser {
   void emit(Group& G, int n, const NodeInfo& info) {
     const Node& node = g_.nodes[n];
     G.k.nodes.push_back(n);
+    note_reads(int(&G - groups_.data()), node);
     int out = node.outputs[0];
     kernel_of_value_[out] = int(&G - groups_.data());
     const Shape& S = G.k.space;
@@ -375,6 +399,7 @@ class Fuser {
 
   Group& new_group(KernelKind kind, int n) {
     groups_.emplace_back();
+    reads_.emplace_back();
     Group& G = groups_.back();
     G.k.kind = kind;
     G.fused = kind == KernelKind::Fused;
@@ -425,6 +450,7 @@ class Fuser {
                                                      : KernelKind::Reference;
     Group& G = new_group(kind, n);
     G.k.nodes.push_back(n);
+    note_reads(gi, node);
     for (int o : node.outputs)
       if (o >= 0) kernel_of_value_[o] = gi;
     if (kind == KernelKind::Library && opts_.enable) absorb_epilogue(G, gi, n);
@@ -452,6 +478,7 @@ class Fuser {
       if (bias_like) {
         G.k.bias = other;
         G.k.nodes.push_back(c);
+        note_reads(gi, add);
         absorbed_.insert(c);
         cur = add.outputs[0];
         kernel_of_value_[cur] = gi;
@@ -474,11 +501,32 @@ class Fuser {
     Plan p;
     p.fusion_enabled = opts_.enable;
     std::set<int> graph_out(g_.outputs.begin(), g_.outputs.end());
+    // Kernels run in a topological order of their reads (a node may have joined an older
+    // kernel, so creation order is not always valid); ties keep creation order.
+    std::vector<int> order, pending(groups_.size(), 0), pos(groups_.size(), -1);
+    std::vector<std::vector<int>> readers(groups_.size());
+    for (size_t gi = 0; gi < groups_.size(); ++gi)
+      for (int r : reads_[gi]) {
+        pending[gi]++;
+        readers[size_t(r)].push_back(int(gi));
+      }
+    std::set<int> ready;
+    for (size_t gi = 0; gi < groups_.size(); ++gi)
+      if (!pending[gi]) ready.insert(int(gi));
+    while (!ready.empty()) {
+      int k = *ready.begin();
+      ready.erase(ready.begin());
+      pos[size_t(k)] = int(order.size());
+      order.push_back(k);
+      for (int u : readers[size_t(k)])
+        if (--pending[size_t(u)] == 0) ready.insert(u);
+    }
+    BRRR_ASSERT(order.size() == groups_.size(), "cycle between kernels");
     std::vector<int> kernel_of_node(g_.nodes.size(), -1);
     for (size_t gi = 0; gi < groups_.size(); ++gi)
       for (int n : groups_[gi].k.nodes) kernel_of_node[n] = int(gi);
-    for (size_t gi = 0; gi < groups_.size(); ++gi) {
-      Group& G = groups_[gi];
+    for (int gi : order) {
+      Group& G = groups_[size_t(gi)];
       Kernel& k = G.k;
       std::set<int> ins, outs;
       if (k.kind == KernelKind::Fused) {
@@ -515,7 +563,7 @@ class Fuser {
       std::string tag = first.op;
       if (k.nodes.size() > 1) tag += "_" + g_.nodes[k.nodes.back()].op;
       for (char& ch : tag) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-      k.name = fmt::format("k{}_{}", gi, tag);  // op names come from the op table, not the model
+      k.name = fmt::format("k{}_{}", p.kernels.size(), tag);  // op names come from the op table, not the model
       p.kernels.push_back(std::move(k));
     }
     // Boundaries: every value that crosses from one kernel to another.
@@ -524,9 +572,17 @@ class Fuser {
         if (i < 0 || kernel_of_value_[i] < 0) continue;
         int from = kernel_of_value_[i], to = kernel_of_node[n];
         if (from == to) continue;
-        Boundary b{i, from, to, ""};
+        Boundary b{i, pos[size_t(from)], pos[size_t(to)], ""};
         auto it = refusals_.find({i, int(n)});
-        b.reason = "not fused: " + (it != refusals_.end() ? it->second : "consumer placed elsewhere");
+        std::string why;
+        if (it != refusals_.end()) why = it->second;
+        else if (groups_[size_t(from)].k.kind != KernelKind::Fused)
+          why = fmt::format("{} runs as a {} kernel", g_.value(i).producer >= 0
+                                                          ? g_.nodes[size_t(g_.value(i).producer)].op
+                                                          : "producer",
+                            kernel_kind_name(groups_[size_t(from)].k.kind));
+        else why = "consumer placed in another kernel";
+        b.reason = "not fused: " + why;
         if (consumers_[i].size() > 1)
           b.reason += fmt::format(" (output used by {} consumers)", consumers_[i].size());
         p.boundaries.push_back(std::move(b));

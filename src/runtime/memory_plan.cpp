@@ -16,7 +16,7 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& reqs) {
   std::vector<size_t> placed;
   for (size_t r : order) {
     size_t need = align(reqs[r].bytes);
-    p.total_bytes += reqs[r].bytes;
+    p.total_bytes += need;
     // Occupied ranges of buffers alive at the same time, sorted by offset.
     std::vector<std::pair<size_t, size_t>> busy;
     for (size_t q : placed)

@@ -15,7 +15,7 @@ struct BufferRequest {
 struct MemoryPlan {
   std::vector<size_t> offsets;  // per request, 64-byte aligned
   size_t arena_bytes = 0;       // peak
-  size_t total_bytes = 0;       // sum of all requests (what no reuse would need)
+  size_t total_bytes = 0;       // sum of all (aligned) requests: what no reuse would need
 };
 
 // Greedy: largest buffers first, each at the lowest offset free during its whole lifetime.
