@@ -35,7 +35,8 @@ class Session {
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
 
-  // Runs the plan; outputs in graph output order. Allocates only the returned output tensors.
+  // Runs the plan; outputs in graph output order. Output buffers the caller no longer holds are
+  // reused, so a steady loop allocates nothing. Not reentrant (one run at a time per Session).
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
   // Runs every kernel `reps` times (after a warm-up) and reports per-kernel median times.
   RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps = 10);

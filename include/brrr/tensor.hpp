@@ -81,6 +81,8 @@ class Tensor {
 
   // Shares storage: true when both tensors view the same allocation.
   bool same_storage(const Tensor& o) const { return storage_ == o.storage_; }
+  // Number of Tensors sharing this storage (a session reuses output buffers nobody else holds).
+  long storage_use_count() const { return storage_.use_count(); }
 
  private:
   std::shared_ptr<void> storage_;

@@ -39,6 +39,7 @@ struct Session::Impl {
   std::vector<void*> slots;
   std::unique_ptr<char, decltype(&std::free)> arena{nullptr, &std::free};
   std::vector<Tensor> constants;  // contiguous copies the slots point into
+  std::vector<Tensor> last_outputs;  // recycled output buffers
   MemoryStats mem;
   double compile_ms = 0;
   bool from_cache = false;
@@ -147,10 +148,16 @@ void Session::Impl::bind(const std::map<std::string, Tensor>& inputs, std::vecto
     keep->push_back(c);
     slots[size_t(id)] = const_cast<void*>(c.raw());
   }
+  // Output buffers are recycled when the caller has dropped the previous run's results, so a
+  // steady loop allocates (and page-faults) nothing.
   outs->clear();
-  for (int o : g.outputs) {
+  if (last_outputs.size() != g.outputs.size()) last_outputs.assign(g.outputs.size(), Tensor());
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    int o = g.outputs[k];
     const Value& v = g.value(o);
-    outs->push_back(Tensor::empty(v.dtype, v.shape));
+    Tensor& prev = last_outputs[k];
+    if (!prev.defined() || prev.storage_use_count() > 1) prev = Tensor::empty(v.dtype, v.shape);
+    outs->push_back(prev);
     if (v.producer >= 0) slots[size_t(o)] = outs->back().raw();
   }
 }
