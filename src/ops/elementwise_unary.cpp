@@ -65,6 +65,7 @@ void add_float_math(OpTable& t) {
 }
 
 void add_signed_math(OpTable& t) {
+  add_unary<kBool>(t, "Not", 1, "(!{0})", 1, {}, BRRR_FN(!x));
   add_unary<kSigned>(t, "Neg", 6, "(-{0})", 1, {}, BRRR_FN(wrap_neg(x)));
   add_unary<kNumeric>(t, "Abs", 6, "fabsf({0})", 1, {}, [](const Node&) {
     return [](auto x) {
