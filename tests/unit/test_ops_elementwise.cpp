@@ -202,3 +202,271 @@ TEST(OpsElementwise, MatchesOnnxReference) {
     }
   }
 }
+
+TEST(OpsElementwise, BroadcastSizeZeroAndScalars) {
+  Tensor empty = Tensor::empty(DType::f32, {0, 3});
+  Tensor row = Tensor::from_vector<float>({3}, {1, 2, 3});
+  std::vector<Tensor> y = run_op("Add", {empty, row});
+  EXPECT_EQ(y[0].shape(), (Shape{0, 3}));
+  // A size-1 dim broadcasts against a size-0 dim.
+  y = run_op("Mul", {Tensor::empty(DType::f32, {2, 0}), Tensor::from_vector<float>({2, 1}, {1, 2})});
+  EXPECT_EQ(y[0].shape(), (Shape{2, 0}));
+  y = run_op("Where", {Tensor::empty(DType::boolean, {0}), Tensor::scalar<float>(1),
+                       Tensor::scalar<float>(2)});
+  EXPECT_EQ(y[0].shape(), (Shape{0}));
+  y = run_op("Sigmoid", {Tensor::empty(DType::f32, {4, 0})});
+  EXPECT_EQ(y[0].shape(), (Shape{4, 0}));
+
+  y = run_op("Sub", {Tensor::scalar<float>(5), Tensor::scalar<float>(7)});
+  EXPECT_EQ(y[0].shape(), Shape{});
+  EXPECT_EQ(y[0].at_double(0), -2.0);
+  // Scalar against a 3-d tensor; rank grows to the larger operand.
+  y = run_op("Div", {Tensor::from_vector<float>({2, 1, 2}, {2, 4, 6, 8}), Tensor::scalar<float>(2)});
+  EXPECT_EQ(y[0].shape(), (Shape{2, 1, 2}));
+  EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{1, 2, 3, 4}));
+  // [2,1] x [1,3] -> [2,3] (both sides broadcast).
+  y = run_op("Sub", {Tensor::from_vector<int64_t>({2, 1}, {10, 20}),
+                     Tensor::from_vector<int64_t>({1, 3}, {1, 2, 3})});
+  EXPECT_EQ(y[0].to_int64_vector(), (std::vector<int64_t>{9, 8, 7, 19, 18, 17}));
+}
+
+TEST(OpsElementwise, NonContiguousInputs) {
+  Tensor t = Tensor::from_vector<float>({2, 3}, {0, 1, 2, 3, 4, 5}).permute({1, 0});  // [3, 2]
+  std::vector<Tensor> y = run_op("Neg", {t});
+  EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{-0, -3, -1, -4, -2, -5}));
+  y = run_op("Add", {t, Tensor::from_vector<float>({2}, {100, 200})});
+  EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{100, 203, 101, 204, 102, 205}));
+}
+
+TEST(OpsElementwise, IntegerSemantics) {
+  // Div truncates toward zero like C; INT_MIN / -1 wraps instead of trapping.
+  int32_t mn = std::numeric_limits<int32_t>::min();
+  auto y = run_op("Div", {Tensor::from_vector<int32_t>({3}, {-7, 7, mn}),
+                          Tensor::from_vector<int32_t>({3}, {2, -2, -1})});
+  EXPECT_EQ(y[0].to_int64_vector(), (std::vector<int64_t>{-3, -3, mn}));
+  // Overflow wraps (two's complement), no UB.
+  y = run_op("Add", {Tensor::from_vector<uint8_t>({2}, {250, 1}),
+                     Tensor::from_vector<uint8_t>({2}, {10, 2})});
+  EXPECT_EQ(y[0].to_int64_vector(), (std::vector<int64_t>{4, 3}));
+  int32_t mx = std::numeric_limits<int32_t>::max();
+  y = run_op("Add", {Tensor::scalar<int32_t>(mx), Tensor::scalar<int32_t>(1)});
+  EXPECT_EQ(y[0].at_int(0), mn);
+  // Int Pow: negative exponents truncate 1/a^n; ±1 stay exact.
+  y = run_op("Pow", {Tensor::from_vector<int64_t>({4}, {2, 1, -1, -1}),
+                     Tensor::from_vector<int64_t>({4}, {-1, -5, -3, -4})});
+  EXPECT_EQ(y[0].to_int64_vector(), (std::vector<int64_t>{0, 1, -1, 1}));
+  // Mixed Pow: i32 base, i8 exponent.
+  y = run_op("Pow", {Tensor::from_vector<int32_t>({2}, {3, -2}),
+                     Tensor::from_vector<int8_t>({2}, {4, 3})});
+  EXPECT_EQ(y[0].dtype(), DType::i32);
+  EXPECT_EQ(y[0].to_int64_vector(), (std::vector<int64_t>{81, -8}));
+  // Min / Max over int8 with broadcasting.
+  y = run_op("Max", {Tensor::from_vector<int8_t>({2, 1}, {-128, 5}),
+                     Tensor::from_vector<int8_t>({2}, {0, 127})});
+  EXPECT_EQ(y[0].to_int64_vector(), (std::vector<int64_t>{0, 127, 5, 127}));
+}
+
+TEST(OpsElementwise, HalfPrecisionComputesInFloat) {
+  Tensor x = Tensor::from_vector<float>({3}, {-1, 0, 2}).cast(DType::f16);
+  auto y = run_op("Sigmoid", {x});
+  EXPECT_EQ(y[0].dtype(), DType::f16);
+  EXPECT_NEAR(y[0].at_double(0), 1 / (1 + std::exp(1.0)), 1e-3);
+  EXPECT_EQ(y[0].at_double(1), 0.5);
+  Tensor b = Tensor::from_vector<float>({3}, {1, 2, 3}).cast(DType::bf16);
+  y = run_op("Sum", {b, b, b});
+  EXPECT_EQ(y[0].dtype(), DType::bf16);
+  EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{3, 6, 9}));
+  y = run_op("Mean", {Tensor::from_vector<double>({2}, {1, 2}), Tensor::scalar<double>(4)});
+  EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{2.5, 3}));
+}
+
+TEST(OpsElementwise, ReluKeepsNaNAndRoundIsHalfToEven) {
+  auto y = run_op("Relu", {Tensor::from_vector<float>({3}, {NAN, -1, 2})});
+  EXPECT_TRUE(std::isnan(y[0].at_double(0)));
+  EXPECT_EQ(y[0].at_double(1), 0);
+  y = run_op("Round", {Tensor::from_vector<double>({4}, {0.5, 1.5, 2.5, -3.5})});
+  EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{0, 2, 2, -4}));
+}
+
+TEST(OpsElementwise, DtypeMismatchIsAnError) {
+  std::string msg = error_of([] {
+    run_op("Add", {Tensor::from_vector<float>({2}, {1, 2}), Tensor::from_vector<int64_t>({2}, {1, 2})});
+  });
+  EXPECT_NE(msg.find("node 'n0' (Add)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("input 1 is int64"), std::string::npos) << msg;
+  // Float-only ops refuse integers; logic refuses floats; Where needs a bool condition.
+  msg = error_of([] { run_op("Exp", {Tensor::from_vector<int32_t>({1}, {1})}); });
+  EXPECT_NE(msg.find("takes float tensors"), std::string::npos) << msg;
+  msg = error_of([] { run_op("And", {Tensor::scalar<float>(1), Tensor::scalar<float>(0)}); });
+  EXPECT_NE(msg.find("takes bool tensors"), std::string::npos) << msg;
+  msg = error_of([] {
+    run_op("Where", {Tensor::scalar<float>(1), Tensor::scalar<float>(1), Tensor::scalar<float>(2)});
+  });
+  EXPECT_NE(msg.find("must be bool"), std::string::npos) << msg;
+  msg = error_of([] {
+    run_op("Where", {Tensor::scalar<bool>(true), Tensor::scalar<float>(1), Tensor::scalar<double>(2)});
+  });
+  EXPECT_NE(msg.find("Y (input 2) is float64"), std::string::npos) << msg;
+  msg = error_of([] {
+    run_op("Add", {Tensor::empty(DType::f32, {2, 3}), Tensor::empty(DType::f32, {4})});
+  });
+  EXPECT_NE(msg.find("cannot be broadcast"), std::string::npos) << msg;
+  msg = error_of([] {
+    run_op("Mod", {Tensor::scalar<float>(1), Tensor::scalar<float>(2)});
+  });
+  EXPECT_NE(msg.find("fmod=1"), std::string::npos) << msg;
+  msg = error_of([] {
+    run_op("Gelu", {Tensor::scalar<float>(1)}, {{"approximate", std::string("fast")}});
+  });
+  EXPECT_NE(msg.find("approximate"), std::string::npos) << msg;
+  msg = error_of([] {
+    run_op("PRelu", {Tensor::empty(DType::f32, {3}), Tensor::empty(DType::f32, {2, 3})});
+  });
+  EXPECT_NE(msg.find("must broadcast to the input shape"), std::string::npos) << msg;
+  msg = error_of([] { run_op("Cast", {Tensor::scalar<float>(1)}, {{"to", int64_t(8)}}); });
+  EXPECT_NE(msg.find("STRING"), std::string::npos) << msg;
+}
+
+TEST(OpsElementwise, IntegerDivisionByZeroIsAnError) {
+  std::string msg = error_of([] {
+    run_op("Div", {Tensor::from_vector<int32_t>({2}, {1, 2}), Tensor::from_vector<int32_t>({2}, {1, 0})});
+  });
+  EXPECT_NE(msg.find("node 'n0' (Div)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("division by zero"), std::string::npos) << msg;
+  msg = error_of([] {
+    run_op("Mod", {Tensor::from_vector<int64_t>({1}, {5}), Tensor::from_vector<int64_t>({1}, {0})});
+  });
+  EXPECT_NE(msg.find("Mod by zero"), std::string::npos) << msg;
+  msg = error_of([] { run_op("Pow", {Tensor::scalar<int64_t>(0), Tensor::scalar<int64_t>(-1)}); });
+  EXPECT_NE(msg.find("negative power"), std::string::npos) << msg;
+  // Constant inputs fold at load time, so the error surfaces from infer_shapes.
+  msg = error_of([] {
+    run_op("Div", {Tensor::scalar<int64_t>(1), Tensor::scalar<int64_t>(0)}, {}, 1, {true, true});
+  });
+  EXPECT_NE(msg.find("division by zero"), std::string::npos) << msg;
+  // Float division by zero is IEEE, not an error.
+  auto y = run_op("Div", {Tensor::scalar<float>(1), Tensor::scalar<float>(0)});
+  EXPECT_TRUE(std::isinf(y[0].at_double(0)));
+}
+
+TEST(OpsElementwise, DropoutIsIdentityAtInference) {
+  Tensor x = Tensor::from_vector<float>({2, 2}, {1, 2, 3, 4});
+  auto y = run_op("Dropout", {x}, {}, 2);
+  EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(y[1].dtype(), DType::boolean);
+  EXPECT_EQ(y[1].to_int64_vector(), (std::vector<int64_t>{1, 1, 1, 1}));
+  // training_mode = true with ratio 0 is still the identity ...
+  y = run_op("Dropout", {x, Tensor::scalar<float>(0), Tensor::scalar<bool>(true)}, {}, 1,
+             {false, true, true});
+  EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{1, 2, 3, 4}));
+  // ... but a random (training) dropout is refused clearly, at load or at run time.
+  std::string msg = error_of([&] {
+    run_op("Dropout", {x, Tensor::scalar<float>(0.5f), Tensor::scalar<bool>(true)}, {}, 1,
+           {false, true, true});
+  });
+  EXPECT_NE(msg.find("training-mode Dropout"), std::string::npos) << msg;
+  msg = error_of([&] { run_op("Dropout", {x, Tensor(), Tensor::scalar<bool>(true)}); });
+  EXPECT_NE(msg.find("training-mode Dropout"), std::string::npos) << msg;
+}
+
+TEST(OpsElementwise, CastRoundTripsAndCastLike) {
+  auto y = run_op("Cast", {Tensor::from_vector<float>({3}, {NAN, 0, -0.5f})}, {{"to", int64_t(9)}});
+  EXPECT_EQ(y[0].to_int64_vector(), (std::vector<int64_t>{1, 0, 1}));
+  y = run_op("Cast", {Tensor::from_vector<bool>({2}, {true, false})}, {{"to", int64_t(1)}});
+  EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{1, 0}));
+  y = run_op("CastLike", {Tensor::from_vector<int64_t>({2}, {3, -4}), Tensor::empty(DType::bf16, {0})});
+  EXPECT_EQ(y[0].dtype(), DType::bf16);
+  EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{3, -4}));
+  y = run_op("Identity", {Tensor::from_vector<int8_t>({2}, {-1, 1})});
+  EXPECT_EQ(y[0].to_int64_vector(), (std::vector<int64_t>{-1, 1}));
+}
+
+namespace {
+// Shape-infers a one-node graph with fresh f32 inputs and returns its cost.
+Cost cost_of(const std::string& op, std::vector<Shape> shapes,
+             std::map<std::string, AttrValue> attrs = {}) {
+  Graph g;
+  Node n;
+  n.op = op;
+  n.name = "n0";
+  n.attrs = std::move(attrs);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    int id = g.add_value("x" + std::to_string(i));
+    g.value(id).shape = shapes[i];
+    g.inputs.push_back(id);
+    n.inputs.push_back(id);
+  }
+  n.outputs.push_back(g.add_value("y"));
+  g.outputs.push_back(n.outputs[0]);
+  g.nodes.push_back(n);
+  infer_shapes(g, {});
+  return op_cost(g, g.nodes[0]);
+}
+}  // namespace
+
+TEST(OpsElementwise, CostCountsFlopsAndSpecialFunctions) {
+  Cost c = cost_of("Add", {{4, 5}, {5}});
+  EXPECT_EQ(c.flops, 20);
+  EXPECT_EQ(c.bytes, (20 + 5 + 20) * 4);
+  c = cost_of("Sigmoid", {{10}});
+  EXPECT_EQ(c.flops, 20);
+  EXPECT_EQ(c.special.at("exp"), 10);
+  c = cost_of("Gelu", {{10}});
+  EXPECT_EQ(c.special.at("erf"), 10);
+  EXPECT_EQ(c.flops, 40);
+  c = cost_of("Gelu", {{10}}, {{"approximate", std::string("tanh")}});
+  EXPECT_EQ(c.special.at("tanh"), 10);
+  c = cost_of("Cos", {{3}});
+  EXPECT_EQ(c.special.at("cos"), 3);
+  EXPECT_EQ(c.flops, 0);
+  c = cost_of("Sum", {{6}, {6}, {6}});
+  EXPECT_EQ(c.flops, 12);
+}
+
+TEST(OpsElementwise, PointwiseExpansion) {
+  const OpTable& t = OpTable::get();
+  Node n;
+  n.op = "LeakyRelu";
+  n.inputs = {0};
+  EXPECT_EQ(expand_pointwise(*t.find("", "LeakyRelu"), n, {"x"}), "brrr_leaky_relu(x, 0.00999999978f)");
+  n.attrs["alpha"] = -0.5f;
+  EXPECT_EQ(expand_pointwise(*t.find("", "LeakyRelu"), n, {"a + b"}), "brrr_leaky_relu((a + b), (-0.5f))");
+  Node g;
+  g.op = "Gelu";
+  g.inputs = {0};
+  EXPECT_EQ(expand_pointwise(*t.find("", "Gelu"), g, {"x"}), "brrr_gelu_none(x)");
+  g.attrs["approximate"] = std::string("tanh");
+  EXPECT_EQ(expand_pointwise(*t.find("", "Gelu"), g, {"x"}), "brrr_gelu_tanh(x)");
+  Node c;
+  c.op = "Clip";
+  c.inputs = {0, -1, 2};
+  EXPECT_EQ(expand_pointwise(*t.find("", "Clip"), c, {"x", "", "hi"}), "brrr_clip(x, NAN, hi)");
+  Node c6;  // opset-6 form: bounds are attributes
+  c6.op = "Clip";
+  c6.inputs = {0};
+  c6.attrs["min"] = 0.0f;
+  c6.attrs["max"] = 6.0f;
+  EXPECT_EQ(expand_pointwise(*t.find("", "Clip"), c6, {"x"}), "brrr_clip(x, 0.0f, 6.0f)");
+  Node s;
+  s.op = "Max";
+  s.inputs = {0, 1, 2};
+  EXPECT_EQ(expand_pointwise(*t.find("", "Max"), s, {"a", "b", "c"}), "brrr_max((brrr_max(a, b)), c)");
+  Node i;
+  i.op = "IsInf";
+  i.inputs = {0};
+  i.attrs["detect_negative"] = int64_t(0);
+  EXPECT_EQ(expand_pointwise(*t.find("", "IsInf"), i, {"x"}), "brrr_isinf(x, 1, 0)");
+  EXPECT_THROW(expand_pointwise(*t.find("", "Cast"), n, {"x"}), Error);
+}
+
+TEST(OpsElementwise, EveryPointwiseOpExpands) {
+  // Each registered elementwise op with a pointwise form expands with default attributes.
+  for (const OpDef* d : OpTable::get().all()) {
+    if (d->pointwise.empty()) continue;
+    Node n;
+    n.op = d->name;
+    n.inputs = {0, 1, 2};
+    std::string e = expand_pointwise(*d, n, {"a", "b", "c"});
+    EXPECT_EQ(e.find('{'), std::string::npos) << d->name << ": " << e;
+  }
+}
