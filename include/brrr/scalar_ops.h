@@ -6,6 +6,13 @@
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define BRRR_SCALAR_FN static __device__ __forceinline__
+/* NVRTC has no math.h; generated expressions use INFINITY and NAN. */
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
 #else
 #include <math.h>
 #define BRRR_SCALAR_FN static inline

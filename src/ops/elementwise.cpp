@@ -14,12 +14,16 @@ bool dtype_in(DType t, unsigned set) {
     case DType::f32:
     case DType::f16:
     case DType::bf16:
-    case DType::f64: return set & kFloat;
+    case DType::f64:
+      return set & kFloat;
     case DType::i64:
     case DType::i32:
-    case DType::i8: return set & kSignedInt;
-    case DType::u8: return set & kUnsignedInt;
-    case DType::boolean: return set & kBool;
+    case DType::i8:
+      return set & kSignedInt;
+    case DType::u8:
+      return set & kUnsignedInt;
+    case DType::boolean:
+      return set & kBool;
   }
   return false;
 }
@@ -28,9 +32,12 @@ static std::string set_name(unsigned set) {
   if (set == kAnyType) return "any type";
   std::vector<std::string> parts;
   if (set & kFloat) parts.push_back("float");
-  if ((set & kInt) == kInt) parts.push_back("integer");
-  else if (set & kSignedInt) parts.push_back("signed integer");
-  else if (set & kUnsignedInt) parts.push_back("unsigned integer");
+  if ((set & kInt) == kInt)
+    parts.push_back("integer");
+  else if (set & kSignedInt)
+    parts.push_back("signed integer");
+  else if (set & kUnsignedInt)
+    parts.push_back("unsigned integer");
   if (set & kBool) parts.push_back("bool");
   return fmt::format("{}", fmt::join(parts, " or "));
 }
@@ -111,12 +118,14 @@ C int_pow(C base, int64_t e) {
 template <typename C, typename E>
 C pow_scalar(C a, E b) {
   if constexpr (std::is_integral_v<C>) {
-    if constexpr (std::is_integral_v<E>) return int_pow<C>(a, int64_t(b));
-    else return saturate_to<C>(std::pow(double(a), double(b)));
+    if constexpr (std::is_integral_v<E>)
+      return int_pow<C>(a, int64_t(b));
+    else
+      return saturate_to<C>(std::pow(double(a), double(b)));
   } else {
     // Compute in the wider of the two (numpy promotes float32 ** float64 to float64).
-    using W = std::conditional_t<std::is_same_v<C, double> || std::is_same_v<E, double>, double,
-                                 float>;
+    using W =
+        std::conditional_t<std::is_same_v<C, double> || std::is_same_v<E, double>, double, float>;
     return C(std::pow(W(a), W(b)));
   }
 }
@@ -275,11 +284,11 @@ constexpr auto max_nan = [](auto a, auto b) {
 void register_elementwise_ops(OpTable& t) {
   // Arithmetic: integer results wrap on overflow; integer Div truncates toward zero.
   add_binary<false>(t, "Add", 7, kNumeric, "({0} + {1})", 1,
-             [](const Node&, auto a, auto b) { return wrap_add(a, b); });
+                    [](const Node&, auto a, auto b) { return wrap_add(a, b); });
   add_binary<false>(t, "Sub", 7, kNumeric, "({0} - {1})", 1,
-             [](const Node&, auto a, auto b) { return wrap_sub(a, b); });
+                    [](const Node&, auto a, auto b) { return wrap_sub(a, b); });
   add_binary<false>(t, "Mul", 7, kNumeric, "({0} * {1})", 1,
-             [](const Node&, auto a, auto b) { return wrap_mul(a, b); });
+                    [](const Node&, auto a, auto b) { return wrap_mul(a, b); });
   add_binary<false>(t, "Div", 7, kNumeric, "({0} / {1})", 1, [](const Node&, auto a, auto b) {
     using C = decltype(a);
     if constexpr (std::is_integral_v<C>) {
@@ -296,23 +305,23 @@ void register_elementwise_ops(OpTable& t) {
 
   // Comparisons produce bool.
   add_binary<true>(t, "Equal", 7, kAnyType, "({0} == {1})", 1,
-             [](const Node&, auto a, auto b) { return a == b; });
+                   [](const Node&, auto a, auto b) { return a == b; });
   add_binary<true>(t, "Less", 7, kAnyType, "({0} < {1})", 1,
-             [](const Node&, auto a, auto b) { return a < b; });
+                   [](const Node&, auto a, auto b) { return a < b; });
   add_binary<true>(t, "LessOrEqual", 12, kAnyType, "({0} <= {1})", 1,
-             [](const Node&, auto a, auto b) { return a <= b; });
+                   [](const Node&, auto a, auto b) { return a <= b; });
   add_binary<true>(t, "Greater", 7, kAnyType, "({0} > {1})", 1,
-             [](const Node&, auto a, auto b) { return a > b; });
+                   [](const Node&, auto a, auto b) { return a > b; });
   add_binary<true>(t, "GreaterOrEqual", 12, kAnyType, "({0} >= {1})", 1,
-             [](const Node&, auto a, auto b) { return a >= b; });
+                   [](const Node&, auto a, auto b) { return a >= b; });
 
   // Logic on bool tensors.
   add_binary<true>(t, "And", 7, kBool, "({0} && {1})", 1,
-             [](const Node&, auto a, auto b) { return a && b; });
+                   [](const Node&, auto a, auto b) { return a && b; });
   add_binary<true>(t, "Or", 7, kBool, "({0} || {1})", 1,
-             [](const Node&, auto a, auto b) { return a || b; });
+                   [](const Node&, auto a, auto b) { return a || b; });
   add_binary<true>(t, "Xor", 7, kBool, "({0} != {1})", 1,
-             [](const Node&, auto a, auto b) { return a != b; });
+                   [](const Node&, auto a, auto b) { return a != b; });
 
   add_where(t);
 

@@ -20,8 +20,10 @@ void add_float_predicate(OpTable& t, const char* name, int since, const char* ex
   d.reference = [make](KernelCtx& k) {
     auto f = make(k.node);
     dispatch_dtype(k.inputs[0].dtype(), [&]<typename T>() {
-      if constexpr (is_float_v<T>) map_unary<T, bool>(k.inputs[0], k.outputs[0], f);
-      else fail("{} on {} tensors is not defined", k.node.op, dtype_name(dtype_of<T>()));
+      if constexpr (is_float_v<T>)
+        map_unary<T, bool>(k.inputs[0], k.outputs[0], f);
+      else
+        fail("{} on {} tensors is not defined", k.node.op, dtype_name(dtype_of<T>()));
     });
   };
   d.cost = cost_per_output(1);
@@ -55,8 +57,10 @@ void add_clip(OpTable& t) {
         auto bound = [&](int i, const char* attr, C none) -> C {
           if (k.has_input(i)) return C(k.inputs[i].contiguous().data<T>()[0]);
           if (k.node.has_attr(attr)) {
-            if constexpr (is_float_v<T>) return C(k.node.attr_float(attr, 0));
-            else return saturate_to<C>(k.node.attr_float(attr, 0));
+            if constexpr (is_float_v<T>)
+              return C(k.node.attr_float(attr, 0));
+            else
+              return saturate_to<C>(k.node.attr_float(attr, 0));
           }
           return none;
         };
@@ -107,8 +111,10 @@ void add_prelu(OpTable& t) {
       } else {
         map_binary<T, T, T>(k.inputs[0], k.inputs[1], k.outputs[0], [](auto x, auto s) {
           using C = decltype(x);
-          if constexpr (std::is_unsigned_v<C>) return x;
-          else return x < C(0) ? C(wrap_mul(s, x)) : x;
+          if constexpr (std::is_unsigned_v<C>)
+            return x;
+          else
+            return x < C(0) ? C(wrap_mul(s, x)) : x;
         });
       }
     });
@@ -208,9 +214,8 @@ void add_dropout(OpTable& t) {
 
 namespace ops {
 void register_elementwise_misc(OpTable& t) {
-  add_float_predicate(t, "IsNaN", 9, "isnan({0})", [](const Node&) {
-    return [](auto x) { return x != x; };
-  });
+  add_float_predicate(t, "IsNaN", 9, "({0} != {0})",
+                      [](const Node&) { return [](auto x) { return x != x; }; });
   add_float_predicate(t, "IsInf", 10, "brrr_isinf({0}, {detect_positive=1}, {detect_negative=1})",
                       [](const Node& n) {
                         bool pos = n.attr_int("detect_positive", 1) != 0;

@@ -19,7 +19,9 @@ std::string float_literal(double v) {
   return v < 0 ? "(" + s + ")" : s;
 }
 
-std::string int_literal(int64_t v) { return v < 0 ? fmt::format("({})", v) : fmt::format("{}", v); }
+std::string int_literal(int64_t v) {
+  return v < 0 ? fmt::format("({})", v) : fmt::format("{}", v);
+}
 
 bool is_word(const std::string& s) {
   if (s.empty()) return false;
@@ -35,7 +37,9 @@ std::string attr_literal(const Node& n, const std::string& name, const std::stri
     if (const auto* i = std::get_if<int64_t>(&it->second)) return int_literal(*i);
     if (const auto* f = std::get_if<float>(&it->second)) return float_literal(*f);
     if (const auto* s = std::get_if<std::string>(&it->second)) {
-      if (!is_word(*s)) fail("{}: attribute '{}' = \"{}\" is not usable in a pointwise expression", n.label(), name, *s);
+      if (!is_word(*s))
+        fail("{}: attribute '{}' = \"{}\" is not usable in a pointwise expression", n.label(), name,
+             *s);
       return *s;
     }
     fail("{}: attribute '{}' has a type a pointwise expression cannot use", n.label(), name);
@@ -51,7 +55,8 @@ std::string attr_literal(const Node& n, const std::string& name, const std::stri
   return *dflt;
 }
 
-std::string substitute(const std::string& tpl, const Node& n, const std::vector<std::string>& args) {
+std::string substitute(const std::string& tpl, const Node& n,
+                       const std::vector<std::string>& args) {
   auto present = [&](size_t i) {
     return i < args.size() && !args[i].empty() && (i >= n.inputs.size() || n.inputs[i] >= 0);
   };
@@ -69,10 +74,12 @@ std::string substitute(const std::string& tpl, const Node& n, const std::vector<
     size_t bar = tok.find('|'), eq = tok.find('=');
     if (!tok.empty() && std::isdigit(static_cast<unsigned char>(tok[0]))) {
       size_t i = std::stoul(tok);
-      if (present(i)) out += arg(i);
+      if (present(i))
+        out += arg(i);
       else if (bar != std::string::npos && n.has_attr(tok.substr(bar + 1)))
         out += attr_literal(n, tok.substr(bar + 1), nullptr);
-      else out += "NAN";
+      else
+        out += "NAN";
     } else if (eq != std::string::npos) {
       std::string dflt = tok.substr(eq + 1);
       out += attr_literal(n, tok.substr(0, eq), &dflt);
@@ -85,9 +92,11 @@ std::string substitute(const std::string& tpl, const Node& n, const std::vector<
 
 }  // namespace
 
-std::string expand_pointwise(const OpDef& def, const Node& n, const std::vector<std::string>& args) {
+std::string expand_pointwise(const OpDef& def, const Node& n,
+                             const std::vector<std::string>& args) {
   BRRR_CHECK(!def.pointwise.empty(), "{}: op {} has no pointwise form", n.label(), def.name);
-  bool variadic = def.domain.empty() && (def.name == "Sum" || def.name == "Min" || def.name == "Max");
+  bool variadic =
+      def.domain.empty() && (def.name == "Sum" || def.name == "Min" || def.name == "Max");
   if (!variadic) return substitute(def.pointwise, n, args);
   BRRR_CHECK(!args.empty(), "{}: no inputs", n.label());
   std::string acc = args[0];

@@ -41,7 +41,13 @@ void add_unary(OpTable& t, const char* name, int since, const char* expr, double
 }
 
 // A node-independent scalar function.
-#define BRRR_FN(...) [](const Node&) { return [](auto x) { using C = decltype(x); return C(__VA_ARGS__); }; }
+#define BRRR_FN(...)         \
+  [](const Node&) {          \
+    return [](auto x) {      \
+      using C = decltype(x); \
+      return C(__VA_ARGS__); \
+    };                       \
+  }
 
 void add_float_math(OpTable& t) {
   add_unary<kFloat>(t, "Sqrt", 6, "sqrtf({0})", 0, {{"sqrt", 1}}, BRRR_FN(std::sqrt(x)));
@@ -70,24 +76,31 @@ void add_signed_math(OpTable& t) {
   add_unary<kNumeric>(t, "Abs", 6, "fabsf({0})", 1, {}, [](const Node&) {
     return [](auto x) {
       using C = decltype(x);
-      if constexpr (std::is_floating_point_v<C>) return C(std::fabs(x));
-      else if constexpr (std::is_unsigned_v<C>) return x;
-      else return x < 0 ? wrap_neg(x) : x;
+      if constexpr (std::is_floating_point_v<C>)
+        return C(std::fabs(x));
+      else if constexpr (std::is_unsigned_v<C>)
+        return x;
+      else
+        return x < 0 ? wrap_neg(x) : x;
     };
   });
   add_unary<kNumeric>(t, "Sign", 9, "brrr_sign({0})", 1, {}, [](const Node&) {
     return [](auto x) {
       using C = decltype(x);
-      if constexpr (std::is_unsigned_v<C>) return C(x != 0);
-      else return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);  // keeps NaN
+      if constexpr (std::is_unsigned_v<C>)
+        return C(x != 0);
+      else
+        return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);  // keeps NaN
     };
   });
   // Relu keeps NaN (numpy clip in the ONNX reference); opset 14 added signed integers.
   add_unary<kNumeric>(t, "Relu", 6, "brrr_relu({0})", 1, {}, [](const Node&) {
     return [](auto x) {
       using C = decltype(x);
-      if constexpr (std::is_unsigned_v<C>) return x;
-      else return x < C(0) ? C(0) : x;
+      if constexpr (std::is_unsigned_v<C>)
+        return x;
+      else
+        return x < C(0) ? C(0) : x;
     };
   });
 }
@@ -103,14 +116,13 @@ void add_activations(OpTable& t) {
                         return x < C(0) ? C(alpha) * x : x;
                       };
                     });
-  add_unary<kFloat>(t, "Elu", 6, "brrr_elu({0}, {alpha=1.0})", 2, {{"exp", 1}},
-                    [](const Node& n) {
-                      float alpha = n.attr_float("alpha", 1.0f);
-                      return [alpha](auto x) {
-                        using C = decltype(x);
-                        return x < C(0) ? C(alpha) * std::expm1(x) : x;
-                      };
-                    });
+  add_unary<kFloat>(t, "Elu", 6, "brrr_elu({0}, {alpha=1.0})", 2, {{"exp", 1}}, [](const Node& n) {
+    float alpha = n.attr_float("alpha", 1.0f);
+    return [alpha](auto x) {
+      using C = decltype(x);
+      return x < C(0) ? C(alpha) * std::expm1(x) : x;
+    };
+  });
   add_unary<kFloat>(
       t, "Selu", 6,
       "brrr_selu({0}, {alpha=1.67326319217681884765625}, {gamma=1.05070102214813232421875})", 3,
@@ -169,23 +181,22 @@ void add_activations(OpTable& t) {
                     });
 
   // Gelu (opset 20): approximate = "none" (erf) or "tanh"; the pointwise helper name carries it.
-  OpDef gelu = unary_def<kFloat>("Gelu", 20, "brrr_gelu_{approximate=none}({0})", 4, {},
-                                 [](const Node& n) {
-                                   bool tanh_form = n.attr_string("approximate", "none") == "tanh";
-                                   return [tanh_form](auto x) {
-                                     using C = decltype(x);
-                                     if (tanh_form)
-                                       return C(0.5) * x *
-                                              (C(1) + std::tanh(C(0.7978845608028654) *
-                                                                (x + C(0.044715) * x * x * x)));
-                                     return C(0.5) * x *
-                                            (C(1) + std::erf(x * C(0.70710678118654752)));
-                                   };
-                                 });
+  OpDef gelu =
+      unary_def<kFloat>("Gelu", 20, "brrr_gelu_{approximate=none}({0})", 4, {}, [](const Node& n) {
+        bool tanh_form = n.attr_string("approximate", "none") == "tanh";
+        return [tanh_form](auto x) {
+          using C = decltype(x);
+          if (tanh_form)
+            return C(0.5) * x *
+                   (C(1) + std::tanh(C(0.7978845608028654) * (x + C(0.044715) * x * x * x)));
+          return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752)));
+        };
+      });
   gelu.infer = [](InferCtx& c) {
     require_dtype(c, 0, kFloat);
     std::string a = c.node.attr_string("approximate", "none");
-    if (a != "none" && a != "tanh") c.fail("approximate must be \"none\" or \"tanh\", not \"{}\"", a);
+    if (a != "none" && a != "tanh")
+      c.fail("approximate must be \"none\" or \"tanh\", not \"{}\"", a);
     c.set_output(0, c.in_dtype(0), c.in_shape(0));
   };
   gelu.cost = [](const Graph& g, const Node& n) {

@@ -32,10 +32,14 @@ constexpr bool is_float_v = std::is_floating_point_v<compute_t<T>>;
 // The dtype-set bit of storage type T.
 template <typename T>
 constexpr unsigned type_bit() {
-  if constexpr (std::is_same_v<T, bool>) return kBool;
-  else if constexpr (is_float_v<T>) return kFloat;
-  else if constexpr (std::is_unsigned_v<T>) return kUnsignedInt;
-  else return kSignedInt;
+  if constexpr (std::is_same_v<T, bool>)
+    return kBool;
+  else if constexpr (is_float_v<T>)
+    return kFloat;
+  else if constexpr (std::is_unsigned_v<T>)
+    return kUnsignedInt;
+  else
+    return kSignedInt;
 }
 
 // Integer arithmetic that wraps (two's complement) instead of overflowing into UB.

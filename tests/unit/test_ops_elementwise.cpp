@@ -19,7 +19,9 @@ struct In {
   bool present = false;  // false: an omitted optional input
 };
 
-Tensor make(const In& in) { return Tensor::from_vector<double>(in.shape, in.values).cast(in.dtype); }
+Tensor make(const In& in) {
+  return Tensor::from_vector<double>(in.shape, in.values).cast(in.dtype);
+}
 
 // Builds a one-node graph over `inputs` (all graph inputs), infers shapes and runs the reference.
 std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
@@ -81,6 +83,7 @@ struct Case {
 // Expected outputs come from onnx.reference.ReferenceEvaluator (onnx 1.23.2, opset 21) on the
 // same inputs; float results were computed by numpy in the input's precision.
 const std::vector<Case>& onnx_cases() {
+  // clang-format off
   static const std::vector<Case> cases = {
     {"Neg", {}, {{DType::f32, {7}, {-3.0, -1.5, -0.4000000059604645, 0.0, 0.30000001192092896, 1.5, 3.0}, true}}, DType::f32, {7}, {3.0, 1.5, 0.4000000059604645, -0.0, -0.30000001192092896, -1.5, -3.0}},
     {"Abs", {}, {{DType::f32, {7}, {-3.0, -1.5, -0.4000000059604645, 0.0, 0.30000001192092896, 1.5, 3.0}, true}}, DType::f32, {7}, {3.0, 1.5, 0.4000000059604645, 0.0, 0.30000001192092896, 1.5, 3.0}},
@@ -174,6 +177,7 @@ const std::vector<Case>& onnx_cases() {
     {"CastLike", {}, {{DType::f32, {2}, {1.5, -2.5}, true}, {DType::i64, {1}, {0.0}, true}}, DType::i64, {2}, {1.0, -2.0}},
     {"Identity", {}, {{DType::f32, {2, 3}, {1.0, -2.0, 3.0, 4.5, -5.0, 6.0}, true}}, DType::f32, {2, 3}, {1.0, -2.0, 3.0, 4.5, -5.0, 6.0}},
   };
+  // clang-format on
   return cases;
 }
 
@@ -209,7 +213,8 @@ TEST(OpsElementwise, BroadcastSizeZeroAndScalars) {
   std::vector<Tensor> y = run_op("Add", {empty, row});
   EXPECT_EQ(y[0].shape(), (Shape{0, 3}));
   // A size-1 dim broadcasts against a size-0 dim.
-  y = run_op("Mul", {Tensor::empty(DType::f32, {2, 0}), Tensor::from_vector<float>({2, 1}, {1, 2})});
+  y = run_op("Mul",
+             {Tensor::empty(DType::f32, {2, 0}), Tensor::from_vector<float>({2, 1}, {1, 2})});
   EXPECT_EQ(y[0].shape(), (Shape{2, 0}));
   y = run_op("Where", {Tensor::empty(DType::boolean, {0}), Tensor::scalar<float>(1),
                        Tensor::scalar<float>(2)});
@@ -221,7 +226,8 @@ TEST(OpsElementwise, BroadcastSizeZeroAndScalars) {
   EXPECT_EQ(y[0].shape(), Shape{});
   EXPECT_EQ(y[0].at_double(0), -2.0);
   // Scalar against a 3-d tensor; rank grows to the larger operand.
-  y = run_op("Div", {Tensor::from_vector<float>({2, 1, 2}, {2, 4, 6, 8}), Tensor::scalar<float>(2)});
+  y = run_op("Div",
+             {Tensor::from_vector<float>({2, 1, 2}, {2, 4, 6, 8}), Tensor::scalar<float>(2)});
   EXPECT_EQ(y[0].shape(), (Shape{2, 1, 2}));
   EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{1, 2, 3, 4}));
   // [2,1] x [1,3] -> [2,3] (both sides broadcast).
@@ -290,7 +296,8 @@ TEST(OpsElementwise, ReluKeepsNaNAndRoundIsHalfToEven) {
 
 TEST(OpsElementwise, DtypeMismatchIsAnError) {
   std::string msg = error_of([] {
-    run_op("Add", {Tensor::from_vector<float>({2}, {1, 2}), Tensor::from_vector<int64_t>({2}, {1, 2})});
+    run_op("Add",
+           {Tensor::from_vector<float>({2}, {1, 2}), Tensor::from_vector<int64_t>({2}, {1, 2})});
   });
   EXPECT_NE(msg.find("node 'n0' (Add)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("input 1 is int64"), std::string::npos) << msg;
@@ -304,16 +311,15 @@ TEST(OpsElementwise, DtypeMismatchIsAnError) {
   });
   EXPECT_NE(msg.find("must be bool"), std::string::npos) << msg;
   msg = error_of([] {
-    run_op("Where", {Tensor::scalar<bool>(true), Tensor::scalar<float>(1), Tensor::scalar<double>(2)});
+    run_op("Where",
+           {Tensor::scalar<bool>(true), Tensor::scalar<float>(1), Tensor::scalar<double>(2)});
   });
   EXPECT_NE(msg.find("Y (input 2) is float64"), std::string::npos) << msg;
   msg = error_of([] {
     run_op("Add", {Tensor::empty(DType::f32, {2, 3}), Tensor::empty(DType::f32, {4})});
   });
   EXPECT_NE(msg.find("cannot be broadcast"), std::string::npos) << msg;
-  msg = error_of([] {
-    run_op("Mod", {Tensor::scalar<float>(1), Tensor::scalar<float>(2)});
-  });
+  msg = error_of([] { run_op("Mod", {Tensor::scalar<float>(1), Tensor::scalar<float>(2)}); });
   EXPECT_NE(msg.find("fmod=1"), std::string::npos) << msg;
   msg = error_of([] {
     run_op("Gelu", {Tensor::scalar<float>(1)}, {{"approximate", std::string("fast")}});
@@ -329,7 +335,8 @@ TEST(OpsElementwise, DtypeMismatchIsAnError) {
 
 TEST(OpsElementwise, IntegerDivisionByZeroIsAnError) {
   std::string msg = error_of([] {
-    run_op("Div", {Tensor::from_vector<int32_t>({2}, {1, 2}), Tensor::from_vector<int32_t>({2}, {1, 0})});
+    run_op("Div",
+           {Tensor::from_vector<int32_t>({2}, {1, 2}), Tensor::from_vector<int32_t>({2}, {1, 0})});
   });
   EXPECT_NE(msg.find("node 'n0' (Div)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("division by zero"), std::string::npos) << msg;
@@ -374,7 +381,8 @@ TEST(OpsElementwise, CastRoundTripsAndCastLike) {
   EXPECT_EQ(y[0].to_int64_vector(), (std::vector<int64_t>{1, 0, 1}));
   y = run_op("Cast", {Tensor::from_vector<bool>({2}, {true, false})}, {{"to", int64_t(1)}});
   EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{1, 0}));
-  y = run_op("CastLike", {Tensor::from_vector<int64_t>({2}, {3, -4}), Tensor::empty(DType::bf16, {0})});
+  y = run_op("CastLike",
+             {Tensor::from_vector<int64_t>({2}, {3, -4}), Tensor::empty(DType::bf16, {0})});
   EXPECT_EQ(y[0].dtype(), DType::bf16);
   EXPECT_EQ(y[0].to_double_vector(), (std::vector<double>{3, -4}));
   y = run_op("Identity", {Tensor::from_vector<int8_t>({2}, {-1, 1})});
@@ -428,9 +436,11 @@ TEST(OpsElementwise, PointwiseExpansion) {
   Node n;
   n.op = "LeakyRelu";
   n.inputs = {0};
-  EXPECT_EQ(expand_pointwise(*t.find("", "LeakyRelu"), n, {"x"}), "brrr_leaky_relu(x, 0.00999999978f)");
+  EXPECT_EQ(expand_pointwise(*t.find("", "LeakyRelu"), n, {"x"}),
+            "brrr_leaky_relu(x, 0.00999999978f)");
   n.attrs["alpha"] = -0.5f;
-  EXPECT_EQ(expand_pointwise(*t.find("", "LeakyRelu"), n, {"a + b"}), "brrr_leaky_relu((a + b), (-0.5f))");
+  EXPECT_EQ(expand_pointwise(*t.find("", "LeakyRelu"), n, {"a + b"}),
+            "brrr_leaky_relu((a + b), (-0.5f))");
   Node g;
   g.op = "Gelu";
   g.inputs = {0};
@@ -450,7 +460,8 @@ TEST(OpsElementwise, PointwiseExpansion) {
   Node s;
   s.op = "Max";
   s.inputs = {0, 1, 2};
-  EXPECT_EQ(expand_pointwise(*t.find("", "Max"), s, {"a", "b", "c"}), "brrr_max((brrr_max(a, b)), c)");
+  EXPECT_EQ(expand_pointwise(*t.find("", "Max"), s, {"a", "b", "c"}),
+            "brrr_max((brrr_max(a, b)), c)");
   Node i;
   i.op = "IsInf";
   i.inputs = {0};
