@@ -63,6 +63,14 @@ BRRR_SCALAR_FN float brrr_clip(float x, float lo, float hi) {
   if (x > hi) x = hi;
   return x;
 }
+/* Mod: fmod=1 is C fmodf (dividend's sign); fmod=0 is numpy mod (divisor's sign, zero included). */
+BRRR_SCALAR_FN float brrr_mod_1(float a, float b) { return fmodf(a, b); }
+BRRR_SCALAR_FN float brrr_mod_0(float a, float b) {
+  float r = fmodf(a, b);
+  if (b == 0.0f) return r;
+  if (r != 0.0f) return (r < 0.0f) != (b < 0.0f) ? r + b : r;
+  return copysignf(0.0f, b);
+}
 BRRR_SCALAR_FN int brrr_isinf(float x, int detect_positive, int detect_negative) {
   return (detect_positive && x == INFINITY) || (detect_negative && x == -INFINITY);
 }

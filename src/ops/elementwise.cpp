@@ -157,9 +157,8 @@ void add_pow(OpTable& t) {
 void add_mod(OpTable& t) {
   OpDef d = ew_def("Mod", 10);
   d.infer = [](InferCtx& c) {
+    // Float with fmod=0 is outside opsets 10..21 but defined by newer ONNX as numpy's mod.
     infer_same(c, kNumeric);
-    if (is_floating(c.in_dtype(0)) && c.node.attr_int("fmod", 0) == 0)
-      c.fail("Mod on float tensors needs fmod=1 (the ONNX spec requires it)");
   };
   d.reference = [](KernelCtx& k) {
     bool fmod = k.node.attr_int("fmod", 0) != 0;
@@ -181,7 +180,11 @@ void add_mod(OpTable& t) {
               return C(a % b);
             }
           } else {
-            return C(std::fmod(a, b));
+            C r = C(std::fmod(a, b));
+            if (fmod || b == 0) return r;
+            // numpy mod: the result takes the divisor's sign, zero included.
+            if (r != 0) return (r < 0) != (b < 0) ? C(r + b) : r;
+            return C(std::copysign(C(0), b));
           }
         });
       }
@@ -192,7 +195,7 @@ void add_mod(OpTable& t) {
     return cost_per_output(flt ? 0 : 1, flt ? std::map<std::string, double>{{"fmod", 1}}
                                             : std::map<std::string, double>{})(g, n);
   };
-  d.pointwise = "fmodf({0}, {1})";  // float Mod requires fmod=1
+  d.pointwise = "brrr_mod_{fmod=0}({0}, {1})";  // brrr_mod_0 (numpy mod) or brrr_mod_1 (fmodf)
   t.add(std::move(d));
 }
 
