@@ -89,6 +89,7 @@ Tensor Tensor::zeros(DType dtype, const Shape& shape) {
 int64_t Tensor::numel() const { return shape_numel(shape_); }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // nothing to address: any strides are fine
   int64_t acc = 1;
   for (int i = rank() - 1; i >= 0; --i) {
     if (shape_[i] != 1 && strides_[i] != acc) return false;
