@@ -27,7 +27,8 @@ enum class NodeKind { Pointwise, Reduce, Softmax, LayerNorm, Transpose, Library,
 struct NodeInfo {
   NodeKind kind = NodeKind::Other;
   ReduceKind reduce = ReduceKind::Sum;
-  std::string why;  // for Other: why it is not fusible
+  std::string why;   // for Other: why it is not fusible
+  std::string code;  // for Pointwise: the node's expression over its present inputs {0}, {1}, ...
 };
 
 // An in-kernel value: an expression, or a strided view of a materialized buffer (a transpose of
@@ -100,10 +101,19 @@ NodeInfo classify(const Graph& g, const Node& n) {
   if (!f32) return other(fmt::format("{} is not float32 (generated kernels are float32 only)", op));
   size_t rank = n.inputs.empty() || n.inputs[0] < 0 ? 0 : g.value(n.inputs[0]).shape.size();
   if (n.def && !n.def->pointwise.empty()) {
-    if (!pointwise_code_ok(n.def->pointwise, n.inputs.size()) || n.outputs.size() != 1)
+    // Attributes become literals; omitted optional inputs become NAN ("no bound"); present
+    // inputs are renumbered {0}, {1}, ... in the order emit() loads them.
+    std::vector<std::string> args(n.inputs.size());
+    size_t present = 0;
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (n.inputs[i] >= 0) args[i] = fmt::format("{{{}}}", present++);
+    try {
+      info.code = expand_pointwise(*n.def, n, args);
+    } catch (const Error& e) {
+      return other(e.what());
+    }
+    if (!pointwise_code_ok(info.code, present) || n.outputs.size() != 1)
       return other(fmt::format("{}'s scalar expression has placeholders the fuser cannot bind", op));
-    for (int i : n.inputs)
-      if (i < 0) return other(fmt::format("{} has an omitted optional input", op));
     info.kind = NodeKind::Pointwise;
     return info;
   }
@@ -341,8 +351,9 @@ class Fuser {
       case NodeKind::Pointwise: {
         const Shape& O = shape(out);
         std::vector<int> args;
-        for (int i : node.inputs) args.push_back(load(G, i, O));
-        G.vals[out].expr = pw(G, node.def->pointwise, args);
+        for (int i : node.inputs)
+          if (i >= 0) args.push_back(load(G, i, O));
+        G.vals[out].expr = pw(G, info.code, args);
         (void)S;
         break;
       }

@@ -195,16 +195,8 @@ Session::Session(Graph g, SessionOptions opts) : impl_(std::make_unique<Impl>())
   impl_->build();
 }
 
-// Weak until the ONNX frontend lands on this branch: a build without it links and says so.
-Graph load_onnx(const std::string& path) __attribute__((weak));
-
-static Graph load_model(const std::string& path) {
-  BRRR_CHECK(&load_onnx != nullptr, "this build has no ONNX frontend; cannot load {}", path);
-  return load_onnx(path);
-}
-
 Session::Session(const std::string& onnx_path, SessionOptions opts)
-    : Session(load_model(onnx_path), std::move(opts)) {}
+    : Session(load_onnx(onnx_path), std::move(opts)) {}
 
 Session::~Session() = default;
 Session::Session(Session&&) noexcept = default;
