@@ -51,8 +51,9 @@ nlohmann::json ceilings_to_json(const Ceilings& c);
 Ceilings ceilings_from_json(const nlohmann::json& j);
 // $XDG_CACHE_HOME/brrr/ceilings-<host>-<backend>.json, else ~/.cache/brrr/...
 std::string ceilings_cache_path(const std::string& backend);
-// Measures the CPU ceilings (< ~20 s); progress lines on stderr when `progress`.
-Ceilings probe_cpu(bool progress);
+// Measures the CPU ceilings (< ~20 s); progress lines on stderr when `progress`. `quick` shortens
+// every timing about 5x (tests), at some cost in accuracy.
+Ceilings probe_cpu(bool progress, bool quick = false);
 // Cached ceilings for this machine, measured (and cached) when absent or when `refresh`.
 Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress,
                        bool* from_cache = nullptr);

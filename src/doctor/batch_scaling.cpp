@@ -27,6 +27,14 @@ BatchScaling fit_batch_scaling(const std::vector<BatchPoint>& pts) {
   // Overhead-bound: at the base batch, most of the time is the fixed cost (growth well below
   // linear in batch).
   s.overhead_bound = s.fixed_share > 0.5;
+  if (s.fixed_ms <= 0) {
+    s.verdict = fmt::format(
+        "time grows {:.2f}x for {:.0f}x the batch: no measurable fixed cost (fit a = {:.3f} ms), "
+        "{:.4f} ms per item; {}linear, not overhead-bound",
+        s.growth, s.batch_ratio, s.fixed_ms, s.per_item_ms,
+        s.growth > s.batch_ratio * 1.1 ? "super" : "");
+    return s;
+  }
   s.verdict = fmt::format(
       "time grows {:.2f}x for {:.0f}x the batch: fixed cost {:.3f} ms ({:.0f}% of batch {}), "
       "{:.4f} ms per item; {}",

@@ -73,8 +73,9 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
   double floors = 0;
   for (const auto& k : ks) floors += k.floor_ms;
   double headroom = std::max(0.0, a.wall_ms - floors);  // no remedy beats the roofline
+  // Faster units move the roof itself, so only they may go below the fp32 floors.
   auto add = [&](std::string name, double gain, std::string detail) {
-    gain = std::clamp(gain, 0.0, headroom);
+    gain = std::clamp(gain, 0.0, name == "faster_units" ? a.wall_ms : headroom);
     out.push_back({std::move(name), std::move(detail), gain, a.wall_ms - gain, std::nullopt});
   };
 
