@@ -24,15 +24,15 @@ struct Ceilings {
   std::string backend = "cpu";
   std::string host;
   std::string cpu_model;
-  std::string isa;   // widest vector ISA the probe kernels used: "avx512", "avx2", "scalar"
+  std::string isa;  // widest vector ISA the probe kernels used: "avx512", "avx2", "scalar"
   int threads = 1;
   double bandwidth_gbs = 0;  // OpenMP copy over all threads; read + write bytes, 1 GB = 1e9 B
   double memcpy_gbs = 0;     // one plain large memcpy on one thread, read + write bytes
   std::map<std::string, double> peak_gflops;          // per precision: "fp32", "fp64", "bf16"
   std::map<std::string, double> special_gops;         // vectorized (SLEEF), G evaluations/s
   std::map<std::string, double> special_scalar_gops;  // scalar libm, for comparison
-  double dispatch_us = 0;     // reference executor, per op, on a tiny op
-  double fork_join_us = 0;    // one empty OpenMP parallel region
+  double dispatch_us = 0;                             // reference executor, per op, on a tiny op
+  double fork_join_us = 0;                            // one empty OpenMP parallel region
   double kernel_call_us = 0;  // calling a kernel through a function pointer on tiny data
   std::map<std::string, double> datasheet;  // estimates from /proc/cpuinfo, same units
   std::string datasheet_note;
@@ -104,22 +104,22 @@ struct BatchPoint {
 };
 struct BatchScaling {
   std::vector<BatchPoint> points;
-  double fixed_ms = 0;      // a in time = a + c * batch (least squares)
-  double per_item_ms = 0;   // c
-  double growth = 0;        // time(last) / time(first)
-  double batch_ratio = 0;   // batch(last) / batch(first)
-  double fixed_share = 0;   // a / time(first)
+  double fixed_ms = 0;     // a in time = a + c * batch (least squares)
+  double per_item_ms = 0;  // c
+  double growth = 0;       // time(last) / time(first)
+  double batch_ratio = 0;  // batch(last) / batch(first)
+  double fixed_share = 0;  // a / time(first)
   bool overhead_bound = false;
   std::string verdict;
 };
 BatchScaling fit_batch_scaling(const std::vector<BatchPoint>& pts);
 
 struct Remedy {
-  std::string name;     // "fusion", "static_plan", "faster_units"
-  std::string detail;   // one line: what it removes and why that is worth the time
-  double gain_ms = 0;   // predicted saving on wall time
-  double predicted_ms = 0;              // predicted wall time with this remedy alone
-  std::optional<double> measured_ms;    // from --compare, when that profile applied it
+  std::string name;                   // "fusion", "static_plan", "faster_units"
+  std::string detail;                 // one line: what it removes and why that is worth the time
+  double gain_ms = 0;                 // predicted saving on wall time
+  double predicted_ms = 0;            // predicted wall time with this remedy alone
+  std::optional<double> measured_ms;  // from --compare, when that profile applied it
 };
 
 struct Verdict {

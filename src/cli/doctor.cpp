@@ -1,12 +1,13 @@
 // `brrr doctor MODEL.onnx`: profile the model, then attribute its time, judge every kernel against
 // the measured ceilings, and predict what each remedy would gain.
+#include "brrr/doctor.hpp"
+
 #include <fmt/format.h>
 
 #include <chrono>
 #include <fstream>
 #include <random>
 
-#include "brrr/doctor.hpp"
 #include "brrr/error.hpp"
 #include "brrr/onnx.hpp"
 #include "brrr/passes.hpp"
@@ -108,8 +109,8 @@ doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
     for (int r = 0; r < 3; ++r) {
       auto t0 = std::chrono::steady_clock::now();
       run_reference(g, in);
-      t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                      .count());
+      t.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(t.begin(), t.end());
     fmt::print(stderr, "doctor: batch {}: {:.3f} ms\n", b, t[1]);
@@ -186,8 +187,9 @@ void setup_doctor(CLI::App& app) {
   cmd->add_option("--trace", a->trace, "write a Chrome trace-event JSON (Perfetto)");
   cmd->add_option("--html", a->html, "write a self-contained HTML page with the roofline");
   cmd->add_flag("--batch-sweep", a->batch_sweep, "run at batch b, 2b, 4b, 8b and fit a + c*batch");
-  cmd->add_option("--compare", a->compare,
-                  "a RunProfile JSON of the same model with remedies applied: predicted vs measured");
+  cmd->add_option(
+      "--compare", a->compare,
+      "a RunProfile JSON of the same model with remedies applied: predicted vs measured");
   cmd->add_option("--applied", a->applied,
                   "remedies the --compare profile applied (fusion, static_plan, faster_units); "
                   "default all");

@@ -16,9 +16,12 @@ Attribution attribute(const RunProfile& p, const std::vector<KernelAnalysis>& ks
   Attribution a;
   for (const auto& k : ks) {
     a.kernel_ms += k.rec.time_ms;
-    if (k.regime == Regime::compute) a.compute_ms += k.rec.time_ms;
-    else if (k.regime == Regime::memory) a.memory_ms += k.rec.time_ms;
-    else a.overhead_ms += k.rec.time_ms;
+    if (k.regime == Regime::compute)
+      a.compute_ms += k.rec.time_ms;
+    else if (k.regime == Regime::memory)
+      a.memory_ms += k.rec.time_ms;
+    else
+      a.overhead_ms += k.rec.time_ms;
   }
   // Gaps: time the host spent between kernels (dispatch, allocation, bookkeeping). With one lane
   // the kernels cannot overlap, so kernel time beyond the wall is timing noise and is scaled away.

@@ -106,7 +106,8 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
       if (from_cache) *from_cache = true;
       return c;
     } catch (const std::exception& e) {
-      if (progress) fmt::print(stderr, "probe: ignoring unreadable cache {} ({})\n", path, e.what());
+      if (progress)
+        fmt::print(stderr, "probe: ignoring unreadable cache {} ({})\n", path, e.what());
     }
   }
   Ceilings c = probe_cpu(progress);
@@ -119,8 +120,8 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
     f << ceilings_to_json(c).dump(2) << "\n";
   }
   fs::rename(tmp, path, ec);
-  if (ec && progress) fmt::print(stderr, "probe: could not cache ceilings in {}: {}\n", path,
-                                 ec.message());
+  if (ec && progress)
+    fmt::print(stderr, "probe: could not cache ceilings in {}: {}\n", path, ec.message());
   return c;
 }
 
@@ -130,8 +131,8 @@ std::string render_ceilings(const Ceilings& c) {
     return it == c.datasheet.end() ? "-" : fmt::format("{:.1f}", it->second);
   };
   std::string s;
-  s += fmt::format("Ceilings for {} ({}), {} threads, {} kernels, measured in {:.1f}s\n",
-                   c.host, c.cpu_model, c.threads, c.isa, c.probe_seconds);
+  s += fmt::format("Ceilings for {} ({}), {} threads, {} kernels, measured in {:.1f}s\n", c.host,
+                   c.cpu_model, c.threads, c.isa, c.probe_seconds);
   s += fmt::format("  {:<34} {:>12} {:>14}\n", "ceiling", "measured", "datasheet est.");
   s += fmt::format("  {:<34} {:>9.1f} GB/s {:>14}\n", "memory bandwidth (parallel copy)",
                    c.bandwidth_gbs, "-");
@@ -139,8 +140,8 @@ std::string render_ceilings(const Ceilings& c) {
                    "memory bandwidth (memcpy, 1 thread)", c.memcpy_gbs, "-",
                    c.memcpy_gbs > 0 ? c.bandwidth_gbs / c.memcpy_gbs : 0.0);
   for (const auto& [prec, v] : c.peak_gflops)
-    s += fmt::format("  {:<34} {:>6.1f} GFLOP/s {:>14}\n", "peak " + prec + " (FMA, all threads)", v,
-                     est((prec + "_gflops").c_str()));
+    s += fmt::format("  {:<34} {:>6.1f} GFLOP/s {:>14}\n", "peak " + prec + " (FMA, all threads)",
+                     v, est((prec + "_gflops").c_str()));
   s += fmt::format("  special functions, G evaluations/s (vectorized SLEEF u10 | scalar libm):\n");
   for (const auto& [fn, v] : c.special_gops) {
     auto it = c.special_scalar_gops.find(fn);

@@ -77,7 +77,8 @@ struct Progress {
   int step = 0, total;
   Clock::time_point t0 = Clock::now();
   void operator()(const std::string& what) {
-    if (on) fmt::print(stderr, "probe [{}/{}] {:5.1f}s  {}\n", ++step, total, seconds_since(t0), what);
+    if (on)
+      fmt::print(stderr, "probe [{}/{}] {:5.1f}s  {}\n", ++step, total, seconds_since(t0), what);
   }
 };
 
@@ -99,7 +100,9 @@ std::string read_cpu_field(const std::string& key) {
 // Datasheet-style estimates from /proc/cpuinfo: lanes x 2 (FMA) x FMA ports x clock x cores.
 void fill_datasheet(Ceilings& c) {
   std::string flags = " " + read_cpu_field("flags") + " ";
-  auto has = [&](const char* f) { return flags.find(std::string(" ") + f + " ") != std::string::npos; };
+  auto has = [&](const char* f) {
+    return flags.find(std::string(" ") + f + " ") != std::string::npos;
+  };
   double mhz = std::atof(read_cpu_field("cpu MHz").c_str());
   if (mhz <= 0) return;
   int lanes32 = has("avx512f") ? 16 : has("avx2") ? 8 : has("sse2") ? 4 : 1;
@@ -205,11 +208,13 @@ Ceilings probe_cpu(bool progress_on, bool quick) {
   step(fmt::format("peak FLOP/s: {} FMA, fp32 / fp64 / bf16, {} threads", c.isa, c.threads));
   c.peak_gflops["fp32"] = best_rate(kern::fma_f32, 1 << 12, 0.12 * q, 3) / 1e9;
   c.peak_gflops["fp64"] = best_rate(kern::fma_f64, 1 << 12, 0.12 * q, 3) / 1e9;
-  if (kern::dot_bf16(1) > 0) c.peak_gflops["bf16"] = best_rate(kern::dot_bf16, 1 << 12, 0.12 * q, 3) / 1e9;
+  if (kern::dot_bf16(1) > 0)
+    c.peak_gflops["bf16"] = best_rate(kern::dot_bf16, 1 << 12, 0.12 * q, 3) / 1e9;
 
   // 3. Special functions, vectorized (SLEEF) and scalar libm, on in-cache data.
   step(fmt::format("special functions: {} (SLEEF {}) and scalar libm",
-                   fmt::join(probed_special_functions(), ", "), kern::have_sleef() ? c.isa : "absent"));
+                   fmt::join(probed_special_functions(), ", "),
+                   kern::have_sleef() ? c.isa : "absent"));
   for (int fn = 0; fn < kern::kNumSpecial; ++fn) {
     const char* name = kern::kSpecialNames[fn];
     auto vec = [&](int64_t passes) { return kern::special_run(fn, true, 2048, passes); };

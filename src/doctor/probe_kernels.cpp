@@ -39,14 +39,26 @@ inline void opaque(T& v) {
 const char* const kSpecialNames[kNumSpecial] = {"exp", "cos", "sin", "tanh", "erf", "sqrt", "log"};
 
 #if defined(__AVX512F__)
-const char* isa_name() { return "avx512"; }
-int lanes_f32() { return 16; }
+const char* isa_name() {
+  return "avx512";
+}
+int lanes_f32() {
+  return 16;
+}
 #elif defined(__AVX2__) && defined(__FMA__)
-const char* isa_name() { return "avx2"; }
-int lanes_f32() { return 8; }
+const char* isa_name() {
+  return "avx2";
+}
+int lanes_f32() {
+  return 8;
+}
 #else
-const char* isa_name() { return "scalar"; }
-int lanes_f32() { return 1; }
+const char* isa_name() {
+  return "scalar";
+}
+int lanes_f32() {
+  return 1;
+}
 #endif
 
 bool have_sleef() {
@@ -57,8 +69,12 @@ bool have_sleef() {
 #endif
 }
 
-int max_threads() { return omp_get_max_threads(); }
-double last_span_s() { return g_span; }
+int max_threads() {
+  return omp_get_max_threads();
+}
+double last_span_s() {
+  return g_span;
+}
 
 // ---- FMA peaks: 16 independent accumulators hide the FMA latency on two ports.
 
@@ -192,36 +208,51 @@ namespace {
 
 float scalar_fn(int fn, float x) {
   switch (fn) {
-    case kExp: return expf(x);
-    case kCos: return cosf(x);
-    case kSin: return sinf(x);
-    case kTanh: return tanhf(x);
-    case kErf: return erff(x);
-    case kSqrt: return sqrtf(x);
-    default: return logf(x);
+    case kExp:
+      return expf(x);
+    case kCos:
+      return cosf(x);
+    case kSin:
+      return sinf(x);
+    case kTanh:
+      return tanhf(x);
+    case kErf:
+      return erff(x);
+    case kSqrt:
+      return sqrtf(x);
+    default:
+      return logf(x);
   }
 }
 
 #if defined(BRRR_HAVE_SLEEF) && defined(__AVX512F__)
 using vec = __m512;
 constexpr int W = 16;
-inline vec vload(const float* p) { return _mm512_loadu_ps(p); }
-inline void vstore(float* p, vec v) { _mm512_storeu_ps(p, v); }
+inline vec vload(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline void vstore(float* p, vec v) {
+  _mm512_storeu_ps(p, v);
+}
 using vfn = decltype(&Sleef_expf16_u10avx512f);  // SLEEF declares a const-qualified return
 // u10: 1.0-ULP variants (u05 for sqrt), the accuracy the generated code asks for.
-const vfn kVec[kNumSpecial] = {Sleef_expf16_u10avx512f,  Sleef_cosf16_u10avx512f,
-                               Sleef_sinf16_u10avx512f,  Sleef_tanhf16_u10avx512f,
-                               Sleef_erff16_u10avx512f,  Sleef_sqrtf16_u05avx512f,
+const vfn kVec[kNumSpecial] = {Sleef_expf16_u10avx512f, Sleef_cosf16_u10avx512f,
+                               Sleef_sinf16_u10avx512f, Sleef_tanhf16_u10avx512f,
+                               Sleef_erff16_u10avx512f, Sleef_sqrtf16_u05avx512f,
                                Sleef_logf16_u10avx512f};
 #define BRRR_PROBE_VEC 1
 #elif defined(BRRR_HAVE_SLEEF) && defined(__AVX2__) && defined(__FMA__)
 using vec = __m256;
 constexpr int W = 8;
-inline vec vload(const float* p) { return _mm256_loadu_ps(p); }
-inline void vstore(float* p, vec v) { _mm256_storeu_ps(p, v); }
+inline vec vload(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline void vstore(float* p, vec v) {
+  _mm256_storeu_ps(p, v);
+}
 using vfn = decltype(&Sleef_expf8_u10avx2);
-const vfn kVec[kNumSpecial] = {Sleef_expf8_u10avx2,  Sleef_cosf8_u10avx2,  Sleef_sinf8_u10avx2,
-                               Sleef_tanhf8_u10avx2, Sleef_erff8_u10avx2,  Sleef_sqrtf8_u05avx2,
+const vfn kVec[kNumSpecial] = {Sleef_expf8_u10avx2,  Sleef_cosf8_u10avx2, Sleef_sinf8_u10avx2,
+                               Sleef_tanhf8_u10avx2, Sleef_erff8_u10avx2, Sleef_sqrtf8_u05avx2,
                                Sleef_logf8_u10avx2};
 #define BRRR_PROBE_VEC 1
 #endif
@@ -335,6 +366,8 @@ __attribute__((noinline)) void tiny(const float* x, float* y, int64_t n) {
 }
 }  // namespace
 
-TinyKernel tiny_kernel() { return &tiny; }
+TinyKernel tiny_kernel() {
+  return &tiny;
+}
 
 }  // namespace brrr::doctor::kern

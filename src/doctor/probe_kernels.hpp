@@ -1,5 +1,6 @@
 // Raw measurement kernels of the CPU probe. probe_kernels.cpp is compiled with -O3 -march=native
-// and includes no std containers, so no native-ISA inline template leaks into the rest of the build.
+// and includes no std containers, so no native-ISA inline template leaks into the rest of the
+// build.
 #pragma once
 #include <cstddef>
 #include <cstdint>

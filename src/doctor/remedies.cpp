@@ -86,8 +86,8 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
     add("fusion", fusion_ms,
         fmt::format("fusing {} kernels into {} removes {} of intermediate traffic, about {:.3f} ms "
                     "at {:.1f} GB/s (and {} kernel calls)",
-                    f.kernels_in_groups, f.groups, human_bytes(f.bytes), fusion_ms,
-                    c.bandwidth_gbs, f.merges));
+                    f.kernels_in_groups, f.groups, human_bytes(f.bytes), fusion_ms, c.bandwidth_gbs,
+                    f.merges));
   else
     add("fusion", 0,
         p.kernels.empty() || p.kernels[0].reads.empty() && p.kernels[0].writes.empty()
@@ -98,8 +98,7 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
   // gaps between kernels go away.
   double static_us = c.per_kernel_overhead_us("fused");
   double per_kernel_saving_ms = 0;
-  for (const auto& k : ks)
-    per_kernel_saving_ms += std::max(0.0, k.overhead_ms - static_us * 1e-3);
+  for (const auto& k : ks) per_kernel_saving_ms += std::max(0.0, k.overhead_ms - static_us * 1e-3);
   double plan_ms = per_kernel_saving_ms + a.gap_ms;
   add("static_plan", plan_ms,
       fmt::format("a static plan removes {} dispatches ({:.3f} -> {:.3f} us each) and {:.3f} ms "
@@ -139,7 +138,8 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
 Verdict make_verdict(const Attribution& a, const std::vector<Remedy>& rs,
                      const std::optional<BatchScaling>& b) {
   Verdict v;
-  double sc = a.share(Regime::compute), sm = a.share(Regime::memory), so = a.share(Regime::overhead);
+  double sc = a.share(Regime::compute), sm = a.share(Regime::memory),
+         so = a.share(Regime::overhead);
   v.regime = so >= sc && so >= sm ? Regime::overhead : sc >= sm ? Regime::compute : Regime::memory;
   auto gain = [&](const std::string& n) {
     for (const auto& r : rs)

@@ -42,13 +42,13 @@ std::string class_rows(const std::vector<ClassRow>& rows) {
 std::string render_table(const Report& r) {
   const Ceilings& c = r.ceilings;
   std::string s;
-  s += fmt::format("brrr doctor: {} ({} kernels on {}, {} threads)\n", r.model,
-                   r.kernels.size(), r.profile.backend, c.threads);
+  s += fmt::format("brrr doctor: {} ({} kernels on {}, {} threads)\n", r.model, r.kernels.size(),
+                   r.profile.backend, c.threads);
   s += fmt::format(
       "ceilings (measured, brrr probe): {:.1f} GB/s, {:.1f} GFLOP/s fp32, dispatch {:.2f} us, "
       "kernel call + fork/join {:.2f} us\n",
-      c.bandwidth_gbs, c.peak_gflops.count("fp32") ? c.peak_gflops.at("fp32") : 0.0,
-      c.dispatch_us, c.kernel_call_us + c.fork_join_us);
+      c.bandwidth_gbs, c.peak_gflops.count("fp32") ? c.peak_gflops.at("fp32") : 0.0, c.dispatch_us,
+      c.kernel_call_us + c.fork_join_us);
   s += "conventions: FLOPs = 2 per multiply-add, 1 per other arithmetic op; special functions "
        "priced per function at measured throughput; bytes = compulsory (inputs read once, "
        "outputs written once)\n\n";
@@ -66,9 +66,8 @@ std::string render_table(const Report& r) {
     double t = std::max(k->rec.time_ms, 1e-9) * 1e-3;
     s += fmt::format("  {:<24} {:<28} {:<13} {:>10.4f} {:>10.4f} {:>6.1f}% {:>9.2f} {:>8.2f}  {}\n",
                      trunc(k->rec.name, 24), join_ops(k->rec.ops), op_class_name(k->rec.cls),
-                     k->rec.time_ms, k->floor_ms, 100 * k->efficiency,
-                     k->rec.cost.flops / t / 1e9, k->rec.cost.bytes / t / 1e9,
-                     regime_name(k->regime));
+                     k->rec.time_ms, k->floor_ms, 100 * k->efficiency, k->rec.cost.flops / t / 1e9,
+                     k->rec.cost.bytes / t / 1e9, regime_name(k->regime));
   }
   s += "\nclass table (share of FLOPs vs share of kernel runtime):\n" + class_rows(r.classes);
 
@@ -86,10 +85,9 @@ std::string render_table(const Report& r) {
   s += fmt::format("  {:<13} {:>10} {:>14} {:>13}  {}\n", "remedy", "gain ms", "predicted ms",
                    "measured ms", "why");
   for (const auto& rm : r.remedies)
-    s += fmt::format("  {:<13} {:>10.3f} {:>14.3f} {:>13}  {}\n", rm.name, rm.gain_ms,
-                     rm.predicted_ms,
-                     rm.measured_ms ? fmt::format("{:.3f}", *rm.measured_ms) : std::string("-"),
-                     rm.detail);
+    s += fmt::format(
+        "  {:<13} {:>10.3f} {:>14.3f} {:>13}  {}\n", rm.name, rm.gain_ms, rm.predicted_ms,
+        rm.measured_ms ? fmt::format("{:.3f}", *rm.measured_ms) : std::string("-"), rm.detail);
   if (r.after) {
     s += "\nafter (compare profile, " + r.after_profile->backend + "):\n  " +
          attribution_line(*r.after) + "\n" + class_rows(r.after_classes);

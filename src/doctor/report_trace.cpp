@@ -12,7 +12,10 @@ using nlohmann::json;
 
 json trace_json(const Report& r) {
   json ev = json::array();
-  ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 0},
+  ev.push_back({{"name", "process_name"},
+                {"ph", "M"},
+                {"pid", 1},
+                {"tid", 0},
                 {"args", {{"name", fmt::format("brrr {} ({})", r.model, r.profile.backend)}}}});
   std::set<int> lanes;
   // Profiles without start offsets (synthetic, or executors that do not record them) are laid out
@@ -42,7 +45,10 @@ json trace_json(const Report& r) {
                     {"efficiency", k.efficiency}}}});
   }
   for (int l : lanes)
-    ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", l},
+    ev.push_back({{"name", "thread_name"},
+                  {"ph", "M"},
+                  {"pid", 1},
+                  {"tid", l},
                   {"args", {{"name", fmt::format("lane {} ({})", l, r.profile.backend)}}}});
   return json{{"traceEvents", ev}, {"displayTimeUnit", "ms"}};
 }

@@ -7,9 +7,12 @@ namespace brrr::doctor {
 
 std::string regime_name(Regime r) {
   switch (r) {
-    case Regime::compute: return "compute";
-    case Regime::memory: return "memory";
-    default: return "overhead";
+    case Regime::compute:
+      return "compute";
+    case Regime::memory:
+      return "memory";
+    default:
+      return "overhead";
   }
 }
 

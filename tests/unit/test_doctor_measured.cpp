@@ -131,8 +131,7 @@ TEST(DoctorMeasured, LargeElementwiseChainIsMemoryBound) {
   expect_shares_sum_to_wall(r);
   // The three intermediates (8 MB each, single reader) are what fusion would remove.
   for (const auto& rm : r.remedies)
-    if (rm.name == "fusion")
-      EXPECT_NE(rm.detail.find("50.3 MB"), std::string::npos) << rm.detail;
+    if (rm.name == "fusion") EXPECT_NE(rm.detail.find("50.3 MB"), std::string::npos) << rm.detail;
 }
 
 TEST(DoctorMeasured, ChainOfTinyOpsIsOverheadBound) {
@@ -160,8 +159,8 @@ TEST(DoctorMeasured, CosSweepFlipsFromMemoryToComputeAtTheRidge) {
     Cost cost;
     cost.bytes = 8.0 * double(n);
     if (k > 0) cost.special["cos"] = double(k) * double(n);
-    Report r = diagnose(single("cos_x" + std::to_string(k), "fused", OpClass::elementwise, cost, ms),
-                        c);
+    Report r =
+        diagnose(single("cos_x" + std::to_string(k), "fused", OpClass::elementwise, cost, ms), c);
     expect_shares_sum_to_wall(r);
     Regime g = r.kernels[0].regime;
     seen.push_back(g);

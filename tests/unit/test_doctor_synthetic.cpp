@@ -72,7 +72,7 @@ TEST(DoctorRoofline, SpecialFunctionsArePricedPerFunction) {
   k.cost.special["cos"] = 0;
   k.cost.special["exp"] = 1e6;
   EXPECT_EQ(analyze_kernel(k, c).regime, Regime::memory);  // 0.05 ms < 0.08 ms
-  k.cost.special = {{"erf", 1e6}};                          // not probed: slowest measured
+  k.cost.special = {{"erf", 1e6}};                         // not probed: slowest measured
   EXPECT_NEAR(analyze_kernel(k, c).compute_floor_ms, 0.1, 1e-9);
 }
 
