@@ -9,6 +9,13 @@
 
 namespace brrr {
 
+// A tensor a kernel reads or writes, so the doctor can find intermediates a fused plan would keep
+// in registers (the fusion remedy). Weights and graph inputs are listed too.
+struct TensorUse {
+  std::string name;
+  double bytes = 0;
+};
+
 struct KernelRecord {
   std::string name;                  // kernel name, e.g. "fused_3_softmax" or a node name
   std::string kind;                  // "fused", "library", "copy" or "reference"
@@ -19,6 +26,8 @@ struct KernelRecord {
   double time_ms = 0;                // median measured time of this kernel
   double start_ms = 0;               // start offset within one run, for traces
   int lane = 0;                      // thread or stream, for traces
+  std::vector<TensorUse> reads;      // optional: lets the doctor predict what fusion saves
+  std::vector<TensorUse> writes;
 };
 
 struct RunProfile {

@@ -1,11 +1,201 @@
-#include "cli/commands.hpp"
+// `brrr doctor MODEL.onnx`: profile the model, then attribute its time, judge every kernel against
+// the measured ceilings, and predict what each remedy would gain.
+#include "brrr/doctor.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <fstream>
+#include <random>
+
 #include "brrr/error.hpp"
+#include "brrr/onnx.hpp"
+#include "brrr/passes.hpp"
+#include "brrr/reference.hpp"
+#include "brrr/reference_profile.hpp"
+#include "cli/commands.hpp"
 
 namespace brrr::cli {
 
+namespace {
+
+struct DoctorArgs {
+  std::string model, backend = "cpu", json, trace, html, compare, save_profile;
+  std::vector<std::string> shapes, applied;
+  bool batch_sweep = false, refresh = false;
+  int reps = 5, top = 10;
+};
+
+// "name:1x3x224x224" -> {name, shape}
+std::pair<std::string, Shape> parse_shape(const std::string& s) {
+  auto colon = s.rfind(':');
+  BRRR_CHECK(colon != std::string::npos && colon > 0,
+             "--shape '{}': expected NAME:D0xD1x..., e.g. input:1x3x224x224", s);
+  Shape shape;
+  std::string dims = s.substr(colon + 1);
+  size_t p = 0;
+  while (p <= dims.size()) {
+    size_t q = dims.find('x', p);
+    std::string d = dims.substr(p, q == std::string::npos ? std::string::npos : q - p);
+    try {
+      size_t used = 0;
+      long long v = std::stoll(d, &used);
+      BRRR_CHECK(used == d.size() && v >= 0, "");
+      shape.push_back(v);
+    } catch (const std::exception&) {
+      fail("--shape '{}': '{}' is not a non-negative integer dim", s, d);
+    }
+    if (q == std::string::npos) break;
+    p = q + 1;
+  }
+  return {s.substr(0, colon), shape};
+}
+
+// Random data for every graph input: floats in [-1, 1], integers 0 (safe as indices), false.
+std::map<std::string, Tensor> make_inputs(const Graph& g, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::map<std::string, Tensor> in;
+  for (int id : g.inputs) {
+    const Value& v = g.value(id);
+    Tensor t = Tensor::zeros(v.dtype, v.shape);
+    int64_t n = t.numel();
+    if (v.dtype == DType::f32) {
+      float* p = t.data<float>();
+      for (int64_t i = 0; i < n; ++i) p[i] = u(rng);
+    } else if (v.dtype == DType::f64) {
+      double* p = t.data<double>();
+      for (int64_t i = 0; i < n; ++i) p[i] = u(rng);
+    } else if (v.dtype == DType::f16 || v.dtype == DType::bf16) {
+      std::vector<float> f(static_cast<size_t>(n));
+      for (auto& x : f) x = u(rng);
+      t = Tensor::from_vector<float>(v.shape, f).cast(v.dtype);
+    }
+    in[v.name] = t;
+  }
+  return in;
+}
+
+Graph prepare(const Graph& loaded, const InferOptions& opts) {
+  Graph g = loaded;
+  infer_shapes(g, opts);
+  eliminate_dead_nodes(g);
+  return g;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  BRRR_CHECK(f.good(), "cannot write '{}'", path);
+  f << text;
+}
+
+// Runs the model at batch b (dim 0 of every input whose dim 0 is symbolic); median of 3 runs.
+doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
+                                 std::vector<std::string> batch_inputs) {
+  return [&loaded, base, batch_inputs](int64_t b) {
+    InferOptions o = base;
+    for (const auto& name : batch_inputs) {
+      const Value& v = loaded.value(loaded.find_value(name));
+      Shape s = o.input_shapes.count(name) ? o.input_shapes[name] : v.shape;
+      s[0] = b;
+      for (auto& d : s)
+        if (d < 0) fail("batch sweep: input '{}' has other symbolic dims; give --shape", name);
+      o.input_shapes[name] = s;
+    }
+    Graph g = prepare(loaded, o);
+    auto in = make_inputs(g, 1);
+    run_reference(g, in);
+    std::vector<double> t;
+    for (int r = 0; r < 3; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      run_reference(g, in);
+      t.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    fmt::print(stderr, "doctor: batch {}: {:.3f} ms\n", b, t[1]);
+    return t[1];
+  };
+}
+
+void run_doctor(const DoctorArgs& a) {
+  Graph loaded = load_onnx(a.model);
+  InferOptions opts;
+  for (const auto& s : a.shapes) {
+    auto [name, shape] = parse_shape(s);
+    opts.input_shapes[name] = shape;
+  }
+  Graph g = prepare(loaded, opts);
+  doctor::Ceilings c = doctor::load_or_probe("cpu", a.refresh, true);
+  if (a.backend == "cpu")
+    fmt::print(stderr,
+               "doctor: the compiled CPU session is not wired into the doctor yet; profiling the "
+               "reference executor\n");
+  fmt::print(stderr, "doctor: profiling {} nodes, {} runs\n", g.nodes.size(), a.reps);
+  RunProfile prof = profile_reference(g, make_inputs(g, 0), a.reps);
+  if (!a.save_profile.empty()) write_file(a.save_profile, doctor::profile_to_json(prof).dump(1));
+
+  doctor::DoctorOptions dopts;
+  dopts.model = a.model;
+  dopts.top = a.top;
+  dopts.applied = a.applied;
+  std::optional<RunProfile> after;
+  if (!a.compare.empty()) {
+    std::ifstream f(a.compare);
+    BRRR_CHECK(f.good(), "--compare: cannot read '{}'", a.compare);
+    try {
+      after = doctor::profile_from_json(nlohmann::json::parse(f));
+    } catch (const nlohmann::json::exception& e) {
+      fail("--compare '{}': not JSON: {}", a.compare, e.what());
+    }
+    dopts.compare = &*after;
+  }
+  std::vector<std::string> batch_inputs;
+  for (int id : loaded.inputs) {
+    const Value& v = loaded.value(id);
+    if (!v.shape.empty() && v.shape[0] < 0) batch_inputs.push_back(v.name);
+  }
+  std::string batch_error;
+  if (a.batch_sweep) {
+    if (batch_inputs.empty()) {
+      batch_error = "no model input has a symbolic batch dimension (dim 0)";
+    } else {
+      dopts.batch_runner = batch_runner(loaded, opts, batch_inputs);
+      dopts.base_batch = g.value(g.find_value(batch_inputs[0])).shape[0];
+    }
+  }
+  doctor::Report r = doctor::diagnose(prof, c, dopts);
+  if (r.batch_error.empty()) r.batch_error = batch_error;
+  fmt::print("{}", doctor::render_table(r));
+  if (!a.json.empty()) write_file(a.json, doctor::report_json(r).dump(2) + "\n");
+  if (!a.trace.empty()) write_file(a.trace, doctor::trace_json(r).dump() + "\n");
+  if (!a.html.empty()) write_file(a.html, doctor::render_html(r));
+}
+
+}  // namespace
+
 void setup_doctor(CLI::App& app) {
-  auto* cmd = app.add_subcommand("doctor", "not implemented yet");
-  cmd->callback([] { fail("'brrr doctor' is not implemented yet"); });
+  auto a = std::make_shared<DoctorArgs>();
+  auto* cmd = app.add_subcommand("doctor", "where the time goes: regimes, ceilings, remedies");
+  cmd->add_option("model", a->model, "ONNX model file")->required();
+  cmd->add_option("--backend", a->backend, "backend to profile")
+      ->check(CLI::IsMember({"cpu", "reference"}));
+  cmd->add_option("--shape", a->shapes, "input shape NAME:D0xD1x... (repeatable)");
+  cmd->add_option("--reps", a->reps, "timed runs (median)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--top", a->top, "kernels in the top table")->check(CLI::Range(1, 100000));
+  cmd->add_option("--json", a->json, "write the report as JSON");
+  cmd->add_option("--trace", a->trace, "write a Chrome trace-event JSON (Perfetto)");
+  cmd->add_option("--html", a->html, "write a self-contained HTML page with the roofline");
+  cmd->add_flag("--batch-sweep", a->batch_sweep, "run at batch b, 2b, 4b, 8b and fit a + c*batch");
+  cmd->add_option(
+      "--compare", a->compare,
+      "a RunProfile JSON of the same model with remedies applied: predicted vs measured");
+  cmd->add_option("--applied", a->applied,
+                  "remedies the --compare profile applied (fusion, static_plan, faster_units); "
+                  "default all");
+  cmd->add_option("--save-profile", a->save_profile, "write this run's RunProfile as JSON");
+  cmd->add_flag("--refresh-ceilings", a->refresh, "probe the machine again");
+  cmd->callback([a] { run_doctor(*a); });
 }
 
 }  // namespace brrr::cli

@@ -1,11 +1,37 @@
-#include "cli/commands.hpp"
+// `brrr probe`: measure (or show the cached) ceilings of this machine.
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "brrr/doctor.hpp"
 #include "brrr/error.hpp"
+#include "cli/commands.hpp"
 
 namespace brrr::cli {
 
 void setup_probe(CLI::App& app) {
-  auto* cmd = app.add_subcommand("probe", "not implemented yet");
-  cmd->callback([] { fail("'brrr probe' is not implemented yet"); });
+  struct Opts {
+    std::string backend = "cpu", json;
+    bool refresh = false;
+  };
+  auto opts = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("probe", "measure this machine's ceilings (cached per machine)");
+  cmd->add_option("--backend", opts->backend, "backend to probe")->check(CLI::IsMember({"cpu"}));
+  cmd->add_option("--json", opts->json, "also write the ceilings as JSON to this file");
+  cmd->add_flag("--refresh", opts->refresh, "measure again even when cached");
+  cmd->callback([opts] {
+    bool cached = false;
+    doctor::Ceilings c = doctor::load_or_probe(opts->backend, opts->refresh, true, &cached);
+    if (cached)
+      fmt::print(stderr, "probe: cached ceilings from {} (--refresh measures again)\n",
+                 doctor::ceilings_cache_path(opts->backend));
+    fmt::print("{}", doctor::render_ceilings(c));
+    if (!opts->json.empty()) {
+      std::ofstream f(opts->json);
+      BRRR_CHECK(f.good(), "cannot write '{}'", opts->json);
+      f << doctor::ceilings_to_json(c).dump(2) << "\n";
+    }
+  });
 }
 
 }  // namespace brrr::cli

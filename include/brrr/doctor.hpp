@@ -1,0 +1,180 @@
+// The doctor (DESIGN.md section 5): measured ceilings, per-kernel floors and regimes, whole-model
+// attribution, class table, batch scaling, remedies with predicted gains, and the reports.
+// Backend-neutral: it consumes a RunProfile and Ceilings, nothing else.
+//
+// Conventions: FLOPs are 2 per multiply-add and 1 per other scalar arithmetic op; special
+// functions are counted per function and priced at their measured throughput; bytes are
+// compulsory traffic (each input read once, each output written once); every ceiling is measured
+// on this machine by `brrr probe` (datasheet figures are shown beside them, labelled estimates).
+#pragma once
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "brrr/profile.hpp"
+
+namespace brrr::doctor {
+
+// ---- Ceilings (probe) ----------------------------------------------------------------------
+
+struct Ceilings {
+  std::string backend = "cpu";
+  std::string host;
+  std::string cpu_model;
+  std::string isa;  // widest vector ISA the probe kernels used: "avx512", "avx2", "scalar"
+  int threads = 1;
+  double bandwidth_gbs = 0;  // OpenMP copy over all threads; read + write bytes, 1 GB = 1e9 B
+  double memcpy_gbs = 0;     // one plain large memcpy on one thread, read + write bytes
+  std::map<std::string, double> peak_gflops;          // per precision: "fp32", "fp64", "bf16"
+  std::map<std::string, double> special_gops;         // vectorized (SLEEF), G evaluations/s
+  std::map<std::string, double> special_scalar_gops;  // scalar libm, for comparison
+  double dispatch_us = 0;                             // reference executor, per op, on a tiny op
+  double fork_join_us = 0;                            // one empty OpenMP parallel region
+  double kernel_call_us = 0;  // calling a kernel through a function pointer on tiny data
+  std::map<std::string, double> datasheet;  // estimates from /proc/cpuinfo, same units
+  std::string datasheet_note;
+  double probe_seconds = 0;
+
+  // Fixed cost of one kernel of this kind ("reference": executor dispatch; compiled kinds: a
+  // function-pointer call plus one parallel region).
+  double per_kernel_overhead_us(const std::string& kind) const;
+  // Evaluations per second of special function `fn` (vectorized); falls back to the slowest
+  // measured function when `fn` was not probed.
+  double special_per_s(const std::string& fn) const;
+  double peak_flops_per_s(const std::string& precision = "fp32") const;
+};
+
+nlohmann::json ceilings_to_json(const Ceilings& c);
+Ceilings ceilings_from_json(const nlohmann::json& j);
+// $XDG_CACHE_HOME/brrr/ceilings-<host>-<backend>.json, else ~/.cache/brrr/...
+std::string ceilings_cache_path(const std::string& backend);
+// Measures the CPU ceilings (< ~20 s); progress lines on stderr when `progress`. `quick` shortens
+// every timing about 5x (tests), at some cost in accuracy.
+Ceilings probe_cpu(bool progress, bool quick = false);
+// Cached ceilings for this machine, measured (and cached) when absent or when `refresh`.
+Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress,
+                       bool* from_cache = nullptr);
+std::string render_ceilings(const Ceilings& c);
+
+// The probe's special-function kernel, exposed so tests can build known-regime runs with the
+// same code: y[i] = fn applied k times to x[i], vectorized with SLEEF, over all threads.
+// fn: exp, cos, sin, tanh, erf, sqrt, log. k = 0 is a plain copy.
+void special_chain_f32(const std::string& fn, const float* x, float* y, int64_t n, int k);
+// Names of the special functions the probe measures.
+const std::vector<std::string>& probed_special_functions();
+
+// ---- Analysis ------------------------------------------------------------------------------
+
+enum class Regime { compute, memory, overhead };
+std::string regime_name(Regime r);
+
+struct KernelAnalysis {
+  KernelRecord rec;
+  double memory_floor_ms = 0;   // bytes / bandwidth
+  double compute_floor_ms = 0;  // flops / peak + sum special / throughput
+  double overhead_ms = 0;       // per-kernel fixed cost ceiling for this kernel's kind
+  double floor_ms = 0;          // max(memory, compute)
+  double efficiency = 0;        // floor / measured time
+  Regime regime = Regime::memory;
+};
+KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c);
+
+// wall = compute + memory + overhead; overhead = overhead-regime kernels + gaps.
+struct Attribution {
+  double wall_ms = 0, kernel_ms = 0, gap_ms = 0;
+  double compute_ms = 0, memory_ms = 0, overhead_ms = 0;
+  double share(Regime r) const;
+};
+Attribution attribute(const RunProfile& p, const std::vector<KernelAnalysis>& ks);
+
+struct ClassRow {
+  std::string cls;
+  int kernels = 0;
+  double flops = 0, special = 0, bytes = 0, time_ms = 0;
+  double flops_share = 0, time_share = 0;
+};
+std::vector<ClassRow> class_table(const std::vector<KernelAnalysis>& ks);
+
+struct BatchPoint {
+  int64_t batch = 0;
+  double ms = 0;
+};
+struct BatchScaling {
+  std::vector<BatchPoint> points;
+  double fixed_ms = 0;     // a in time = a + c * batch (least squares)
+  double per_item_ms = 0;  // c
+  double growth = 0;       // time(last) / time(first)
+  double batch_ratio = 0;  // batch(last) / batch(first)
+  double fixed_share = 0;  // a / time(first)
+  bool overhead_bound = false;
+  std::string verdict;
+};
+BatchScaling fit_batch_scaling(const std::vector<BatchPoint>& pts);
+
+struct Remedy {
+  std::string name;                   // "fusion", "static_plan", "faster_units"
+  std::string detail;                 // one line: what it removes and why that is worth the time
+  double gain_ms = 0;                 // predicted saving on wall time
+  double predicted_ms = 0;            // predicted wall time with this remedy alone
+  std::optional<double> measured_ms;  // from --compare, when that profile applied it
+};
+
+struct Verdict {
+  Regime regime = Regime::memory;
+  std::string advice;
+};
+
+// Runs the model at a given batch and returns its wall time (ms); for the batch-scaling test.
+using BatchRunner = std::function<double(int64_t batch)>;
+
+struct DoctorOptions {
+  std::string model;
+  const RunProfile* compare = nullptr;  // the same model with remedies applied
+  std::vector<std::string> applied;     // remedies the compare profile applies; empty = all
+  BatchRunner batch_runner;             // optional
+  int64_t base_batch = 1;
+  int batch_steps = 4;  // b, 2b, 4b, 8b
+  int top = 10;
+};
+
+struct Report {
+  std::string model;
+  Ceilings ceilings;
+  RunProfile profile;
+  std::vector<KernelAnalysis> kernels;
+  Attribution attribution;
+  std::vector<ClassRow> classes;
+  std::optional<BatchScaling> batch;
+  std::string batch_error;  // why the batch sweep could not run
+  std::vector<Remedy> remedies;
+  Verdict verdict;
+  // --compare
+  std::optional<RunProfile> after_profile;
+  std::vector<KernelAnalysis> after_kernels;
+  std::optional<Attribution> after;
+  std::vector<ClassRow> after_classes;
+  int top = 10;
+};
+
+std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<KernelAnalysis>& ks,
+                                     const Attribution& a, const Ceilings& c);
+Verdict make_verdict(const Attribution& a, const std::vector<Remedy>& rs,
+                     const std::optional<BatchScaling>& b);
+Report diagnose(const RunProfile& p, const Ceilings& c, const DoctorOptions& opts = {});
+
+// ---- Outputs -------------------------------------------------------------------------------
+
+std::string render_table(const Report& r);
+nlohmann::json report_json(const Report& r);
+// Chrome trace-event JSON (Perfetto): one lane per thread/stream, complete "X" events.
+nlohmann::json trace_json(const Report& r);
+// One self-contained HTML page: SVG roofline, class table, verdict.
+std::string render_html(const Report& r);
+
+nlohmann::json profile_to_json(const RunProfile& p);
+RunProfile profile_from_json(const nlohmann::json& j);
+
+}  // namespace brrr::doctor

@@ -1,0 +1,62 @@
+// diagnose(): the doctor's one entry point, from a profile and ceilings to a Report.
+#include <algorithm>
+
+#include "brrr/doctor.hpp"
+
+namespace brrr::doctor {
+
+Report diagnose(const RunProfile& p, const Ceilings& c, const DoctorOptions& opts) {
+  Report r;
+  r.model = opts.model;
+  r.ceilings = c;
+  r.profile = p;
+  r.top = opts.top;
+  for (const auto& k : p.kernels) r.kernels.push_back(analyze_kernel(k, c));
+  r.attribution = attribute(p, r.kernels);
+  r.classes = class_table(r.kernels);
+  if (opts.batch_runner) {
+    try {
+      std::vector<BatchPoint> pts;
+      int64_t b = std::max<int64_t>(1, opts.base_batch);
+      for (int i = 0; i < std::max(2, opts.batch_steps); ++i, b *= 2)
+        pts.push_back({b, opts.batch_runner(b)});
+      r.batch = fit_batch_scaling(pts);
+    } catch (const std::exception& e) {
+      r.batch_error = e.what();
+    }
+  }
+  r.remedies = predict_remedies(p, r.kernels, r.attribution, c);
+  r.verdict = make_verdict(r.attribution, r.remedies, r.batch);
+  if (opts.compare) {
+    const RunProfile& q = *opts.compare;
+    r.after_profile = q;
+    for (const auto& k : q.kernels) r.after_kernels.push_back(analyze_kernel(k, c));
+    r.after = attribute(q, r.after_kernels);
+    r.after_classes = class_table(r.after_kernels);
+    // The compare run applied these remedies together: predicted = wall minus their gains.
+    std::vector<std::string> applied = opts.applied;
+    if (applied.empty())
+      for (const auto& rm : r.remedies) applied.push_back(rm.name);
+    Remedy combined;
+    combined.name = "applied";
+    double gain = 0;
+    std::string names;
+    for (auto& rm : r.remedies)
+      if (std::find(applied.begin(), applied.end(), rm.name) != applied.end()) {
+        gain += rm.gain_ms;
+        names += (names.empty() ? "" : " + ") + rm.name;
+        if (applied.size() == 1) rm.measured_ms = q.wall_ms;
+      }
+    double floors = 0;
+    for (const auto& k : r.kernels) floors += k.floor_ms;
+    combined.gain_ms = std::min(gain, std::max(0.0, r.attribution.wall_ms - floors));
+    combined.predicted_ms = r.attribution.wall_ms - combined.gain_ms;
+    combined.measured_ms = q.wall_ms;
+    combined.detail = "applied together: " + names + " (measured: " +
+                      (q.backend.empty() ? std::string("compare profile") : q.backend) + ")";
+    r.remedies.push_back(combined);
+  }
+  return r;
+}
+
+}  // namespace brrr::doctor

@@ -1,0 +1,160 @@
+// Ceilings: JSON form, the per-machine cache, and the probe's terminal summary.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "brrr/doctor.hpp"
+#include "brrr/error.hpp"
+
+namespace brrr::doctor {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+double Ceilings::per_kernel_overhead_us(const std::string& kind) const {
+  if (kind == "reference") return dispatch_us;
+  return kernel_call_us + fork_join_us;
+}
+
+double Ceilings::special_per_s(const std::string& fn) const {
+  auto it = special_gops.find(fn);
+  if (it != special_gops.end() && it->second > 0) return it->second * 1e9;
+  // Not probed: price it like the slowest function measured (a conservative floor).
+  double slowest = 0;
+  for (const auto& [k, v] : special_gops)
+    if (v > 0 && (slowest == 0 || v < slowest)) slowest = v;
+  return slowest > 0 ? slowest * 1e9 : 1e9;
+}
+
+double Ceilings::peak_flops_per_s(const std::string& precision) const {
+  auto it = peak_gflops.find(precision);
+  if (it != peak_gflops.end() && it->second > 0) return it->second * 1e9;
+  return 1e9;
+}
+
+json ceilings_to_json(const Ceilings& c) {
+  return json{{"backend", c.backend},
+              {"host", c.host},
+              {"cpu_model", c.cpu_model},
+              {"isa", c.isa},
+              {"threads", c.threads},
+              {"bandwidth_gbs", c.bandwidth_gbs},
+              {"memcpy_gbs", c.memcpy_gbs},
+              {"peak_gflops", c.peak_gflops},
+              {"special_gops", c.special_gops},
+              {"special_scalar_gops", c.special_scalar_gops},
+              {"dispatch_us", c.dispatch_us},
+              {"fork_join_us", c.fork_join_us},
+              {"kernel_call_us", c.kernel_call_us},
+              {"datasheet_estimates", c.datasheet},
+              {"datasheet_note", c.datasheet_note},
+              {"probe_seconds", c.probe_seconds}};
+}
+
+Ceilings ceilings_from_json(const json& j) {
+  Ceilings c;
+  try {
+    c.backend = j.value("backend", "cpu");
+    c.host = j.value("host", "");
+    c.cpu_model = j.value("cpu_model", "");
+    c.isa = j.value("isa", "");
+    c.threads = j.value("threads", 1);
+    c.bandwidth_gbs = j.at("bandwidth_gbs").get<double>();
+    c.memcpy_gbs = j.value("memcpy_gbs", 0.0);
+    c.peak_gflops = j.at("peak_gflops").get<std::map<std::string, double>>();
+    c.special_gops = j.value("special_gops", std::map<std::string, double>{});
+    c.special_scalar_gops = j.value("special_scalar_gops", std::map<std::string, double>{});
+    c.dispatch_us = j.value("dispatch_us", 0.0);
+    c.fork_join_us = j.value("fork_join_us", 0.0);
+    c.kernel_call_us = j.value("kernel_call_us", 0.0);
+    c.datasheet = j.value("datasheet_estimates", std::map<std::string, double>{});
+    c.datasheet_note = j.value("datasheet_note", "");
+    c.probe_seconds = j.value("probe_seconds", 0.0);
+  } catch (const json::exception& e) {
+    fail("ceilings file is malformed: {}", e.what());
+  }
+  return c;
+}
+
+std::string ceilings_cache_path(const std::string& backend) {
+  fs::path dir;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    dir = fs::path(x) / "brrr";
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    dir = fs::path(h) / ".cache" / "brrr";
+  } else {
+    dir = fs::temp_directory_path() / "brrr-cache";
+  }
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return (dir / fmt::format("ceilings-{}-{}.json", host, backend)).string();
+}
+
+Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, bool* from_cache) {
+  BRRR_CHECK(backend == "cpu", "probe: backend '{}' is not available (only 'cpu' is built)",
+             backend);
+  std::string path = ceilings_cache_path(backend);
+  if (from_cache) *from_cache = false;
+  if (!refresh && fs::exists(path)) {
+    try {
+      std::ifstream f(path);
+      Ceilings c = ceilings_from_json(json::parse(f));
+      if (from_cache) *from_cache = true;
+      return c;
+    } catch (const std::exception& e) {
+      if (progress)
+        fmt::print(stderr, "probe: ignoring unreadable cache {} ({})\n", path, e.what());
+    }
+  }
+  Ceilings c = probe_cpu(progress);
+  // Write to a temp file and rename, so a concurrent reader never sees half a file.
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
+  {
+    std::ofstream f(tmp);
+    f << ceilings_to_json(c).dump(2) << "\n";
+  }
+  fs::rename(tmp, path, ec);
+  if (ec && progress)
+    fmt::print(stderr, "probe: could not cache ceilings in {}: {}\n", path, ec.message());
+  return c;
+}
+
+std::string render_ceilings(const Ceilings& c) {
+  auto est = [&](const char* k) -> std::string {
+    auto it = c.datasheet.find(k);
+    return it == c.datasheet.end() ? "-" : fmt::format("{:.1f}", it->second);
+  };
+  std::string s;
+  s += fmt::format("Ceilings for {} ({}), {} threads, {} kernels, measured in {:.1f}s\n", c.host,
+                   c.cpu_model, c.threads, c.isa, c.probe_seconds);
+  s += fmt::format("  {:<34} {:>12} {:>14}\n", "ceiling", "measured", "datasheet est.");
+  s += fmt::format("  {:<34} {:>9.1f} GB/s {:>14}\n", "memory bandwidth (parallel copy)",
+                   c.bandwidth_gbs, "-");
+  s += fmt::format("  {:<34} {:>9.1f} GB/s {:>14}   (copy/memcpy = {:.2f})\n",
+                   "memory bandwidth (memcpy, 1 thread)", c.memcpy_gbs, "-",
+                   c.memcpy_gbs > 0 ? c.bandwidth_gbs / c.memcpy_gbs : 0.0);
+  for (const auto& [prec, v] : c.peak_gflops)
+    s += fmt::format("  {:<34} {:>6.1f} GFLOP/s {:>14}\n", "peak " + prec + " (FMA, all threads)",
+                     v, est((prec + "_gflops").c_str()));
+  s += fmt::format("  special functions, G evaluations/s (vectorized SLEEF u10 | scalar libm):\n");
+  for (const auto& [fn, v] : c.special_gops) {
+    auto it = c.special_scalar_gops.find(fn);
+    double sc = it == c.special_scalar_gops.end() ? 0 : it->second;
+    s += fmt::format("    {:<6} {:>8.2f} | {:>6.2f}   ({:.1f}x)\n", fn, v, sc, sc > 0 ? v / sc : 0);
+  }
+  s += fmt::format("  {:<34} {:>9.3f} us\n", "reference executor dispatch / op", c.dispatch_us);
+  s += fmt::format("  {:<34} {:>9.3f} us\n", "OpenMP fork/join / region", c.fork_join_us);
+  s += fmt::format("  {:<34} {:>9.3f} us\n", "kernel call (function pointer)", c.kernel_call_us);
+  double ridge = c.peak_flops_per_s("fp32") / (c.bandwidth_gbs * 1e9);
+  s += fmt::format("  ridge point (fp32): {:.1f} FLOP/byte\n", ridge);
+  if (!c.datasheet_note.empty()) s += "  datasheet: " + c.datasheet_note + "\n";
+  return s;
+}
+
+}  // namespace brrr::doctor

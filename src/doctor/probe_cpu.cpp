@@ -1,0 +1,270 @@
+// `brrr probe` for the CPU: measures every ceiling the doctor prices kernels with. Each step runs
+// its kernel long enough to be timed (calibrated), takes the best of a few runs, and says what it
+// is doing on stderr. The whole probe stays under ~20 s.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+
+#include "brrr/doctor.hpp"
+#include "brrr/passes.hpp"
+#include "brrr/reference.hpp"
+#include "doctor/probe_kernels.hpp"
+
+namespace brrr::doctor {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Best rate (work / second) of run(iters) over `reps` runs of about `target_s` each; run returns
+// the work it did. Time is the slowest thread's loop (kern::last_span_s), so the fork/join of a
+// busy machine does not count as compute. Iterations are calibrated from short first runs.
+template <typename F>
+double best_rate(F&& run, int64_t iters, double target_s, int reps) {
+  for (;;) {
+    run(iters);
+    double t = kern::last_span_s();
+    if (t >= 0.01 || iters > (int64_t(1) << 40)) {
+      iters = std::max<int64_t>(1, int64_t(double(iters) * target_s / std::max(t, 1e-9)));
+      break;
+    }
+    iters *= 8;
+  }
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    double work = run(iters);
+    best = std::max(best, work / std::max(kern::last_span_s(), 1e-9));
+  }
+  return best;
+}
+
+// Fastest seconds per call of f(reps) / reps over `rounds` rounds calibrated to ~target_s each:
+// an overhead ceiling is the cost the machine can achieve, not its worst moments under load.
+template <typename F>
+double fastest_per_call(F&& f, double target_s, int rounds) {
+  int64_t reps = 1;
+  for (;;) {
+    auto t0 = Clock::now();
+    f(reps);
+    double t = seconds_since(t0);
+    if (t >= 0.005) {
+      reps = std::max<int64_t>(1, int64_t(double(reps) * target_s / t));
+      break;
+    }
+    reps *= 8;
+  }
+  std::vector<double> v;
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = Clock::now();
+    f(reps);
+    v.push_back(seconds_since(t0) / double(reps));
+  }
+  return *std::min_element(v.begin(), v.end());
+}
+
+struct Progress {
+  bool on;
+  int step = 0, total;
+  Clock::time_point t0 = Clock::now();
+  void operator()(const std::string& what) {
+    if (on)
+      fmt::print(stderr, "probe [{}/{}] {:5.1f}s  {}\n", ++step, total, seconds_since(t0), what);
+  }
+};
+
+std::string read_cpu_field(const std::string& key) {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) {
+        std::string v = line.substr(p + 1);
+        v.erase(0, v.find_first_not_of(" \t"));
+        return v;
+      }
+    }
+  return "";
+}
+
+// Datasheet-style estimates from /proc/cpuinfo: lanes x 2 (FMA) x FMA ports x clock x cores.
+void fill_datasheet(Ceilings& c) {
+  std::string flags = " " + read_cpu_field("flags") + " ";
+  auto has = [&](const char* f) {
+    return flags.find(std::string(" ") + f + " ") != std::string::npos;
+  };
+  double mhz = std::atof(read_cpu_field("cpu MHz").c_str());
+  if (mhz <= 0) return;
+  int lanes32 = has("avx512f") ? 16 : has("avx2") ? 8 : has("sse2") ? 4 : 1;
+  int ports = has("fma") ? 2 : 1;  // two FMA ports on current server cores (an assumption)
+  double ghz = mhz / 1000.0;
+  int cores = c.threads;
+  c.datasheet["freq_ghz"] = ghz;
+  c.datasheet["fp32_gflops"] = lanes32 * 2.0 * ports * ghz * cores;
+  c.datasheet["fp64_gflops"] = lanes32 / 2 * 2.0 * ports * ghz * cores;
+  if (has("avx512_bf16")) c.datasheet["bf16_gflops"] = lanes32 * 4.0 * ports * ghz * cores;
+  c.datasheet_note = fmt::format(
+      "estimate, not measured: {} fp32 lanes x 2 (FMA) x {} FMA ports x {:.2f} GHz (cpu MHz in "
+      "/proc/cpuinfo) x {} cores; no bandwidth figure is known for this machine",
+      lanes32, ports, ghz, cores);
+}
+
+// A chain of n Relu nodes on a 4-element tensor: what the reference executor costs per op when
+// the op itself does nothing.
+Graph tiny_chain(int n) {
+  Graph g;
+  g.name = "probe_tiny_chain";
+  int x = g.add_value("x");
+  g.value(x).dtype = DType::f32;
+  g.value(x).shape = {4};
+  g.inputs.push_back(x);
+  int prev = x;
+  for (int i = 0; i < n; ++i) {
+    int y = g.add_value(fmt::format("y{}", i));
+    Node nd;
+    nd.op = "Relu";
+    nd.name = fmt::format("relu{}", i);
+    nd.inputs = {prev};
+    nd.outputs = {y};
+    g.nodes.push_back(nd);
+    prev = y;
+  }
+  g.outputs.push_back(prev);
+  infer_shapes(g, {});
+  return g;
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+}  // namespace
+
+const std::vector<std::string>& probed_special_functions() {
+  static const std::vector<std::string> names(kern::kSpecialNames,
+                                              kern::kSpecialNames + kern::kNumSpecial);
+  return names;
+}
+
+void special_chain_f32(const std::string& fn, const float* x, float* y, int64_t n, int k) {
+  const auto& names = probed_special_functions();
+  auto it = std::find(names.begin(), names.end(), fn);
+  BRRR_CHECK(it != names.end(), "special_chain_f32: unknown function '{}'", fn);
+  BRRR_CHECK(k >= 0, "special_chain_f32: k must be >= 0, got {}", k);
+  kern::special_chain(int(it - names.begin()), x, y, n, k);
+}
+
+Ceilings probe_cpu(bool progress_on, bool quick) {
+  const double q = quick ? 0.2 : 1.0;  // quick: shorter timings and buffers (tests)
+  Ceilings c;
+  c.backend = "cpu";
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  c.host = host;
+  c.cpu_model = read_cpu_field("model name");
+  c.isa = kern::isa_name();
+  c.threads = kern::max_threads();
+  auto t_start = Clock::now();
+  Progress step{progress_on, 0, 6};
+
+  // 1. Memory bandwidth: buffers well beyond the last-level cache, pages placed by first touch.
+  {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t bytes = std::max<size_t>(size_t(256) << 20, l3 > 0 ? size_t(l3) * 2 : 0);
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && psz > 0) bytes = std::min(bytes, size_t(pages) * size_t(psz) / 8);
+    bytes = std::min(bytes, quick ? size_t(96) << 20 : size_t(1) << 30) & ~size_t(4095);
+    step(fmt::format("memory bandwidth: parallel copy and memcpy of {} MiB (read + write)",
+                     bytes >> 20));
+    std::unique_ptr<void, FreeDeleter> src(std::aligned_alloc(4096, bytes));
+    std::unique_ptr<void, FreeDeleter> dst(std::aligned_alloc(4096, bytes));
+    BRRR_CHECK(src && dst, "probe: cannot allocate {} MiB for the bandwidth test", bytes >> 20);
+    kern::parallel_fill(src.get(), bytes);
+    kern::parallel_fill(dst.get(), bytes);
+    double best_omp = 0, best_memcpy = 0;
+    for (int r = 0; r < (quick ? 2 : 4); ++r) {
+      auto t0 = Clock::now();
+      kern::parallel_copy(dst.get(), src.get(), bytes);
+      best_omp = std::max(best_omp, 2.0 * double(bytes) / seconds_since(t0));
+      t0 = Clock::now();
+      std::memcpy(dst.get(), src.get(), bytes);
+      best_memcpy = std::max(best_memcpy, 2.0 * double(bytes) / seconds_since(t0));
+    }
+    c.bandwidth_gbs = best_omp / 1e9;
+    c.memcpy_gbs = best_memcpy / 1e9;
+  }
+
+  // 2. Peak FLOP/s per precision.
+  step(fmt::format("peak FLOP/s: {} FMA, fp32 / fp64 / bf16, {} threads", c.isa, c.threads));
+  c.peak_gflops["fp32"] = best_rate(kern::fma_f32, 1 << 12, 0.12 * q, 3) / 1e9;
+  c.peak_gflops["fp64"] = best_rate(kern::fma_f64, 1 << 12, 0.12 * q, 3) / 1e9;
+  if (kern::dot_bf16(1) > 0)
+    c.peak_gflops["bf16"] = best_rate(kern::dot_bf16, 1 << 12, 0.12 * q, 3) / 1e9;
+
+  // 3. Special functions, vectorized (SLEEF) and scalar libm, on in-cache data.
+  step(fmt::format("special functions: {} (SLEEF {}) and scalar libm",
+                   fmt::join(probed_special_functions(), ", "),
+                   kern::have_sleef() ? c.isa : "absent"));
+  for (int fn = 0; fn < kern::kNumSpecial; ++fn) {
+    const char* name = kern::kSpecialNames[fn];
+    auto vec = [&](int64_t passes) { return kern::special_run(fn, true, 2048, passes); };
+    auto sca = [&](int64_t passes) { return kern::special_run(fn, false, 2048, passes); };
+    if (kern::have_sleef()) c.special_gops[name] = best_rate(vec, 4, 0.05 * q, 3) / 1e9;
+    c.special_scalar_gops[name] = best_rate(sca, 1, 0.04 * q, 2) / 1e9;
+    if (!kern::have_sleef()) c.special_gops[name] = c.special_scalar_gops[name];
+  }
+
+  // 4. Overheads.
+  step("overhead: reference executor dispatch per op (64 Relu on 4 floats)");
+  {
+    Graph g = tiny_chain(64);
+    std::map<std::string, Tensor> in{{"x", Tensor::zeros(DType::f32, {4})}};
+    double per_run = fastest_per_call(
+        [&](int64_t reps) {
+          for (int64_t r = 0; r < reps; ++r) run_reference(g, in);
+        },
+        0.1 * q, 5);
+    c.dispatch_us = per_run / 64 * 1e6;
+  }
+  step("overhead: OpenMP fork/join of one parallel region");
+  {
+    // Regions timed one by one; the 10th percentile is what a region costs when both threads are
+    // on a core (a loaded machine stalls some regions for a whole scheduler slice).
+    kern::fork_join(100);
+    std::vector<double> t;
+    for (int r = 0; r < (quick ? 400 : 2000); ++r) {
+      auto t0 = Clock::now();
+      kern::fork_join(1);
+      t.push_back(seconds_since(t0));
+    }
+    std::sort(t.begin(), t.end());
+    c.fork_join_us = t[t.size() / 10] * 1e6;
+  }
+  step("overhead: kernel call through a function pointer on 16 floats");
+  {
+    float x[16] = {0}, y[16];
+    kern::TinyKernel volatile k = kern::tiny_kernel();
+    c.kernel_call_us = fastest_per_call(
+                           [&](int64_t reps) {
+                             for (int64_t r = 0; r < reps; ++r) k(x, y, 16);
+                           },
+                           0.02 * q, 5) *
+                       1e6;
+  }
+  fill_datasheet(c);
+  c.probe_seconds = seconds_since(t_start);
+  if (progress_on) fmt::print(stderr, "probe done in {:.1f}s\n", c.probe_seconds);
+  return c;
+}
+
+}  // namespace brrr::doctor

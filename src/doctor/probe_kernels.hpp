@@ -1,0 +1,43 @@
+// Raw measurement kernels of the CPU probe. probe_kernels.cpp is compiled with -O3 -march=native
+// and includes no std containers, so no native-ISA inline template leaks into the rest of the
+// build.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace brrr::doctor::kern {
+
+// Widest vector ISA compiled in: "avx512", "avx2" or "scalar"; and its fp32 lane count.
+const char* isa_name();
+int lanes_f32();
+bool have_sleef();
+
+// FMA throughput loops on every OpenMP thread with independent accumulators; each returns the
+// FLOPs it performed (2 per multiply-add), 0 when the precision is not supported.
+double fma_f32(int64_t iters);
+double fma_f64(int64_t iters);
+double dot_bf16(int64_t iters);
+
+// Special functions in the order of kSpecialNames.
+enum SpecialFn { kExp, kCos, kSin, kTanh, kErf, kSqrt, kLog, kNumSpecial };
+extern const char* const kSpecialNames[kNumSpecial];
+// Every thread applies fn to its own in-cache buffer of n floats, `passes` times. Returns the
+// number of evaluations. Vectorized uses SLEEF; otherwise scalar libm.
+double special_run(int fn, bool vectorized, int64_t n_per_thread, int64_t passes);
+// y[i] = fn^k(x[i]) over all threads (k = 0 copies).
+void special_chain(int fn, const float* x, float* y, int64_t n, int k);
+
+// Copies `bytes` with every thread copying one contiguous chunk (memcpy per chunk).
+void parallel_copy(void* dst, const void* src, size_t bytes);
+// Writes the buffer with the same static split as parallel_copy (first-touch placement).
+void parallel_fill(void* p, size_t bytes);
+// Runs `reps` empty OpenMP parallel regions.
+void fork_join(int64_t reps);
+int max_threads();
+// Slowest thread's in-region time of the last FMA or special_run call (excludes fork/join).
+double last_span_s();
+
+using TinyKernel = void (*)(const float*, float*, int64_t);
+TinyKernel tiny_kernel();
+
+}  // namespace brrr::doctor::kern

@@ -1,0 +1,171 @@
+// Remedies with a predicted gain, computed from the profile and the ceilings before any is applied:
+// fusion (intermediate traffic removed / bandwidth), a static plan (per-kernel dispatch removed),
+// faster units (compute-bound work at the fastest measured ceiling).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "brrr/doctor.hpp"
+
+namespace brrr::doctor {
+
+namespace {
+
+// Can producer class `p` hand its output to consumer class `c` inside one kernel? Pointwise,
+// reduction and view chains fuse; a contraction takes an elementwise epilogue.
+bool fusable(OpClass p, OpClass c) {
+  if (c == OpClass::contraction) return false;
+  if (p == OpClass::contraction) return c == OpClass::elementwise;
+  return true;
+}
+
+struct FusionEstimate {
+  double bytes = 0;
+  int merges = 0, groups = 0, kernels_in_groups = 0;
+};
+
+// Union-find over kernels joined by single-consumer intermediates.
+FusionEstimate estimate_fusion(const RunProfile& p) {
+  FusionEstimate e;
+  size_t n = p.kernels.size();
+  std::map<std::string, int> producer;
+  std::map<std::string, std::vector<int>> consumers;
+  for (size_t k = 0; k < n; ++k) {
+    for (const auto& w : p.kernels[k].writes) producer[w.name] = int(k);
+    for (const auto& r : p.kernels[k].reads) consumers[r.name].push_back(int(k));
+  }
+  std::vector<int> parent(n);
+  std::iota(parent.begin(), parent.end(), 0);
+  auto find = [&](int x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  for (size_t k = 0; k < n; ++k)
+    for (const auto& w : p.kernels[k].writes) {
+      auto it = consumers.find(w.name);
+      if (it == consumers.end() || it->second.size() != 1) continue;  // graph output or shared
+      int c = it->second[0];
+      if (!fusable(p.kernels[k].cls, p.kernels[size_t(c)].cls)) continue;
+      int a = find(int(k)), b = find(c);
+      e.bytes += 2 * w.bytes;  // written once and read once, both gone when fused
+      if (a != b) parent[b] = a, e.merges++;
+    }
+  std::map<int, int> sizes;
+  for (size_t k = 0; k < n; ++k) sizes[find(int(k))]++;
+  for (const auto& [root, s] : sizes)
+    if (s > 1) e.groups++, e.kernels_in_groups += s;
+  return e;
+}
+
+std::string human_bytes(double b) {
+  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  if (b >= 1e3) return fmt::format("{:.1f} kB", b / 1e3);
+  return fmt::format("{:.0f} B", b);
+}
+
+}  // namespace
+
+std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<KernelAnalysis>& ks,
+                                     const Attribution& a, const Ceilings& c) {
+  std::vector<Remedy> out;
+  double floors = 0;
+  for (const auto& k : ks) floors += k.floor_ms;
+  double headroom = std::max(0.0, a.wall_ms - floors);  // no remedy beats the roofline
+  // Faster units move the roof itself, so only they may go below the fp32 floors.
+  auto add = [&](std::string name, double gain, std::string detail) {
+    gain = std::clamp(gain, 0.0, name == "faster_units" ? a.wall_ms : headroom);
+    out.push_back({std::move(name), std::move(detail), gain, a.wall_ms - gain, std::nullopt});
+  };
+
+  // Fusion.
+  FusionEstimate f = estimate_fusion(p);
+  double fusion_ms = f.bytes / (c.bandwidth_gbs * 1e9) * 1e3;
+  if (f.merges > 0)
+    add("fusion", fusion_ms,
+        fmt::format("fusing {} kernels into {} removes {} of intermediate traffic, about {:.3f} ms "
+                    "at {:.1f} GB/s (and {} kernel calls)",
+                    f.kernels_in_groups, f.groups, human_bytes(f.bytes), fusion_ms, c.bandwidth_gbs,
+                    f.merges));
+  else
+    add("fusion", 0,
+        p.kernels.empty() || p.kernels[0].reads.empty() && p.kernels[0].writes.empty()
+            ? "no tensor reads/writes in this profile: cannot see intermediates"
+            : "no single-consumer intermediates left to fuse");
+
+  // Static plan: every kernel keeps its call but loses the executor's dispatch, and the host
+  // gaps between kernels go away.
+  double static_us = c.per_kernel_overhead_us("fused");
+  double per_kernel_saving_ms = 0;
+  for (const auto& k : ks) per_kernel_saving_ms += std::max(0.0, k.overhead_ms - static_us * 1e-3);
+  double plan_ms = per_kernel_saving_ms + a.gap_ms;
+  add("static_plan", plan_ms,
+      fmt::format("a static plan removes {} dispatches ({:.3f} -> {:.3f} us each) and {:.3f} ms "
+                  "of host gaps, about {:.3f} ms",
+                  ks.size(), ks.empty() ? 0.0 : ks[0].overhead_ms * 1e3, static_us, a.gap_ms,
+                  plan_ms));
+
+  // Faster units: compute-bound kernels at the fastest measured ceiling.
+  std::string unit = "fp32";
+  for (const auto& [prec, v] : c.peak_gflops)
+    if (v > c.peak_gflops.at(unit) && prec != "fp64") unit = prec;
+  double peak = c.peak_flops_per_s(unit);
+  double cb_ms = 0, cb_new_ms = 0;
+  int n_cb = 0;
+  for (const auto& k : ks) {
+    if (k.regime != Regime::compute) continue;
+    double special_ms = k.compute_floor_ms - k.rec.cost.flops / c.peak_flops_per_s("fp32") * 1e3;
+    double t = std::max(k.memory_floor_ms, k.rec.cost.flops / peak * 1e3 + special_ms);
+    cb_ms += k.rec.time_ms;
+    cb_new_ms += std::min(k.rec.time_ms, t);
+    n_cb++;
+  }
+  double units_ms = cb_ms - cb_new_ms;
+  if (n_cb == 0)
+    add("faster_units", 0,
+        fmt::format("no compute-bound kernels: faster units cannot help (compute is {:.0f}% of "
+                    "the time)",
+                    100 * a.share(Regime::compute)));
+  else
+    add("faster_units", units_ms,
+        fmt::format("{} compute-bound kernels take {:.3f} ms; at the {} ceiling ({:.1f} GFLOP/s) "
+                    "their floor is {:.3f} ms",
+                    n_cb, cb_ms, unit, peak / 1e9, cb_new_ms));
+  return out;
+}
+
+Verdict make_verdict(const Attribution& a, const std::vector<Remedy>& rs,
+                     const std::optional<BatchScaling>& b) {
+  Verdict v;
+  double sc = a.share(Regime::compute), sm = a.share(Regime::memory),
+         so = a.share(Regime::overhead);
+  v.regime = so >= sc && so >= sm ? Regime::overhead : sc >= sm ? Regime::compute : Regime::memory;
+  auto gain = [&](const std::string& n) {
+    for (const auto& r : rs)
+      if (r.name == n) return r.gain_ms;
+    return 0.0;
+  };
+  std::string s;
+  if (v.regime == Regime::overhead)
+    s = fmt::format(
+        "overhead-bound: {:.0f}% of the time is fixed per-kernel cost and host gaps. A static plan "
+        "saves about {:.3f} ms; fusion (fewer kernels) {:.3f} ms. Faster units cannot help: "
+        "compute is {:.0f}% of the time.",
+        100 * so, gain("static_plan"), gain("fusion"), 100 * sc);
+  else if (v.regime == Regime::memory)
+    s = fmt::format(
+        "memory-bound: {:.0f}% of the time moves bytes. Fusion saves about {:.3f} ms; faster "
+        "units cannot help much (compute is {:.0f}%).",
+        100 * sm, gain("fusion"), 100 * sc);
+  else
+    s = fmt::format(
+        "compute-bound: {:.0f}% of the time is arithmetic. Faster units (a library GEMM, lower "
+        "precision) save about {:.3f} ms; fusion {:.3f} ms.",
+        100 * sc, gain("faster_units"), gain("fusion"));
+  if (b) s += " Batch scaling: " + b->verdict + ".";
+  v.advice = s;
+  return v;
+}
+
+}  // namespace brrr::doctor

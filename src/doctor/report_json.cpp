@@ -1,0 +1,163 @@
+// Machine-readable outputs: the report (--json, stable keys) and RunProfile files (--compare).
+#include "brrr/doctor.hpp"
+#include "brrr/error.hpp"
+
+namespace brrr::doctor {
+
+using nlohmann::json;
+
+namespace {
+
+json kernel_json(const KernelAnalysis& k) {
+  return json{{"name", k.rec.name},
+              {"kind", k.rec.kind},
+              {"ops", k.rec.ops},
+              {"class", std::string(op_class_name(k.rec.cls))},
+              {"flops", k.rec.cost.flops},
+              {"special", k.rec.cost.special},
+              {"bytes", k.rec.cost.bytes},
+              {"time_ms", k.rec.time_ms},
+              {"floor_ms", k.floor_ms},
+              {"memory_floor_ms", k.memory_floor_ms},
+              {"compute_floor_ms", k.compute_floor_ms},
+              {"overhead_ms", k.overhead_ms},
+              {"efficiency", k.efficiency},
+              {"regime", regime_name(k.regime)},
+              {"fused_from", k.rec.nodes}};
+}
+
+json attribution_json(const Attribution& a) {
+  return json{{"wall_ms", a.wall_ms},
+              {"compute_ms", a.compute_ms},
+              {"memory_ms", a.memory_ms},
+              {"overhead_ms", a.overhead_ms},
+              {"gap_ms", a.gap_ms},
+              {"shares",
+               {{"compute", a.share(Regime::compute)},
+                {"memory", a.share(Regime::memory)},
+                {"overhead", a.share(Regime::overhead)}}}};
+}
+
+json classes_json(const std::vector<ClassRow>& rows) {
+  json j = json::array();
+  for (const auto& r : rows)
+    j.push_back({{"class", r.cls},
+                 {"kernels", r.kernels},
+                 {"flops", r.flops},
+                 {"special", r.special},
+                 {"bytes", r.bytes},
+                 {"time_ms", r.time_ms},
+                 {"flops_share", r.flops_share},
+                 {"time_share", r.time_share}});
+  return j;
+}
+
+}  // namespace
+
+json report_json(const Report& r) {
+  json j;
+  j["model"] = r.model;
+  j["backend"] = r.profile.backend;
+  j["conventions"] = {{"flops", "2 per multiply-add, 1 per other scalar arithmetic op"},
+                      {"special", "counted per function, priced at measured throughput"},
+                      {"bytes", "compulsory: each input read once, each output written once"},
+                      {"ceilings", "measured on this machine by brrr probe"}};
+  j["wall_ms"] = r.attribution.wall_ms;
+  j["attribution"] = attribution_json(r.attribution);
+  j["shares"] = j["attribution"]["shares"];
+  j["kernels"] = json::array();
+  for (const auto& k : r.kernels) j["kernels"].push_back(kernel_json(k));
+  j["ceilings"] = ceilings_to_json(r.ceilings);
+  j["class_table"] = classes_json(r.classes);
+  if (r.batch) {
+    json pts = json::array();
+    for (const auto& p : r.batch->points) pts.push_back({{"batch", p.batch}, {"ms", p.ms}});
+    j["batch_scaling"] = {{"points", pts},
+                          {"fixed_ms", r.batch->fixed_ms},
+                          {"per_item_ms", r.batch->per_item_ms},
+                          {"growth", r.batch->growth},
+                          {"fixed_share", r.batch->fixed_share},
+                          {"overhead_bound", r.batch->overhead_bound},
+                          {"verdict", r.batch->verdict}};
+  } else {
+    j["batch_scaling"] = nullptr;
+    if (!r.batch_error.empty()) j["batch_scaling_error"] = r.batch_error;
+  }
+  j["remedies"] = json::array();
+  for (const auto& rm : r.remedies)
+    j["remedies"].push_back(
+        {{"name", rm.name},
+         {"gain_ms", rm.gain_ms},
+         {"predicted_ms", rm.predicted_ms},
+         {"measured_ms", rm.measured_ms ? json(*rm.measured_ms) : json(nullptr)},
+         {"detail", rm.detail}});
+  j["verdict"] = {{"regime", regime_name(r.verdict.regime)}, {"advice", r.verdict.advice}};
+  if (r.after) {
+    json k = json::array();
+    for (const auto& a : r.after_kernels) k.push_back(kernel_json(a));
+    j["compare"] = {{"backend", r.after_profile->backend},
+                    {"attribution", attribution_json(*r.after)},
+                    {"class_table", classes_json(r.after_classes)},
+                    {"kernels", k}};
+  }
+  return j;
+}
+
+json profile_to_json(const RunProfile& p) {
+  json ks = json::array();
+  for (const auto& k : p.kernels) {
+    json reads = json::array(), writes = json::array();
+    for (const auto& u : k.reads) reads.push_back({{"name", u.name}, {"bytes", u.bytes}});
+    for (const auto& u : k.writes) writes.push_back({{"name", u.name}, {"bytes", u.bytes}});
+    ks.push_back({{"name", k.name},
+                  {"kind", k.kind},
+                  {"ops", k.ops},
+                  {"nodes", k.nodes},
+                  {"class", std::string(op_class_name(k.cls))},
+                  {"flops", k.cost.flops},
+                  {"special", k.cost.special},
+                  {"bytes", k.cost.bytes},
+                  {"time_ms", k.time_ms},
+                  {"start_ms", k.start_ms},
+                  {"lane", k.lane},
+                  {"reads", reads},
+                  {"writes", writes}});
+  }
+  return json{{"backend", p.backend}, {"wall_ms", p.wall_ms}, {"kernels", ks}};
+}
+
+RunProfile profile_from_json(const json& j) {
+  RunProfile p;
+  try {
+    p.backend = j.value("backend", "");
+    p.wall_ms = j.at("wall_ms").get<double>();
+    for (const auto& kj : j.at("kernels")) {
+      KernelRecord k;
+      k.name = kj.value("name", "");
+      k.kind = kj.value("kind", "");
+      k.ops = kj.value("ops", std::vector<std::string>{});
+      k.nodes = kj.value("nodes", std::vector<std::string>{});
+      std::string cls = kj.value("class", "elementwise");
+      k.cls = cls == "contraction"     ? OpClass::contraction
+              : cls == "normalization" ? OpClass::normalization
+              : cls == "movement"      ? OpClass::movement
+                                       : OpClass::elementwise;
+      k.cost.flops = kj.value("flops", 0.0);
+      k.cost.special = kj.value("special", std::map<std::string, double>{});
+      k.cost.bytes = kj.value("bytes", 0.0);
+      k.time_ms = kj.at("time_ms").get<double>();
+      k.start_ms = kj.value("start_ms", 0.0);
+      k.lane = kj.value("lane", 0);
+      for (const auto& u : kj.value("reads", json::array()))
+        k.reads.push_back({u.at("name").get<std::string>(), u.at("bytes").get<double>()});
+      for (const auto& u : kj.value("writes", json::array()))
+        k.writes.push_back({u.at("name").get<std::string>(), u.at("bytes").get<double>()});
+      p.kernels.push_back(std::move(k));
+    }
+  } catch (const json::exception& e) {
+    fail("profile file is malformed: {}", e.what());
+  }
+  return p;
+}
+
+}  // namespace brrr::doctor

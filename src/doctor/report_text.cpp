@@ -1,0 +1,99 @@
+// The terminal report: attribution, top kernels, class table, batch scaling, remedies, verdict.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "brrr/doctor.hpp"
+
+namespace brrr::doctor {
+
+namespace {
+
+std::string join_ops(const std::vector<std::string>& ops, size_t max_len = 28) {
+  std::string s;
+  for (const auto& o : ops) s += (s.empty() ? "" : "+") + o;
+  if (s.size() > max_len) s = s.substr(0, max_len - 3) + "...";
+  return s;
+}
+
+std::string trunc(const std::string& s, size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
+
+std::string attribution_line(const Attribution& a) {
+  return fmt::format(
+      "wall {:.3f} ms = compute {:.3f} ms ({:.0f}%) + memory {:.3f} ms ({:.0f}%) + overhead "
+      "{:.3f} ms ({:.0f}%; host gaps {:.3f} ms)",
+      a.wall_ms, a.compute_ms, 100 * a.share(Regime::compute), a.memory_ms,
+      100 * a.share(Regime::memory), a.overhead_ms, 100 * a.share(Regime::overhead), a.gap_ms);
+}
+
+std::string class_rows(const std::vector<ClassRow>& rows) {
+  std::string s = fmt::format("  {:<14} {:>7} {:>12} {:>14} {:>12}\n", "class", "kernels",
+                              "FLOPs share", "runtime share", "time ms");
+  for (const auto& r : rows)
+    s += fmt::format("  {:<14} {:>7} {:>11.1f}% {:>13.1f}% {:>12.3f}\n", r.cls, r.kernels,
+                     100 * r.flops_share, 100 * r.time_share, r.time_ms);
+  return s;
+}
+
+}  // namespace
+
+std::string render_table(const Report& r) {
+  const Ceilings& c = r.ceilings;
+  std::string s;
+  s += fmt::format("brrr doctor: {} ({} kernels on {}, {} threads)\n", r.model, r.kernels.size(),
+                   r.profile.backend, c.threads);
+  s += fmt::format(
+      "ceilings (measured, brrr probe): {:.1f} GB/s, {:.1f} GFLOP/s fp32, dispatch {:.2f} us, "
+      "kernel call + fork/join {:.2f} us\n",
+      c.bandwidth_gbs, c.peak_gflops.count("fp32") ? c.peak_gflops.at("fp32") : 0.0, c.dispatch_us,
+      c.kernel_call_us + c.fork_join_us);
+  s += "conventions: FLOPs = 2 per multiply-add, 1 per other arithmetic op; special functions "
+       "priced per function at measured throughput; bytes = compulsory (inputs read once, "
+       "outputs written once)\n\n";
+  s += attribution_line(r.attribution) + "\n\n";
+
+  std::vector<const KernelAnalysis*> top;
+  for (const auto& k : r.kernels) top.push_back(&k);
+  std::stable_sort(top.begin(), top.end(),
+                   [](auto* a, auto* b) { return a->rec.time_ms > b->rec.time_ms; });
+  if (int(top.size()) > r.top) top.resize(size_t(r.top));
+  s += fmt::format("top {} kernels by time:\n", top.size());
+  s += fmt::format("  {:<24} {:<28} {:<13} {:>10} {:>10} {:>7} {:>9} {:>8}  {}\n", "kernel", "ops",
+                   "class", "time ms", "floor ms", "eff", "GFLOP/s", "GB/s", "regime");
+  for (const auto* k : top) {
+    double t = std::max(k->rec.time_ms, 1e-9) * 1e-3;
+    s += fmt::format("  {:<24} {:<28} {:<13} {:>10.4f} {:>10.4f} {:>6.1f}% {:>9.2f} {:>8.2f}  {}\n",
+                     trunc(k->rec.name, 24), join_ops(k->rec.ops), op_class_name(k->rec.cls),
+                     k->rec.time_ms, k->floor_ms, 100 * k->efficiency, k->rec.cost.flops / t / 1e9,
+                     k->rec.cost.bytes / t / 1e9, regime_name(k->regime));
+  }
+  s += "\nclass table (share of FLOPs vs share of kernel runtime):\n" + class_rows(r.classes);
+
+  if (r.batch) {
+    s += "\nbatch scaling (time = a + c * batch, least squares):\n";
+    for (const auto& p : r.batch->points)
+      s += fmt::format("  batch {:>6}: {:.3f} ms\n", p.batch, p.ms);
+    s += fmt::format("  a = {:.3f} ms, c = {:.4f} ms/item\n  {}\n", r.batch->fixed_ms,
+                     r.batch->per_item_ms, r.batch->verdict);
+  } else if (!r.batch_error.empty()) {
+    s += "\nbatch scaling: not run: " + r.batch_error + "\n";
+  }
+
+  s += "\nremedies (predicted before applying):\n";
+  s += fmt::format("  {:<13} {:>10} {:>14} {:>13}  {}\n", "remedy", "gain ms", "predicted ms",
+                   "measured ms", "why");
+  for (const auto& rm : r.remedies)
+    s += fmt::format(
+        "  {:<13} {:>10.3f} {:>14.3f} {:>13}  {}\n", rm.name, rm.gain_ms, rm.predicted_ms,
+        rm.measured_ms ? fmt::format("{:.3f}", *rm.measured_ms) : std::string("-"), rm.detail);
+  if (r.after) {
+    s += "\nafter (compare profile, " + r.after_profile->backend + "):\n  " +
+         attribution_line(*r.after) + "\n" + class_rows(r.after_classes);
+  }
+  s += "\nverdict: " + r.verdict.advice + "\n";
+  return s;
+}
+
+}  // namespace brrr::doctor

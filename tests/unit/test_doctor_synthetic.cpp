@@ -1,0 +1,292 @@
+// The doctor on synthetic profiles and fixed ceilings: floors, regimes, attribution, class table,
+// batch fit, remedies, compare, and the stable keys of the JSON and trace outputs.
+#include <gtest/gtest.h>
+
+#include "brrr/doctor.hpp"
+
+using namespace brrr;
+using namespace brrr::doctor;
+
+namespace {
+
+// Round numbers: 100 GB/s, 1 TFLOP/s fp32, cos at 10 G/s, 2 us dispatch, 0.5 us compiled call.
+Ceilings fixed_ceilings() {
+  Ceilings c;
+  c.bandwidth_gbs = 100;
+  c.memcpy_gbs = 90;
+  c.peak_gflops = {{"fp32", 1000}, {"fp64", 500}};
+  c.special_gops = {{"cos", 10}, {"exp", 20}};
+  c.dispatch_us = 2;
+  c.kernel_call_us = 0.1;
+  c.fork_join_us = 0.4;
+  c.threads = 4;
+  return c;
+}
+
+KernelRecord kernel(const std::string& name, OpClass cls, double flops, double bytes, double ms,
+                    const std::string& kind = "reference") {
+  KernelRecord k;
+  k.name = name;
+  k.kind = kind;
+  k.ops = {name};
+  k.nodes = {name};
+  k.cls = cls;
+  k.cost.flops = flops;
+  k.cost.bytes = bytes;
+  k.time_ms = ms;
+  return k;
+}
+
+}  // namespace
+
+TEST(DoctorRoofline, FloorsEfficiencyAndRegimes) {
+  Ceilings c = fixed_ceilings();
+  // 2 GFLOP on 12 MB: compute floor 2 ms, memory floor 0.12 ms.
+  auto g = analyze_kernel(kernel("gemm", OpClass::contraction, 2e9, 12e6, 4.0), c);
+  EXPECT_NEAR(g.compute_floor_ms, 2.0, 1e-9);
+  EXPECT_NEAR(g.memory_floor_ms, 0.12, 1e-9);
+  EXPECT_NEAR(g.efficiency, 0.5, 1e-9);
+  EXPECT_EQ(g.regime, Regime::compute);
+  // 400 MB with 100 MFLOP: memory floor 4 ms.
+  auto m = analyze_kernel(kernel("add", OpClass::elementwise, 1e8, 4e8, 5.0), c);
+  EXPECT_NEAR(m.floor_ms, 4.0, 1e-9);
+  EXPECT_EQ(m.regime, Regime::memory);
+  // Tiny: 64 bytes in 3 us, below 2x the 2 us dispatch.
+  auto o = analyze_kernel(kernel("relu", OpClass::elementwise, 16, 64, 0.003), c);
+  EXPECT_EQ(o.regime, Regime::overhead);
+  // Slow but tiny work: the ideal time is below the fixed cost, still overhead.
+  auto o2 = analyze_kernel(kernel("slow", OpClass::elementwise, 16, 64, 1.0), c);
+  EXPECT_EQ(o2.regime, Regime::overhead);
+  // The same time for a compiled kernel (0.5 us fixed cost) is not overhead when its floor is big.
+  auto f = analyze_kernel(kernel("fused", OpClass::elementwise, 0, 4e5, 0.005, "fused"), c);
+  EXPECT_NEAR(f.overhead_ms, 0.0005, 1e-12);
+  EXPECT_EQ(f.regime, Regime::memory);
+}
+
+TEST(DoctorRoofline, SpecialFunctionsArePricedPerFunction) {
+  Ceilings c = fixed_ceilings();
+  KernelRecord k = kernel("cos", OpClass::elementwise, 0, 8e6, 1.0, "fused");  // 1M floats
+  k.cost.special["cos"] = 1e6;
+  EXPECT_NEAR(analyze_kernel(k, c).compute_floor_ms, 0.1, 1e-9);  // 1e6 / 10e9 s
+  EXPECT_EQ(analyze_kernel(k, c).regime, Regime::compute);        // 0.1 ms > 0.08 ms
+  k.cost.special["cos"] = 0;
+  k.cost.special["exp"] = 1e6;
+  EXPECT_EQ(analyze_kernel(k, c).regime, Regime::memory);  // 0.05 ms < 0.08 ms
+  k.cost.special = {{"erf", 1e6}};                         // not probed: slowest measured
+  EXPECT_NEAR(analyze_kernel(k, c).compute_floor_ms, 0.1, 1e-9);
+}
+
+TEST(DoctorAttribution, SharesSumToWallAndGapsAreOverhead) {
+  Ceilings c = fixed_ceilings();
+  RunProfile p;
+  p.backend = "reference";
+  p.wall_ms = 10;
+  p.kernels = {kernel("gemm", OpClass::contraction, 2e9, 12e6, 4.0),
+               kernel("add", OpClass::elementwise, 1e8, 4e8, 5.0),
+               kernel("relu", OpClass::elementwise, 16, 64, 0.003)};
+  Report r = diagnose(p, c);
+  const Attribution& a = r.attribution;
+  EXPECT_NEAR(a.compute_ms, 4.0, 1e-9);
+  EXPECT_NEAR(a.memory_ms, 5.0, 1e-9);
+  EXPECT_NEAR(a.gap_ms, 0.997, 1e-9);
+  EXPECT_NEAR(a.overhead_ms, 1.0, 1e-9);
+  EXPECT_NEAR(a.compute_ms + a.memory_ms + a.overhead_ms, a.wall_ms, 1e-9);
+  EXPECT_NEAR(a.share(Regime::compute) + a.share(Regime::memory) + a.share(Regime::overhead), 1.0,
+              1e-12);
+  EXPECT_EQ(r.verdict.regime, Regime::memory);
+  // Kernel time beyond the wall (timing noise on one lane) is scaled, not double counted.
+  p.wall_ms = 8;
+  Attribution b = attribute(p, r.kernels);
+  EXPECT_NEAR(b.compute_ms + b.memory_ms + b.overhead_ms, 8.0, 1e-9);
+  EXPECT_EQ(b.gap_ms, 0);
+}
+
+TEST(DoctorClassTable, FlopsShareVersusRuntimeShare) {
+  Ceilings c = fixed_ceilings();
+  std::vector<KernelAnalysis> ks = {
+      analyze_kernel(kernel("mm", OpClass::contraction, 998, 10, 6.0), c),
+      analyze_kernel(kernel("ln", OpClass::normalization, 1, 10, 3.0), c),
+      analyze_kernel(kernel("gelu", OpClass::elementwise, 1, 10, 1.0), c)};
+  auto rows = class_table(ks);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].cls, "contraction");
+  EXPECT_NEAR(rows[0].flops_share, 0.998, 1e-12);
+  EXPECT_NEAR(rows[0].time_share, 0.6, 1e-12);
+  EXPECT_NEAR(rows[1].time_share, 0.3, 1e-12);
+  EXPECT_EQ(rows[3].kernels, 0);
+}
+
+TEST(DoctorBatchScaling, FitRecoversFixedCostAndVerdict) {
+  // time = 5 + 0.1 * batch: mostly fixed cost, sublinear growth.
+  std::vector<BatchPoint> pts;
+  for (int64_t b : {1, 2, 4, 8}) pts.push_back({b, 5 + 0.1 * double(b)});
+  BatchScaling s = fit_batch_scaling(pts);
+  EXPECT_NEAR(s.fixed_ms, 5, 1e-9);
+  EXPECT_NEAR(s.per_item_ms, 0.1, 1e-9);
+  EXPECT_TRUE(s.overhead_bound);
+  EXPECT_LT(s.growth, 1.2);
+  // Linear: no fixed cost.
+  pts.clear();
+  for (int64_t b : {4, 8, 16, 32}) pts.push_back({b, 2.0 * double(b)});
+  s = fit_batch_scaling(pts);
+  EXPECT_NEAR(s.fixed_ms, 0, 1e-9);
+  EXPECT_FALSE(s.overhead_bound);
+  EXPECT_THROW(fit_batch_scaling({{1, 1.0}}), Error);
+  EXPECT_THROW(fit_batch_scaling({{2, 1.0}, {2, 3.0}}), Error);
+}
+
+TEST(DoctorBatchScaling, RunnerIsCalledAtDoublingBatches) {
+  RunProfile p;
+  p.wall_ms = 1;
+  p.kernels = {kernel("k", OpClass::elementwise, 1, 1e8, 1.0)};
+  DoctorOptions o;
+  std::vector<int64_t> seen;
+  o.batch_runner = [&](int64_t b) {
+    seen.push_back(b);
+    return 3.0 + 0.01 * double(b);
+  };
+  o.base_batch = 2;
+  Report r = diagnose(p, fixed_ceilings(), o);
+  EXPECT_EQ(seen, (std::vector<int64_t>{2, 4, 8, 16}));
+  ASSERT_TRUE(r.batch.has_value());
+  EXPECT_TRUE(r.batch->overhead_bound);
+  EXPECT_NE(r.verdict.advice.find("Batch scaling"), std::string::npos);
+}
+
+namespace {
+// x -> relu -> a -> add(a, w) -> b -> exp -> y, all 1M floats (4 MB each): the two intermediates
+// a and b each cost a write and a read.
+RunProfile elementwise_chain() {
+  RunProfile p;
+  p.backend = "reference";
+  auto k1 = kernel("relu", OpClass::elementwise, 1e6, 8e6, 1.0);
+  k1.reads = {{"x", 4e6}};
+  k1.writes = {{"a", 4e6}};
+  auto k2 = kernel("add", OpClass::elementwise, 1e6, 12e6, 1.0);
+  k2.reads = {{"a", 4e6}, {"w", 4e6}};
+  k2.writes = {{"b", 4e6}};
+  auto k3 = kernel("exp", OpClass::elementwise, 0, 8e6, 1.0);
+  k3.reads = {{"b", 4e6}};
+  k3.writes = {{"y", 4e6}};
+  p.kernels = {k1, k2, k3};
+  p.wall_ms = 3.5;
+  return p;
+}
+
+const Remedy& find(const std::vector<Remedy>& rs, const std::string& n) {
+  for (const auto& r : rs)
+    if (r.name == n) return r;
+  static Remedy none;
+  ADD_FAILURE() << "no remedy " << n;
+  return none;
+}
+}  // namespace
+
+TEST(DoctorRemedies, FusionStaticPlanAndFasterUnits) {
+  Ceilings c = fixed_ceilings();
+  RunProfile p = elementwise_chain();
+  Report r = diagnose(p, c);
+  const Remedy& f = find(r.remedies, "fusion");
+  EXPECT_NEAR(f.gain_ms, 16e6 / 100e9 * 1e3, 1e-9);  // 16 MB at 100 GB/s
+  EXPECT_NE(f.detail.find("16.0 MB"), std::string::npos) << f.detail;
+  const Remedy& s = find(r.remedies, "static_plan");
+  // 3 dispatches at 2 us, replaced by 0.5 us calls, plus 0.5 ms of gaps.
+  EXPECT_NEAR(s.gain_ms, 3 * 0.0015 + 0.5, 1e-9);
+  EXPECT_NEAR(s.predicted_ms, 3.5 - s.gain_ms, 1e-9);
+  const Remedy& u = find(r.remedies, "faster_units");
+  EXPECT_EQ(u.gain_ms, 0);
+  EXPECT_NE(u.detail.find("cannot help"), std::string::npos);
+  // A graph output with two readers is not an intermediate.
+  p.kernels[2].reads.push_back({"a", 4e6});
+  EXPECT_NEAR(find(diagnose(p, c).remedies, "fusion").gain_ms, 8e6 / 100e9 * 1e3, 1e-9);
+}
+
+TEST(DoctorRemedies, FasterUnitsUsesFastestMeasuredCeiling) {
+  Ceilings c = fixed_ceilings();
+  c.peak_gflops["bf16"] = 4000;
+  RunProfile p;
+  p.wall_ms = 4;
+  p.kernels = {kernel("gemm", OpClass::contraction, 2e9, 12e6, 4.0, "library")};
+  Report r = diagnose(p, c);
+  const Remedy& u = find(r.remedies, "faster_units");
+  EXPECT_NEAR(u.gain_ms, 4.0 - 0.5, 1e-9);  // 2 GFLOP at 4 TFLOP/s
+  EXPECT_NE(u.detail.find("bf16"), std::string::npos);
+  EXPECT_EQ(r.verdict.regime, Regime::compute);
+}
+
+TEST(DoctorCompare, PredictedVersusMeasured) {
+  Ceilings c = fixed_ceilings();
+  RunProfile before = elementwise_chain();
+  RunProfile after;
+  after.backend = "cpu";
+  after.wall_ms = 0.3;
+  after.kernels = {kernel("fused_relu_add_exp", OpClass::elementwise, 2e6, 16e6, 0.3, "fused")};
+  DoctorOptions o;
+  o.compare = &after;
+  o.applied = {"fusion"};
+  Report r = diagnose(before, c, o);
+  ASSERT_TRUE(r.after.has_value());
+  EXPECT_NEAR(r.after->wall_ms, 0.3, 1e-12);
+  const Remedy& f = find(r.remedies, "fusion");
+  ASSERT_TRUE(f.measured_ms.has_value());
+  EXPECT_NEAR(*f.measured_ms, 0.3, 1e-12);
+  const Remedy& a = find(r.remedies, "applied");
+  EXPECT_NEAR(a.predicted_ms, 3.5 - f.gain_ms, 1e-9);
+  EXPECT_NE(render_table(r).find("after (compare profile, cpu)"), std::string::npos);
+}
+
+TEST(DoctorOutputs, JsonKeysAreStable) {
+  Report r = diagnose(elementwise_chain(), fixed_ceilings(), {.model = "m.onnx"});
+  nlohmann::json j = report_json(r);
+  for (const char* k : {"model", "backend", "wall_ms", "shares", "kernels", "ceilings",
+                        "class_table", "batch_scaling", "remedies", "verdict"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"compute", "memory", "overhead"}) EXPECT_TRUE(j["shares"].contains(k)) << k;
+  ASSERT_EQ(j["kernels"].size(), 3u);
+  for (const char* k : {"name", "ops", "class", "flops", "bytes", "time_ms", "floor_ms",
+                        "efficiency", "regime", "fused_from"})
+    EXPECT_TRUE(j["kernels"][0].contains(k)) << k;
+  for (const char* k : {"name", "predicted_ms", "measured_ms"})
+    EXPECT_TRUE(j["remedies"][0].contains(k)) << k;
+  EXPECT_TRUE(j["verdict"].contains("regime"));
+  EXPECT_TRUE(j["verdict"].contains("advice"));
+  EXPECT_EQ(j["model"], "m.onnx");
+}
+
+TEST(DoctorOutputs, TraceHasOneCompleteEventPerKernel) {
+  RunProfile p = elementwise_chain();
+  p.kernels[1].lane = 1;
+  nlohmann::json t = trace_json(diagnose(p, fixed_ceilings()));
+  int x = 0, names = 0;
+  double last_end = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "X") {
+      ++x;
+      EXPECT_TRUE(e["args"].contains("flops"));
+      EXPECT_TRUE(e["args"].contains("bytes"));
+      EXPECT_TRUE(e["args"].contains("regime"));
+      EXPECT_TRUE(e["args"].contains("efficiency"));
+      EXPECT_GE(e["ts"].get<double>(), last_end - 1e-9);  // laid out in order
+      last_end = e["ts"].get<double>() + e["dur"].get<double>();
+    }
+    if (e["ph"] == "M" && e["name"] == "thread_name") ++names;
+  }
+  EXPECT_EQ(x, 3);
+  EXPECT_EQ(names, 2);
+}
+
+TEST(DoctorOutputs, ProfileAndCeilingsRoundTripThroughJson) {
+  RunProfile p = elementwise_chain();
+  p.kernels[0].cost.special["cos"] = 7;
+  RunProfile q = profile_from_json(profile_to_json(p));
+  ASSERT_EQ(q.kernels.size(), 3u);
+  EXPECT_EQ(q.kernels[1].reads.size(), 2u);
+  EXPECT_EQ(q.kernels[0].cost.special.at("cos"), 7);
+  EXPECT_EQ(q.wall_ms, p.wall_ms);
+  Ceilings c = fixed_ceilings();
+  Ceilings d = ceilings_from_json(ceilings_to_json(c));
+  EXPECT_EQ(d.peak_gflops, c.peak_gflops);
+  EXPECT_EQ(d.dispatch_us, c.dispatch_us);
+  EXPECT_THROW(ceilings_from_json(nlohmann::json::object()), Error);
+  EXPECT_THROW(profile_from_json(nlohmann::json{{"kernels", 3}}), Error);
+}
