@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -177,6 +178,23 @@ std::map<std::string, std::string> read_skip_list(const std::string& path) {
   return out;
 }
 
+// Groups skip reasons for the summary: drops the model path and replaces numbers with N.
+std::string reason_key(const std::string& reason) {
+  if (reason.rfind("unsupported op ", 0) == 0) return reason;
+  std::string r = reason;
+  size_t m = r.find("model.onnx: ");
+  if (m != std::string::npos) r = r.substr(0, r.find("load: ") + 6) + r.substr(m + 12);
+  std::string out;
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (std::isdigit((unsigned char)r[i])) {
+      if (out.empty() || out.back() != 'N') out += 'N';
+    } else {
+      out += r[i];
+    }
+  }
+  return out.size() > 90 ? out.substr(0, 90) + "..." : out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -238,7 +256,7 @@ int main(int argc, char** argv) {
     if (r.status == Status::fail) ++nf;
     if (r.status == Status::skip) {
       ++ns;
-      skip_reasons[r.reason.rfind("unsupported op ", 0) == 0 ? r.reason : "other"]++;
+      skip_reasons[reason_key(r.reason)]++;
     }
   }
   if (!report_path.empty()) {
@@ -255,10 +273,10 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int, std::string>> top;
   for (const auto& [k, v] : skip_reasons) top.push_back({v, k});
   std::sort(top.rbegin(), top.rend());
-  std::cout << "most common skip reasons:";
-  for (size_t i = 0; i < top.size() && i < 12; ++i)
-    std::cout << (i ? ", " : " ") << top[i].second << " (" << top[i].first << ")";
-  std::cout << "\nONNX node tests: " << np << " passed, " << nf << " failed, " << ns
+  std::cout << "most common skip reasons:\n";
+  for (size_t i = 0; i < top.size() && i < 15; ++i)
+    std::cout << fmt::format("  {:5d}  {}\n", top[i].first, top[i].second);
+  std::cout << "ONNX node tests: " << np << " passed, " << nf << " failed, " << ns
             << " skipped, of " << results.size() << "\n";
   return nf ? 1 : 0;
 }
