@@ -68,6 +68,17 @@ void check_model_path(const std::string& path) {
   if (fs::file_size(path, ec) == 0) fail("model file '{}' is empty", path);
 }
 
+// "[batch, 3]": the declared shape with symbolic dims by name.
+std::string declared_str(const Value& v) {
+  std::string s = "[";
+  for (size_t k = 0; k < v.shape.size(); ++k) {
+    if (k) s += ", ";
+    bool named = v.shape[k] < 0 && k < v.dim_names.size() && !v.dim_names[k].empty();
+    s += named ? v.dim_names[k] : v.shape[k] < 0 ? "?" : std::to_string(v.shape[k]);
+  }
+  return s + "]";
+}
+
 // Shapes for every graph input: --data tensors, then --shape, else the declared shape with
 // symbolic dims set to 1 (with a note).
 std::map<std::string, Shape> bind_shapes(const Graph& g,
@@ -83,6 +94,15 @@ std::map<std::string, Shape> bind_shapes(const Graph& g,
     const Value& v = g.value(id);
     auto d = data.find(v.name);
     if (d != data.end()) {
+      const Shape& ds = d->second.shape();
+      bool fits = v.shape.empty() && v.dim_names.empty();  // no declared shape
+      if (!fits && ds.size() == v.shape.size()) {
+        fits = true;
+        for (size_t k = 0; k < ds.size(); ++k) fits = fits && (v.shape[k] < 0 || v.shape[k] == ds[k]);
+      }
+      if (!fits)
+        fail("--data gives input '{}' shape {} but the model declares {}", v.name, shape_str(ds),
+             declared_str(v));
       auto s = shapes.find(v.name);
       if (s != shapes.end() && s->second != d->second.shape())
         fail("--shape {}:{} disagrees with the data file's shape {}", v.name,
