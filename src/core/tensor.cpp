@@ -28,11 +28,13 @@ std::string shape_str(const Shape& s) {
 }
 
 Shape contiguous_strides(const Shape& s) {
+  // Zero dims are skipped so strides stay meaningful; an empty tensor with huge other dims can
+  // exceed int64 here, so multiply unsigned (wraps, never UB): such strides are never used.
   Shape st(s.size());
-  int64_t acc = 1;
+  uint64_t acc = 1;
   for (int i = int(s.size()) - 1; i >= 0; --i) {
-    st[i] = acc;
-    acc *= std::max<int64_t>(s[i], 1);
+    st[i] = int64_t(acc);
+    acc *= uint64_t(std::max<int64_t>(s[i], 1));
   }
   return st;
 }

@@ -1,34 +1,8 @@
-// libFuzzer target: ONNX bytes -> load -> shape inference -> one run on small inputs.
-// Every input must end in a result or a brrr::Error; anything else (crash, sanitizer report,
-// timeout, out-of-memory) is a bug.
-#include <cstdint>
+// libFuzzer target over the pipeline in fuzz_pipeline.hpp. Every input must end in a result or
+// a brrr::Error; a crash, sanitizer report, timeout or out-of-memory is a bug.
 #include <cstdlib>
-#include <random>
-#include <string>
 
-#include "brrr/onnx.hpp"
-#include "brrr/op.hpp"
-#include "brrr/passes.hpp"
-#include "brrr/reference.hpp"
-
-namespace {
-
-constexpr int64_t kMaxElements = 1 << 20;  // per value, so each run stays fast
-constexpr double kMaxFlops = 5e7;
-
-bool small_enough(const brrr::Graph& g) {
-  double flops = 0;
-  for (const auto& v : g.values)
-    if (v.typed && brrr::shape_numel(v.shape) > kMaxElements) return false;
-  for (const auto& n : g.nodes) {
-    brrr::Cost c = brrr::op_cost(g, n);
-    flops += c.flops + c.bytes;
-    for (const auto& [k, s] : c.special) flops += s;
-  }
-  return flops <= kMaxFlops;
-}
-
-}  // namespace
+#include "fuzz_pipeline.hpp"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   setenv("BRRR_MAX_TENSOR_BYTES", "67108864", 1);  // 64 MiB: asks beyond it must be clean errors
@@ -36,34 +10,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace brrr;
-  try {
-    Graph g = load_onnx_bytes(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
-    InferOptions opts;
-    for (int id : g.inputs) {
-      Shape s = g.value(id).shape;
-      for (auto& d : s)
-        if (d < 0) d = 2;
-      if (shape_numel(s) > kMaxElements) return 0;
-      opts.input_shapes[g.value(id).name] = s;
-    }
-    infer_shapes(g, opts);
-    eliminate_dead_nodes(g);
-    if (!small_enough(g)) return 0;
-    std::mt19937 rng{static_cast<uint32_t>(size)};
-    std::uniform_real_distribution<double> u(-3, 3);
-    std::map<std::string, Tensor> inputs;
-    for (int id : g.inputs) {
-      const Value& v = g.value(id);
-      Tensor t = Tensor::from_vector<double>(v.shape, [&] {
-        std::vector<double> x(size_t(shape_numel(v.shape)));
-        for (auto& e : x) e = u(rng);
-        return x;
-      }());
-      inputs[v.name] = t.cast(v.dtype);
-    }
-    run_reference(g, inputs);
-  } catch (const Error&) {
-  }
+  brrr_fuzz::run_one(data, size);
   return 0;
 }
