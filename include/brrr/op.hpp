@@ -70,6 +70,9 @@ struct OpDef {
   std::string pointwise;
   // Constant folding may run this op at load time (false for ops with huge or random outputs).
   bool foldable = true;
+  // Output depends only on the inputs' shapes and dtypes (Shape, Size): folds even when the
+  // inputs are run-time values, so shape subgraphs of dynamic-looking models become constants.
+  bool shape_only = false;
 };
 
 class OpTable {

@@ -138,11 +138,16 @@ void infer_shapes(Graph& g, const InferOptions& opts) {
     // Fold when every input is a constant and the result is small.
     bool all_const = true;
     for (int i : n.inputs)
-      if (i >= 0 && !g.value(i).constant.defined()) all_const = false;
+      if (i >= 0 && !g.value(i).constant.defined() && !n.def->shape_only) all_const = false;
     bool small = out_bytes <= opts.fold_budget_bytes || n.inputs.empty();
     if (all_const && small && n.def->foldable) {
       std::vector<Tensor> ins;
-      for (int i : n.inputs) ins.push_back(i >= 0 ? g.value(i).constant : Tensor());
+      for (int i : n.inputs) {
+        if (i < 0) ins.push_back(Tensor());
+        else if (g.value(i).constant.defined()) ins.push_back(g.value(i).constant);
+        // shape_only ops see a one-element stand-in broadcast to the value's shape.
+        else ins.push_back(Tensor::zeros(g.value(i).dtype, {}).expand(g.value(i).shape));
+      }
       std::vector<Tensor> outs = run_node_reference(g, n, std::move(ins));
       for (size_t o = 0; o < n.outputs.size() && o < outs.size(); ++o)
         g.value(n.outputs[o]).constant = outs[o];
