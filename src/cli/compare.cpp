@@ -71,10 +71,9 @@ Comparison compare_tensors(const Tensor& got, const Tensor& expected, const Tole
 
 std::string criterion_str(const Tensor& expected, const Tolerance& tol, const Comparison& c) {
   if (!is_floating(expected.dtype())) return "exact match";
-  if (!tol.scale_atol)
-    return fmt::format("|got-exp| <= {:g} + {:g}*|exp|", tol.atol, tol.rtol);
-  return fmt::format("|got-exp| <= {:g}*S + {:g}*|exp|, S = max|exp| = {:.3g}", tol.atol,
-                     tol.rtol, c.scale);
+  if (!tol.scale_atol) return fmt::format("|got-exp| <= {:g} + {:g}*|exp|", tol.atol, tol.rtol);
+  return fmt::format("|got-exp| <= {:g}*S + {:g}*|exp|, S = max|exp| = {:.3g}", tol.atol, tol.rtol,
+                     c.scale);
 }
 
 std::string tensor_summary(const Tensor& t, int first_n) {
@@ -106,9 +105,9 @@ std::string tensor_summary(const Tensor& t, int first_n) {
     }
     lo = std::min(lo, x), hi = std::max(hi, x), sum += x;
   }
-  std::string s = nans == n ? "all NaN"
-                            : fmt::format("min={:.6g} max={:.6g} mean={:.6g}", lo, hi,
-                                          sum / double(n - nans));
+  std::string s =
+      nans == n ? "all NaN"
+                : fmt::format("min={:.6g} max={:.6g} mean={:.6g}", lo, hi, sum / double(n - nans));
   if (nans && nans != n) s += fmt::format(" ({} NaN)", nans);
   return s + fmt::format(" first=[{}]", first);
 }

@@ -81,8 +81,7 @@ std::string declared_str(const Value& v) {
 
 // Shapes for every graph input: --data tensors, then --shape, else the declared shape with
 // symbolic dims set to 1 (with a note).
-std::map<std::string, Shape> bind_shapes(const Graph& g,
-                                         const std::map<std::string, Tensor>& data,
+std::map<std::string, Shape> bind_shapes(const Graph& g, const std::map<std::string, Tensor>& data,
                                          const std::vector<std::string>& shape_args) {
   std::map<std::string, Shape> shapes;
   for (const auto& a : shape_args) {
@@ -98,15 +97,16 @@ std::map<std::string, Shape> bind_shapes(const Graph& g,
       bool fits = v.shape.empty() && v.dim_names.empty();  // no declared shape
       if (!fits && ds.size() == v.shape.size()) {
         fits = true;
-        for (size_t k = 0; k < ds.size(); ++k) fits = fits && (v.shape[k] < 0 || v.shape[k] == ds[k]);
+        for (size_t k = 0; k < ds.size(); ++k)
+          fits = fits && (v.shape[k] < 0 || v.shape[k] == ds[k]);
       }
       if (!fits)
         fail("--data gives input '{}' shape {} but the model declares {}", v.name, shape_str(ds),
              declared_str(v));
       auto s = shapes.find(v.name);
       if (s != shapes.end() && s->second != d->second.shape())
-        fail("--shape {}:{} disagrees with the data file's shape {}", v.name,
-             shape_str(s->second), shape_str(d->second.shape()));
+        fail("--shape {}:{} disagrees with the data file's shape {}", v.name, shape_str(s->second),
+             shape_str(d->second.shape()));
       shapes[v.name] = d->second.shape();
       continue;
     }
@@ -117,8 +117,10 @@ std::map<std::string, Shape> bind_shapes(const Graph& g,
       if (s[k] < 0) {
         symbolic = true;
         std::string dn = k < v.dim_names.size() && !v.dim_names[k].empty() ? v.dim_names[k] : "?";
-        std::fprintf(stderr, "brrr: note: input '%s' dim %zu ('%s') has no value; using 1 "
-                     "(set it with --shape)\n", v.name.c_str(), k, dn.c_str());
+        std::fprintf(stderr,
+                     "brrr: note: input '%s' dim %zu ('%s') has no value; using 1 "
+                     "(set it with --shape)\n",
+                     v.name.c_str(), k, dn.c_str());
         s[k] = 1;
       }
     if (symbolic) shapes[v.name] = s;
@@ -133,11 +135,13 @@ Tensor synthetic_input(const Value& v) {
   dispatch_dtype(v.dtype, [&]<typename T>() {
     T* p = t.data<T>();
     for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_same_v<T, bool>) p[i] = (i % 2) == 0;
+      if constexpr (std::is_same_v<T, bool>)
+        p[i] = (i % 2) == 0;
       else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, f16> ||
                          std::is_same_v<T, bf16>)
         p[i] = T(float((i * 37) % 101) / 101.0f - 0.5f);
-      else p[i] = T(0);  // indices (e.g. token ids) stay in range
+      else
+        p[i] = T(0);  // indices (e.g. token ids) stay in range
     }
   });
   return t;
@@ -173,8 +177,7 @@ int run_command(const RunOptions& o) {
 
   std::printf("model: %s (%zu nodes after preparation), backend: %s (reference executor)\n",
               o.model.c_str(), g.nodes.size(), o.backend.c_str());
-  if (o.data.empty() && !g.inputs.empty())
-    std::printf("inputs: synthetic (no --data given)\n");
+  if (o.data.empty() && !g.inputs.empty()) std::printf("inputs: synthetic (no --data given)\n");
   for (size_t i = 0; i < outs.size(); ++i) {
     const Tensor& t = outs[i];
     std::printf("output %zu '%s': %s %s  %s\n", i, g.value(g.outputs[i]).name.c_str(),
@@ -202,10 +205,11 @@ int run_command(const RunOptions& o) {
                 name.c_str(), c.pass ? "PASS" : "FAIL", c.max_abs, c.max_rel,
                 criterion_str(expected[i], tol, c).c_str());
     if (!c.pass) {
-      std::printf("  %lld of %lld elements outside; worst at flat index %lld: got %.9g, "
-                  "expected %.9g\n",
-                  (long long)c.mismatches, (long long)expected[i].numel(), (long long)c.worst,
-                  c.worst_got, c.worst_expected);
+      std::printf(
+          "  %lld of %lld elements outside; worst at flat index %lld: got %.9g, "
+          "expected %.9g\n",
+          (long long)c.mismatches, (long long)expected[i].numel(), (long long)c.worst, c.worst_got,
+          c.worst_expected);
       all_pass = false;
     }
   }

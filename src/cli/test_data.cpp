@@ -45,8 +45,8 @@ static int position_of(const Graph& g, const std::vector<int>& ids, const std::s
 static std::vector<Tensor> assign(const Graph& g, const std::vector<int>& ids,
                                   const std::vector<std::string>& files, const char* what) {
   if (files.size() > ids.size())
-    fail("the data folder has {} {} files but the model has {} {}s", files.size(), what,
-         ids.size(), what);
+    fail("the data folder has {} {} files but the model has {} {}s", files.size(), what, ids.size(),
+         what);
   std::vector<Tensor> slot(ids.size());
   std::vector<std::string> from(ids.size());
   std::vector<std::pair<size_t, Tensor>> unnamed;

@@ -138,16 +138,16 @@ Result run_one(const fs::path& dir) {
         if (!expected[i].defined()) continue;
         cli::Tolerance tol = tolerance_for(expected[i].dtype());
         cli::Comparison c = cli::compare_tensors(outs[i], expected[i], tol);
-        std::string where = fmt::format("{} output {} '{}'", ds.filename().string(), i,
-                                        g.value(g.outputs[i]).name);
+        std::string where =
+            fmt::format("{} output {} '{}'", ds.filename().string(), i, g.value(g.outputs[i]).name);
         if (!c.problem.empty()) return {Status::fail, where + ": " + c.problem};
         if (!c.pass)
-          return {Status::fail,
-                  fmt::format("{}: {} of {} elements differ (max abs {:.3g}, max rel {:.3g}; "
-                              "at {}: got {:.7g}, expected {:.7g}; {})",
-                              where, c.mismatches, expected[i].numel(), c.max_abs, c.max_rel,
-                              c.worst, c.worst_got, c.worst_expected,
-                              cli::criterion_str(expected[i], tol, c))};
+          return {
+              Status::fail,
+              fmt::format("{}: {} of {} elements differ (max abs {:.3g}, max rel {:.3g}; "
+                          "at {}: got {:.7g}, expected {:.7g}; {})",
+                          where, c.mismatches, expected[i].numel(), c.max_abs, c.max_rel, c.worst,
+                          c.worst_got, c.worst_expected, cli::criterion_str(expected[i], tol, c))};
       }
     } catch (const Error& e) {
       std::string m = first_line(e.what());
@@ -184,9 +184,9 @@ Result run_isolated(const fs::path& dir, unsigned timeout_s) {
   waitpid(pid, &st, 0);
   if (WIFSIGNALED(st)) {
     int sig = WTERMSIG(st);
-    return {Status::fail, sig == SIGALRM ? fmt::format("timed out after {} s", timeout_s)
-                                         : fmt::format("crashed with signal {} ({})", sig,
-                                                       strsignal(sig))};
+    return {Status::fail, sig == SIGALRM
+                              ? fmt::format("timed out after {} s", timeout_s)
+                              : fmt::format("crashed with signal {} ({})", sig, strsignal(sig))};
   }
   if (msg.empty()) return {Status::fail, "child exited without a result"};
   size_t sp = msg.find(' ');
@@ -248,11 +248,16 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--skip-list") skip_path = next();
-    else if (a == "--filter") filter = next();
-    else if (a == "--report") report_path = next();
-    else if (a == "--no-fork") fork_each = false;
-    else if (data.empty() && a[0] != '-') data = a;
+    if (a == "--skip-list")
+      skip_path = next();
+    else if (a == "--filter")
+      filter = next();
+    else if (a == "--report")
+      report_path = next();
+    else if (a == "--no-fork")
+      fork_each = false;
+    else if (data.empty() && a[0] != '-')
+      data = a;
     else {
       std::cerr << "usage: brrr_conformance DATA_DIR [--skip-list FILE] [--filter SUBSTR] "
                    "[--report FILE] [--no-fork]\n";
@@ -283,8 +288,8 @@ int main(int argc, char** argv) {
     std::string name = t.filename().string();
     auto sk = skip_list.find(name);
     Result r = sk != skip_list.end() ? Result{Status::skip, "skip list: " + sk->second}
-               : fork_each            ? run_isolated(t, 60)
-                                      : run_one(t);
+               : fork_each           ? run_isolated(t, 60)
+                                     : run_one(t);
     results.push_back({name, r});
   }
 
@@ -301,8 +306,10 @@ int main(int argc, char** argv) {
   if (!report_path.empty()) {
     std::ofstream rep(report_path);
     for (const auto& [name, r] : results)
-      rep << (r.status == Status::pass ? "PASS" : r.status == Status::fail ? "FAIL" : "SKIP") << " "
-          << name << (r.reason.empty() ? "" : "  # " + r.reason) << "\n";
+      rep << (r.status == Status::pass   ? "PASS"
+              : r.status == Status::fail ? "FAIL"
+                                         : "SKIP")
+          << " " << name << (r.reason.empty() ? "" : "  # " + r.reason) << "\n";
   }
   if (nf) {
     std::cout << "failures:\n";
