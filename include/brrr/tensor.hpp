@@ -30,6 +30,8 @@ class Tensor {
   // Uninitialized contiguous tensor. Checks the size against max_tensor_bytes().
   static Tensor empty(DType dtype, const Shape& shape);
   static Tensor zeros(DType dtype, const Shape& shape);
+  // Non-owning contiguous view of memory someone else keeps alive (a session's arena).
+  static Tensor from_blob(void* p, DType dtype, const Shape& shape);
   template <typename T>
   static Tensor from_vector(const Shape& shape, const std::vector<T>& v);
   template <typename T>
@@ -79,6 +81,8 @@ class Tensor {
 
   // Shares storage: true when both tensors view the same allocation.
   bool same_storage(const Tensor& o) const { return storage_ == o.storage_; }
+  // Number of Tensors sharing this storage (a session reuses output buffers nobody else holds).
+  long storage_use_count() const { return storage_.use_count(); }
 
  private:
   std::shared_ptr<void> storage_;

@@ -61,6 +61,15 @@ size_t max_tensor_bytes() {
   return limit;
 }
 
+Tensor Tensor::from_blob(void* p, DType dtype, const Shape& shape) {
+  Tensor t;
+  t.storage_ = std::shared_ptr<void>(p, [](void*) {});
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.strides_ = contiguous_strides(shape);
+  return t;
+}
+
 Tensor Tensor::empty(DType dtype, const Shape& shape) {
   int64_t n = shape_numel(shape);
   size_t es = dtype_size(dtype);
@@ -89,6 +98,7 @@ Tensor Tensor::zeros(DType dtype, const Shape& shape) {
 int64_t Tensor::numel() const { return shape_numel(shape_); }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // nothing to address: any strides are fine
   int64_t acc = 1;
   for (int i = rank() - 1; i >= 0; --i) {
     if (shape_[i] != 1 && strides_[i] != acc) return false;

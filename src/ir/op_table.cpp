@@ -2,6 +2,8 @@
 
 namespace brrr {
 
+void register_fallback_ops(OpTable& t);  // src/ops/fallback_ops.cpp
+
 std::string_view op_class_name(OpClass c) {
   switch (c) {
     case OpClass::contraction: return "contraction";
@@ -21,6 +23,7 @@ const OpTable& OpTable::get() {
     register_normalization_ops(t);
     register_reduction_ops(t);
     register_pooling_ops(t);
+    register_fallback_ops(t);  // fills only ops the families above do not define yet
     return t;
   }();
   return table;

@@ -1,0 +1,59 @@
+// A Session loads a model, compiles it once into a static plan (kernels plus one arena with every
+// intermediate buffer placed ahead of time), then runs it many times.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "brrr/graph.hpp"
+#include "brrr/profile.hpp"
+
+namespace brrr {
+
+struct SessionOptions {
+  std::string backend = "cpu";
+  // -1: on unless BRRR_DISABLE_FUSION is set; 0: one kernel per op; 1: fused.
+  int fusion = -1;
+  // Concrete shapes for graph inputs with symbolic dims.
+  std::map<std::string, Shape> input_shapes;
+  std::string cache_dir;  // kernel cache; empty: $XDG_CACHE_HOME/brrr or ~/.cache/brrr
+  std::string dump_dir;   // empty: $BRRR_DUMP_DIR
+};
+
+struct MemoryStats {
+  size_t arena_bytes = 0;         // peak: size of the one arena all intermediates share
+  size_t intermediate_bytes = 0;  // sum of all intermediate buffers (no reuse)
+  size_t num_buffers = 0;
+};
+
+class Session {
+ public:
+  Session(Graph g, SessionOptions opts = {});
+  explicit Session(const std::string& onnx_path, SessionOptions opts = {});
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  // Runs the plan; outputs in graph output order. Output buffers the caller no longer holds are
+  // reused, so a steady loop allocates nothing. Not reentrant (one run at a time per Session).
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // Runs every kernel `reps` times (after a warm-up) and reports per-kernel median times.
+  RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps = 10);
+  // Kernels with their ops, fusion boundaries with reasons, and memory.
+  std::string plan_summary() const;
+
+  const Graph& graph() const;
+  MemoryStats memory() const;
+  int num_kernels() const;
+  // Number of kernels of a kind ("fused", "library", "copy", "reference").
+  int num_kernels(const std::string& kind) const;
+  // Nodes per kernel, in execution order (node indices into graph()).
+  std::vector<std::vector<int>> kernel_nodes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace brrr

@@ -1,0 +1,256 @@
+// Emits plain C++ loops that GCC vectorizes: `omp parallel for` over rows or chunks, `omp simd`
+// over the contiguous inner loop. libm functions are declared `omp declare simd`, so vectorized
+// calls go to SLEEF's GNU-ABI vector functions (_ZGVdN8v_expf...) instead of scalar libm.
+#include "backend/cpu/codegen_cpp.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace brrr::cpu {
+
+using plan::Expr;
+using plan::Kernel;
+using plan::KernelKind;
+using plan::ReduceKind;
+
+namespace {
+
+// scalar_ops.h is pasted into each source so the generated file stands alone and its hash covers
+// the scalar math it uses.
+std::string scalar_ops_text() {
+  static const std::string text = [] {
+    std::ifstream f(BRRR_INCLUDE_DIR "/brrr/scalar_ops.h");
+    BRRR_CHECK(f.good(), "cannot read {} (needed by the code generator)",
+               BRRR_INCLUDE_DIR "/brrr/scalar_ops.h");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }();
+  return text;
+}
+
+const char* kVectorMath[] = {"expf",  "logf",  "cosf",  "sinf",  "tanhf", "erff",
+                             "exp2f", "log2f", "tanf",  "atanf", "expm1f", "log1pf"};
+
+std::string float_lit(float v) {
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
+  return fmt::format("{:a}f", v);
+}
+
+std::string subst(const std::string& code, const std::vector<int>& args) {
+  std::string out;
+  for (size_t i = 0; i < code.size(); ++i) {
+    if (code[i] == '{') {
+      size_t j = code.find('}', i);
+      int a = std::stoi(code.substr(i + 1, j - i - 1));
+      out += fmt::format("e{}", args[size_t(a)]);
+      i = j;
+    } else {
+      out += code[i];
+    }
+  }
+  return out;
+}
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const Graph& g, const Kernel& k, std::string sym) : g_(g), k_(k), sym_(sym) {}
+
+  std::string emit() {
+    out_ += fmt::format("extern \"C\" void {}(void* const* slots) {{\n", sym_);
+    for (int v : k_.inputs)
+      out_ += fmt::format("  const float* __restrict b{0} = (const float*)slots[{0}];\n", v);
+    for (int v : k_.outputs)
+      out_ += fmt::format("  float* __restrict b{0} = (float*)slots[{0}];\n", v);
+    if (flat()) emit_flat();
+    else emit_rows();
+    out_ += "}\n\n";
+    return out_;
+  }
+
+ private:
+  const Graph& g_;
+  const Kernel& k_;
+  std::string sym_;
+  std::string out_;
+
+  bool flat() const {
+    if (k_.has_reduction()) return false;
+    Shape cs = contiguous_strides(k_.space);
+    for (const Expr& e : k_.exprs) {
+      if (e.kind != Expr::Load) continue;
+      bool zero = std::all_of(e.strides.begin(), e.strides.end(), [](int64_t s) { return s == 0; });
+      bool contig = true;
+      for (size_t d = 0; d < cs.size(); ++d)
+        if (k_.space[d] != 1 && e.strides[d] != cs[d]) contig = false;
+      if (!zero && !contig) return false;
+    }
+    return true;
+  }
+
+  // Level-0 expressions needed (transitively) by `targets`, in topological order.
+  std::vector<int> closure(const std::vector<int>& targets) const {
+    std::set<int> need;
+    std::vector<int> stack = targets;
+    while (!stack.empty()) {
+      int id = stack.back();
+      stack.pop_back();
+      const Expr& e = k_.exprs[size_t(id)];
+      if (e.level != 0 || !need.insert(id).second) continue;
+      if (e.kind != Expr::Reduce)
+        for (int a : e.args) stack.push_back(a);
+    }
+    return {need.begin(), need.end()};
+  }
+
+  std::string value_of(int id, const std::string& idx) const {
+    const Expr& e = k_.exprs[size_t(id)];
+    switch (e.kind) {
+      case Expr::Const: return float_lit(e.constant);
+      case Expr::Load: return fmt::format("b{}[{}]", e.value, idx);
+      case Expr::Pointwise: return subst(e.code, e.args);
+      case Expr::Reduce: break;
+    }
+    BRRR_ASSERT(false, "reduce has no inline value");
+    return "";
+  }
+
+  void emit_flat() {
+    int64_t n = shape_numel(k_.space);
+    const int64_t chunk = 16384;
+    int64_t nb = (n + chunk - 1) / chunk;
+    out_ += fmt::format("  const int64_t n = {}, nb = {};\n", n, nb);
+    out_ += fmt::format("#pragma omp parallel for schedule(static) if (n > {})\n", chunk * 2);
+    out_ += "  for (int64_t blk = 0; blk < nb; ++blk) {\n";
+    out_ += fmt::format("    const int64_t lo = blk * {0}, hi = lo + {0} < n ? lo + {0} : n;\n", chunk);
+    out_ += "#pragma omp simd\n";
+    out_ += "    for (int64_t i = lo; i < hi; ++i) {\n";
+    for (size_t id = 0; id < k_.exprs.size(); ++id) {
+      const Expr& e = k_.exprs[id];
+      std::string idx;
+      if (e.kind == Expr::Load) {
+        bool zero = std::all_of(e.strides.begin(), e.strides.end(), [](int64_t s) { return s == 0; });
+        idx = zero ? fmt::format("{}", e.offset) : fmt::format("i + {}", e.offset);
+      }
+      out_ += fmt::format("      const float e{} = {};\n", id, value_of(int(id), idx));
+    }
+    for (const auto& s : k_.stores) out_ += fmt::format("      b{}[i] = e{};\n", s.value, s.expr);
+    out_ += "    }\n  }\n";
+  }
+
+  // Inner-loop statements computing `ids` at column c.
+  std::string elem_stmts(const std::vector<int>& ids, const char* ind) const {
+    std::string s;
+    for (int id : ids) {
+      const Expr& e = k_.exprs[size_t(id)];
+      std::string idx;
+      if (e.kind == Expr::Load) {
+        int64_t st = e.strides.back();
+        idx = st == 1 ? fmt::format("o{} + c", id) : fmt::format("o{} + c * {}", id, st);
+      }
+      s += fmt::format("{}const float e{} = {};\n", ind, id, value_of(id, idx));
+    }
+    return s;
+  }
+
+  void emit_rows() {
+    const Shape& S = k_.space;
+    int64_t R = k_.rows(), C = k_.cols();
+    int rank = int(S.size());
+    out_ += fmt::format("  const int64_t R = {}, C = {};\n", R, C);
+    out_ += "#pragma omp parallel for schedule(static) if (R * C > 32768 && R > 1)\n";
+    out_ += "  for (int64_t r = 0; r < R; ++r) {\n";
+    // Unravel r over the leading dims once per row.
+    out_ += "    int64_t rem = r;\n";
+    for (int d = rank - 2; d >= 0; --d)
+      out_ += fmt::format("    const int64_t i{0} = rem % {1}; rem /= {1};\n", d, S[size_t(d)]);
+    out_ += "    (void)rem;\n";
+    for (size_t id = 0; id < k_.exprs.size(); ++id) {
+      const Expr& e = k_.exprs[id];
+      if (e.kind != Expr::Load) continue;
+      std::string base = fmt::format("{}", e.offset);
+      for (int d = 0; d + 1 < rank; ++d)
+        if (e.strides[size_t(d)] != 0) base += fmt::format(" + i{} * {}", d, e.strides[size_t(d)]);
+      out_ += fmt::format("    const int64_t o{} = {};\n", id, base);
+    }
+    for (size_t id = 0; id < k_.exprs.size(); ++id) {
+      const Expr& e = k_.exprs[id];
+      if (e.level != 1) continue;
+      if (e.kind == Expr::Reduce) {
+        emit_reduce(int(id));
+        continue;
+      }
+      std::string idx = e.kind == Expr::Load ? fmt::format("o{}", id) : "";
+      out_ += fmt::format("    const float e{} = {};\n", id, value_of(int(id), idx));
+    }
+    std::vector<int> elem_targets;
+    for (const auto& s : k_.stores)
+      if (g_.value(s.value).shape == S) elem_targets.push_back(s.expr);
+    if (!elem_targets.empty()) {
+      out_ += "#pragma omp simd\n    for (int64_t c = 0; c < C; ++c) {\n";
+      out_ += elem_stmts(closure(elem_targets), "      ");
+      for (const auto& s : k_.stores)
+        if (g_.value(s.value).shape == S)
+          out_ += fmt::format("      b{}[r * C + c] = e{};\n", s.value, s.expr);
+      out_ += "    }\n";
+    }
+    for (const auto& s : k_.stores)
+      if (g_.value(s.value).shape != S) {
+        BRRR_ASSERT(shape_numel(g_.value(s.value).shape) == R, "row store of a non-row value");
+        out_ += fmt::format("    b{}[r] = e{};\n", s.value, s.expr);
+      }
+    out_ += "  }\n";
+  }
+
+  void emit_reduce(int id) {
+    const Expr& e = k_.exprs[size_t(id)];
+    bool mx = e.reduce == ReduceKind::Max;
+    out_ += fmt::format("    float e{} = {};\n", id, mx ? "-INFINITY" : "0.0f");
+    out_ += fmt::format("#pragma omp simd reduction({}:e{})\n", mx ? "max" : "+", id);
+    out_ += "    for (int64_t c = 0; c < C; ++c) {\n";
+    out_ += elem_stmts(closure({e.args[0]}), "      ");
+    int a = e.args[0];
+    if (mx) out_ += fmt::format("      e{0} = e{1} > e{0} ? e{1} : e{0};\n", id, a);
+    else out_ += fmt::format("      e{} += e{};\n", id, a);
+    out_ += "    }\n";
+    if (e.reduce == ReduceKind::Mean) out_ += fmt::format("    e{} /= (float)C;\n", id);
+  }
+};
+
+}  // namespace
+
+CppSource generate_cpp(const Graph& g, const plan::Plan& p, const CodegenOptions& opts) {
+  CppSource src;
+  std::string& t = src.text;
+  t += "// Generated by brrr: one function per fused kernel. Do not edit.\n";
+  t += "#include <math.h>\n#include <stdint.h>\n\n";
+  if (opts.vector_math) {
+    t += "// Vector variants come from SLEEF's GNU-ABI library (libsleefgnuabi).\n";
+    t += "extern \"C\" {\n";
+    for (const char* f : kVectorMath)
+      t += fmt::format("#pragma omp declare simd notinbranch\nfloat {}(float);\n", f);
+    t += "#pragma omp declare simd notinbranch\nfloat powf(float, float);\n";
+    t += "}\n\n";
+  }
+  t += scalar_ops_text();
+  t += "\n";
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const Kernel& k = p.kernels[i];
+    if (k.kind != KernelKind::Fused) {
+      src.symbols.push_back("");
+      continue;
+    }
+    std::string sym = fmt::format("brrr_k{}", i);
+    t += KernelEmitter(g, k, sym).emit();
+    src.symbols.push_back(sym);
+  }
+  return src;
+}
+
+}  // namespace brrr::cpu

@@ -1,0 +1,42 @@
+// Compiles a generated C++ translation unit with the system compiler into a shared object and
+// loads it with dlopen. Results are cached on disk by hash of (source, compiler identity, flags,
+// CPU features); entries are written to a temporary file and renamed, and each .so has a hash
+// file beside it so that truncated or corrupt entries are rebuilt.
+#pragma once
+#include <memory>
+#include <string>
+
+namespace brrr::cpu {
+
+struct CompileOptions {
+  std::string cache_dir;     // empty: $XDG_CACHE_HOME/brrr, else ~/.cache/brrr
+  std::string dump_dir;      // empty: $BRRR_DUMP_DIR (if set) receives every generated source
+  int timeout_s = 0;         // 0: $BRRR_COMPILE_TIMEOUT, else 300
+  bool vector_math = false;  // link SLEEF's GNU-ABI vector math library
+};
+
+class CompiledModule {
+ public:
+  ~CompiledModule();
+  // The address of an extern "C" symbol; fails when absent.
+  void* symbol(const std::string& name) const;
+  const std::string& path() const { return path_; }
+  bool from_cache() const { return from_cache_; }
+  double compile_ms() const { return compile_ms_; }
+
+ private:
+  friend std::shared_ptr<CompiledModule> compile_cpp(const std::string&, const CompileOptions&);
+  void* handle_ = nullptr;
+  std::string path_;
+  bool from_cache_ = false;
+  double compile_ms_ = 0;
+};
+
+std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const CompileOptions& opts);
+
+// True when SLEEF's GNU-ABI vector library can be loaded (its _ZGV* symbols resolve).
+bool sleef_gnuabi_available();
+// The cache folder the options resolve to (after falling back to a temp dir if read-only).
+std::string resolve_cache_dir(const CompileOptions& opts);
+
+}  // namespace brrr::cpu

@@ -1,0 +1,147 @@
+// oneDNN matmul for MatMul and Gemm (f32). Primitives are built once at plan time; a run only
+// points the memory objects at the slot addresses and executes.
+#include "backend/cpu/library.hpp"
+
+#ifdef BRRR_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+#include <unordered_map>
+
+namespace brrr::cpu {
+
+#ifdef BRRR_HAVE_DNNL
+namespace {
+
+using dims = dnnl::memory::dims;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+class DnnlMatMul : public LibraryKernel {
+ public:
+  struct Operand {
+    int value = -1;
+    dnnl::memory mem;
+  };
+  dnnl::matmul prim;
+  std::vector<Operand> ops;  // src, weights, [bias], dst
+  std::unordered_map<int, dnnl::memory> args;
+  dnnl::stream strm{engine()};
+
+  void run(void* const* slots) override {
+    for (Operand& o : ops) o.mem.set_data_handle(slots[o.value]);
+    prim.execute(strm, args);
+    strm.wait();
+  }
+};
+
+dims padded(const Shape& s, size_t rank) {
+  dims d(rank - s.size(), 1);
+  d.insert(d.end(), s.begin(), s.end());
+  return d;
+}
+
+// Row-major strides of `d`, with the last two dims swapped when `trans` (a transposed view).
+dims strides_of(const dims& d, bool trans) {
+  dims st(d.size());
+  int64_t acc = 1;
+  for (int i = int(d.size()) - 1; i >= 0; --i) {
+    st[size_t(i)] = acc;
+    acc *= d[size_t(i)];
+  }
+  if (trans) {
+    size_t r = d.size();
+    st[r - 1] = d[r - 2];
+    st[r - 2] = 1;
+  }
+  return st;
+}
+
+}  // namespace
+
+std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k) {
+  const Node& n = g.nodes[size_t(k.nodes[0])];
+  if (n.op != "MatMul" && n.op != "Gemm") return nullptr;
+  int va = n.inputs[0], vb = n.inputs[1], vout = k.outputs.at(0);
+  const Shape &as = g.value(va).shape, &bs = g.value(vb).shape, &os = g.value(vout).shape;
+  if (as.size() < 2 || bs.size() < 2 || os.size() < 2) return nullptr;
+  bool ta = false, tb = false;
+  int vbias = k.bias;
+  if (n.op == "Gemm") {
+    ta = n.attr_int("transA", 0) != 0;
+    tb = n.attr_int("transB", 0) != 0;
+    if (n.attr_float("alpha", 1.0f) != 1.0f) return nullptr;
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+      const Shape& cs = g.value(n.inputs[2]).shape;
+      if (n.attr_float("beta", 1.0f) != 1.0f || shape_numel(cs) != os.back() || cs.empty() ||
+          cs.back() != os.back())
+        return nullptr;
+      vbias = n.inputs[2];
+    }
+  }
+  size_t r = os.size();
+  // Logical (M,K) x (K,N) dims; a transposed operand is the stored matrix with swapped strides.
+  dims ad = padded(as, r), bd = padded(bs, r), od(os.begin(), os.end());
+  if (ta) std::swap(ad[r - 1], ad[r - 2]);
+  if (tb) std::swap(bd[r - 1], bd[r - 2]);
+  dims ast = strides_of(padded(as, r), false), bst = strides_of(padded(bs, r), false);
+  if (ta) std::swap(ast[r - 1], ast[r - 2]);
+  if (tb) std::swap(bst[r - 1], bst[r - 2]);
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (ad[i] == 1) ast[i] = 0 + ast[i];
+    if (bd[i] == 1) bst[i] = 0 + bst[i];
+  }
+  try {
+    dnnl::memory::desc amd(ad, dt::f32, ast), bmd(bd, dt::f32, bst);
+    dnnl::memory::desc omd(od, dt::f32, strides_of(od, false));
+    dnnl::post_ops po;
+    if (k.activation == "relu") po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    else if (k.activation == "gelu_erf")
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    else if (k.activation == "gelu_tanh")
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+    else if (!k.activation.empty())
+      return nullptr;
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    auto kern = std::make_unique<DnnlMatMul>();
+    dnnl::matmul::primitive_desc pd;
+    dnnl::memory::desc biasmd;
+    if (vbias >= 0) {
+      dims bias_d(r, 1);
+      bias_d[r - 1] = os.back();
+      biasmd = dnnl::memory::desc(bias_d, dt::f32, strides_of(bias_d, false));
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(amd, bmd, biasmd, omd), attr, engine());
+    } else {
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(amd, bmd, omd), attr, engine());
+    }
+    kern->prim = dnnl::matmul(pd);
+    auto add = [&](int arg, int value, const dnnl::memory::desc& md) {
+      DnnlMatMul::Operand o{value, dnnl::memory(md, engine(), DNNL_MEMORY_NONE)};
+      kern->args[arg] = o.mem;
+      kern->ops.push_back(o);
+    };
+    add(DNNL_ARG_SRC, va, amd);
+    add(DNNL_ARG_WEIGHTS, vb, bmd);
+    if (vbias >= 0) add(DNNL_ARG_BIAS, vbias, biasmd);
+    add(DNNL_ARG_DST, vout, omd);
+    return kern;
+  } catch (const dnnl::error&) {
+    return nullptr;  // a case oneDNN does not implement: reference fallback
+  }
+}
+
+#else
+
+std::unique_ptr<LibraryKernel> make_library_kernel(const Graph&, const plan::Kernel&) {
+  return nullptr;
+}
+
+#endif
+
+}  // namespace brrr::cpu

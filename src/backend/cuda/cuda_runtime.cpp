@@ -1,0 +1,189 @@
+#include "backend/cuda/cuda_runtime.hpp"
+
+#include <utility>
+
+#include "backend/cuda/driver_api.hpp"
+#include "brrr/error.hpp"
+
+namespace brrr::cuda {
+
+bool cuda_device_available(std::string* reason) {
+  try {
+    return try_driver(reason) != nullptr;
+  } catch (const std::exception& e) {  // belt and braces: never let detection throw
+    if (reason) *reason = e.what();
+    return false;
+  }
+}
+
+// ---- Device ----
+
+Device::Device(int ordinal) {
+  const DriverApi& d = driver();
+  int n = 0;
+  BRRR_CU(d.cuDeviceGetCount(&n), "device count");
+  BRRR_CHECK(ordinal >= 0 && ordinal < n, "CUDA device {} requested but {} present", ordinal, n);
+  CUdevice dev;
+  BRRR_CU(d.cuDeviceGet(&dev, ordinal), "device " + std::to_string(ordinal));
+  dev_ = dev;
+  CUcontext ctx = nullptr;
+  BRRR_CU(d.cuDevicePrimaryCtxRetain(&ctx, dev), "primary context");
+  ctx_ = ctx;
+  BRRR_CU(d.cuCtxSetCurrent(ctx), "primary context");
+
+  info_.ordinal = ordinal;
+  char name[256] = {};
+  BRRR_CU(d.cuDeviceGetName(name, sizeof(name), dev), "device name");
+  info_.name = name;
+  auto attr = [&](CUdevice_attribute a, const char* what) {
+    int v = 0;
+    BRRR_CU(d.cuDeviceGetAttribute(&v, a, dev), what);
+    return v;
+  };
+  info_.cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "compute capability");
+  info_.cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "compute capability");
+  info_.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "SM count");
+  info_.l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "L2 size");
+  info_.max_shared_per_block_optin =
+      attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "shared memory limit");
+  size_t total = 0;
+  BRRR_CU(d.cuDeviceTotalMem(&total, dev), "total memory");
+  info_.total_mem = total;
+  BRRR_CU(d.cuDriverGetVersion(&info_.driver_version), "driver version");
+}
+
+Device::~Device() {
+  if (const DriverApi* d = try_driver()) d->cuDevicePrimaryCtxRelease(dev_);
+}
+
+void Device::make_current() const {
+  BRRR_CU(driver().cuCtxSetCurrent(static_cast<CUcontext>(ctx_)), "make context current");
+}
+
+void Device::synchronize() const { BRRR_CU(driver().cuCtxSynchronize(), "device synchronize"); }
+
+std::size_t Device::free_bytes() const {
+  size_t free = 0, total = 0;
+  BRRR_CU(driver().cuMemGetInfo(&free, &total), "memory info");
+  return free;
+}
+
+// ---- Stream / Event ----
+
+Stream::Stream() { BRRR_CU(driver().cuStreamCreate(&s_, CU_STREAM_NON_BLOCKING), "create stream"); }
+Stream::~Stream() {
+  if (s_) driver().cuStreamDestroy(s_);
+}
+void Stream::synchronize(const std::string& where) const {
+  BRRR_CU(driver().cuStreamSynchronize(s_), where);
+}
+
+Event::Event() { BRRR_CU(driver().cuEventCreate(&e_, CU_EVENT_DEFAULT), "create event"); }
+Event::~Event() {
+  if (e_) driver().cuEventDestroy(e_);
+}
+void Event::record(const Stream& s) { BRRR_CU(driver().cuEventRecord(e_, s.get()), "record event"); }
+void Event::synchronize() { BRRR_CU(driver().cuEventSynchronize(e_), "event synchronize"); }
+float Event::elapsed_ms(const Event& start, const Event& stop) {
+  float ms = 0;
+  BRRR_CU(driver().cuEventElapsedTime(&ms, start.e_, stop.e_), "event elapsed time");
+  return ms;
+}
+
+// ---- memory ----
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes, const std::string& what) : n_(bytes) {
+  if (bytes == 0) return;
+  const DriverApi& d = driver();
+  CUdeviceptr p = 0;
+  CUresult r = d.cuMemAlloc(&p, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    size_t free = 0, total = 0;
+    d.cuMemGetInfo(&free, &total);
+    fail("CUDA out of memory allocating {} bytes ({:.2f} GiB) for {}: {:.2f} GiB free of {:.2f} GiB",
+         bytes, bytes / 1073741824.0, what, free / 1073741824.0, total / 1073741824.0);
+  }
+  BRRR_CU(r, "allocate " + std::to_string(bytes) + " bytes for " + what);
+  p_ = p;
+}
+
+void DeviceBuffer::release() noexcept {
+  if (p_)
+    if (const DriverApi* d = try_driver()) d->cuMemFree(p_);
+  p_ = 0;
+  n_ = 0;
+}
+DeviceBuffer::~DeviceBuffer() { release(); }
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : p_(std::exchange(o.p_, 0)), n_(std::exchange(o.n_, 0)) {}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    p_ = std::exchange(o.p_, 0);
+    n_ = std::exchange(o.n_, 0);
+  }
+  return *this;
+}
+
+DevPtr Arena::at(std::size_t offset, std::size_t bytes, const std::string& who) const {
+  BRRR_CHECK(offset % kAlign == 0, "arena {}: offset {} for {} is not {}-byte aligned", what_,
+             offset, who, kAlign);
+  BRRR_CHECK(offset <= buf_.size() && bytes <= buf_.size() - offset,
+             "arena {}: [{}, {}) for {} lies outside its {} bytes", what_, offset, offset + bytes,
+             who, buf_.size());
+  return buf_.ptr() + offset;
+}
+
+void copy_h2d(DevPtr dst, const void* src, std::size_t bytes, const Stream& s,
+              const std::string& what) {
+  BRRR_CU(driver().cuMemcpyHtoDAsync(dst, src, bytes, s.get()), "copy to device: " + what);
+}
+void copy_d2h(void* dst, DevPtr src, std::size_t bytes, const Stream& s, const std::string& what) {
+  BRRR_CU(driver().cuMemcpyDtoHAsync(dst, src, bytes, s.get()), "copy to host: " + what);
+}
+void copy_d2d(DevPtr dst, DevPtr src, std::size_t bytes, const Stream& s,
+              const std::string& what) {
+  BRRR_CU(driver().cuMemcpyDtoDAsync(dst, src, bytes, s.get()), "device copy: " + what);
+}
+void memset_u32(DevPtr dst, std::uint32_t value, std::size_t count, const Stream& s,
+                const std::string& what) {
+  BRRR_CU(driver().cuMemsetD32Async(dst, value, count, s.get()), "memset: " + what);
+}
+
+// ---- modules and launches ----
+
+Module::Module(const std::vector<char>& cubin, const std::string& what) : what_(what) {
+  BRRR_CU(driver().cuModuleLoadData(&m_, cubin.data()), "load module " + what);
+}
+Module::~Module() {
+  if (m_) driver().cuModuleUnload(m_);
+}
+Function Module::function(const std::string& name) const {
+  CUfunction f = nullptr;
+  CUresult r = driver().cuModuleGetFunction(&f, m_, name.c_str());
+  if (r == CUDA_ERROR_NOT_FOUND)
+    fail("kernel '{}' not found in module {} (missing extern \"C\"?)", name, what_);
+  BRRR_CU(r, "get kernel " + name + " from " + what_);
+  return Function(f, name);
+}
+
+int Function::num_regs() const {
+  int v = 0;
+  BRRR_CU(driver().cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f_), name_);
+  return v;
+}
+int Function::local_bytes() const {
+  int v = 0;
+  BRRR_CU(driver().cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f_), name_);
+  return v;
+}
+
+void launch(const Function& f, Dim3 grid, Dim3 block, unsigned shared_bytes, const Stream& s,
+            void** args) {
+  BRRR_CHECK(f.get() != nullptr, "launch of an empty kernel handle");
+  BRRR_CU(driver().cuLaunchKernel(f.get(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                  shared_bytes, s.get(), args, nullptr),
+          "launch kernel " + f.name());
+}
+
+}  // namespace brrr::cuda

@@ -1,0 +1,598 @@
+// The fusion pass: walks the shape-inferred graph in topological order and lets each node join
+// the fused kernel that computes its inputs when the index spaces agree; otherwise it starts a
+// new kernel and the boundary records why.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "brrr/op.hpp"
+#include "plan/kernel_ir.hpp"
+
+namespace brrr::plan {
+
+bool fusion_disabled_by_env() {
+  const char* e = std::getenv("BRRR_DISABLE_FUSION");
+  return e && *e && std::string(e) != "0";
+}
+
+namespace {
+
+// What the pass can do with a node.
+enum class NodeKind { Pointwise, Reduce, Softmax, LayerNorm, Transpose, Library, Copy, Other };
+
+struct NodeInfo {
+  NodeKind kind = NodeKind::Other;
+  ReduceKind reduce = ReduceKind::Sum;
+  std::string why;  // for Other: why it is not fusible
+};
+
+// An in-kernel value: an expression, or a strided view of a materialized buffer (a transpose of
+// a graph input, not yet loaded).
+struct KVal {
+  int expr = -1;
+  int view_value = -1;
+  Shape view_strides;
+  int64_t view_offset = 0;
+};
+
+struct Group {
+  Kernel k;
+  std::map<int, KVal> vals;  // graph value id -> in-kernel value
+  bool fused = false;        // a Fused kernel others may join
+};
+
+bool all_f32(const Graph& g, const Node& n) {
+  for (int i : n.inputs)
+    if (i >= 0 && g.value(i).dtype != DType::f32) return false;
+  for (int o : n.outputs)
+    if (o >= 0 && g.value(o).dtype != DType::f32) return false;
+  return true;
+}
+
+// OpDef::pointwise must use only {0}, {1}, ... placeholders that exist.
+bool pointwise_code_ok(const std::string& code, size_t nin) {
+  for (size_t p = code.find('{'); p != std::string::npos; p = code.find('{', p + 1)) {
+    size_t q = code.find('}', p);
+    if (q == std::string::npos || q == p + 1) return false;
+    for (size_t i = p + 1; i < q; ++i)
+      if (!isdigit(static_cast<unsigned char>(code[i]))) return false;
+    if (size_t(std::stoi(code.substr(p + 1, q - p - 1))) >= nin) return false;
+  }
+  return true;
+}
+
+bool is_last_axis(int64_t axis, size_t rank) {
+  return rank > 0 && (axis == int64_t(rank) - 1 || axis == -1);
+}
+
+NodeInfo classify(const Graph& g, const Node& n) {
+  NodeInfo info;
+  const std::string& op = n.op;
+  bool f32 = all_f32(g, n);
+  if (op.rfind("Reduce", 0) == 0 && !n.inputs.empty() && n.inputs[0] >= 0)  // axes are int64
+    f32 = g.value(n.inputs[0]).dtype == DType::f32 && g.value(n.outputs[0]).dtype == DType::f32;
+  auto other = [&](std::string why) {
+    info.kind = NodeKind::Other;
+    info.why = std::move(why);
+    return info;
+  };
+  if (!n.domain.empty()) return other(fmt::format("{} is in domain '{}'", op, n.domain));
+  if (op == "MatMul" || op == "Gemm" || op == "Conv") {
+#ifdef BRRR_HAVE_DNNL
+    if (f32) {
+      info.kind = NodeKind::Library;
+      return info;
+    }
+#endif
+    return other(fmt::format("{} runs as a library or reference kernel", op));
+  }
+  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
+      op == "Identity") {
+    if (n.outputs.size() == 1 && g.value(n.inputs[0]).dtype == g.value(n.outputs[0]).dtype) {
+      info.kind = NodeKind::Copy;
+      return info;
+    }
+  }
+  if (!f32) return other(fmt::format("{} is not float32 (generated kernels are float32 only)", op));
+  size_t rank = n.inputs.empty() || n.inputs[0] < 0 ? 0 : g.value(n.inputs[0]).shape.size();
+  if (n.def && !n.def->pointwise.empty()) {
+    if (!pointwise_code_ok(n.def->pointwise, n.inputs.size()) || n.outputs.size() != 1)
+      return other(fmt::format("{}'s scalar expression has placeholders the fuser cannot bind", op));
+    for (int i : n.inputs)
+      if (i < 0) return other(fmt::format("{} has an omitted optional input", op));
+    info.kind = NodeKind::Pointwise;
+    return info;
+  }
+  if (op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMean") {
+    std::vector<int64_t> axes = n.attr_ints("axes");
+    if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
+      const Tensor& a = g.value(n.inputs[1]).constant;
+      if (!a.defined()) return other("reduction axes are not constant");
+      axes = a.to_int64_vector();
+    }
+    if (axes.empty() && rank == 1) axes = {0};
+    if (axes.size() != 1 || !is_last_axis(axes[0], rank))
+      return other(fmt::format("{} reduces over axes other than the last one", op));
+    info.kind = NodeKind::Reduce;
+    info.reduce = op == "ReduceSum" ? ReduceKind::Sum
+                  : op == "ReduceMax" ? ReduceKind::Max
+                                      : ReduceKind::Mean;
+    return info;
+  }
+  if (op == "Softmax") {
+    if (!is_last_axis(n.attr_int("axis", -1), rank)) return other("Softmax over a non-last axis");
+    info.kind = NodeKind::Softmax;
+    return info;
+  }
+  if (op == "LayerNormalization") {
+    if (!is_last_axis(n.attr_int("axis", -1), rank))
+      return other("LayerNormalization over more than the last axis");
+    for (size_t i = 1; i < n.outputs.size(); ++i)
+      if (n.outputs[i] >= 0) return other("LayerNormalization's Mean/InvStdDev outputs are used");
+    info.kind = NodeKind::LayerNorm;
+    return info;
+  }
+  if (op == "Transpose") {
+    info.kind = NodeKind::Transpose;
+    return info;
+  }
+  return other(fmt::format("{} has no generated kernel", op));
+}
+
+Shape row_shape_keep(const Shape& s) {
+  Shape r = s;
+  if (!r.empty()) r.back() = 1;
+  return r;
+}
+Shape row_shape_drop(const Shape& s) { return s.empty() ? s : Shape(s.begin(), s.end() - 1); }
+
+class Fuser {
+ public:
+  Fuser(const Graph& g, const FusionOptions& o) : g_(g), opts_(o) {
+    kernel_of_value_.assign(g.values.size(), -1);
+    consumers_.resize(g.values.size());
+    for (size_t k = 0; k < g.nodes.size(); ++k)
+      for (int i : g.nodes[k].inputs)
+        if (i >= 0) consumers_[i].push_back(int(k));
+  }
+
+  Plan run() {
+    for (size_t k = 0; k < g_.nodes.size(); ++k) place(int(k));
+    return finish();
+  }
+
+ private:
+  const Graph& g_;
+  FusionOptions opts_;
+  std::vector<Group> groups_;
+  std::vector<int> kernel_of_value_;  // producing kernel of each value
+  std::vector<std::vector<int>> consumers_;
+  std::map<std::pair<int, int>, std::string> refusals_;  // (value, consumer node) -> reason
+  std::set<int> absorbed_;                               // nodes folded into a library epilogue
+  std::vector<std::set<int>> reads_;                     // kernels each kernel reads from
+
+  const Shape& shape(int v) const { return g_.value(v).shape; }
+
+  int add_expr(Group& G, Expr e) {
+    G.k.exprs.push_back(std::move(e));
+    return int(G.k.exprs.size()) - 1;
+  }
+
+  // Load of value `v` (graph buffer or in-kernel view), broadcast to shape `o` and mapped onto
+  // the kernel's space: `o` is the space itself or one of its per-row shapes.
+  int load(Group& G, int v, const Shape& o) {
+    const Shape& S = G.k.space;
+    if (auto it = G.vals.find(v); it != G.vals.end() && it->second.expr >= 0) return it->second.expr;
+    const Value& val = g_.value(v);
+    if (val.constant.defined() && val.constant.numel() == 1 && val.dtype == DType::f32) {
+      Expr c;
+      c.kind = Expr::Const;
+      c.level = 1;
+      c.constant = float(val.constant.at_double(0));
+      return add_expr(G, c);
+    }
+    int buf = v;
+    Shape vst = contiguous_strides(val.shape);
+    int64_t off = 0;
+    if (auto it = G.vals.find(v); it != G.vals.end()) {  // a view
+      buf = it->second.view_value;
+      vst = it->second.view_strides;
+      off = it->second.view_offset;
+    }
+    // Broadcast val.shape -> o (right-aligned).
+    Shape st(o.size(), 0);
+    int d = int(val.shape.size()) - 1;
+    for (int i = int(o.size()) - 1; i >= 0 && d >= 0; --i, --d)
+      if (val.shape[d] == o[i] && o[i] != 1) st[i] = vst[d];
+    // Map o onto S: equal, S[:-1]+[1] (last stride 0), or S[:-1] (append 0).
+    if (o.size() + 1 == S.size()) st.push_back(0);
+    if (o != S && !st.empty()) st.back() = 0;
+    Expr e;
+    e.kind = Expr::Load;
+    e.value = buf;
+    e.strides = st;
+    e.offset = off;
+    e.level = (!st.empty() && st.back() != 0) ? 0 : 1;
+    if (S.empty()) e.level = 0;
+    int id = add_expr(G, e);
+    return id;
+  }
+
+  int pw(Group& G, std::string code, std::vector<int> args) {
+    Expr e;
+    e.kind = Expr::Pointwise;
+    e.code = std::move(code);
+    e.level = 1;
+    for (int a : args) e.level = std::min(e.level, G.k.exprs[a].level);
+    e.args = std::move(args);
+    return add_expr(G, e);
+  }
+  int red(Group& G, ReduceKind kind, int arg) {
+    Expr e;
+    e.kind = Expr::Reduce;
+    e.reduce = kind;
+    e.level = 1;
+    e.args = {arg};
+    return add_expr(G, e);
+  }
+  int cst(Group& G, float v) {
+    Expr e;
+    e.kind = Expr::Const;
+    e.level = 1;
+    e.constant = v;
+    return add_expr(G, e);
+  }
+
+  // Does kernel h read (transitively) from kernel g?
+  bool depends_on(int h, int g) const {
+    std::vector<int> stack{h};
+    std::set<int> seen;
+    while (!stack.empty()) {
+      int k = stack.back();
+      stack.pop_back();
+      if (k == g) return true;
+      if (!seen.insert(k).second) continue;
+      for (int r : reads_[size_t(k)]) stack.push_back(r);
+    }
+    return false;
+  }
+  void note_reads(int gi, const Node& node) {
+    for (int i : node.inputs)
+      if (i >= 0 && kernel_of_value_[i] >= 0 && kernel_of_value_[i] != gi)
+        reads_[size_t(gi)].insert(kernel_of_value_[i]);
+  }
+
+  bool in_group(const Group& G, int v) const { return v >= 0 && G.vals.count(v); }
+  bool computed_in(const Group& G, int v) const {
+    auto it = G.vals.find(v);
+    return it != G.vals.end() && it->second.expr >= 0;
+  }
+  int level_of(const Group& G, int v) const {
+    return G.k.exprs[size_t(G.vals.at(v).expr)].level;
+  }
+
+  // Empty if node n may join group G; otherwise the reason it may not.
+  std::string can_join(const Group& G, int gi, int n, const NodeInfo& info) {
+    const Node& node = g_.nodes[n];
+    const Shape& S = G.k.space;
+    for (int i : node.inputs) {
+      if (i < 0 || in_group(G, i)) continue;
+      int pk = kernel_of_value_[i];
+      if (pk >= 0 && depends_on(pk, gi))
+        return fmt::format("input '{}' comes from a kernel that depends on this one",
+                           g_.value(i).name);
+    }
+    switch (info.kind) {
+      case NodeKind::Pointwise: {
+        const Shape& O = shape(node.outputs[0]);
+        bool elem = O == S;
+        bool row = !elem && G.k.has_reduction() && (O == row_shape_keep(S) || O == row_shape_drop(S));
+        if (!elem && !row)
+          return fmt::format("output shape {} differs from the kernel's index space {}",
+                             shape_str(O), shape_str(S));
+        for (int i : node.inputs) {
+          if (!computed_in(G, i)) continue;
+          const Shape& is = shape(i);
+          if (is == O) continue;
+          if (elem && level_of(G, i) == 1 && is == row_shape_keep(S)) continue;
+          return fmt::format("input '{}' ({}) would broadcast inside the kernel", g_.value(i).name,
+                             shape_str(is));
+        }
+        if (row)
+          for (int i : node.inputs)
+            if (computed_in(G, i) && level_of(G, i) == 0)
+              return "a per-row result mixes with per-element values";
+        return "";
+      }
+      case NodeKind::Reduce:
+      case NodeKind::Softmax:
+      case NodeKind::LayerNorm: {
+        int x = node.inputs[0];
+        if (computed_in(G, x) && level_of(G, x) == 1)
+          return "reduction feeds a reduction over a different axis";
+        if (shape(x) != S)
+          return fmt::format("reduction over {} differs from the kernel's index space {}",
+                             shape_str(shape(x)), shape_str(S));
+        if (info.kind == NodeKind::LayerNorm)
+          for (size_t i = 1; i < node.inputs.size(); ++i)
+            if (computed_in(G, node.inputs[i]))
+              return "LayerNormalization scale/bias computed inside the kernel";
+        return "";
+      }
+      case NodeKind::Transpose:
+        return "transpose of a value computed inside the kernel needs an index remap";
+      default: return "not a fusible op";
+    }
+  }
+
+  // Emits node n's expressions into G (legality already checked).
+  void emit(Group& G, int n, const NodeInfo& info) {
+    const Node& node = g_.nodes[n];
+    G.k.nodes.push_back(n);
+    note_reads(int(&G - groups_.data()), node);
+    int out = node.outputs[0];
+    kernel_of_value_[out] = int(&G - groups_.data());
+    const Shape& S = G.k.space;
+    switch (info.kind) {
+      case NodeKind::Pointwise: {
+        const Shape& O = shape(out);
+        std::vector<int> args;
+        for (int i : node.inputs) args.push_back(load(G, i, O));
+        G.vals[out].expr = pw(G, node.def->pointwise, args);
+        (void)S;
+        break;
+      }
+      case NodeKind::Reduce: {
+        int x = load(G, node.inputs[0], S);
+        G.vals[out].expr = red(G, info.reduce, x);
+        break;
+      }
+      case NodeKind::Softmax: {
+        int x = load(G, node.inputs[0], S);
+        int m = red(G, ReduceKind::Max, x);
+        int e = pw(G, "expf({0} - {1})", {x, m});
+        int s = red(G, ReduceKind::Sum, e);
+        G.vals[out].expr = pw(G, "({0} / {1})", {e, s});
+        break;
+      }
+      case NodeKind::LayerNorm: {
+        int x = load(G, node.inputs[0], S);
+        int mean = red(G, ReduceKind::Mean, x);
+        int d = pw(G, "({0} - {1})", {x, mean});
+        int var = red(G, ReduceKind::Mean, pw(G, "({0} * {0})", {d}));
+        int eps = cst(G, node.attr_float("epsilon", 1e-5f));
+        int inv = pw(G, "(1.0f / sqrtf({0} + {1}))", {var, eps});
+        int y = pw(G, "({0} * {1} * {2})", {d, inv, load(G, node.inputs[1], S)});
+        if (node.inputs.size() > 2 && node.inputs[2] >= 0)
+          y = pw(G, "({0} + {1})", {y, load(G, node.inputs[2], S)});
+        G.vals[out].expr = y;
+        break;
+      }
+      case NodeKind::Transpose: {
+        int src = node.inputs[0];
+        const Shape& is = shape(src);
+        auto perm = node.attr_ints("perm");
+        if (perm.empty())
+          for (int i = int(is.size()) - 1; i >= 0; --i) perm.push_back(i);
+        Shape base = contiguous_strides(is);
+        int bufv = src;
+        int64_t off = 0;
+        if (auto it = G.vals.find(src); it != G.vals.end()) {  // transpose of a view
+          base = it->second.view_strides;
+          bufv = it->second.view_value;
+          off = it->second.view_offset;
+        }
+        KVal kv;
+        kv.view_value = bufv;
+        kv.view_offset = off;
+        for (auto p : perm) kv.view_strides.push_back(base[size_t(p < 0 ? p + int64_t(is.size()) : p)]);
+        G.vals[out] = kv;
+        break;
+      }
+      default: BRRR_ASSERT(false, "emit of a non-fusible node");
+    }
+  }
+
+  Group& new_group(KernelKind kind, int n) {
+    groups_.emplace_back();
+    reads_.emplace_back();
+    Group& G = groups_.back();
+    G.k.kind = kind;
+    G.fused = kind == KernelKind::Fused;
+    (void)n;
+    return G;
+  }
+
+  void place(int n) {
+    if (absorbed_.count(n)) return;
+    const Node& node = g_.nodes[n];
+    NodeInfo info = classify(g_, node);
+    bool fusible = info.kind == NodeKind::Pointwise || info.kind == NodeKind::Reduce ||
+                   info.kind == NodeKind::Softmax || info.kind == NodeKind::LayerNorm ||
+                   info.kind == NodeKind::Transpose;
+    // Candidate kernels: fused kernels holding one of n's inputs, latest first.
+    std::set<int, std::greater<int>> cands;
+    for (int i : node.inputs)
+      if (i >= 0 && kernel_of_value_[i] >= 0 && groups_[kernel_of_value_[i]].fused)
+        cands.insert(kernel_of_value_[i]);
+    if (fusible && opts_.enable) {
+      for (int gi : cands) {
+        std::string why = can_join(groups_[gi], gi, n, info);
+        if (why.empty()) {
+          emit(groups_[gi], n, info);
+          return;
+        }
+        for (int i : node.inputs)
+          if (i >= 0 && kernel_of_value_[i] == gi) refusals_[{i, n}] = why;
+      }
+    } else {
+      std::string why = !opts_.enable ? "fusion disabled" : info.why;
+      if (info.kind == NodeKind::Library) why = node.op + " runs as a library kernel";
+      if (info.kind == NodeKind::Copy) why = node.op + " is a copy";
+      for (int i : node.inputs)
+        if (i >= 0) refusals_[{i, n}] = why;
+    }
+    int gi = int(groups_.size());
+    if (fusible) {
+      Group& G = new_group(KernelKind::Fused, n);
+      G.k.space = (info.kind == NodeKind::Pointwise || info.kind == NodeKind::Transpose)
+                      ? shape(node.outputs[0])
+                      : shape(node.inputs[0]);
+      emit(G, n, info);
+      return;
+    }
+    KernelKind kind = info.kind == NodeKind::Library ? KernelKind::Library
+                      : info.kind == NodeKind::Copy  ? KernelKind::Copy
+                                                     : KernelKind::Reference;
+    Group& G = new_group(kind, n);
+    G.k.nodes.push_back(n);
+    note_reads(gi, node);
+    for (int o : node.outputs)
+      if (o >= 0) kernel_of_value_[o] = gi;
+    if (kind == KernelKind::Library && opts_.enable) absorb_epilogue(G, gi, n);
+  }
+
+  // MatMul/Gemm followed by its only consumer Add(bias over the last axis), then Relu.
+  void absorb_epilogue(Group& G, int gi, int n) {
+    const Node& mm = g_.nodes[n];
+    if (mm.op != "MatMul" && mm.op != "Gemm") return;
+    if (mm.op == "Gemm" && mm.inputs.size() > 2 && mm.inputs[2] >= 0) return;
+    int cur = mm.outputs[0];
+    auto sole_consumer = [&](int v) -> int {
+      if (consumers_[v].size() != 1) return -1;
+      if (std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end()) return -1;
+      return consumers_[v][0];
+    };
+    int c = sole_consumer(cur);
+    if (c >= 0 && g_.nodes[c].op == "Add" && g_.nodes[c].domain.empty()) {
+      const Node& add = g_.nodes[c];
+      int other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
+      const Shape& os = shape(other);
+      int64_t N = shape(cur).back();
+      bool bias_like = g_.value(other).constant.defined() && shape_numel(os) == N &&
+                       !os.empty() && os.back() == N && shape(add.outputs[0]) == shape(cur);
+      if (bias_like) {
+        G.k.bias = other;
+        G.k.nodes.push_back(c);
+        note_reads(gi, add);
+        absorbed_.insert(c);
+        cur = add.outputs[0];
+        kernel_of_value_[cur] = gi;
+        c = sole_consumer(cur);
+      }
+    }
+    if (c >= 0 && (g_.nodes[c].op == "Relu" || g_.nodes[c].op == "Gelu") &&
+        g_.nodes[c].domain.empty()) {
+      const Node& act = g_.nodes[c];
+      G.k.activation = act.op == "Relu" ? "relu"
+                       : act.attr_string("approximate", "none") == "tanh" ? "gelu_tanh"
+                                                                          : "gelu_erf";
+      G.k.nodes.push_back(c);
+      absorbed_.insert(c);
+      kernel_of_value_[act.outputs[0]] = gi;
+    }
+  }
+
+  Plan finish() {
+    Plan p;
+    p.fusion_enabled = opts_.enable;
+    std::set<int> graph_out(g_.outputs.begin(), g_.outputs.end());
+    // Kernels run in a topological order of their reads (a node may have joined an older
+    // kernel, so creation order is not always valid); ties keep creation order.
+    std::vector<int> order, pending(groups_.size(), 0), pos(groups_.size(), -1);
+    std::vector<std::vector<int>> readers(groups_.size());
+    for (size_t gi = 0; gi < groups_.size(); ++gi)
+      for (int r : reads_[gi]) {
+        pending[gi]++;
+        readers[size_t(r)].push_back(int(gi));
+      }
+    std::set<int> ready;
+    for (size_t gi = 0; gi < groups_.size(); ++gi)
+      if (!pending[gi]) ready.insert(int(gi));
+    while (!ready.empty()) {
+      int k = *ready.begin();
+      ready.erase(ready.begin());
+      pos[size_t(k)] = int(order.size());
+      order.push_back(k);
+      for (int u : readers[size_t(k)])
+        if (--pending[size_t(u)] == 0) ready.insert(u);
+    }
+    BRRR_ASSERT(order.size() == groups_.size(), "cycle between kernels");
+    std::vector<int> kernel_of_node(g_.nodes.size(), -1);
+    for (size_t gi = 0; gi < groups_.size(); ++gi)
+      for (int n : groups_[gi].k.nodes) kernel_of_node[n] = int(gi);
+    for (int gi : order) {
+      Group& G = groups_[size_t(gi)];
+      Kernel& k = G.k;
+      std::set<int> ins, outs;
+      if (k.kind == KernelKind::Fused) {
+        // Store every value used outside the kernel; views get a load first.
+        for (auto& [v, kv] : G.vals) {
+          bool outside = graph_out.count(v) != 0;
+          for (int c : consumers_[v])
+            if (kernel_of_node[c] != int(gi)) outside = true;
+          if (!outside) continue;
+          if (kv.expr < 0) kv.expr = load(G, v, shape(v));
+          k.stores.push_back({kv.expr, v});
+          outs.insert(v);
+        }
+        for (const Expr& e : k.exprs)
+          if (e.kind == Expr::Load) ins.insert(e.value);
+      } else {
+        for (int n : k.nodes) {
+          for (int i : g_.nodes[n].inputs)
+            if (i >= 0 && kernel_of_value_[i] != int(gi)) ins.insert(i);
+          for (int o : g_.nodes[n].outputs)
+            if (o >= 0) outs.insert(o);
+        }
+        if (k.kind == KernelKind::Copy) ins = {g_.nodes[k.nodes[0]].inputs[0]};
+        if (k.kind == KernelKind::Library) {  // epilogue intermediates are never materialized
+          outs.clear();
+          for (int o : g_.nodes[k.nodes.back()].outputs)
+            if (o >= 0) outs.insert(o);
+        }
+      }
+      k.inputs.assign(ins.begin(), ins.end());
+      k.outputs.assign(outs.begin(), outs.end());
+      std::string ops;
+      const Node& first = g_.nodes[k.nodes[0]];
+      std::string tag = first.op;
+      if (k.nodes.size() > 1) tag += "_" + g_.nodes[k.nodes.back()].op;
+      for (char& ch : tag) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+      k.name = fmt::format("k{}_{}", p.kernels.size(), tag);  // op names come from the op table, not the model
+      p.kernels.push_back(std::move(k));
+    }
+    // Boundaries: every value that crosses from one kernel to another.
+    for (size_t n = 0; n < g_.nodes.size(); ++n)
+      for (int i : g_.nodes[n].inputs) {
+        if (i < 0 || kernel_of_value_[i] < 0) continue;
+        int from = kernel_of_value_[i], to = kernel_of_node[n];
+        if (from == to) continue;
+        Boundary b{i, pos[size_t(from)], pos[size_t(to)], ""};
+        auto it = refusals_.find({i, int(n)});
+        std::string why;
+        if (it != refusals_.end()) why = it->second;
+        else if (groups_[size_t(from)].k.kind != KernelKind::Fused)
+          why = fmt::format("{} runs as a {} kernel", g_.value(i).producer >= 0
+                                                          ? g_.nodes[size_t(g_.value(i).producer)].op
+                                                          : "producer",
+                            kernel_kind_name(groups_[size_t(from)].k.kind));
+        else why = "consumer placed in another kernel";
+        b.reason = "not fused: " + why;
+        if (consumers_[i].size() > 1)
+          b.reason += fmt::format(" (output used by {} consumers)", consumers_[i].size());
+        p.boundaries.push_back(std::move(b));
+      }
+    return p;
+  }
+};
+
+}  // namespace
+
+Plan build_plan(const Graph& g, const FusionOptions& opts) { return Fuser(g, opts).run(); }
+
+}  // namespace brrr::plan

@@ -1,0 +1,50 @@
+#include "plan/kernel_ir.hpp"
+
+#include <fmt/format.h>
+
+namespace brrr::plan {
+
+std::string_view kernel_kind_name(KernelKind k) {
+  switch (k) {
+    case KernelKind::Fused: return "fused";
+    case KernelKind::Library: return "library";
+    case KernelKind::Copy: return "copy";
+    case KernelKind::Reference: return "reference";
+  }
+  return "?";
+}
+
+bool Kernel::has_reduction() const {
+  for (const Expr& e : exprs)
+    if (e.kind == Expr::Reduce) return true;
+  return false;
+}
+
+int64_t Kernel::cols() const { return space.empty() ? 1 : space.back(); }
+int64_t Kernel::rows() const {
+  int64_t r = 1;
+  for (size_t i = 0; i + 1 < space.size(); ++i) r *= space[i];
+  return r;
+}
+
+std::string Plan::print(const Graph& g) const {
+  std::string s;
+  for (const Kernel& k : kernels) {
+    std::string ops;
+    for (int n : k.nodes) ops += (ops.empty() ? "" : " ") + g.nodes[n].op;
+    s += fmt::format("  {:<24} {:<9} {:>3} op(s) [{}]", k.name, kernel_kind_name(k.kind),
+                     k.nodes.size(), ops);
+    if (k.kind == KernelKind::Fused)
+      s += fmt::format(" space {}{}", shape_str(k.space), k.has_reduction() ? " rows" : "");
+    if (k.bias >= 0) s += " +bias";
+    if (!k.activation.empty()) s += " +" + k.activation;
+    s += "\n";
+  }
+  if (!boundaries.empty()) s += "  boundaries:\n";
+  for (const Boundary& b : boundaries)
+    s += fmt::format("    {} -> {} via '{}': {}\n", kernels[b.from_kernel].name,
+                     kernels[b.to_kernel].name, g.value(b.value).name, b.reason);
+  return s;
+}
+
+}  // namespace brrr::plan

@@ -1,0 +1,84 @@
+// The kernel IR (DESIGN.md section 3): a plan is a flat list of kernels, each Fused, Library or
+// Copy (plus Reference: an op run by its reference kernel when nothing faster applies). A Fused
+// kernel is an index space plus an expression DAG; both the C++ and the CUDA emitter read it.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "brrr/graph.hpp"
+
+namespace brrr::plan {
+
+enum class KernelKind { Fused, Library, Copy, Reference };
+std::string_view kernel_kind_name(KernelKind k);
+
+enum class ReduceKind { Sum, Max, Mean };
+
+// One node of a fused kernel's expression DAG. Expressions are float32 and live either per
+// element of the index space (level 0) or per row (level 1: constant along the last axis).
+struct Expr {
+  enum Kind { Load, Const, Pointwise, Reduce } kind = Const;
+  int level = 0;
+  // Load: buffer (a graph value id) and its element strides over the kernel's space dims
+  // (0 = broadcast; transposes and slices are other strides and offsets).
+  int value = -1;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+  float constant = 0;       // Const
+  std::string code;         // Pointwise: C expression over {0}, {1}, ... (OpDef::pointwise)
+  std::vector<int> args;    // Pointwise arguments, or the single Reduce argument (expr ids)
+  ReduceKind reduce = ReduceKind::Sum;
+};
+
+// A result the kernel writes: expression `expr` into graph value `value` (contiguous), per
+// element (level 0) or per row (level 1).
+struct Store {
+  int expr = -1;
+  int value = -1;
+};
+
+struct Kernel {
+  KernelKind kind = KernelKind::Fused;
+  std::string name;           // "k3_softmax": numbered, never taken from model text
+  std::vector<int> nodes;     // graph node indices covered, in order
+  std::vector<int> inputs;    // graph value ids read
+  std::vector<int> outputs;   // graph value ids written
+  // Fused: the index space. rows = prod(space[:-1]), cols = space.back() (1 for a scalar space).
+  Shape space;
+  std::vector<Expr> exprs;    // topologically ordered: args precede users
+  std::vector<Store> stores;
+  // Library: epilogue fused into the library call (a bias value id, then an activation).
+  int bias = -1;
+  std::string activation;  // "", "relu", "gelu_erf", "gelu_tanh"
+  bool has_reduction() const;
+  int64_t rows() const;
+  int64_t cols() const;
+};
+
+// Why two neighbouring nodes ended up in different kernels.
+struct Boundary {
+  int value = -1;        // the graph value crossing the boundary
+  int from_kernel = -1;  // producer kernel
+  int to_kernel = -1;    // consumer kernel
+  std::string reason;    // "not fused: ..."
+};
+
+struct Plan {
+  std::vector<Kernel> kernels;
+  std::vector<Boundary> boundaries;
+  bool fusion_enabled = true;
+  // Readable listing: one line per kernel with its ops and index space, then the boundaries.
+  std::string print(const Graph& g) const;
+};
+
+struct FusionOptions {
+  bool enable = true;  // false: one kernel per node (pointwise nodes still get generated code)
+};
+
+// Groups a shape-inferred graph into kernels (src/plan/fusion.cpp).
+Plan build_plan(const Graph& g, const FusionOptions& opts);
+
+// True when BRRR_DISABLE_FUSION is set to something other than "0".
+bool fusion_disabled_by_env();
+
+}  // namespace brrr::plan

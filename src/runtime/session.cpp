@@ -1,0 +1,325 @@
+// Session: graph -> plan -> generated code + library primitives -> one arena -> a flat step list.
+// run() walks the step list with a slot table (value id -> address) fixed at load time, except for
+// the graph's inputs and outputs, which are rebound each run.
+#include "brrr/session.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cpu/codegen_cpp.hpp"
+#include "backend/cpu/compiler.hpp"
+#include "backend/cpu/library.hpp"
+#include "brrr/onnx.hpp"
+#include "brrr/op.hpp"
+#include "brrr/passes.hpp"
+#include "plan/kernel_ir.hpp"
+#include "runtime/memory_plan.hpp"
+
+namespace brrr {
+
+using plan::KernelKind;
+
+struct Session::Impl {
+  Graph g;
+  SessionOptions opts;
+  plan::Plan plan;
+  std::shared_ptr<cpu::CompiledModule> module;
+  struct Step {
+    KernelKind kind;
+    void (*fn)(void* const*) = nullptr;
+    std::unique_ptr<cpu::LibraryKernel> lib;
+    int src = -1, dst = -1;  // Copy
+    size_t bytes = 0;
+  };
+  std::vector<Step> steps;
+  std::vector<void*> slots;
+  std::unique_ptr<char, decltype(&std::free)> arena{nullptr, &std::free};
+  std::vector<Tensor> constants;  // contiguous copies the slots point into
+  std::vector<Tensor> last_outputs;  // recycled output buffers
+  MemoryStats mem;
+  double compile_ms = 0;
+  bool from_cache = false;
+
+  void build();
+  void bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
+            std::vector<Tensor>* keep);
+  void exec(size_t i);
+};
+
+void Session::Impl::build() {
+  InferOptions io;
+  io.input_shapes = opts.input_shapes;
+  infer_shapes(g, io);
+  eliminate_dead_nodes(g);
+  BRRR_CHECK(opts.backend == "cpu", "backend '{}' is not available in this session (use cpu)",
+             opts.backend);
+  plan::FusionOptions fo;
+  fo.enable = opts.fusion < 0 ? !plan::fusion_disabled_by_env() : opts.fusion != 0;
+  plan = plan::build_plan(g, fo);
+  steps.resize(plan.kernels.size());
+  // Library kernels oneDNN cannot do become reference kernels (with all their outputs stored).
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    plan::Kernel& k = plan.kernels[i];
+    steps[i].kind = k.kind;
+    if (k.kind != KernelKind::Library) continue;
+    steps[i].lib = cpu::make_library_kernel(g, k);
+    if (steps[i].lib) continue;
+    k.kind = steps[i].kind = KernelKind::Reference;
+    k.outputs.clear();
+    for (int n : k.nodes)
+      for (int o : g.nodes[size_t(n)].outputs)
+        if (o >= 0) k.outputs.push_back(o);
+  }
+  // Memory: every kernel output that is not a graph output lives in the arena.
+  slots.assign(g.values.size(), nullptr);
+  std::vector<bool> is_out(g.values.size(), false);
+  for (int o : g.outputs) is_out[size_t(o)] = true;
+  std::vector<runtime::BufferRequest> reqs;
+  std::vector<int> req_value;
+  std::vector<int> last_use(g.values.size(), -1);
+  for (size_t i = 0; i < plan.kernels.size(); ++i)
+    for (int v : plan.kernels[i].inputs) last_use[size_t(v)] = int(i);
+  for (size_t i = 0; i < plan.kernels.size(); ++i)
+    for (int v : plan.kernels[i].outputs) {
+      if (is_out[size_t(v)]) continue;
+      const Value& val = g.value(v);
+      size_t bytes = size_t(shape_numel(val.shape)) * dtype_size(val.dtype);
+      reqs.push_back({bytes, int(i), std::max(int(i), last_use[size_t(v)])});
+      req_value.push_back(v);
+    }
+  runtime::MemoryPlan mp = runtime::plan_memory(reqs);
+  mem.arena_bytes = mp.arena_bytes;
+  mem.intermediate_bytes = mp.total_bytes;
+  mem.num_buffers = reqs.size();
+  arena.reset(static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(mp.arena_bytes, 64))));
+  BRRR_CHECK(arena != nullptr, "out of memory allocating a {}-byte arena", mp.arena_bytes);
+  for (size_t r = 0; r < reqs.size(); ++r) slots[size_t(req_value[r])] = arena.get() + mp.offsets[r];
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].constant.defined()) {
+      constants.push_back(g.values[v].constant.contiguous());
+      slots[v] = constants.back().raw();
+    }
+  // Generated code: one translation unit for all fused kernels.
+  bool any_fused = std::any_of(plan.kernels.begin(), plan.kernels.end(),
+                               [](const plan::Kernel& k) { return k.kind == KernelKind::Fused; });
+  if (any_fused) {
+    cpu::CodegenOptions co;
+    co.vector_math = cpu::sleef_gnuabi_available();
+    cpu::CppSource src = cpu::generate_cpp(g, plan, co);
+    cpu::CompileOptions cc;
+    cc.cache_dir = opts.cache_dir;
+    cc.dump_dir = opts.dump_dir;
+    cc.vector_math = co.vector_math;
+    module = cpu::compile_cpp(src.text, cc);
+    compile_ms = module->compile_ms();
+    from_cache = module->from_cache();
+    for (size_t i = 0; i < plan.kernels.size(); ++i)
+      if (!src.symbols[i].empty())
+        steps[i].fn = reinterpret_cast<void (*)(void* const*)>(module->symbol(src.symbols[i]));
+  }
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const plan::Kernel& k = plan.kernels[i];
+    if (k.kind != KernelKind::Copy) continue;
+    steps[i].src = k.inputs.at(0);
+    steps[i].dst = k.outputs.at(0);
+    const Value& v = g.value(steps[i].dst);
+    steps[i].bytes = size_t(shape_numel(v.shape)) * dtype_size(v.dtype);
+  }
+}
+
+void Session::Impl::bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
+                         std::vector<Tensor>* keep) {
+  for (int id : g.inputs) {
+    const Value& v = g.value(id);
+    auto it = inputs.find(v.name);
+    if (it == inputs.end()) fail("no data given for model input '{}'", v.name);
+    const Tensor& t = it->second;
+    if (t.dtype() != v.dtype)
+      fail("input '{}' is {} but the model expects {}", v.name, dtype_name(t.dtype()),
+           dtype_name(v.dtype));
+    if (t.shape() != v.shape)
+      fail("input '{}' has shape {} but the session was compiled for {}", v.name,
+           shape_str(t.shape()), shape_str(v.shape));
+    Tensor c = t.contiguous();
+    keep->push_back(c);
+    slots[size_t(id)] = const_cast<void*>(c.raw());
+  }
+  // Output buffers are recycled when the caller has dropped the previous run's results, so a
+  // steady loop allocates (and page-faults) nothing.
+  outs->clear();
+  if (last_outputs.size() != g.outputs.size()) last_outputs.assign(g.outputs.size(), Tensor());
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    int o = g.outputs[k];
+    const Value& v = g.value(o);
+    Tensor& prev = last_outputs[k];
+    if (!prev.defined() || prev.storage_use_count() > 1) prev = Tensor::empty(v.dtype, v.shape);
+    outs->push_back(prev);
+    if (v.producer >= 0) slots[size_t(o)] = outs->back().raw();
+  }
+}
+
+void Session::Impl::exec(size_t i) {
+  Step& s = steps[i];
+  switch (s.kind) {
+    case KernelKind::Fused: s.fn(slots.data()); return;
+    case KernelKind::Library: s.lib->run(slots.data()); return;
+    case KernelKind::Copy:
+      if (s.bytes) std::memcpy(slots[size_t(s.dst)], slots[size_t(s.src)], s.bytes);
+      return;
+    case KernelKind::Reference:
+      // The slow path for ops without generated or library code: views over the slot buffers.
+      for (int n : plan.kernels[i].nodes) {
+        const Node& node = g.nodes[size_t(n)];
+        KernelCtx ctx{node, {}, {}};
+        for (int v : node.inputs)
+          ctx.inputs.push_back(v < 0 ? Tensor()
+                                     : Tensor::from_blob(slots[size_t(v)], g.value(v).dtype,
+                                                         g.value(v).shape));
+        for (int v : node.outputs)
+          ctx.outputs.push_back(v < 0 ? Tensor()
+                                      : Tensor::from_blob(slots[size_t(v)], g.value(v).dtype,
+                                                          g.value(v).shape));
+        node.def->reference(ctx);
+      }
+      return;
+  }
+}
+
+Session::Session(Graph g, SessionOptions opts) : impl_(std::make_unique<Impl>()) {
+  impl_->g = std::move(g);
+  impl_->opts = std::move(opts);
+  impl_->build();
+}
+
+// Weak until the ONNX frontend lands on this branch: a build without it links and says so.
+Graph load_onnx(const std::string& path) __attribute__((weak));
+
+static Graph load_model(const std::string& path) {
+  BRRR_CHECK(&load_onnx != nullptr, "this build has no ONNX frontend; cannot load {}", path);
+  return load_onnx(path);
+}
+
+Session::Session(const std::string& onnx_path, SessionOptions opts)
+    : Session(load_model(onnx_path), std::move(opts)) {}
+
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
+  std::vector<Tensor> outs, keep;
+  impl_->bind(inputs, &outs, &keep);
+  for (size_t i = 0; i < impl_->steps.size(); ++i) impl_->exec(i);
+  // Outputs that no kernel writes (a graph input or constant passed through).
+  const Graph& g = impl_->g;
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const Value& v = g.value(g.outputs[k]);
+    if (v.producer < 0 && outs[k].nbytes())
+      std::memcpy(outs[k].raw(), impl_->slots[size_t(g.outputs[k])], outs[k].nbytes());
+  }
+  return outs;
+}
+
+RunProfile Session::profile(const std::map<std::string, Tensor>& inputs, int reps) {
+  using clk = std::chrono::steady_clock;
+  reps = std::max(reps, 1);
+  RunProfile prof;
+  prof.backend = "cpu";
+  Impl& m = *impl_;
+  run(inputs);  // warm-up: page in the arena, spin up the thread pool
+  std::vector<std::vector<double>> times(m.steps.size());
+  std::vector<double> walls;
+  std::vector<Tensor> outs, keep;
+  m.bind(inputs, &outs, &keep);
+  for (int r = 0; r < reps; ++r) {
+    auto w0 = clk::now();
+    for (size_t i = 0; i < m.steps.size(); ++i) {
+      auto t0 = clk::now();
+      m.exec(i);
+      times[i].push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+    }
+    walls.push_back(std::chrono::duration<double, std::milli>(clk::now() - w0).count());
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  prof.wall_ms = median(walls);
+  double start = 0;
+  for (size_t i = 0; i < m.steps.size(); ++i) {
+    const plan::Kernel& k = m.plan.kernels[i];
+    KernelRecord rec;
+    rec.name = k.name;
+    rec.kind = std::string(plan::kernel_kind_name(k.kind));
+    int rank = -1;  // contraction wins, then normalization, then elementwise, then movement
+    auto class_rank = [](OpClass c) {
+      switch (c) {
+        case OpClass::contraction: return 3;
+        case OpClass::normalization: return 2;
+        case OpClass::elementwise: return 1;
+        case OpClass::movement: return 0;
+      }
+      return 0;
+    };
+    for (int n : k.nodes) {
+      const Node& node = m.g.nodes[size_t(n)];
+      rec.ops.push_back(node.op);
+      rec.nodes.push_back(node.name);
+      Cost c = op_cost(m.g, node);
+      rec.cost.flops += c.flops;
+      for (const auto& [f, v] : c.special) rec.cost.special[f] += v;
+      if (node.def && class_rank(node.def->cls) > rank) {
+        rank = class_rank(node.def->cls);
+        rec.cls = node.def->cls;
+      }
+    }
+    // Compulsory bytes of the kernel as it runs: its inputs read once, its outputs written once
+    // (for a fused kernel this is less than the sum over its nodes: that is the point).
+    for (int v : k.inputs)
+      rec.cost.bytes += double(shape_numel(m.g.value(v).shape)) * dtype_size(m.g.value(v).dtype);
+    for (int v : k.outputs)
+      rec.cost.bytes += double(shape_numel(m.g.value(v).shape)) * dtype_size(m.g.value(v).dtype);
+    rec.time_ms = median(times[i]);
+    rec.start_ms = start;
+    start += rec.time_ms;
+    prof.kernels.push_back(std::move(rec));
+  }
+  return prof;
+}
+
+std::string Session::plan_summary() const {
+  const Impl& m = *impl_;
+  std::string s = fmt::format("plan: {} kernel(s) for {} node(s), fusion {}\n", m.plan.kernels.size(),
+                              m.g.nodes.size(), m.plan.fusion_enabled ? "on" : "off");
+  s += m.plan.print(m.g);
+  s += fmt::format(
+      "memory: arena {} bytes for {} intermediate buffer(s) totalling {} bytes (reuse saves {:.1f}%)\n",
+      m.mem.arena_bytes, m.mem.num_buffers, m.mem.intermediate_bytes,
+      m.mem.intermediate_bytes
+          ? 100.0 * (1.0 - double(m.mem.arena_bytes) / double(m.mem.intermediate_bytes))
+          : 0.0);
+  if (m.module)
+    s += fmt::format("code: {} ({})\n", m.module->path(),
+                     m.from_cache ? "from cache" : fmt::format("compiled in {:.0f} ms", m.compile_ms));
+  return s;
+}
+
+const Graph& Session::graph() const { return impl_->g; }
+MemoryStats Session::memory() const { return impl_->mem; }
+int Session::num_kernels() const { return int(impl_->plan.kernels.size()); }
+int Session::num_kernels(const std::string& kind) const {
+  int n = 0;
+  for (const auto& k : impl_->plan.kernels) n += plan::kernel_kind_name(k.kind) == kind;
+  return n;
+}
+std::vector<std::vector<int>> Session::kernel_nodes() const {
+  std::vector<std::vector<int>> v;
+  for (const auto& k : impl_->plan.kernels) v.push_back(k.nodes);
+  return v;
+}
+
+}  // namespace brrr

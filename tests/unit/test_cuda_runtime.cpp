@@ -1,0 +1,83 @@
+// CUDA runtime layer: detection, memory, copies, arena checks, the out-of-memory error path.
+#include <gtest/gtest.h>
+
+#ifdef BRRR_HAVE_CUDA
+#include "cuda_test_util.hpp"
+
+#include "brrr/error.hpp"
+
+using namespace brrr::cuda;
+using brrr_cuda_test::test_device;
+
+TEST(CudaRuntime, DetectionNeverThrows) {
+  std::string why;
+  bool ok = false;
+  EXPECT_NO_THROW(ok = cuda_device_available(&why));
+  if (!ok) {
+    EXPECT_FALSE(why.empty()) << "unavailable without a reason";
+    // Without a device, constructing one is a clear brrr::Error, not a crash.
+    EXPECT_THROW(Device d(0), brrr::Error);
+  }
+}
+
+TEST(CudaRuntime, DeviceInfo) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  const DeviceInfo& info = test_device().info();
+  EXPECT_FALSE(info.name.empty());
+  EXPECT_GE(info.cc_major, 5);
+  EXPECT_GT(info.sm_count, 0);
+  EXPECT_GT(info.total_mem, 0u);
+  EXPECT_EQ(info.arch(), "sm_" + std::to_string(info.cc_major * 10 + info.cc_minor));
+}
+
+TEST(CudaRuntime, CopyRoundTrip) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  test_device();
+  Stream s;
+  const size_t n = 1 << 20;
+  std::vector<float> h(n), back(n, -1.f);
+  for (size_t i = 0; i < n; ++i) h[i] = std::sin(float(i)) * 3.f;
+  DeviceBuffer a(n * 4, "a"), b(n * 4, "b");
+  copy_h2d(a.ptr(), h.data(), n * 4, s, "a");
+  memset_u32(b.ptr(), 0x7fc00000u, n, s, "poison b");  // NaN: unwritten output shows up
+  copy_d2d(b.ptr(), a.ptr(), n * 4, s, "a->b");
+  copy_d2h(back.data(), b.ptr(), n * 4, s, "b");
+  s.synchronize();
+  EXPECT_EQ(h, back);
+}
+
+TEST(CudaRuntime, ArenaChecksBounds) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  test_device();
+  Arena arena(1 << 20, "plan");
+  EXPECT_EQ(arena.at(256, 1024, "x") - arena.at(0, 1, "y"), 256u);
+  EXPECT_THROW(arena.at(1 << 20, 1, "past end"), brrr::Error);
+  EXPECT_THROW(arena.at(0, (1 << 20) + 1, "too big"), brrr::Error);
+  EXPECT_THROW(arena.at(100, 4, "misaligned"), brrr::Error);
+  EXPECT_EQ(Arena::align(1), 256u);
+}
+
+TEST(CudaRuntime, OutOfMemoryIsAnErrorAndSessionStaysUsable) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  test_device();
+  try {
+    DeviceBuffer huge(std::size_t(1) << 50, "huge activation");  // 1 PiB
+    FAIL() << "1 PiB allocation succeeded";
+  } catch (const brrr::Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("out of memory"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("huge activation"), std::string::npos) << msg;
+  }
+  // The context is still fine: allocate, copy, read back.
+  Stream s;
+  DeviceBuffer ok(4096, "after oom");
+  std::vector<std::uint32_t> h(1024, 0xdeadbeef), back(1024, 0);
+  copy_h2d(ok.ptr(), h.data(), 4096, s, "after oom");
+  copy_d2h(back.data(), ok.ptr(), 4096, s, "after oom");
+  s.synchronize();
+  EXPECT_EQ(h, back);
+}
+
+#else
+TEST(CudaRuntime, NotBuilt) { GTEST_SKIP() << "no CUDA device: built without the CUDA toolkit"; }
+#endif
