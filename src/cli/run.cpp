@@ -10,6 +10,7 @@
 #include "brrr/onnx.hpp"
 #include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
+#include "brrr/session.hpp"
 #include "cli/commands.hpp"
 #include "cli/compare.hpp"
 #include "cli/test_data.hpp"
@@ -23,18 +24,23 @@ struct RunOptions {
   std::string model;
   std::string data;
   bool check = false;
-  std::string backend = "cpu";
+  std::string backend = "cpu";  // cpu: compiled Session; reference: the oracle
   std::vector<std::string> shapes;
   double rtol = 1e-4;
   double atol = 1e-6;
 };
 
-// The one place that picks the executor. The compiled CPU Session replaces run_reference for
-// --backend cpu when it lands.
-std::vector<Tensor> execute(const Graph& g, const std::map<std::string, Tensor>& inputs,
+// The one place that picks the executor: the compiled static-plan Session for cpu (it prepares
+// its own copy of the loaded graph), the reference executor for reference.
+std::vector<Tensor> execute(const Graph& loaded, const Graph& prepared, const InferOptions& io,
+                            const std::map<std::string, Tensor>& inputs,
                             const std::string& backend) {
-  (void)backend;
-  return run_reference(g, inputs);
+  if (backend == "reference") return run_reference(prepared, inputs);
+  SessionOptions so;
+  so.backend = backend;
+  so.input_shapes = io.input_shapes;
+  Session session(loaded, so);
+  return session.run(inputs);
 }
 
 // "NAME:1x3x224x224" (also "NAME:1,3,224,224"; "NAME:" is a scalar).
@@ -168,15 +174,16 @@ int run_command(const RunOptions& o) {
 
   InferOptions io;
   io.input_shapes = bind_shapes(g, inputs, o.shapes);
+  const Graph loaded = g;
   infer_shapes(g, io);
   eliminate_dead_nodes(g);
   for (int id : g.inputs)
     if (!inputs.count(g.value(id).name)) inputs[g.value(id).name] = synthetic_input(g.value(id));
 
-  std::vector<Tensor> outs = execute(g, inputs, o.backend);
+  std::vector<Tensor> outs = execute(loaded, g, io, inputs, o.backend);
 
-  std::printf("model: %s (%zu nodes after preparation), backend: %s (reference executor)\n",
-              o.model.c_str(), g.nodes.size(), o.backend.c_str());
+  std::printf("model: %s (%zu nodes after preparation), backend: %s\n", o.model.c_str(),
+              g.nodes.size(), o.backend.c_str());
   if (o.data.empty() && !g.inputs.empty()) std::printf("inputs: synthetic (no --data given)\n");
   for (size_t i = 0; i < outs.size(); ++i) {
     const Tensor& t = outs[i];
@@ -225,7 +232,8 @@ void setup_run(CLI::App& app) {
   cmd->add_option("model", opts->model, "ONNX model file")->required();
   cmd->add_option("--data", opts->data, "test_data_set folder with input_N.pb (and output_N.pb)");
   cmd->add_flag("--check", opts->check, "compare outputs with the folder's output_N.pb");
-  cmd->add_option("--backend", opts->backend, "cpu or reference")
+  cmd->add_option("--backend", opts->backend,
+                  "cpu (compiled plan, default) or reference (the oracle)")
       ->check(CLI::IsMember({"cpu", "reference"}));
   cmd->add_option("--shape", opts->shapes, "input shape, NAME:1x3x224x224 (repeatable)");
   cmd->add_option("--rtol", opts->rtol, "relative tolerance for --check (default 1e-4)");

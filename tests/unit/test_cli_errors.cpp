@@ -142,6 +142,11 @@ TEST(CliErrors, DataFolderProblems) {
 
 TEST(CliRun, CheckPassesAndFails) {
   std::string m = kData + "/add_relu.onnx";
+  for (const char* backend : {"cpu", "reference"}) {
+    CliResult r =
+        run_cli("run " + m + " --data " + kData + "/data_ok --check --backend " + backend);
+    EXPECT_EQ(r.code, 0) << backend << ": " << r.out << r.err;
+  }
   CliResult ok = run_cli("run " + m + " --data " + kData + "/data_ok --check");
   EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
   EXPECT_NE(ok.out.find("check 0 'y': PASS"), std::string::npos) << ok.out;
