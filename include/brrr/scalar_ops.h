@@ -6,12 +6,20 @@
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define BRRR_SCALAR_FN static __device__ __forceinline__
+/* NVRTC has no math.h; generated expressions use INFINITY and NAN. */
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
 #else
 #include <math.h>
 #define BRRR_SCALAR_FN static inline
 #endif
 
-BRRR_SCALAR_FN float brrr_relu(float x) { return x > 0.0f ? x : 0.0f; }
+/* Relu keeps NaN (as numpy's clip in the ONNX reference does). */
+BRRR_SCALAR_FN float brrr_relu(float x) { return x < 0.0f ? 0.0f : x; }
 BRRR_SCALAR_FN float brrr_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 BRRR_SCALAR_FN float brrr_hardsigmoid(float x, float alpha, float beta) {
   float y = alpha * x + beta;
@@ -21,6 +29,50 @@ BRRR_SCALAR_FN float brrr_hardswish(float x) { return x * brrr_hardsigmoid(x, 1.
 BRRR_SCALAR_FN float brrr_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 BRRR_SCALAR_FN float brrr_gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+/* Elementwise activations and helpers (ONNX semantics; NaN propagates unless noted). */
+BRRR_SCALAR_FN float brrr_gelu_none(float x) { return brrr_gelu_erf(x); }
+BRRR_SCALAR_FN float brrr_leaky_relu(float x, float alpha) { return x < 0.0f ? alpha * x : x; }
+BRRR_SCALAR_FN float brrr_prelu(float x, float slope) { return x < 0.0f ? slope * x : x; }
+BRRR_SCALAR_FN float brrr_thresholded_relu(float x, float alpha) { return x > alpha ? x : 0.0f; }
+BRRR_SCALAR_FN float brrr_elu(float x, float alpha) { return x < 0.0f ? alpha * expm1f(x) : x; }
+BRRR_SCALAR_FN float brrr_selu(float x, float alpha, float gamma) {
+  return x > 0.0f ? gamma * x : gamma * (alpha * expf(x) - alpha);
+}
+BRRR_SCALAR_FN float brrr_celu(float x, float alpha) {
+  return x > 0.0f ? x : alpha * expm1f(x / alpha);
+}
+/* log(1 + exp(x)) without overflow for large x. */
+BRRR_SCALAR_FN float brrr_softplus(float x) {
+  return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+}
+BRRR_SCALAR_FN float brrr_softsign(float x) { return x / (1.0f + fabsf(x)); }
+BRRR_SCALAR_FN float brrr_mish(float x) { return x * tanhf(brrr_softplus(x)); }
+BRRR_SCALAR_FN float brrr_sign(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x); }
+/* Round half to even (rintf under the default rounding mode). */
+BRRR_SCALAR_FN float brrr_round(float x) { return rintf(x); }
+/* Min / Max that propagate NaN (numpy minimum / maximum), unlike fminf / fmaxf. */
+BRRR_SCALAR_FN float brrr_min(float a, float b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
+BRRR_SCALAR_FN float brrr_max(float a, float b) { return a != a ? a : (b != b ? b : (b > a ? b : a)); }
+/* Clip: NaN x stays NaN; a NaN bound means "no bound" (how generators emit an omitted input);
+   lo > hi gives hi, as the ONNX spec says. */
+BRRR_SCALAR_FN float brrr_clip(float x, float lo, float hi) {
+  if (x != x) return x;
+  if (x < lo) x = lo;
+  if (x > hi) x = hi;
+  return x;
+}
+/* Mod: fmod=1 is C fmodf (dividend's sign); fmod=0 is numpy mod (divisor's sign, zero included). */
+BRRR_SCALAR_FN float brrr_mod_1(float a, float b) { return fmodf(a, b); }
+BRRR_SCALAR_FN float brrr_mod_0(float a, float b) {
+  float r = fmodf(a, b);
+  if (b == 0.0f) return r;
+  if (r != 0.0f) return (r < 0.0f) != (b < 0.0f) ? r + b : r;
+  return copysignf(0.0f, b);
+}
+BRRR_SCALAR_FN int brrr_isinf(float x, int detect_positive, int detect_negative) {
+  return (detect_positive && x == INFINITY) || (detect_negative && x == -INFINITY);
 }
 
 #endif

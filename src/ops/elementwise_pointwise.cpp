@@ -1,0 +1,107 @@
+// expand_pointwise: turns an OpDef's pointwise template into the C expression of one node, so
+// both code generators substitute inputs and attributes the same way (conventions in op.hpp).
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+#include "brrr/op.hpp"
+
+namespace brrr {
+
+namespace {
+
+std::string float_literal(double v) {
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
+  std::string s = fmt::format("{:.9g}", float(v));
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  s += "f";
+  return v < 0 ? "(" + s + ")" : s;
+}
+
+std::string int_literal(int64_t v) {
+  return v < 0 ? fmt::format("({})", v) : fmt::format("{}", v);
+}
+
+bool is_word(const std::string& s) {
+  if (s.empty()) return false;
+  for (char ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.') return false;
+  return true;
+}
+
+// The attribute `name` of n as a C literal; `dflt` (text from the template) when absent.
+std::string attr_literal(const Node& n, const std::string& name, const std::string* dflt) {
+  auto it = n.attrs.find(name);
+  if (it != n.attrs.end()) {
+    if (const auto* i = std::get_if<int64_t>(&it->second)) return int_literal(*i);
+    if (const auto* f = std::get_if<float>(&it->second)) return float_literal(*f);
+    if (const auto* s = std::get_if<std::string>(&it->second)) {
+      if (!is_word(*s))
+        fail("{}: attribute '{}' = \"{}\" is not usable in a pointwise expression", n.label(), name,
+             *s);
+      return *s;
+    }
+    fail("{}: attribute '{}' has a type a pointwise expression cannot use", n.label(), name);
+  }
+  BRRR_CHECK(dflt != nullptr, "{}: attribute '{}' is required for the pointwise expression",
+             n.label(), name);
+  char* end = nullptr;
+  double v = std::strtod(dflt->c_str(), &end);
+  if (!dflt->empty() && *end == '\0') {
+    bool is_float = dflt->find_first_of(".eEnN") != std::string::npos;
+    return is_float ? float_literal(v) : int_literal(int64_t(v));
+  }
+  return *dflt;
+}
+
+std::string substitute(const std::string& tpl, const Node& n,
+                       const std::vector<std::string>& args) {
+  auto present = [&](size_t i) {
+    return i < args.size() && !args[i].empty() && (i >= n.inputs.size() || n.inputs[i] >= 0);
+  };
+  auto arg = [&](size_t i) { return is_word(args[i]) ? args[i] : "(" + args[i] + ")"; };
+  std::string out;
+  for (size_t p = 0; p < tpl.size();) {
+    if (tpl[p] != '{') {
+      out += tpl[p++];
+      continue;
+    }
+    size_t q = tpl.find('}', p);
+    BRRR_ASSERT(q != std::string::npos, "unterminated placeholder in a pointwise template");
+    std::string tok = tpl.substr(p + 1, q - p - 1);
+    p = q + 1;
+    size_t bar = tok.find('|'), eq = tok.find('=');
+    if (!tok.empty() && std::isdigit(static_cast<unsigned char>(tok[0]))) {
+      size_t i = std::stoul(tok);
+      if (present(i))
+        out += arg(i);
+      else if (bar != std::string::npos && n.has_attr(tok.substr(bar + 1)))
+        out += attr_literal(n, tok.substr(bar + 1), nullptr);
+      else
+        out += "NAN";
+    } else if (eq != std::string::npos) {
+      std::string dflt = tok.substr(eq + 1);
+      out += attr_literal(n, tok.substr(0, eq), &dflt);
+    } else {
+      out += attr_literal(n, tok, nullptr);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string expand_pointwise(const OpDef& def, const Node& n,
+                             const std::vector<std::string>& args) {
+  BRRR_CHECK(!def.pointwise.empty(), "{}: op {} has no pointwise form", n.label(), def.name);
+  bool variadic =
+      def.domain.empty() && (def.name == "Sum" || def.name == "Min" || def.name == "Max");
+  if (!variadic) return substitute(def.pointwise, n, args);
+  BRRR_CHECK(!args.empty(), "{}: no inputs", n.label());
+  std::string acc = args[0];
+  for (size_t i = 1; i < args.size(); ++i) acc = substitute(def.pointwise, n, {acc, args[i]});
+  return acc;
+}
+
+}  // namespace brrr
