@@ -5,6 +5,12 @@
 
 namespace brrr::cli {
 
+// Thrown by a subcommand to end with a given exit code after it printed its own report
+// (e.g. 1 for a --check mismatch).
+struct ExitWith {
+  int code;
+};
+
 void setup_run(CLI::App& app);     // run.cpp
 void setup_bench(CLI::App& app);   // bench.cpp
 void setup_probe(CLI::App& app);   // probe.cpp

@@ -19,8 +19,13 @@ int main(int argc, char** argv) {
   } catch (const brrr::Error& e) {
     std::fprintf(stderr, "brrr: error: %s\n", e.what());
     return 2;
+  } catch (const brrr::cli::ExitWith& e) {
+    return e.code;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "brrr: error: out of memory\n");
+    return 2;
+  } catch (const std::exception& e) {  // anything a library throws on hostile input
+    std::fprintf(stderr, "brrr: error: %s\n", e.what());
     return 2;
   }
   return 0;

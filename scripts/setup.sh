@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Sets up a fresh clone: Debian packages, the pinned Python venv (.venv, for generating test data),
+# and the build in build/. Idempotent: each step is skipped when already done.
+#   BRRR_JOBS=N  build parallelism (default: number of cores)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(g++ cmake ninja-build python3-venv libprotobuf-dev protobuf-compiler libonnx-dev
+  libdnnl-dev libsleef-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  libbenchmark-dev)
+ONNX_VERSION=1.23.2
+NUMPY_VERSION=2.4.6
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+# The venv generates the ONNX node tests and CLI fixtures; brrr itself does not need Python.
+want="onnx $ONNX_VERSION numpy $NUMPY_VERSION"
+have=$(.venv/bin/python -c 'import onnx, numpy; print("onnx", onnx.__version__, "numpy", numpy.__version__)' 2>/dev/null || true)
+if [[ "$have" != "$want" ]]; then
+  echo "setup: creating .venv with $want"
+  PY=/usr/bin/python3
+  [[ -x $PY ]] || PY=python3
+  rm -rf .venv
+  "$PY" -m venv .venv
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+    "onnx==$ONNX_VERSION" "numpy==$NUMPY_VERSION"
+fi
+
+[[ -f build/build.ninja ]] || cmake -S . -B build -G Ninja
+ninja -C build -j"${BRRR_JOBS:-$(nproc)}"
+echo "setup: done; the CLI is ./build/brrr"
