@@ -17,8 +17,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kMinIrVersion = 3;
-constexpr int kMaxIrVersion = 12;
-constexpr int kMaxOpset = 25;
+constexpr int kMaxIrVersion = 14;
+constexpr int kMaxOpset = 28;
 
 std::string read_file(const std::string& path, size_t max_bytes) {
   std::error_code ec;

@@ -75,6 +75,7 @@ void add_binary(OpTable& t, const char* name, int since, unsigned set, const cha
                 double flops, Fn fn) {
   OpDef d = ew_def(name, since);
   d.infer = [set](InferCtx& c) {
+    if (c.num_inputs() != 2 || !c.has_input(1)) c.fail("takes exactly 2 inputs");
     infer_same(c, set, ToBool ? std::optional<DType>(DType::boolean) : std::nullopt);
   };
   d.reference = [fn](KernelCtx& k) {

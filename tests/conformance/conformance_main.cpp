@@ -76,7 +76,8 @@ void freeze_integer_inputs(Graph& g, std::map<std::string, Tensor>& inputs) {
   for (int id : g.inputs) {
     Value& v = g.value(id);
     auto it = inputs.find(v.name);
-    if (it == inputs.end() || is_floating(it->second.dtype())) {
+    // Integer tensors (axes, shapes, K) and scalars of any type (Range bounds, OneHot depth).
+    if (it == inputs.end() || (is_floating(it->second.dtype()) && it->second.numel() != 1)) {
       keep.push_back(id);
       continue;
     }
