@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <random>
 
 #include "brrr/error.hpp"
@@ -13,6 +14,7 @@
 #include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
 #include "brrr/reference_profile.hpp"
+#include "brrr/session.hpp"
 #include "cli/commands.hpp"
 
 namespace brrr::cli {
@@ -20,9 +22,9 @@ namespace brrr::cli {
 namespace {
 
 struct DoctorArgs {
-  std::string model, backend = "cpu", json, trace, html, compare, save_profile;
+  std::string model, backend = "cpu", json, trace, html, compare_profile, save_profile;
   std::vector<std::string> shapes, applied;
-  bool batch_sweep = false, refresh = false;
+  bool batch_sweep = false, refresh = false, compare = false, no_fusion = false;
   int reps = 5, top = 10;
 };
 
@@ -89,10 +91,22 @@ void write_file(const std::string& path, const std::string& text) {
   f << text;
 }
 
+// Profiles the model as `backend` runs it: the compiled static plan (fused or one kernel per op)
+// or the reference executor.
+RunProfile profile_backend(const Graph& g, const std::string& backend, bool fused, int reps) {
+  auto inputs = make_inputs(g, 0);
+  if (backend == "reference") return profile_reference(g, inputs, reps);
+  SessionOptions so;
+  so.backend = backend;
+  so.fusion = fused ? 1 : 0;
+  Session s(g, so);
+  return s.profile(inputs, reps);
+}
+
 // Runs the model at batch b (dim 0 of every input whose dim 0 is symbolic); median of 3 runs.
 doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
-                                 std::vector<std::string> batch_inputs) {
-  return [&loaded, base, batch_inputs](int64_t b) {
+                                 std::vector<std::string> batch_inputs, std::string backend) {
+  return [&loaded, base, batch_inputs, backend](int64_t b) {
     InferOptions o = base;
     for (const auto& name : batch_inputs) {
       const Value& v = loaded.value(loaded.find_value(name));
@@ -104,11 +118,18 @@ doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
     }
     Graph g = prepare(loaded, o);
     auto in = make_inputs(g, 1);
-    run_reference(g, in);
+    std::optional<Session> sess;
+    if (backend != "reference") {
+      SessionOptions so;
+      so.backend = backend;
+      sess.emplace(g, so);
+    }
+    auto once = [&] { sess ? (void)sess->run(in) : (void)run_reference(g, in); };
+    once();
     std::vector<double> t;
     for (int r = 0; r < 3; ++r) {
       auto t0 = std::chrono::steady_clock::now();
-      run_reference(g, in);
+      once();
       t.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
@@ -127,12 +148,15 @@ void run_doctor(const DoctorArgs& a) {
   }
   Graph g = prepare(loaded, opts);
   doctor::Ceilings c = doctor::load_or_probe("cpu", a.refresh, true);
-  if (a.backend == "cpu")
-    fmt::print(stderr,
-               "doctor: the compiled CPU session is not wired into the doctor yet; profiling the "
-               "reference executor\n");
-  fmt::print(stderr, "doctor: profiling {} nodes, {} runs\n", g.nodes.size(), a.reps);
-  RunProfile prof = profile_reference(g, make_inputs(g, 0), a.reps);
+  // With --compare the baseline is one kernel per op and the remedies are applied by compiling
+  // the fused plan; otherwise the model is profiled as brrr runs it.
+  bool fused = !a.no_fusion && !a.compare;
+  fmt::print(stderr, "doctor: profiling {} nodes on {} ({}), {} runs\n", g.nodes.size(), a.backend,
+             a.backend == "reference" ? "reference executor"
+             : fused                  ? "compiled plan, fused"
+                                      : "compiled plan, one kernel per op",
+             a.reps);
+  RunProfile prof = profile_backend(g, a.backend, fused, a.reps);
   if (!a.save_profile.empty()) write_file(a.save_profile, doctor::profile_to_json(prof).dump(1));
 
   doctor::DoctorOptions dopts;
@@ -140,14 +164,20 @@ void run_doctor(const DoctorArgs& a) {
   dopts.top = a.top;
   dopts.applied = a.applied;
   std::optional<RunProfile> after;
-  if (!a.compare.empty()) {
-    std::ifstream f(a.compare);
-    BRRR_CHECK(f.good(), "--compare: cannot read '{}'", a.compare);
+  if (!a.compare_profile.empty()) {
+    std::ifstream f(a.compare_profile);
+    BRRR_CHECK(f.good(), "--compare-profile: cannot read '{}'", a.compare_profile);
     try {
       after = doctor::profile_from_json(nlohmann::json::parse(f));
     } catch (const nlohmann::json::exception& e) {
-      fail("--compare '{}': not JSON: {}", a.compare, e.what());
+      fail("--compare-profile '{}': not JSON: {}", a.compare_profile, e.what());
     }
+    dopts.compare = &*after;
+  } else if (a.compare) {
+    BRRR_CHECK(a.backend != "reference", "--compare needs a compiled backend (cpu or cuda)");
+    fmt::print(stderr, "doctor: applying the remedies: profiling the fused static plan\n");
+    after = profile_backend(g, a.backend, true, a.reps);
+    if (a.applied.empty()) dopts.applied = {"fusion"};
     dopts.compare = &*after;
   }
   std::vector<std::string> batch_inputs;
@@ -160,7 +190,7 @@ void run_doctor(const DoctorArgs& a) {
     if (batch_inputs.empty()) {
       batch_error = "no model input has a symbolic batch dimension (dim 0)";
     } else {
-      dopts.batch_runner = batch_runner(loaded, opts, batch_inputs);
+      dopts.batch_runner = batch_runner(loaded, opts, batch_inputs, a.backend);
       dopts.base_batch = g.value(g.find_value(batch_inputs[0])).shape[0];
     }
   }
@@ -179,7 +209,7 @@ void setup_doctor(CLI::App& app) {
   auto* cmd = app.add_subcommand("doctor", "where the time goes: regimes, ceilings, remedies");
   cmd->add_option("model", a->model, "ONNX model file")->required();
   cmd->add_option("--backend", a->backend, "backend to profile")
-      ->check(CLI::IsMember({"cpu", "reference"}));
+      ->check(CLI::IsMember({"cpu", "cuda", "reference"}));
   cmd->add_option("--shape", a->shapes, "input shape NAME:D0xD1x... (repeatable)");
   cmd->add_option("--reps", a->reps, "timed runs (median)")->check(CLI::Range(1, 1000));
   cmd->add_option("--top", a->top, "kernels in the top table")->check(CLI::Range(1, 100000));
@@ -187,8 +217,12 @@ void setup_doctor(CLI::App& app) {
   cmd->add_option("--trace", a->trace, "write a Chrome trace-event JSON (Perfetto)");
   cmd->add_option("--html", a->html, "write a self-contained HTML page with the roofline");
   cmd->add_flag("--batch-sweep", a->batch_sweep, "run at batch b, 2b, 4b, 8b and fit a + c*batch");
+  cmd->add_flag("--compare", a->compare,
+                "profile one kernel per op, apply the remedies (the fused static plan), and print "
+                "predicted against measured");
+  cmd->add_flag("--no-fusion", a->no_fusion, "profile the plan with one kernel per op");
   cmd->add_option(
-      "--compare", a->compare,
+      "--compare-profile", a->compare_profile,
       "a RunProfile JSON of the same model with remedies applied: predicted vs measured");
   cmd->add_option("--applied", a->applied,
                   "remedies the --compare profile applied (fusion, static_plan, faster_units); "

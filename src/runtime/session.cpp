@@ -271,10 +271,15 @@ RunProfile Session::profile(const std::map<std::string, Tensor>& inputs, int rep
     }
     // Compulsory bytes of the kernel as it runs: its inputs read once, its outputs written once
     // (for a fused kernel this is less than the sum over its nodes: that is the point).
-    for (int v : k.inputs)
-      rec.cost.bytes += double(shape_numel(m.g.value(v).shape)) * dtype_size(m.g.value(v).dtype);
-    for (int v : k.outputs)
-      rec.cost.bytes += double(shape_numel(m.g.value(v).shape)) * dtype_size(m.g.value(v).dtype);
+    // Reads and writes by value, so the doctor can see which intermediates fusion would remove.
+    auto use = [&](int v) {
+      const Value& val = m.g.value(v);
+      double b = double(shape_numel(val.shape)) * dtype_size(val.dtype);
+      rec.cost.bytes += b;
+      return TensorUse{val.name.empty() ? fmt::format("%{}", v) : val.name, b};
+    };
+    for (int v : k.inputs) rec.reads.push_back(use(v));
+    for (int v : k.outputs) rec.writes.push_back(use(v));
     rec.time_ms = median(times[i]);
     rec.start_ms = start;
     start += rec.time_ms;
