@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up a fresh clone: Debian packages, the pinned Python venv (.venv, for generating test data),
+# Sets up a fresh clone: Debian packages (chromium renders the doctor's HTML in a test; clang
+# builds the sanitizer and fuzz targets), the pinned Python venv (.venv, for generating test data),
 # and the build in build/. Idempotent: each step is skipped when already done.
 #   BRRR_JOBS=N  build parallelism (default: number of cores)
 set -euo pipefail
@@ -7,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(g++ cmake ninja-build python3-venv libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev libsleef-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  libbenchmark-dev)
+  libbenchmark-dev clang libclang-rt-14-dev chromium)
 ONNX_VERSION=1.23.2
 NUMPY_VERSION=2.4.6
 
