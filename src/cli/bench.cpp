@@ -14,21 +14,12 @@
 #include "brrr/op.hpp"
 #include "brrr/session.hpp"
 #include "cli/commands.hpp"
+#include "cli/inputs.hpp"
 #include "runtime/graph_builder.hpp"
 
 namespace brrr::cli {
 
 namespace {
-
-Tensor random_tensor(DType t, const Shape& s, std::mt19937& rng) {
-  BRRR_CHECK(t == DType::f32, "bench feeds random float32 inputs; this input is {}",
-             dtype_name(t));
-  Tensor x = Tensor::empty(t, s);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  float* p = x.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) p[i] = d(rng);  // never time on zeros
-  return x;
-}
 
 struct Workload {
   std::string name, what;
@@ -54,8 +45,8 @@ std::vector<Workload> builtins() {
                  GraphBuilder b;
                  std::mt19937 rng(1);
                  int x = b.input("x", {8192, 1024});
-                 int g = b.constant("gamma", random_tensor(DType::f32, {1024}, rng));
-                 int be = b.constant("beta", random_tensor(DType::f32, {1024}, rng));
+                 int g = b.constant("gamma", random_tensor(DType::f32, {1024}, rng()));
+                 int be = b.constant("beta", random_tensor(DType::f32, {1024}, rng()));
                  b.output(b.node("LayerNormalization", {x, g, be}, {{"epsilon", 1e-5f}}));
                  return b.g;
                }});
@@ -69,8 +60,8 @@ std::vector<Workload> builtins() {
                  GraphBuilder b;
                  std::mt19937 rng(2);
                  int x = b.input("x", {1024, 1024});
-                 int W = b.constant("W", random_tensor(DType::f32, {1024, 1024}, rng));
-                 int bias = b.constant("b", random_tensor(DType::f32, {1024}, rng));
+                 int W = b.constant("W", random_tensor(DType::f32, {1024, 1024}, rng()));
+                 int bias = b.constant("b", random_tensor(DType::f32, {1024}, rng()));
                  int h = b.node("Add", {b.node("MatMul", {x, W}), bias});
                  int e = b.node("Erf", {b.node("Div", {h, b.scalar(1.41421356f)})});
                  b.output(b.node("Mul", {b.node("Mul", {h, b.node("Add", {e, b.scalar(1)})}),
@@ -93,7 +84,7 @@ Result bench_one(const std::string& name, Graph g, bool fused, int reps) {
   const Graph& G = s.graph();
   std::mt19937 rng(42);
   std::map<std::string, Tensor> in;
-  for (int id : G.inputs) in[G.value(id).name] = random_tensor(G.value(id).dtype, G.value(id).shape, rng);
+  for (int id : G.inputs) in[G.value(id).name] = random_tensor(G.value(id).dtype, G.value(id).shape, rng());
   double bytes = 0, flops = 0;
   auto vbytes = [&](int v) {
     return double(shape_numel(G.value(v).shape)) * dtype_size(G.value(v).dtype);

@@ -16,6 +16,7 @@
 #include "brrr/reference_profile.hpp"
 #include "brrr/session.hpp"
 #include "cli/commands.hpp"
+#include "cli/inputs.hpp"
 
 namespace brrr::cli {
 
@@ -53,29 +54,8 @@ std::pair<std::string, Shape> parse_shape(const std::string& s) {
   return {s.substr(0, colon), shape};
 }
 
-// Random data for every graph input: floats in [-1, 1], integers 0 (safe as indices), false.
 std::map<std::string, Tensor> make_inputs(const Graph& g, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::map<std::string, Tensor> in;
-  for (int id : g.inputs) {
-    const Value& v = g.value(id);
-    Tensor t = Tensor::zeros(v.dtype, v.shape);
-    int64_t n = t.numel();
-    if (v.dtype == DType::f32) {
-      float* p = t.data<float>();
-      for (int64_t i = 0; i < n; ++i) p[i] = u(rng);
-    } else if (v.dtype == DType::f64) {
-      double* p = t.data<double>();
-      for (int64_t i = 0; i < n; ++i) p[i] = u(rng);
-    } else if (v.dtype == DType::f16 || v.dtype == DType::bf16) {
-      std::vector<float> f(static_cast<size_t>(n));
-      for (auto& x : f) x = u(rng);
-      t = Tensor::from_vector<float>(v.shape, f).cast(v.dtype);
-    }
-    in[v.name] = t;
-  }
-  return in;
+  return random_inputs(g, seed);
 }
 
 Graph prepare(const Graph& loaded, const InferOptions& opts) {

@@ -12,6 +12,7 @@
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
 #include "cli/commands.hpp"
+#include "cli/inputs.hpp"
 #include "cli/compare.hpp"
 #include "cli/test_data.hpp"
 
@@ -134,25 +135,6 @@ std::map<std::string, Shape> bind_shapes(const Graph& g, const std::map<std::str
   return shapes;
 }
 
-// Deterministic inputs when no --data is given: small values that exercise every element.
-Tensor synthetic_input(const Value& v) {
-  Tensor t = Tensor::empty(v.dtype, v.shape);
-  int64_t n = t.numel();
-  dispatch_dtype(v.dtype, [&]<typename T>() {
-    T* p = t.data<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_same_v<T, bool>)
-        p[i] = (i % 2) == 0;
-      else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, f16> ||
-                         std::is_same_v<T, bf16>)
-        p[i] = T(float((i * 37) % 101) / 101.0f - 0.5f);
-      else
-        p[i] = T(0);  // indices (e.g. token ids) stay in range
-    }
-  });
-  return t;
-}
-
 int run_command(const RunOptions& o) {
   check_model_path(o.model);
   if (o.check && o.data.empty()) fail("--check needs --data DIR with output_N.pb files");
@@ -178,7 +160,7 @@ int run_command(const RunOptions& o) {
   infer_shapes(g, io);
   eliminate_dead_nodes(g);
   for (int id : g.inputs)
-    if (!inputs.count(g.value(id).name)) inputs[g.value(id).name] = synthetic_input(g.value(id));
+    if (!inputs.count(g.value(id).name)) inputs[g.value(id).name] = random_tensor(g.value(id).dtype, g.value(id).shape, uint64_t(id));
 
   std::vector<Tensor> outs = execute(loaded, g, io, inputs, o.backend);
 
