@@ -13,6 +13,7 @@
 #include "brrr/error.hpp"
 #include "brrr/op.hpp"
 #include "brrr/session.hpp"
+#include "cli/bench_cuda.hpp"
 #include "cli/commands.hpp"
 #include "runtime/graph_builder.hpp"
 
@@ -21,12 +22,24 @@ namespace brrr::cli {
 namespace {
 
 Tensor random_tensor(DType t, const Shape& s, std::mt19937& rng) {
-  BRRR_CHECK(t == DType::f32, "bench feeds random float32 inputs; this input is {}",
-             dtype_name(t));
+  BRRR_CHECK(t == DType::f32 || t == DType::bf16,
+             "bench feeds random float32 or bfloat16 inputs; this input is {}", dtype_name(t));
   Tensor x = Tensor::empty(t, s);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  float* p = x.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) p[i] = d(rng);  // never time on zeros
+  // xorshift seeded from rng: fast enough for the 2^28-element GPU workloads; never zeros.
+  uint32_t st = rng() | 1u;
+  auto next = [&st] {
+    st ^= st << 13;
+    st ^= st >> 17;
+    st ^= st << 5;
+    return float(st >> 8) * (2.0f / 16777216.0f) - 1.0f;
+  };
+  if (t == DType::f32) {
+    float* p = x.data<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) p[i] = next();
+  } else {
+    bf16* p = x.data<bf16>();
+    for (int64_t i = 0; i < x.numel(); ++i) p[i] = bf16(next());
+  }
   return x;
 }
 
@@ -86,14 +99,8 @@ struct Result {
   int kernels = 0;
 };
 
-Result bench_one(const std::string& name, Graph g, bool fused, int reps) {
-  SessionOptions o;
-  o.fusion = fused ? 1 : 0;
-  Session s(std::move(g), o);
-  const Graph& G = s.graph();
-  std::mt19937 rng(42);
-  std::map<std::string, Tensor> in;
-  for (int id : G.inputs) in[G.value(id).name] = random_tensor(G.value(id).dtype, G.value(id).shape, rng);
+// Compulsory bytes (graph inputs, weights and outputs once) and flops of a graph.
+std::pair<double, double> bytes_flops(const Graph& G) {
   double bytes = 0, flops = 0;
   auto vbytes = [&](int v) {
     return double(shape_numel(G.value(v).shape)) * dtype_size(G.value(v).dtype);
@@ -109,6 +116,22 @@ Result bench_one(const std::string& name, Graph g, bool fused, int reps) {
     flops += c.flops;
     for (const auto& [f, k] : c.special) flops += k;  // 1 per special-function evaluation
   }
+  return {bytes, flops};
+}
+
+std::map<std::string, Tensor> random_inputs(const Graph& G) {
+  std::mt19937 rng(42);
+  std::map<std::string, Tensor> in;
+  for (int id : G.inputs)
+    in[G.value(id).name] = random_tensor(G.value(id).dtype, G.value(id).shape, rng);
+  return in;
+}
+
+Result measure(const std::string& name, Session& s, int reps) {
+  const Graph& G = s.graph();
+  std::map<std::string, Tensor> in = random_inputs(G);
+  auto [bytes, flops] = bytes_flops(G);
+
   s.run(in);  // warm-up: compile is done; this pages in buffers and starts threads
   s.run(in);
   std::vector<double> t;
@@ -120,12 +143,20 @@ Result bench_one(const std::string& name, Graph g, bool fused, int reps) {
   std::sort(t.begin(), t.end());
   Result res;
   res.workload = name;
-  res.variant = fused ? "fused" : "unfused";
   res.ms = t[t.size() / 2];
   res.gbps = bytes / (res.ms * 1e-3) / 1e9;
   res.gflops = flops / (res.ms * 1e-3) / 1e9;
   res.kernels = s.num_kernels();
   if (std::getenv("BRRR_DEBUG")) fmt::print(stderr, "{}", s.plan_summary());
+  return res;
+}
+
+Result bench_one(const std::string& name, Graph g, bool fused, int reps) {
+  SessionOptions o;
+  o.fusion = fused ? 1 : 0;
+  Session s(std::move(g), o);
+  Result res = measure(name, s, reps);
+  res.variant = fused ? "fused" : "unfused";
   return res;
 }
 
@@ -135,17 +166,28 @@ void setup_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "benchmark built-in workloads or ONNX models, fused vs unfused");
   struct Args {
     std::vector<std::string> items;
-    std::string backend = "cpu", json;
+    std::string backend = "cpu", json, precision = "fp32";
+    bool no_graphs = false;
     bool list = false;
     int reps = 10;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("items", args->items, "built-in workload names or MODEL.onnx paths (default: all built-ins)");
-  cmd->add_option("--backend", args->backend, "cpu")->check(CLI::IsMember({"cpu"}));
+  cmd->add_option("--backend", args->backend, "cpu or cuda (cuda: its own workload set, see --list)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--precision", args->precision, "cuda: float32 GEMM precision fp32|tf32|bf16|fp16")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+  cmd->add_flag("--no-graphs", args->no_graphs, "cuda: no CUDA graph (same as BRRR_DISABLE_GRAPHS=1)");
   cmd->add_option("--json", args->json, "write {workload, variant, ms, gbps, gflops} records");
   cmd->add_option("--reps", args->reps, "timed repetitions (median is reported)")->check(CLI::Range(1, 10000));
   cmd->add_flag("--list", args->list, "list built-in workloads");
   cmd->callback([args] {
+    if (args->backend == "cuda") {
+      CudaBenchArgs ca{args->items, args->json, args->precision, args->no_graphs, args->list,
+                       std::max(args->reps, 20)};
+      bench_cuda(ca);
+      return;
+    }
     auto all = builtins();
     if (args->list) {
       for (const auto& w : all) fmt::print("{:<10} {}\n", w.name, w.what);
