@@ -11,7 +11,11 @@
 #include "runtime/graph_builder.hpp"
 
 #ifdef BRRR_HAVE_CUDA
+#include "backend/cuda/codegen_cuda.hpp"
+#include "backend/cuda/nvrtc_compiler.hpp"
+#include "brrr/passes.hpp"
 #include "cuda_test_util.hpp"
+#include "plan/kernel_ir.hpp"
 
 namespace brrr {
 namespace {
@@ -246,6 +250,36 @@ TEST(CudaSession, ProfileHasEveryKernel) {
   ASSERT_EQ(int(p.kernels.size()), s.num_kernels());
   for (const auto& k : p.kernels) EXPECT_GT(k.time_ms, 0.0) << k.name;
   EXPECT_GT(p.wall_ms, 0.0);
+}
+
+// NVRTC needs no device: the emitted module compiles for sm_90 on any machine with the toolkit.
+TEST(CudaCodegen, ModuleCompilesWithNvrtc) {
+  std::vector<Graph> gs;
+  gs.push_back(pointwise(100003));
+  {
+    GraphBuilder b;
+    int x = b.input("x", {3, 4, 7});
+    int y = b.input("y", {7, 3, 4});
+    int t = b.node("Transpose", {x}, {{"perm", std::vector<int64_t>{2, 0, 1}}});
+    b.output(b.node("Add", {t, y}));
+    gs.push_back(b.g);
+  }
+  for (Shape sh : {Shape{9, 70}, Shape{8, 4096}, Shape{2, 50000}}) {
+    GraphBuilder b;
+    int x = b.input("x", sh);
+    int gam = b.input("gamma", {sh.back()});
+    int bet = b.input("beta", {sh.back()});
+    b.output(b.node("LayerNormalization", {x, gam, bet}, {{"epsilon", 1e-5f}}));
+    b.output(b.node("Softmax", {x}, {{"axis", int64_t(-1)}}));
+    gs.push_back(b.g);
+  }
+  brrr::cuda::NvrtcCompiler nv("sm_90", "");
+  for (Graph& g : gs) {
+    infer_shapes(g, {});
+    plan::Plan p = plan::build_plan(g, {});
+    brrr::cuda::CudaSource src = brrr::cuda::generate_cuda(g, p, {});
+    EXPECT_NO_THROW(nv.compile(src.text, "test_module")) << src.text;
+  }
 }
 
 TEST(CudaSession, BadPrecisionIsAnError) {
