@@ -17,7 +17,7 @@ export LD_LIBRARY_PATH=$L:${LD_LIBRARY_PATH:-}
 B=/tmp/brrr_build
 GT=$(dirname "$(find $P -name GTestConfig.cmake | head -1)")
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$P/usr \
-  -DCMAKE_LIBRARY_PATH=$L -DCMAKE_INCLUDE_PATH=$P/usr/include \
+  -DCMAKE_LIBRARY_PATH=$L -DCMAKE_INCLUDE_PATH="$P/usr/include;$P/usr/include/x86_64-linux-gnu" \
   -DProtobuf_INCLUDE_DIR=$P/usr/include -DProtobuf_LIBRARY=$L/libprotobuf.so \
   -DGTest_DIR=$GT $([ -d /usr/local/cuda ] && echo -DCUDAToolkit_ROOT=/usr/local/cuda) >"$OUT/cmake.log" 2>&1 ||
   { tail -40 "$OUT/cmake.log"; exit 1; }
