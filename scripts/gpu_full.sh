@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 P=/opt/deps
 if [ ! -d $P/usr ]; then mkdir -p $P && for f in .devdeps/*.deb; do dpkg -x "$f" $P; done; fi
 L=$P/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$L:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$L:${LD_LIBRARY_PATH:-} LIBRARY_PATH=$L:${LIBRARY_PATH:-} CPATH=$P/usr/include/x86_64-linux-gnu:$P/usr/include
 B=/tmp/brrr_build
 GT=$(dirname "$(find $P -name GTestConfig.cmake | head -1)")
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$P/usr \
