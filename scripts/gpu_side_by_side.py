@@ -114,6 +114,11 @@ def main():
         unit = metric(1.0)[1]
         print(f"| {name:36s} | {cells[0]} | {cells[1]} | {cells[2]:>10s} | {unit}: {', '.join(parts)}")
     print(f"total {time.time() - T0:.0f}s", flush=True)
+    if os.environ.get("BRRR_TORCH_JSON"):  # for scripts/gpu_full.sh's combined table
+        import json
+        with open(os.environ["BRRR_TORCH_JSON"], "w") as f:
+            json.dump([{"workload": n, **{m: r.get(m) for m in ("eager", "compile", "reduce-overhead")}}
+                       for n, r, _ in rows], f, indent=1)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,14 @@
 namespace brrr {
 
 struct SessionOptions {
-  std::string backend = "cpu";
+  std::string backend = "cpu";  // "cpu" or "cuda" (builds with BRRR_HAVE_CUDA and a device)
+  // CUDA: compute precision of library GEMMs on float32 data: "fp32", "tf32", "bf16" or "fp16"
+  // (16-bit: weights cast once at load, activations cast per run, fp32 accumulate). GEMMs on
+  // bfloat16/float16 data always run in their own type.
+  std::string precision = "fp32";
+  // CUDA: capture the whole plan as one CUDA graph and replay it per run. -1: on unless
+  // BRRR_DISABLE_GRAPHS is set to something other than "0"; 0: off; 1: on.
+  int graphs = -1;
   // -1: on unless BRRR_DISABLE_FUSION is set; 0: one kernel per op; 1: fused.
   int fusion = -1;
   // Concrete shapes for graph inputs with symbolic dims.

@@ -13,6 +13,7 @@
 #include "brrr/error.hpp"
 #include "brrr/op.hpp"
 #include "brrr/session.hpp"
+#include "cli/bench_cuda.hpp"
 #include "cli/commands.hpp"
 #include "cli/inputs.hpp"
 #include "runtime/graph_builder.hpp"
@@ -77,14 +78,8 @@ struct Result {
   int kernels = 0;
 };
 
-Result bench_one(const std::string& name, Graph g, bool fused, int reps) {
-  SessionOptions o;
-  o.fusion = fused ? 1 : 0;
-  Session s(std::move(g), o);
-  const Graph& G = s.graph();
-  std::mt19937 rng(42);
-  std::map<std::string, Tensor> in;
-  for (int id : G.inputs) in[G.value(id).name] = random_tensor(G.value(id).dtype, G.value(id).shape, rng());
+// Compulsory bytes (graph inputs, weights and outputs once) and flops of a graph.
+std::pair<double, double> bytes_flops(const Graph& G) {
   double bytes = 0, flops = 0;
   auto vbytes = [&](int v) {
     return double(shape_numel(G.value(v).shape)) * dtype_size(G.value(v).dtype);
@@ -100,6 +95,14 @@ Result bench_one(const std::string& name, Graph g, bool fused, int reps) {
     flops += c.flops;
     for (const auto& [f, k] : c.special) flops += k;  // 1 per special-function evaluation
   }
+  return {bytes, flops};
+}
+
+Result measure(const std::string& name, Session& s, int reps) {
+  const Graph& G = s.graph();
+  std::map<std::string, Tensor> in = random_inputs(G, 42);
+  auto [bytes, flops] = bytes_flops(G);
+
   s.run(in);  // warm-up: compile is done; this pages in buffers and starts threads
   s.run(in);
   std::vector<double> t;
@@ -111,12 +114,20 @@ Result bench_one(const std::string& name, Graph g, bool fused, int reps) {
   std::sort(t.begin(), t.end());
   Result res;
   res.workload = name;
-  res.variant = fused ? "fused" : "unfused";
   res.ms = t[t.size() / 2];
   res.gbps = bytes / (res.ms * 1e-3) / 1e9;
   res.gflops = flops / (res.ms * 1e-3) / 1e9;
   res.kernels = s.num_kernels();
   if (std::getenv("BRRR_DEBUG")) fmt::print(stderr, "{}", s.plan_summary());
+  return res;
+}
+
+Result bench_one(const std::string& name, Graph g, bool fused, int reps) {
+  SessionOptions o;
+  o.fusion = fused ? 1 : 0;
+  Session s(std::move(g), o);
+  Result res = measure(name, s, reps);
+  res.variant = fused ? "fused" : "unfused";
   return res;
 }
 
@@ -126,17 +137,28 @@ void setup_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "benchmark built-in workloads or ONNX models, fused vs unfused");
   struct Args {
     std::vector<std::string> items;
-    std::string backend = "cpu", json;
+    std::string backend = "cpu", json, precision = "fp32";
+    bool no_graphs = false;
     bool list = false;
     int reps = 10;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("items", args->items, "built-in workload names or MODEL.onnx paths (default: all built-ins)");
-  cmd->add_option("--backend", args->backend, "cpu")->check(CLI::IsMember({"cpu"}));
+  cmd->add_option("--backend", args->backend, "cpu or cuda (cuda: its own workload set, see --list)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--precision", args->precision, "cuda: float32 GEMM precision fp32|tf32|bf16|fp16")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+  cmd->add_flag("--no-graphs", args->no_graphs, "cuda: no CUDA graph (same as BRRR_DISABLE_GRAPHS=1)");
   cmd->add_option("--json", args->json, "write {workload, variant, ms, gbps, gflops} records");
   cmd->add_option("--reps", args->reps, "timed repetitions (median is reported)")->check(CLI::Range(1, 10000));
   cmd->add_flag("--list", args->list, "list built-in workloads");
   cmd->callback([args] {
+    if (args->backend == "cuda") {
+      CudaBenchArgs ca{args->items, args->json, args->precision, args->no_graphs, args->list,
+                       std::max(args->reps, 20)};
+      bench_cuda(ca);
+      return;
+    }
     auto all = builtins();
     if (args->list) {
       for (const auto& w : all) fmt::print("{:<10} {}\n", w.name, w.what);

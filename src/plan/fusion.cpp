@@ -83,8 +83,16 @@ NodeInfo classify(const Graph& g, const Node& n) {
   };
   if (!n.domain.empty()) return other(fmt::format("{} is in domain '{}'", op, n.domain));
   if (op == "MatMul" || op == "Gemm" || op == "Conv") {
-#ifdef BRRR_HAVE_DNNL
-    if (f32) {
+#if defined(BRRR_HAVE_DNNL) || defined(BRRR_HAVE_CUDA)
+    // 16-bit GEMMs are library kernels too (cuBLASLt); the CPU runs them by reference.
+    bool same16 = op != "Conv" && !n.inputs.empty() && n.inputs[0] >= 0 &&
+                  (g.value(n.inputs[0]).dtype == DType::bf16 ||
+                   g.value(n.inputs[0]).dtype == DType::f16);
+    for (int i : n.inputs)
+      if (i >= 0 && g.value(i).dtype != g.value(n.inputs[0]).dtype) same16 = false;
+    for (int o : n.outputs)
+      if (o >= 0 && g.value(o).dtype != g.value(n.inputs[0]).dtype) same16 = false;
+    if (f32 || same16) {
       info.kind = NodeKind::Library;
       return info;
     }

@@ -1,6 +1,7 @@
 // Session: graph -> plan -> generated code + library primitives -> one arena -> a flat step list.
 // run() walks the step list with a slot table (value id -> address) fixed at load time, except for
 // the graph's inputs and outputs, which are rebound each run.
+#include "brrr/reference.hpp"
 #include "brrr/session.hpp"
 
 #include <fmt/format.h>
@@ -10,6 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#ifdef BRRR_HAVE_CUDA
+#include "backend/cuda/cuda_executor.hpp"
+#endif
 #include "backend/cpu/codegen_cpp.hpp"
 #include "backend/cpu/compiler.hpp"
 #include "backend/cpu/library.hpp"
@@ -17,6 +21,7 @@
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
 #include "plan/kernel_ir.hpp"
+#include "runtime/kernel_record.hpp"
 #include "runtime/memory_plan.hpp"
 
 namespace brrr {
@@ -41,6 +46,9 @@ struct Session::Impl {
   std::vector<Tensor> constants;  // contiguous copies the slots point into
   std::vector<Tensor> last_outputs;  // recycled output buffers
   MemoryStats mem;
+#ifdef BRRR_HAVE_CUDA
+  std::unique_ptr<cuda::CudaExecutor> cuda;  // backend "cuda": owns the device side of the plan
+#endif
   double compile_ms = 0;
   bool from_cache = false;
 
@@ -55,11 +63,28 @@ void Session::Impl::build() {
   io.input_shapes = opts.input_shapes;
   infer_shapes(g, io);
   eliminate_dead_nodes(g);
-  BRRR_CHECK(opts.backend == "cpu", "backend '{}' is not available in this session (use cpu)",
-             opts.backend);
+  BRRR_CHECK(opts.backend == "cpu" || opts.backend == "cuda",
+             "unknown backend '{}' (use cpu or cuda)", opts.backend);
+  BRRR_CHECK(opts.precision == "fp32" || opts.precision == "tf32" || opts.precision == "bf16" ||
+                 opts.precision == "fp16",
+             "unknown precision '{}' (use fp32, tf32, bf16 or fp16)", opts.precision);
   plan::FusionOptions fo;
   fo.enable = opts.fusion < 0 ? !plan::fusion_disabled_by_env() : opts.fusion != 0;
   plan = plan::build_plan(g, fo);
+  if (opts.backend == "cuda") {
+#ifdef BRRR_HAVE_CUDA
+    cuda::CudaExecOptions co;
+    co.precision = opts.precision;
+    const char* env = std::getenv("BRRR_DISABLE_GRAPHS");
+    co.graphs = opts.graphs < 0 ? !(env && std::string(env) != "0") : opts.graphs != 0;
+    co.cache_dir = opts.cache_dir;
+    cuda = std::make_unique<cuda::CudaExecutor>(g, plan, co);
+    mem = cuda->memory();
+    return;
+#else
+    fail("backend 'cuda' is not available: brrr was built without the CUDA toolkit");
+#endif
+  }
   steps.resize(plan.kernels.size());
   // Library kernels oneDNN cannot do become reference kernels (with all their outputs stored).
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
@@ -183,7 +208,7 @@ void Session::Impl::exec(size_t i) {
           ctx.outputs.push_back(v < 0 ? Tensor()
                                       : Tensor::from_blob(slots[size_t(v)], g.value(v).dtype,
                                                           g.value(v).shape));
-        node.def->reference(ctx);
+        call_reference(node, ctx);
       }
       return;
   }
@@ -203,6 +228,9 @@ Session::Session(Session&&) noexcept = default;
 Session& Session::operator=(Session&&) noexcept = default;
 
 std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
+#ifdef BRRR_HAVE_CUDA
+  if (impl_->cuda) return impl_->cuda->run(inputs);
+#endif
   std::vector<Tensor> outs, keep;
   impl_->bind(inputs, &outs, &keep);
   for (size_t i = 0; i < impl_->steps.size(); ++i) impl_->exec(i);
@@ -219,6 +247,9 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
 RunProfile Session::profile(const std::map<std::string, Tensor>& inputs, int reps) {
   using clk = std::chrono::steady_clock;
   reps = std::max(reps, 1);
+#ifdef BRRR_HAVE_CUDA
+  if (impl_->cuda) return impl_->cuda->profile(inputs, reps);
+#endif
   RunProfile prof;
   prof.backend = "cpu";
   Impl& m = *impl_;
@@ -244,42 +275,7 @@ RunProfile Session::profile(const std::map<std::string, Tensor>& inputs, int rep
   double start = 0;
   for (size_t i = 0; i < m.steps.size(); ++i) {
     const plan::Kernel& k = m.plan.kernels[i];
-    KernelRecord rec;
-    rec.name = k.name;
-    rec.kind = std::string(plan::kernel_kind_name(k.kind));
-    int rank = -1;  // contraction wins, then normalization, then elementwise, then movement
-    auto class_rank = [](OpClass c) {
-      switch (c) {
-        case OpClass::contraction: return 3;
-        case OpClass::normalization: return 2;
-        case OpClass::elementwise: return 1;
-        case OpClass::movement: return 0;
-      }
-      return 0;
-    };
-    for (int n : k.nodes) {
-      const Node& node = m.g.nodes[size_t(n)];
-      rec.ops.push_back(node.op);
-      rec.nodes.push_back(node.name);
-      Cost c = op_cost(m.g, node);
-      rec.cost.flops += c.flops;
-      for (const auto& [f, v] : c.special) rec.cost.special[f] += v;
-      if (node.def && class_rank(node.def->cls) > rank) {
-        rank = class_rank(node.def->cls);
-        rec.cls = node.def->cls;
-      }
-    }
-    // Compulsory bytes of the kernel as it runs: its inputs read once, its outputs written once
-    // (for a fused kernel this is less than the sum over its nodes: that is the point).
-    // Reads and writes by value, so the doctor can see which intermediates fusion would remove.
-    auto use = [&](int v) {
-      const Value& val = m.g.value(v);
-      double b = double(shape_numel(val.shape)) * dtype_size(val.dtype);
-      rec.cost.bytes += b;
-      return TensorUse{val.name.empty() ? fmt::format("%{}", v) : val.name, b};
-    };
-    for (int v : k.inputs) rec.reads.push_back(use(v));
-    for (int v : k.outputs) rec.writes.push_back(use(v));
+    KernelRecord rec = runtime::kernel_record(m.g, k);
     rec.time_ms = median(times[i]);
     rec.start_ms = start;
     start += rec.time_ms;
@@ -299,6 +295,9 @@ std::string Session::plan_summary() const {
       m.mem.intermediate_bytes
           ? 100.0 * (1.0 - double(m.mem.arena_bytes) / double(m.mem.intermediate_bytes))
           : 0.0);
+#ifdef BRRR_HAVE_CUDA
+  if (m.cuda) s += m.cuda->summary();
+#endif
   if (m.module)
     s += fmt::format("code: {} ({})\n", m.module->path(),
                      m.from_cache ? "from cache" : fmt::format("compiled in {:.0f} ms", m.compile_ms));

@@ -67,6 +67,8 @@ dims strides_of(const dims& d, bool trans) {
 std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
   if (n.op != "MatMul" && n.op != "Gemm") return nullptr;
+  for (int v : n.inputs)  // 16-bit GEMMs are library kernels for CUDA; here they run by reference
+    if (v >= 0 && g.value(v).dtype != DType::f32) return nullptr;
   int va = n.inputs[0], vb = n.inputs[1], vout = k.outputs.at(0);
   const Shape &as = g.value(va).shape, &bs = g.value(vb).shape, &os = g.value(vout).shape;
   if (as.size() < 2 || bs.size() < 2 || os.size() < 2) return nullptr;

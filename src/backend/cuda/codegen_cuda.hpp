@@ -1,0 +1,37 @@
+// CUDA C++ emitter for Fused kernels (the second emitter of the kernel IR, DESIGN.md section 3):
+// one NVRTC source per model with one __global__ function per fused kernel, plus the small helper
+// kernels the CUDA session needs (dtype conversion for GEMM operands, GELU-erf after a GEMM).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_runtime.hpp"
+#include "plan/kernel_ir.hpp"
+
+namespace brrr::cuda {
+
+struct CudaLaunch {
+  std::string symbol;        // "" when the plan kernel is not generated (library, copy, ...)
+  Dim3 grid, block;
+  std::vector<int> args;     // graph value ids, in parameter order (inputs, then outputs)
+  std::string shape;         // "pointwise/vec4", "rows/block256", ... for summaries
+};
+
+struct CudaSource {
+  std::string text;
+  std::vector<CudaLaunch> launches;  // per plan kernel
+};
+
+struct CudaCodegenOptions {
+  int sm_count = 132;  // caps grid-stride pointwise grids at a few waves
+};
+
+// Fused kernels are float32 in and out (the fusion pass only fuses float32 nodes).
+CudaSource generate_cuda(const Graph& g, const plan::Plan& p, const CudaCodegenOptions& opts);
+
+// Helper kernels always present in the module, all `(src, dst, n)` or `(buf, n)` with a
+// grid-stride loop: brrr_cvt_f32_bf16, brrr_cvt_bf16_f32, brrr_cvt_f32_f16, brrr_cvt_f16_f32,
+// brrr_gelu_erf_f32, brrr_gelu_erf_bf16, brrr_gelu_erf_f16.
+std::string helper_kernels_source();
+
+}  // namespace brrr::cuda

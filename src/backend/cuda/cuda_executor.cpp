@@ -1,0 +1,516 @@
+// CUDA execution of a static plan. Every address is fixed at load time (graph inputs and outputs
+// in their own device buffers, intermediates in one arena placed by the memory planner, weights
+// uploaded once, cast and transposed for the GEMM as needed), so the step list can be captured
+// into one CUDA graph and replayed. Kernels with no CUDA path run on the host with their
+// reference kernels (a device->host->device round trip), reported in the summary and on stderr.
+#include "backend/cuda/cuda_executor.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include "backend/cuda/codegen_cuda.hpp"
+#include "backend/cuda/cublaslt_gemm.hpp"
+#include "backend/cuda/cuda_graph.hpp"
+#include "backend/cuda/cuda_runtime.hpp"
+#include "brrr/reference.hpp"
+#include "backend/cuda/nvrtc_compiler.hpp"
+#include "brrr/op.hpp"
+#include "runtime/kernel_record.hpp"
+#include "runtime/memory_plan.hpp"
+
+namespace brrr::cuda {
+
+using plan::KernelKind;
+
+namespace {
+
+size_t value_bytes(const Value& v) { return size_t(shape_numel(v.shape)) * dtype_size(v.dtype); }
+
+// Host copy of a float32 tensor in the GEMM's element type (optionally transposed, [K,N] <- [N,K]).
+Tensor host_cast(const Tensor& src, DType to, bool transpose) {
+  Tensor c = src.contiguous();
+  const Shape& s = c.shape();
+  Shape os = s;
+  if (transpose) std::swap(os[os.size() - 2], os[os.size() - 1]);
+  Tensor out = Tensor::empty(to, os);
+  int64_t n = c.numel(), cols = s.empty() ? 1 : s.back(), rows = s.size() < 2 ? 1 : s[s.size() - 2];
+  auto read = [&](int64_t i) -> float {
+    switch (c.dtype()) {
+      case DType::f32: return c.data<float>()[i];
+      case DType::bf16: return float(c.data<bf16>()[i]);
+      case DType::f16: return float(c.data<f16>()[i]);
+      default: fail("GEMM operand of type {} cannot be cast", dtype_name(c.dtype()));
+    }
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t j = i;
+    if (transpose) {  // out[b, k, n] = in[b, n, k]
+      int64_t b = i / (rows * cols), r = (i / cols) % rows, q = i % cols;
+      j = b * rows * cols + q * rows + r;
+    }
+    float v = read(i);
+    switch (to) {
+      case DType::f32: out.data<float>()[j] = v; break;
+      case DType::bf16: out.data<bf16>()[j] = bf16(v); break;
+      case DType::f16: out.data<f16>()[j] = f16(v); break;
+      default: BRRR_ASSERT(false, "bad cast target");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+struct CudaExecutor::Impl {
+  const Graph& g;
+  plan::Plan& plan;
+  CudaExecOptions opts;
+  Device dev{0};
+  Stream stream;
+  LtGemm lt;
+  std::unique_ptr<Module> module;
+  CudaSource src;
+  std::vector<DevPtr> slot;  // graph value id -> device address
+  std::unique_ptr<Arena> arena;
+  std::vector<DeviceBuffer> owned;  // inputs, outputs, weights, scratch
+  MemoryStats mem;
+  std::optional<CudaGraph> graph;
+  std::string graph_status = "off";
+  std::vector<std::string> host_notes;
+  std::vector<Tensor> last_outputs;
+  double compile_ms = 0;
+  bool from_cache = false;
+
+  struct Gemm {
+    GemmPrecision prec = GemmPrecision::kFp32;
+    GemmEpilogue epi = GemmEpilogue::kNone;
+    GemmShape shape;
+    DevPtr a = 0, b = 0, c = 0, bias = 0;
+    DType data = DType::f32;  // the graph's dtype of A and C
+    DevPtr a_src = 0, b_src = 0, c_dst = 0;  // f32 tensors cast in / out per run (0: none)
+    int64_t na = 0, nb = 0, nc = 0;
+    bool gelu_erf = false;
+  };
+  struct Step {
+    enum Type { Kernel, Library, Copy, Host } type = Kernel;
+    Function fn;
+    Dim3 grid, block;
+    std::vector<DevPtr> argv;
+    std::vector<void*> argp;
+    Gemm gemm;
+    DevPtr src = 0, dst = 0;
+    size_t bytes = 0;
+    std::string what;
+  };
+  std::vector<Step> steps;
+
+  Impl(const Graph& g_, plan::Plan& p, const CudaExecOptions& o) : g(g_), plan(p), opts(o) {}
+
+  DevPtr upload(const Tensor& t, const std::string& what) {
+    Tensor c = t.contiguous();
+    owned.emplace_back(std::max<size_t>(c.nbytes(), 256), what);
+    copy_h2d(owned.back().ptr(), c.raw(), c.nbytes(), stream, what);
+    return owned.back().ptr();
+  }
+  DevPtr alloc(size_t bytes, const std::string& what) {
+    owned.emplace_back(std::max<size_t>(bytes, 256), what);
+    return owned.back().ptr();
+  }
+
+  // Why a Library kernel cannot run on cuBLASLt here ("" when it can); fills `gm` otherwise.
+  std::string gemm_plan(const plan::Kernel& k, Gemm* gm, bool* trans_b, int* vbias) {
+    const Node& n = g.nodes[size_t(k.nodes[0])];
+    if (n.op != "MatMul" && n.op != "Gemm") return n.op + " has no CUDA library path";
+    int va = n.inputs[0], vb = n.inputs[1], vo = k.outputs.at(0);
+    DType dt = g.value(va).dtype;
+    if (g.value(vb).dtype != dt || g.value(vo).dtype != dt ||
+        (dt != DType::f32 && dt != DType::bf16 && dt != DType::f16))
+      return "GEMM operand types are not all float32, bfloat16 or float16";
+    const Shape &as = g.value(va).shape, &bs = g.value(vb).shape;
+    *vbias = k.bias;
+    *trans_b = false;
+    if (n.op == "Gemm") {
+      if (n.attr_int("transA", 0)) return "Gemm transA=1";
+      *trans_b = n.attr_int("transB", 0) != 0;
+      if (*trans_b && !g.value(vb).constant.defined()) return "Gemm transB=1 on a non-constant B";
+      if (n.attr_float("alpha", 1.0f) != 1.0f) return "Gemm alpha != 1";
+      if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+        const Value& cv = g.value(n.inputs[2]);
+        int64_t N = *trans_b ? bs[0] : bs[1];
+        if (n.attr_float("beta", 1.0f) != 1.0f || shape_numel(cv.shape) != N ||
+            !cv.constant.defined())
+          return "Gemm C is not a constant bias row";
+        *vbias = n.inputs[2];
+      }
+    }
+    if (as.size() < 2 || bs.size() < 2) return "MatMul on vectors";
+    int64_t K = as.back();
+    if (bs.size() == 2) {
+      gm->shape = {shape_numel(as) / K, *trans_b ? bs[0] : bs[1], K, 1};
+    } else if (as.size() == bs.size() && std::equal(as.begin(), as.end() - 2, bs.begin())) {
+      gm->shape = {as[as.size() - 2], bs.back(), K, shape_numel(as) / (as[as.size() - 2] * K)};
+    } else {
+      return "batched MatMul with broadcast batch dims";
+    }
+    gm->data = dt;
+    if (dt == DType::bf16) gm->prec = GemmPrecision::kBf16;
+    else if (dt == DType::f16) gm->prec = GemmPrecision::kFp16;
+    else if (opts.precision == "tf32") gm->prec = GemmPrecision::kTf32;
+    else if (opts.precision == "bf16") gm->prec = GemmPrecision::kBf16;
+    else if (opts.precision == "fp16") gm->prec = GemmPrecision::kFp16;
+    else gm->prec = GemmPrecision::kFp32;
+    bool has_bias = *vbias >= 0;
+    if (k.activation == "relu") gm->epi = GemmEpilogue::kReluBias;
+    else if (k.activation == "gelu_tanh") gm->epi = GemmEpilogue::kGeluBias;
+    else if (k.activation == "gelu_erf" || k.activation.empty())
+      gm->epi = has_bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
+    else return "activation " + k.activation;
+    gm->gelu_erf = k.activation == "gelu_erf";
+    return "";
+  }
+
+  void build() {
+    const int nk = int(plan.kernels.size());
+    steps.resize(size_t(nk));
+    std::vector<Gemm> gemms(static_cast<size_t>(nk));
+    std::vector<bool> trans(static_cast<size_t>(nk), false);
+    std::vector<int> biasv(size_t(nk), -1);
+    // Decide library support first: kernels run on the host store every node output.
+    for (int i = 0; i < nk; ++i) {
+      plan::Kernel& k = plan.kernels[size_t(i)];
+      steps[size_t(i)].what = fmt::format("{} ({})", k.name, g.nodes[size_t(k.nodes[0])].op);
+      std::string why;
+      if (k.kind == KernelKind::Library) {
+        bool tb = false;
+        int vb = -1;
+        why = gemm_plan(k, &gemms[size_t(i)], &tb, &vb);
+        trans[size_t(i)] = tb;
+        biasv[size_t(i)] = vb;
+        if (why.empty()) {
+          steps[size_t(i)].type = Step::Library;
+          continue;
+        }
+      } else if (k.kind == KernelKind::Reference) {
+        why = "no generated or library kernel for this op";
+      } else {
+        steps[size_t(i)].type = k.kind == KernelKind::Fused ? Step::Kernel : Step::Copy;
+        continue;
+      }
+      steps[size_t(i)].type = Step::Host;
+      std::string ops;
+      for (int n : k.nodes) ops += (ops.empty() ? "" : " ") + g.nodes[size_t(n)].name + ":" + g.nodes[size_t(n)].op;
+      host_notes.push_back(fmt::format("{} [{}] runs on the host (reference kernel, device<->host "
+                                       "copies): {}", k.name, ops, why));
+      k.kind = KernelKind::Reference;
+      k.outputs.clear();
+      for (int n : k.nodes)
+        for (int o : g.nodes[size_t(n)].outputs)
+          if (o >= 0) k.outputs.push_back(o);
+    }
+    for (const auto& note : host_notes) std::fprintf(stderr, "brrr cuda: %s\n", note.c_str());
+
+    // Memory: graph inputs and outputs own buffers; intermediates share the arena.
+    slot.assign(g.values.size(), 0);
+    std::vector<bool> is_out(g.values.size(), false);
+    for (int o : g.outputs) is_out[size_t(o)] = true;
+    for (int id : g.inputs) slot[size_t(id)] = alloc(value_bytes(g.value(id)), "input " + g.value(id).name);
+    for (int o : g.outputs)
+      if (g.value(o).producer >= 0 && !slot[size_t(o)])
+        slot[size_t(o)] = alloc(value_bytes(g.value(o)), "output " + g.value(o).name);
+    std::vector<runtime::BufferRequest> reqs;
+    std::vector<int> req_value;
+    std::vector<int> last_use(g.values.size(), -1);
+    for (int i = 0; i < nk; ++i)
+      for (int v : plan.kernels[size_t(i)].inputs) last_use[size_t(v)] = i;
+    for (int i = 0; i < nk; ++i)
+      for (int v : plan.kernels[size_t(i)].outputs) {
+        if (is_out[size_t(v)] || slot[size_t(v)]) continue;
+        reqs.push_back({Arena::align(value_bytes(g.value(v))), i, std::max(i, last_use[size_t(v)])});
+        req_value.push_back(v);
+      }
+    runtime::MemoryPlan mp = runtime::plan_memory(reqs);
+    mem.arena_bytes = mp.arena_bytes;
+    mem.intermediate_bytes = mp.total_bytes;
+    mem.num_buffers = reqs.size();
+    arena = std::make_unique<Arena>(std::max<size_t>(mp.arena_bytes, Arena::kAlign), "plan arena");
+    for (size_t r = 0; r < reqs.size(); ++r)
+      slot[size_t(req_value[r])] = arena->at(mp.offsets[r], reqs[r].bytes, g.value(req_value[r]).name);
+    // Constants read by generated, copy and host kernels (GEMM weights are uploaded per GEMM).
+    for (int i = 0; i < nk; ++i) {
+      if (steps[size_t(i)].type == Step::Library) continue;
+      for (int v : plan.kernels[size_t(i)].inputs)
+        if (g.value(v).constant.defined() && !slot[size_t(v)])
+          slot[size_t(v)] = upload(g.value(v).constant, "constant " + g.value(v).name);
+    }
+
+    // One NVRTC module: every fused kernel plus the helpers.
+    DeviceInfo info = dev.info();
+    CudaCodegenOptions co;
+    co.sm_count = info.sm_count;
+    src = generate_cuda(g, plan, co);
+    NvrtcCompiler nv(info.arch(), opts.cache_dir.empty() ? default_cuda_cache_dir() : opts.cache_dir + "/cuda");
+    CompiledKernel ck = nv.compile(src.text, "brrr_model");
+    compile_ms = ck.compile_ms;
+    from_cache = ck.from_cache;
+    module = std::make_unique<Module>(ck.cubin, "model module");
+
+    for (int i = 0; i < nk; ++i) {
+      Step& s = steps[size_t(i)];
+      const plan::Kernel& k = plan.kernels[size_t(i)];
+      if (s.type == Step::Kernel) {
+        const CudaLaunch& L = src.launches[size_t(i)];
+        s.fn = module->function(L.symbol);
+        s.grid = L.grid;
+        s.block = L.block;
+        for (int v : L.args) {
+          BRRR_ASSERT(slot[size_t(v)] != 0, "kernel argument without a device buffer");
+          s.argv.push_back(slot[size_t(v)]);
+        }
+      } else if (s.type == Step::Copy) {
+        s.src = slot[size_t(k.inputs.at(0))];
+        s.dst = slot[size_t(k.outputs.at(0))];
+        s.bytes = value_bytes(g.value(k.outputs.at(0)));
+      } else if (s.type == Step::Library) {
+        setup_gemm(k, gemms[size_t(i)], trans[size_t(i)], biasv[size_t(i)], &s);
+      }
+      for (DevPtr& p : s.argv) s.argp.push_back(&p);
+    }
+    stream.synchronize("uploading weights");
+
+    bool graphs = opts.graphs;
+    if (!graphs) graph_status = "off (disabled by option or BRRR_DISABLE_GRAPHS)";
+    else if (!host_notes.empty()) graph_status = "off (some kernels run on the host)";
+    if (graphs && host_notes.empty()) {
+      try {
+        exec_all(false);  // warm-up: cuBLASLt picks its algorithms outside the capture
+        stream.synchronize("warm-up run");
+        graph.emplace(CudaGraph::capture(stream, [&] { exec_all(false); }, "the plan"));
+        graph_status = fmt::format("on ({} nodes)", graph->num_nodes());
+      } catch (const Error& e) {
+        graph.reset();
+        graph_status = std::string("off: ") + e.what();
+        std::fprintf(stderr, "brrr cuda: CUDA graph disabled: %s\n", e.what());
+      }
+    }
+  }
+
+  void setup_gemm(const plan::Kernel& k, Gemm gm, bool trans_b, int vbias, Step* s) {
+    const Node& n = g.nodes[size_t(k.nodes[0])];
+    int va = n.inputs[0], vb = n.inputs[1], vo = k.outputs.at(0);
+    DType et = gm.prec == GemmPrecision::kBf16 ? DType::bf16
+               : gm.prec == GemmPrecision::kFp16 ? DType::f16 : DType::f32;
+    bool cast = et != gm.data;  // float32 graph, 16-bit GEMM
+    gm.na = shape_numel(g.value(va).shape);
+    gm.nb = shape_numel(g.value(vb).shape);
+    gm.nc = shape_numel(g.value(vo).shape);
+    const std::string who = n.name.empty() ? k.name : n.name;
+    // A: activations (cast per run when needed); constants are cast once here.
+    if (g.value(va).constant.defined()) gm.a = upload(host_cast(g.value(va).constant, et, false), who + " A");
+    else if (cast) { gm.a_src = slot[size_t(va)]; gm.a = alloc(size_t(gm.na) * 2, who + " A cast"); }
+    else gm.a = slot[size_t(va)];
+    if (g.value(vb).constant.defined()) gm.b = upload(host_cast(g.value(vb).constant, et, trans_b), who + " W");
+    else if (cast) { gm.b_src = slot[size_t(vb)]; gm.b = alloc(size_t(gm.nb) * 2, who + " B cast"); }
+    else gm.b = slot[size_t(vb)];
+    if (cast) { gm.c_dst = slot[size_t(vo)]; gm.c = alloc(size_t(gm.nc) * 2, who + " C cast"); }
+    else gm.c = slot[size_t(vo)];
+    if (gm.epi != GemmEpilogue::kNone) {
+      if (vbias >= 0) gm.bias = upload(host_cast(g.value(vbias).constant, et, false), who + " bias");
+      else gm.bias = upload(Tensor::zeros(et, {gm.shape.n}), who + " zero bias");
+    }
+    s->gemm = gm;
+  }
+
+  void launch_helper(const std::string& name, std::vector<DevPtr> ptrs, int64_t n) {
+    Function f = module->function(name);
+    std::vector<void*> a;
+    for (DevPtr& p : ptrs) a.push_back(&p);
+    a.push_back(&n);
+    unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, int64_t(dev.info().sm_count) * 32));
+    launch(f, {std::max(blocks, 1u), 1, 1}, {256, 1, 1}, 0, stream, a.data());
+  }
+
+  void exec(size_t i) {
+    Step& s = steps[i];
+    switch (s.type) {
+      case Step::Kernel: launch(s.fn, s.grid, s.block, 0, stream, s.argp.data()); return;
+      case Step::Copy:
+        if (s.bytes && s.src != s.dst) copy_d2d(s.dst, s.src, s.bytes, stream, s.what);
+        return;
+      case Step::Library: {
+        Gemm& m = s.gemm;
+        const char* t = m.prec == GemmPrecision::kBf16 ? "bf16" : "f16";
+        if (m.a_src) launch_helper(fmt::format("brrr_cvt_f32_{}", t), {m.a_src, m.a}, m.na);
+        if (m.b_src) launch_helper(fmt::format("brrr_cvt_f32_{}", t), {m.b_src, m.b}, m.nb);
+        lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, s.what);
+        if (m.c_dst) launch_helper(fmt::format("brrr_cvt_{}_f32", t), {m.c, m.c_dst}, m.nc);
+        if (m.gelu_erf) {
+          const char* o = m.data == DType::bf16 ? "bf16" : m.data == DType::f16 ? "f16" : "f32";
+          launch_helper(fmt::format("brrr_gelu_erf_{}", o), {m.c_dst ? m.c_dst : m.c}, m.nc);
+        }
+        return;
+      }
+      case Step::Host: exec_host(i); return;
+    }
+  }
+
+  // The slow path: reference kernels on host copies of the device buffers.
+  void exec_host(size_t i) {
+    const plan::Kernel& k = plan.kernels[i];
+    std::map<int, Tensor> host;
+    stream.synchronize("before host kernel " + k.name);
+    for (int n : k.nodes) {
+      const Node& node = g.nodes[size_t(n)];
+      KernelCtx ctx{node, {}, {}};
+      for (int v : node.inputs) {
+        if (v < 0) { ctx.inputs.push_back(Tensor()); continue; }
+        auto it = host.find(v);
+        if (it == host.end()) {
+          Tensor t = Tensor::empty(g.value(v).dtype, g.value(v).shape);
+          if (g.value(v).constant.defined()) t = g.value(v).constant.contiguous();
+          else copy_d2h(t.raw(), slot[size_t(v)], t.nbytes(), stream, g.value(v).name);
+          it = host.emplace(v, t).first;
+        }
+        ctx.inputs.push_back(it->second);
+      }
+      stream.synchronize("device->host copy for " + k.name);
+      for (int v : node.outputs) {
+        if (v < 0) { ctx.outputs.push_back(Tensor()); continue; }
+        host[v] = Tensor::empty(g.value(v).dtype, g.value(v).shape);
+        ctx.outputs.push_back(host[v]);
+      }
+      call_reference(node, ctx);
+      for (int v : node.outputs)
+        if (v >= 0 && slot[size_t(v)]) copy_h2d(slot[size_t(v)], host[v].raw(), host[v].nbytes(), stream, g.value(v).name);
+    }
+    stream.synchronize("host->device copy for " + k.name);
+  }
+
+  void exec_all(bool use_graph) {
+    if (use_graph && graph) {
+      graph->replay(stream);
+      return;
+    }
+    for (size_t i = 0; i < steps.size(); ++i) exec(i);
+  }
+
+  void bind(const std::map<std::string, Tensor>& inputs) {
+    for (int id : g.inputs) {
+      const Value& v = g.value(id);
+      auto it = inputs.find(v.name);
+      if (it == inputs.end()) fail("no data given for model input '{}'", v.name);
+      const Tensor& t = it->second;
+      if (t.dtype() != v.dtype)
+        fail("input '{}' is {} but the model expects {}", v.name, dtype_name(t.dtype()), dtype_name(v.dtype));
+      if (t.shape() != v.shape)
+        fail("input '{}' has shape {} but the session was compiled for {}", v.name,
+             shape_str(t.shape()), shape_str(v.shape));
+      Tensor c = t.contiguous();
+      copy_h2d(slot[size_t(id)], c.raw(), c.nbytes(), stream, "input " + v.name);
+    }
+  }
+};
+
+CudaExecutor::CudaExecutor(const Graph& g, plan::Plan& plan, const CudaExecOptions& opts)
+    : impl_(std::make_unique<Impl>(g, plan, opts)) {
+  impl_->build();
+}
+CudaExecutor::~CudaExecutor() = default;
+
+std::vector<Tensor> CudaExecutor::run(const std::map<std::string, Tensor>& inputs) {
+  Impl& m = *impl_;
+  m.dev.make_current();
+  m.bind(inputs);
+  m.exec_all(true);
+  const Graph& g = m.g;
+  if (m.last_outputs.size() != g.outputs.size()) m.last_outputs.assign(g.outputs.size(), Tensor());
+  std::vector<Tensor> outs;
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const Value& v = g.value(g.outputs[k]);
+    Tensor& prev = m.last_outputs[k];
+    if (!prev.defined() || prev.storage_use_count() > 1) prev = Tensor::empty(v.dtype, v.shape);
+    outs.push_back(prev);
+    if (prev.nbytes() == 0) continue;
+    if (v.producer >= 0 || !v.constant.defined())
+      copy_d2h(outs.back().raw(), m.slot[size_t(g.outputs[k])], prev.nbytes(), m.stream, "output " + v.name);
+    else
+      std::memcpy(outs.back().raw(), v.constant.contiguous().raw(), prev.nbytes());
+  }
+  m.stream.synchronize("copying outputs to the host");
+  return outs;
+}
+
+RunProfile CudaExecutor::profile(const std::map<std::string, Tensor>& inputs, int reps) {
+  Impl& m = *impl_;
+  m.dev.make_current();
+  reps = std::max(reps, 1);
+  m.bind(inputs);
+  m.exec_all(true);  // warm-up
+  m.stream.synchronize("profile warm-up");
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const size_t n = m.steps.size();
+  std::vector<std::unique_ptr<Event>> ev;
+  for (size_t i = 0; i <= n; ++i) ev.push_back(std::make_unique<Event>());
+  std::vector<std::vector<double>> times(n);
+  for (int r = 0; r < reps; ++r) {
+    ev[0]->record(m.stream);
+    for (size_t i = 0; i < n; ++i) {
+      m.exec(i);
+      ev[i + 1]->record(m.stream);
+    }
+    ev[n]->synchronize();
+    for (size_t i = 0; i < n; ++i) times[i].push_back(Event::elapsed_ms(*ev[i], *ev[i + 1]));
+  }
+  std::vector<double> walls;
+  for (int r = 0; r < reps; ++r) {
+    ev[0]->record(m.stream);
+    m.exec_all(true);
+    ev[1]->record(m.stream);
+    ev[1]->synchronize();
+    walls.push_back(Event::elapsed_ms(*ev[0], *ev[1]));
+  }
+  RunProfile prof;
+  prof.backend = "cuda";
+  prof.wall_ms = median(walls);
+  double start = 0;
+  for (size_t i = 0; i < n; ++i) {
+    KernelRecord rec = runtime::kernel_record(m.g, m.plan.kernels[i]);
+    rec.time_ms = median(times[i]);
+    rec.start_ms = start;
+    start += rec.time_ms;
+    prof.kernels.push_back(std::move(rec));
+  }
+  return prof;
+}
+
+std::string CudaExecutor::summary() const {
+  const Impl& m = *impl_;
+  std::string s = fmt::format("cuda: {} ({}), module {} ({}), CUDA graph {}\n", m.dev.info().name,
+                              m.dev.info().arch(), m.from_cache ? "from cache" : "compiled",
+                              m.from_cache ? "NVRTC cache" : fmt::format("{:.0f} ms", m.compile_ms),
+                              m.graph_status);
+  for (size_t i = 0; i < m.steps.size(); ++i) {
+    const auto& st = m.steps[i];
+    if (st.type == Impl::Step::Kernel)
+      s += fmt::format("  {:<24} {} grid {} block {}x{}\n", m.plan.kernels[i].name,
+                       m.src.launches[i].shape, st.grid.x, st.block.x, st.block.y);
+    else if (st.type == Impl::Step::Library)
+      s += fmt::format("  {:<24} cuBLASLt {} {} m{} n{} k{} batch {}{}\n", m.plan.kernels[i].name,
+                       to_string(st.gemm.prec), to_string(st.gemm.epi), st.gemm.shape.m,
+                       st.gemm.shape.n, st.gemm.shape.k, st.gemm.shape.batch,
+                       st.gemm.gelu_erf ? " + erf GELU kernel" : "");
+  }
+  for (const auto& note : m.host_notes) s += "  host fallback: " + note + "\n";
+  return s;
+}
+
+MemoryStats CudaExecutor::memory() const { return impl_->mem; }
+bool CudaExecutor::graph_active() const { return impl_->graph.has_value(); }
+
+}  // namespace brrr::cuda

@@ -1,0 +1,44 @@
+// The CUDA side of a Session: a plan's fused kernels compiled into one NVRTC module, its library
+// kernels on cuBLASLt, its intermediates in one device arena, the whole plan captured once as a
+// CUDA graph and replayed per run. Header free of CUDA includes.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "brrr/profile.hpp"
+#include "brrr/session.hpp"
+#include "plan/kernel_ir.hpp"
+
+namespace brrr::cuda {
+
+struct CudaExecOptions {
+  std::string precision = "fp32";  // library GEMMs on float32 data: fp32 | tf32 | bf16 | fp16
+  bool graphs = true;
+  std::string cache_dir;  // "" : default NVRTC cache
+};
+
+class CudaExecutor {
+ public:
+  // May rewrite plan kernels it runs on the host (their outputs then list every node output).
+  CudaExecutor(const Graph& g, plan::Plan& plan, const CudaExecOptions& opts);
+  ~CudaExecutor();
+  CudaExecutor(const CudaExecutor&) = delete;
+  CudaExecutor& operator=(const CudaExecutor&) = delete;
+
+  // Copies inputs to the device, runs the plan, copies outputs back (synchronous).
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // Per-kernel CUDA-event medians (eager launches) and wall_ms = median of whole-plan runs
+  // (graph replay when graphs are on), all on device-resident inputs.
+  RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps);
+  std::string summary() const;
+  MemoryStats memory() const;
+  bool graph_active() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace brrr::cuda

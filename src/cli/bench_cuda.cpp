@@ -1,0 +1,261 @@
+// brrr bench --backend cuda: memory-bound fused kernels, GEMMs and an overhead-bound MLP through
+// the CUDA Session. Times are medians of CUDA-event-timed whole-plan runs on device-resident
+// inputs (Session::profile wall_ms). GB/s counts compulsory bytes; the copy ceiling and the
+// cuBLASLt-direct GEMM are measured in the same process for the ratios.
+#include "cli/bench_cuda.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "brrr/error.hpp"
+#include "brrr/op.hpp"
+#include "brrr/session.hpp"
+#include "runtime/graph_builder.hpp"
+#ifdef BRRR_HAVE_CUDA
+#include "backend/cuda/cublaslt_gemm.hpp"
+#include "backend/cuda/cuda_runtime.hpp"
+#endif
+
+namespace brrr::cli {
+
+namespace {
+
+Tensor rand_tensor(DType t, const Shape& s, uint32_t seed) {
+  Tensor x = Tensor::empty(t, s);
+  uint32_t st = seed * 2654435761u | 1u;
+  auto next = [&st] {
+    st ^= st << 13;
+    st ^= st >> 17;
+    st ^= st << 5;
+    return float(st >> 8) * (2.0f / 16777216.0f) - 1.0f;  // never all zeros
+  };
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (t == DType::f32) x.data<float>()[i] = next();
+    else x.data<bf16>()[i] = bf16(next());
+  }
+  return x;
+}
+
+struct Work {
+  std::string name, torch, what;
+  std::function<Graph()> build;
+  bool mlp = false;  // run with graphs on and off
+};
+
+std::vector<Work> workloads() {
+  std::vector<Work> w;
+  const int64_t R = 16384, C = 4096;
+  w.push_back({"cos_cos", "cos(cos(x)) 2^28 fp32", "cos(cos(x)) on 2^28 float32", [] {
+                 GraphBuilder b;
+                 int x = b.input("x", {int64_t(1) << 28});
+                 b.output(b.node("Cos", {b.node("Cos", {x})}));
+                 return b.g;
+               }});
+  auto ln = [=](bool pre) {
+    return [=] {
+      GraphBuilder b;
+      int x = b.input("x", {R, C});
+      int g = b.constant("gamma", rand_tensor(DType::f32, {C}, 3));
+      int be = b.constant("beta", rand_tensor(DType::f32, {C}, 4));
+      if (pre) x = b.node("Add", {x, b.node("Mul", {x, b.scalar(0.5f)})});
+      b.output(b.node("LayerNormalization", {x, g, be}, {{"epsilon", 1e-5f}}));
+      return b.g;
+    };
+  };
+  w.push_back({"layernorm", "LayerNorm bf16 16384x4096", "LayerNorm 16384x4096 float32", ln(false)});
+  w.push_back({"softmax", "softmax(-1) bf16 16384x4096", "Softmax(-1) 16384x4096 float32", [=] {
+                 GraphBuilder b;
+                 int x = b.input("x", {R, C});
+                 b.output(b.node("Softmax", {x}, {{"axis", int64_t(-1)}}));
+                 return b.g;
+               }});
+  w.push_back({"gelu_bias", "GELU(x+b) bf16 16384x4096", "GELU(x+b) (erf) 16384x4096 float32", [=] {
+                 GraphBuilder b;
+                 int x = b.input("x", {R, C});
+                 int bias = b.constant("b", rand_tensor(DType::f32, {C}, 5));
+                 b.output(b.node("Gelu", {b.node("Add", {x, bias})}));
+                 return b.g;
+               }});
+  w.push_back({"ln_x_half", "LayerNorm(x+0.5x) bf16 16384x4096", "LayerNorm(x+0.5x) 16384x4096 float32", ln(true)});
+  const int64_t n = 8192;
+  auto gemm = [=](std::string act) {
+    return [=] {
+      GraphBuilder b;
+      int a = b.input("A", {n, n}, DType::bf16);
+      int W = b.constant("W", rand_tensor(DType::bf16, {n, n}, 6));
+      int y = b.node("MatMul", {a, W});
+      if (!act.empty()) {
+        int bias = b.constant("b", rand_tensor(DType::bf16, {n}, 7));
+        y = b.node("Gelu", {b.node("Add", {y, bias})}, {{"approximate", std::string(act)}});
+      }
+      b.output(y);
+      return b.g;
+    };
+  };
+  w.push_back({"gemm_bf16", "GEMM bf16 8192^3", "A@W bf16 8192^3", gemm("")});
+  w.push_back({"gemm_gelu_tanh", "GELU(A@W+b) bf16 8192^3", "GELU_tanh(A@W+b) bf16 8192^3 (cuBLASLt epilogue)", gemm("tanh")});
+  w.push_back({"gemm_gelu_erf", "GELU(A@W+b) bf16 8192^3", "GELU_erf(A@W+b) bf16 8192^3 (bias epilogue + erf kernel)", gemm("none")});
+  for (int64_t batch : {1, 64, 4096}) {
+    w.push_back({fmt::format("mlp_b{}", batch), fmt::format("MLP 8x(Linear256+ReLU) fp32 b={}", batch),
+                 fmt::format("8 x (Linear(256,256)+ReLU) float32, batch {}", batch),
+                 [=] {
+                   GraphBuilder b;
+                   int x = b.input("x", {batch, 256});
+                   for (int l = 0; l < 8; ++l) {
+                     int W = b.constant(fmt::format("W{}", l), rand_tensor(DType::f32, {256, 256}, 10 + l));
+                     int bb = b.constant(fmt::format("b{}", l), rand_tensor(DType::f32, {256}, 30 + l));
+                     x = b.node("Relu", {b.node("Add", {b.node("MatMul", {x, W}), bb})});
+                   }
+                   b.output(x);
+                   return b.g;
+                 },
+                 true});
+  }
+  return w;
+}
+
+std::pair<double, double> cost_of(const Graph& G) {
+  double bytes = 0, flops = 0;
+  std::set<int> read;
+  for (const Node& n : G.nodes)
+    for (int i : n.inputs)
+      if (i >= 0 && G.value(i).producer < 0) read.insert(i);
+  auto vb = [&](int v) { return double(shape_numel(G.value(v).shape)) * dtype_size(G.value(v).dtype); };
+  for (int v : read) bytes += vb(v);
+  for (int v : G.outputs) bytes += vb(v);
+  for (const Node& n : G.nodes) {
+    Cost c = op_cost(G, n);
+    flops += c.flops;
+  }
+  return {bytes, flops};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+#ifdef BRRR_HAVE_CUDA
+// Device-to-device copy of 1 GiB, read + write bytes: the bandwidth ceiling.
+double copy_gbps(int reps) {
+  using namespace brrr::cuda;
+  Device dev(0);
+  Stream s;
+  const size_t bytes = size_t(1) << 30;
+  DeviceBuffer a(bytes, "copy src"), b(bytes, "copy dst");
+  memset_u32(a.ptr(), 0x3f800000u, bytes / 4, s, "copy src");
+  Event e0, e1;
+  std::vector<double> t;
+  for (int r = 0; r < reps + 2; ++r) {
+    e0.record(s);
+    copy_d2d(b.ptr(), a.ptr(), bytes, s, "copy");
+    e1.record(s);
+    e1.synchronize();
+    if (r >= 2) t.push_back(Event::elapsed_ms(e0, e1));
+  }
+  return 2.0 * double(bytes) / (median(t) * 1e-3) / 1e9;
+}
+
+// cuBLASLt called directly (no Session): the GEMM ceiling for the ratio.
+double lt_direct_ms(cuda::GemmEpilogue epi, int reps) {
+  using namespace brrr::cuda;
+  Device dev(0);
+  Stream s;
+  const int64_t n = 8192;
+  DeviceBuffer a(size_t(n * n * 2), "A"), b(size_t(n * n * 2), "B"), c(size_t(n * n * 2), "C"),
+      bias(size_t(n * 2), "bias");
+  // Random data like the Session's (constant data draws less power and runs faster).
+  Tensor ha = rand_tensor(DType::bf16, {n, n}, 100), hb = rand_tensor(DType::bf16, {n, n}, 6);
+  copy_h2d(a.ptr(), ha.raw(), ha.nbytes(), s, "A");
+  copy_h2d(b.ptr(), hb.raw(), hb.nbytes(), s, "B");
+  memset_u32(bias.ptr(), 0, size_t(n / 2), s, "bias");
+  LtGemm lt;
+  Event e0, e1;
+  std::vector<double> t;
+  for (int r = 0; r < reps + 3; ++r) {
+    e0.record(s);
+    lt.run(GemmPrecision::kBf16, epi, {n, n, n, 1}, a.ptr(), b.ptr(), c.ptr(), bias.ptr(), s, "direct");
+    e1.record(s);
+    e1.synchronize();
+    if (r >= 3) t.push_back(Event::elapsed_ms(e0, e1));
+  }
+  return median(t);
+}
+#endif
+
+}  // namespace
+
+void bench_cuda(const CudaBenchArgs& args) {
+  auto all = workloads();
+  if (args.list) {
+    for (const auto& w : all) fmt::print("{:<16} {}\n", w.name, w.what);
+    return;
+  }
+#ifndef BRRR_HAVE_CUDA
+  fail("brrr bench --backend cuda: brrr was built without the CUDA toolkit");
+#else
+  std::string why;
+  BRRR_CHECK(cuda::cuda_device_available(&why), "brrr bench --backend cuda: no CUDA device: {}", why);
+  std::vector<const Work*> todo;
+  for (const auto& w : all)
+    if (args.items.empty() || std::find(args.items.begin(), args.items.end(), w.name) != args.items.end())
+      todo.push_back(&w);
+  for (const auto& it : args.items)
+    BRRR_CHECK(std::any_of(all.begin(), all.end(), [&](const Work& w) { return w.name == it; }),
+               "unknown CUDA workload '{}' (see brrr bench --backend cuda --list)", it);
+  double copy = copy_gbps(args.reps);
+  double lt_ms = lt_direct_ms(cuda::GemmEpilogue::kNone, args.reps);
+  double lt_gelu_ms = lt_direct_ms(cuda::GemmEpilogue::kGeluBias, args.reps);
+  fmt::print("copy ceiling (1 GiB D2D, read+write): {:.0f} GB/s; cuBLASLt direct bf16 8192^3: "
+             "{:.3f} ms ({:.0f} TFLOP/s), with bias+GELU epilogue {:.3f} ms\n",
+             copy, lt_ms, 2.0 * 8192.0 * 8192 * 8192 / (lt_ms * 1e-3) / 1e12, lt_gelu_ms);
+  fmt::print("times: median CUDA-event time of one whole-plan run on device-resident inputs;\n"
+             "GB/s: compulsory bytes; TFLOP/s: 2 per multiply-add, 1 per arithmetic op.\n");
+  fmt::print("{:<16} {:<10} {:>10} {:>9} {:>9} {:>8} {:>8}  {}\n", "workload", "variant", "ms",
+             "GB/s", "TFLOP/s", "copy%", "kernels", "note");
+  nlohmann::json out = nlohmann::json::array();
+  for (const Work* w : todo) {
+    std::vector<int> graph_modes = w->mlp ? std::vector<int>{1, 0} : std::vector<int>{args.no_graphs ? 0 : 1};
+    for (int gm : graph_modes) {
+      SessionOptions o;
+      o.backend = "cuda";
+      o.precision = args.precision;
+      o.graphs = gm;
+      Session s(w->build(), o);
+      const Graph& G = s.graph();
+      std::map<std::string, Tensor> in;
+      uint32_t seed = 100;
+      for (int id : G.inputs) in[G.value(id).name] = rand_tensor(G.value(id).dtype, G.value(id).shape, seed++);
+      RunProfile p = s.profile(in, args.reps);
+      auto [bytes, flops] = cost_of(G);
+      double ms = p.wall_ms;
+      double gbps = bytes / (ms * 1e-3) / 1e9, tflops = flops / (ms * 1e-3) / 1e12;
+      std::string note;
+      if (w->name.rfind("gemm", 0) == 0)
+        note = fmt::format("{:.3f}x cuBLASLt direct time", ms / (w->name == "gemm_bf16" ? lt_ms : lt_gelu_ms));
+      if (w->mlp) note = fmt::format("{:.1f} us/fwd", ms * 1e3);
+      std::string variant = gm ? "graphs" : "no-graphs";
+      fmt::print("{:<16} {:<10} {:>10.4f} {:>9.0f} {:>9.2f} {:>7.1f}% {:>8}  {}\n", w->name, variant,
+                 ms, gbps, tflops, 100.0 * gbps / copy, s.num_kernels(), note);
+      if (std::getenv("BRRR_DEBUG")) fmt::print(stderr, "{}", s.plan_summary());
+      out.push_back({{"workload", w->name}, {"torch", w->torch}, {"variant", variant}, {"ms", ms},
+                     {"gbps", gbps}, {"tflops", tflops}, {"copy_frac", gbps / copy},
+                     {"kernels", s.num_kernels()}, {"copy_gbps", copy}, {"lt_direct_ms", lt_ms},
+                     {"lt_gelu_ms", lt_gelu_ms}});
+    }
+  }
+  if (!args.json.empty()) {
+    std::ofstream f(args.json);
+    BRRR_CHECK(f.good(), "cannot write {}", args.json);
+    f << out.dump(2) << "\n";
+  }
+#endif
+}
+
+}  // namespace brrr::cli

@@ -1,0 +1,47 @@
+#include "runtime/kernel_record.hpp"
+
+#include <fmt/format.h>
+
+namespace brrr::runtime {
+
+KernelRecord kernel_record(const Graph& g, const plan::Kernel& k) {
+  KernelRecord rec;
+  rec.name = k.name;
+  rec.kind = std::string(plan::kernel_kind_name(k.kind));
+  int rank = -1;  // contraction wins, then normalization, then elementwise, then movement
+  auto class_rank = [](OpClass c) {
+    switch (c) {
+      case OpClass::contraction: return 3;
+      case OpClass::normalization: return 2;
+      case OpClass::elementwise: return 1;
+      case OpClass::movement: return 0;
+    }
+    return 0;
+  };
+  for (int n : k.nodes) {
+    const Node& node = g.nodes[size_t(n)];
+    rec.ops.push_back(node.op);
+    rec.nodes.push_back(node.name);
+    Cost c = op_cost(g, node);
+    rec.cost.flops += c.flops;
+    for (const auto& [f, v] : c.special) rec.cost.special[f] += v;
+    if (node.def && class_rank(node.def->cls) > rank) {
+      rank = class_rank(node.def->cls);
+      rec.cls = node.def->cls;
+    }
+  }
+  // Compulsory bytes of the kernel as it runs: its inputs read once, its outputs written once
+  // (for a fused kernel this is less than the sum over its nodes: that is the point).
+  // Reads and writes by value let the doctor see which intermediates fusion would remove.
+  auto use = [&](int v) {
+    const Value& val = g.value(v);
+    double b = double(shape_numel(val.shape)) * dtype_size(val.dtype);
+    rec.cost.bytes += b;
+    return TensorUse{val.name.empty() ? fmt::format("%{}", v) : val.name, b};
+  };
+  for (int v : k.inputs) rec.reads.push_back(use(v));
+  for (int v : k.outputs) rec.writes.push_back(use(v));
+  return rec;
+}
+
+}  // namespace brrr::runtime
