@@ -25,7 +25,10 @@ struct RunOptions {
   std::string model;
   std::string data;
   bool check = false;
-  std::string backend = "cpu";  // cpu: compiled Session; reference: the oracle
+  std::string backend = "cpu";  // cpu or cuda: compiled Session; reference: the oracle
+  std::string precision = "fp32";
+  bool no_graphs = false;
+  bool no_fusion = false;
   std::vector<std::string> shapes;
   double rtol = 1e-4;
   double atol = 1e-6;
@@ -34,11 +37,13 @@ struct RunOptions {
 // The one place that picks the executor: the compiled static-plan Session for cpu (it prepares
 // its own copy of the loaded graph), the reference executor for reference.
 std::vector<Tensor> execute(const Graph& loaded, const Graph& prepared, const InferOptions& io,
-                            const std::map<std::string, Tensor>& inputs,
-                            const std::string& backend) {
-  if (backend == "reference") return run_reference(prepared, inputs);
+                            const std::map<std::string, Tensor>& inputs, const RunOptions& o) {
+  if (o.backend == "reference") return run_reference(prepared, inputs);
   SessionOptions so;
-  so.backend = backend;
+  so.backend = o.backend;
+  so.precision = o.precision;
+  if (o.no_graphs) so.graphs = 0;
+  if (o.no_fusion) so.fusion = 0;
   so.input_shapes = io.input_shapes;
   Session session(loaded, so);
   return session.run(inputs);
@@ -162,7 +167,7 @@ int run_command(const RunOptions& o) {
   for (int id : g.inputs)
     if (!inputs.count(g.value(id).name)) inputs[g.value(id).name] = random_tensor(g.value(id).dtype, g.value(id).shape, uint64_t(id));
 
-  std::vector<Tensor> outs = execute(loaded, g, io, inputs, o.backend);
+  std::vector<Tensor> outs = execute(loaded, g, io, inputs, o);
 
   std::printf("model: %s (%zu nodes after preparation), backend: %s\n", o.model.c_str(),
               g.nodes.size(), o.backend.c_str());
@@ -210,13 +215,20 @@ int run_command(const RunOptions& o) {
 
 void setup_run(CLI::App& app) {
   auto opts = std::make_shared<RunOptions>();
-  auto* cmd = app.add_subcommand("run", "run a model on the CPU and print its outputs");
+  auto* cmd = app.add_subcommand("run", "run a model and print its outputs (--check: compare)");
   cmd->add_option("model", opts->model, "ONNX model file")->required();
   cmd->add_option("--data", opts->data, "test_data_set folder with input_N.pb (and output_N.pb)");
   cmd->add_flag("--check", opts->check, "compare outputs with the folder's output_N.pb");
   cmd->add_option("--backend", opts->backend,
-                  "cpu (compiled plan, default) or reference (the oracle)")
-      ->check(CLI::IsMember({"cpu", "reference"}));
+                  "cpu (compiled plan, default), cuda (compiled plan on the GPU) or reference "
+                  "(the oracle)")
+      ->check(CLI::IsMember({"cpu", "cuda", "reference"}));
+  cmd->add_option("--precision", opts->precision,
+                  "cuda: precision of matrix products: fp32, tf32, bf16 or fp16 (weights cast "
+                  "once, fp32 accumulate)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+  cmd->add_flag("--no-graphs", opts->no_graphs, "cuda: launch kernels one by one (no CUDA Graph)");
+  cmd->add_flag("--no-fusion", opts->no_fusion, "one generated kernel per op");
   cmd->add_option("--shape", opts->shapes, "input shape, NAME:1x3x224x224 (repeatable)");
   cmd->add_option("--rtol", opts->rtol, "relative tolerance for --check (default 1e-4)");
   cmd->add_option("--atol", opts->atol,
