@@ -233,7 +233,23 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
 #endif
   std::vector<Tensor> outs, keep;
   impl_->bind(inputs, &outs, &keep);
-  for (size_t i = 0; i < impl_->steps.size(); ++i) impl_->exec(i);
+  if (debug_level() >= 1) {
+    // BRRR_DEBUG=1: one line per kernel (time, GFLOP/s, GB/s); the doctor adds regimes.
+    for (size_t i = 0; i < impl_->steps.size(); ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      impl_->exec(i);
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      KernelRecord r = runtime::kernel_record(impl_->g, impl_->plan.kernels[i]);
+      double fl = r.cost.flops;
+      for (const auto& [f, n] : r.cost.special) fl += n;
+      fmt::print(stderr, "brrr: {:<28} {:<8} {:9.4f} ms {:9.2f} GFLOP/s {:8.2f} GB/s  [{}]\n",
+                 r.name, r.kind, ms, ms > 0 ? fl / ms * 1e-6 : 0.0,
+                 ms > 0 ? r.cost.bytes / ms * 1e-6 : 0.0, fmt::join(r.ops, " "));
+    }
+  } else {
+    for (size_t i = 0; i < impl_->steps.size(); ++i) impl_->exec(i);
+  }
   // Outputs that no kernel writes (a graph input or constant passed through).
   const Graph& g = impl_->g;
   for (size_t k = 0; k < g.outputs.size(); ++k) {
