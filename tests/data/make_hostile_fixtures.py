@@ -65,8 +65,8 @@ nodes = [
     helper.make_node("Neg", ["return 0;"], ["{0}"], name=N["neg"]),
     helper.make_node("Add", ["{0}", "a b"], ["%s%n"], name="{}"),
     helper.make_node("Mul", ["%s%n", "int"], [Y1], name="%n%n%n"),
-    helper.make_node("Sigmoid", ["}\n#pragma once\n{"], [Y2], name="int main"),
     helper.make_node("Abs", ["a.b"], ["}\n#pragma once\n{"], name="\\"),
+    helper.make_node("Sigmoid", ["}\n#pragma once\n{"], [Y2], name="int main"),
 ]
 save(model(nodes, [vi(X, F, [4])], [vi(Y1, F, [4]), vi(Y2, F, [4])], [c1, c2],
            name='graph */ int main(){} /* "\n#'), "names.onnx")
@@ -140,22 +140,22 @@ save_dir("gather_elements_bad", [(d34, "data"), (np.array([[0, 1], [2, 3], [4, 0
 # --- Huge outputs (2^40 elements and more): refused before any allocation.
 BIG = 1 << 40
 save(model([helper.make_node("ConstantOfShape", ["shape"], ["y"], name="cos")], [],
-           [vi("y", F, None)], [numpy_helper.from_array(np.array([BIG], np.int64), "shape")]),
+           [vi("y", F, ["n"])], [numpy_helper.from_array(np.array([BIG], np.int64), "shape")]),
      "huge_constant_of_shape.onnx")
 save(model([helper.make_node("Expand", ["x", "shape"], ["y"], name="expand")],
-           [vi("x", F, [1])], [vi("y", F, None)],
+           [vi("x", F, [1])], [vi("y", F, ["n", "m"])],
            [numpy_helper.from_array(np.array([1 << 20, 1 << 20], np.int64), "shape")]),
      "huge_expand.onnx")
 save(model([helper.make_node("Range", ["start", "limit", "delta"], ["y"], name="range")], [],
-           [vi("y", I64, None)],
+           [vi("y", I64, ["n"])],
            [numpy_helper.from_array(np.array(0, np.int64), "start"),
             numpy_helper.from_array(np.array(BIG, np.int64), "limit"),
             numpy_helper.from_array(np.array(1, np.int64), "delta")]), "huge_range.onnx")
 save(model([helper.make_node("Tile", ["x", "reps"], ["y"], name="tile")],
-           [vi("x", F, [2])], [vi("y", F, None)],
+           [vi("x", F, [2])], [vi("y", F, ["n"])],
            [numpy_helper.from_array(np.array([BIG], np.int64), "reps")]), "huge_tile.onnx")
 # 64 Mi floats (256 MiB): under the default limit, over a BRRR_MAX_TENSOR_BYTES set by the test.
 save(model([helper.make_node("ConstantOfShape", ["shape"], ["t"], name="cos"),
-            helper.make_node("Relu", ["t"], ["y"], name="relu")], [], [vi("y", F, None)],
+            helper.make_node("Relu", ["t"], ["y"], name="relu")], [], [vi("y", F, ["n"])],
            [numpy_helper.from_array(np.array([1 << 26], np.int64), "shape")]),
      "medium_constant_of_shape.onnx")

@@ -142,7 +142,7 @@ std::string cache_key(const std::string& source, const std::string& compiler_id,
   return hash_hex(source + '\0' + compiler_id + '\0' + flags + '\0' + cpu);
 }
 
-std::string entry_hash(const std::string& key, const std::string& so_bytes) {
+static std::string entry_hash(const std::string& key, const std::string& so_bytes) {
   // Binds the object to its key: another key's (valid) pair copied over this key's names fails.
   return hash_hex(key + '\0' + so_bytes);
 }
