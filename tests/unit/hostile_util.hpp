@@ -117,8 +117,10 @@ inline void session_matches_reference(const std::string& path,
   ASSERT_EQ(got.size(), want.size());
   const Graph& g = s.graph();
   for (size_t i = 0; i < got.size(); ++i)
-    expect_same(got[i], want[i], "output " + std::to_string(i) + " '" +
-                                     g.value(g.outputs[i]).name.substr(0, 40) + "'", ulps);
+    expect_same(
+        got[i], want[i],
+        "output " + std::to_string(i) + " '" + g.value(g.outputs[i]).name.substr(0, 40) + "'",
+        ulps);
 }
 
 struct CliResult {
@@ -129,7 +131,8 @@ struct CliResult {
 // `env` is a prefix of VAR=value words; the kernel cache is this process's scratch cache.
 inline CliResult run_cli(const std::string& args, const std::string& env = "") {
   static int n = 0;
-  fs::path o = scratch() / ("cli_out_" + std::to_string(n)), e = scratch() / ("cli_err_" + std::to_string(n));
+  fs::path o = scratch() / ("cli_out_" + std::to_string(n)),
+           e = scratch() / ("cli_err_" + std::to_string(n));
   ++n;
   std::string cmd = "env XDG_CACHE_HOME='" + (scratch() / "xdg").string() + "' " + env + " '" +
                     BRRR_CLI + "' " + args + " >'" + o.string() + "' 2>'" + e.string() + "'";

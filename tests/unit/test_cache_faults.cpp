@@ -9,8 +9,8 @@
 
 #include <chrono>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 
 #include "backend/cpu/compiler.hpp"
 #include "brrr/error.hpp"
@@ -58,8 +58,10 @@ struct EnvVar {
     setenv(n.c_str(), v.c_str(), 1);
   }
   ~EnvVar() {
-    if (had) setenv(name.c_str(), old.c_str(), 1);
-    else unsetenv(name.c_str());
+    if (had)
+      setenv(name.c_str(), old.c_str(), 1);
+    else
+      unsetenv(name.c_str());
   }
 };
 
@@ -91,9 +93,8 @@ TEST(CacheFaults, DamagedEntriesAreRebuilt) {
   };
   std::string flipped = good;
   flipped[flipped.size() / 2] ^= 0x10;
-  std::vector<Case> cases = {{"truncated", good.substr(0, good.size() - 1)},
-                             {"bit-flipped", flipped},
-                             {"emptied", ""}};
+  std::vector<Case> cases = {
+      {"truncated", good.substr(0, good.size() - 1)}, {"bit-flipped", flipped}, {"emptied", ""}};
   for (const Case& c : cases) {
     replace_file(so, c.bytes);
     auto m = cpu::compile_cpp(src_returning(7), o);
@@ -160,7 +161,7 @@ TEST(CacheFaults, TwoProcessesShareOneFreshCache) {
 TEST(CacheFaults, UnwritableFoldersFallBackToTemp) {
   fs::path base = fresh_dir("unwritable");
   std::ofstream(base / "file") << "x";
-  for (std::string dir : {(base / "file").string(),        // a file where the folder should be
+  for (std::string dir : {(base / "file").string(),          // a file where the folder should be
                           (base / "file" / "sub").string(),  // under a file
                           std::string("/proc/brrr_cache")}) {
     cpu::CompileOptions o;

@@ -22,8 +22,8 @@ void expect_user_error(const CliResult& r, const std::string& msg) {
 const char* kUlimit = "sh -c 'ulimit -v 2000000 2>/dev/null; exec \"$0\" \"$@\"'";
 
 TEST(HostileCli, HugeOutputsHitTheBudget) {
-  for (const char* m : {"huge_constant_of_shape.onnx", "huge_expand.onnx", "huge_range.onnx",
-                        "huge_tile.onnx"}) {
+  for (const char* m :
+       {"huge_constant_of_shape.onnx", "huge_expand.onnx", "huge_range.onnx", "huge_tile.onnx"}) {
     SCOPED_TRACE(m);
     for (const char* backend : {"cpu", "reference"}) {
       CliResult r = run_cli(std::string("run '") + fixture(m) + "' --backend " + backend,

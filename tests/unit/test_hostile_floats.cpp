@@ -41,22 +41,22 @@ TEST(HostileFloats, SpotChecksAgainstIeee) {
     return zeros;
   };
   // x = [nan, inf, -inf, -0, 0, 1e-45, -1e-45, 1, -1, ...]
-  EXPECT_TRUE(std::isnan(get("mul_s_nzero")[1]));              // inf * -0
-  EXPECT_TRUE(std::signbit(get("mul_s_nzero")[7]));            // 1 * -0 = -0
-  EXPECT_EQ(get("mul_s_nzero")[8], 0.f);                       // -1 * -0 = +0
+  EXPECT_TRUE(std::isnan(get("mul_s_nzero")[1]));    // inf * -0
+  EXPECT_TRUE(std::signbit(get("mul_s_nzero")[7]));  // 1 * -0 = -0
+  EXPECT_EQ(get("mul_s_nzero")[8], 0.f);             // -1 * -0 = +0
   EXPECT_FALSE(std::signbit(get("mul_s_nzero")[8]));
-  EXPECT_EQ(get("div_s_nzero")[7], 0.f);                       // -0 / 1 = -0
+  EXPECT_EQ(get("div_s_nzero")[7], 0.f);  // -0 / 1 = -0
   EXPECT_TRUE(std::signbit(get("div_s_nzero")[7]));
-  EXPECT_FALSE(std::signbit(get("div_s_nzero")[8]));           // -0 / -1 = +0
-  EXPECT_TRUE(std::isnan(get("div_s_nzero")[4]));              // -0 / 0
-  EXPECT_EQ(get("div_s_inf")[3], -INFINITY);                   // inf / -0
-  EXPECT_EQ(get("add_s_denorm")[4], 1e-45f);                   // denormal survives (no FTZ)
+  EXPECT_FALSE(std::signbit(get("div_s_nzero")[8]));  // -0 / -1 = +0
+  EXPECT_TRUE(std::isnan(get("div_s_nzero")[4]));     // -0 / 0
+  EXPECT_EQ(get("div_s_inf")[3], -INFINITY);          // inf / -0
+  EXPECT_EQ(get("add_s_denorm")[4], 1e-45f);          // denormal survives (no FTZ)
   EXPECT_EQ(get("mul_s_denorm")[7], 1e-45f);
   EXPECT_TRUE(std::isnan(get("add_const_nan")[7]));
   EXPECT_TRUE(std::signbit(get("mul_const_nzero")[7]));
-  EXPECT_EQ(get("leaky_nzero")[8], 0.f);                       // -1 * alpha(-0) = +0
+  EXPECT_EQ(get("leaky_nzero")[8], 0.f);  // -1 * alpha(-0) = +0
   EXPECT_FALSE(std::signbit(get("leaky_nzero")[8]));
-  EXPECT_EQ(get("leaky_ninf")[8], INFINITY);                   // -1 * -inf
+  EXPECT_EQ(get("leaky_ninf")[8], INFINITY);  // -1 * -inf
   EXPECT_TRUE(std::isnan(get("leaky_nan")[8]));
   EXPECT_EQ(get("leaky_nan")[7], 1.f);
 }

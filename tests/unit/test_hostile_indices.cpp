@@ -6,7 +6,9 @@
 namespace brrr::hostile {
 namespace {
 
-Tensor idx(const Shape& s, std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(s, v); }
+Tensor idx(const Shape& s, std::vector<int64_t> v) {
+  return Tensor::from_vector<int64_t>(s, v);
+}
 
 Tensor iota(const Shape& s) {
   std::vector<float> v(size_t(shape_numel(s)));
@@ -21,10 +23,12 @@ void expect_index_error(Session& s, const std::map<std::string, Tensor>& in,
   EXPECT_TRUE(m.find("out of range") != std::string::npos || m.find("outside") != std::string::npos)
       << m;
   // The reference executor refuses them as well.
-  std::string r = error_of([&] { reference(fixture(node == "ge" ? "gather_elements.onnx"
-                                                   : node == "gather1" ? "gather_axis1.onnx"
-                                                                         : "gather.onnx"),
-                                           in); });
+  std::string r = error_of([&] {
+    reference(fixture(node == "ge"        ? "gather_elements.onnx"
+                      : node == "gather1" ? "gather_axis1.onnx"
+                                          : "gather.onnx"),
+              in);
+  });
   EXPECT_FALSE(r.empty());
 }
 
@@ -73,7 +77,8 @@ TEST(HostileIndices, CliOutOfRangeExits2) {
   CliResult ge = run_cli("run '" + fixture("gather_elements.onnx") + "' --data '" +
                          fixture("gather_elements_bad") + "'");
   EXPECT_EQ(ge.code, 2) << ge.out << ge.err;
-  CliResult ok = run_cli("run '" + fixture("gather.onnx") + "' --data '" + fixture("gather_ok") + "'");
+  CliResult ok =
+      run_cli("run '" + fixture("gather.onnx") + "' --data '" + fixture("gather_ok") + "'");
   EXPECT_EQ(ok.code, 0) << ok.err;
 }
 

@@ -10,12 +10,19 @@ namespace {
 
 // Strings from names.onnx that would be code if pasted into the generated C++ (short words such as
 // "int" or "return" occur in any C++ file, so the check uses the distinctive ones).
-const std::vector<std::string> kHostile = {
-    "#include <stdlib.h>\\", "system(\"touch", "brrr_pwned", "#define float int",
-    "int main() { return 1; }", "}\n#pragma once\n{", "\\\nabort();", "%s%n", "graph */"};
+const std::vector<std::string> kHostile = {"#include <stdlib.h>\\",
+                                           "system(\"touch",
+                                           "brrr_pwned",
+                                           "#define float int",
+                                           "int main() { return 1; }",
+                                           "}\n#pragma once\n{",
+                                           "\\\nabort();",
+                                           "%s%n",
+                                           "graph */"};
 
 std::map<std::string, Tensor> names_inputs() {
-  return {{"x\n\"*/ #include <stdlib.h>\\", Tensor::from_vector<float>({4}, {-1.5f, 0.25f, 2, -0.f})}};
+  return {
+      {"x\n\"*/ #include <stdlib.h>\\", Tensor::from_vector<float>({4}, {-1.5f, 0.25f, 2, -0.f})}};
 }
 
 // Every dumped file is named brrr_<hex key>.cpp and holds none of the hostile strings.
@@ -47,7 +54,8 @@ TEST(HostileNames, CollidingNamesStayDistinct) {
   // generated identifier the result would differ from the reference (checked above) and here.
   Session s(fixture("names.onnx"), session_options());
   auto out = s.run(names_inputs());
-  const float x[4] = {-1.5f, 0.25f, 2, -0.f}, c1[4] = {0.5f, -1, 2, 0.25f}, c2[4] = {3, 1, -2, 0.5f};
+  const float x[4] = {-1.5f, 0.25f, 2, -0.f}, c1[4] = {0.5f, -1, 2, 0.25f},
+              c2[4] = {3, 1, -2, 0.5f};
   for (int i = 0; i < 4; ++i) {
     float ab = x[i] > 0 ? x[i] : 0.f, amb = ab + c1[i], asb = amb * c2[i], in = asb - x[i];
     float y1 = (-std::tanh(in) + asb) * in;
@@ -80,7 +88,8 @@ TEST(HostileNames, HugeNameThroughSessionAndDump) {
 
 TEST(HostileNames, CliRunsAndDumpsNoModelText) {
   fs::path dump = scratch() / "dump_cli";
-  CliResult r = run_cli("run '" + fixture("names.onnx") + "'", "BRRR_DUMP_DIR='" + dump.string() + "'");
+  CliResult r =
+      run_cli("run '" + fixture("names.onnx") + "'", "BRRR_DUMP_DIR='" + dump.string() + "'");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("output 1"), std::string::npos) << r.out;
   check_dump(dump, 1);

@@ -15,8 +15,8 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <vector>
 #include <sstream>
+#include <vector>
 
 #include "brrr/error.hpp"
 
@@ -88,9 +88,10 @@ std::string compiler_identity(const std::string& cxx) {
   int rc = run_command(quote(cxx) + " --version", &out);
   if (rc != 0) {
     if (out.size() > 2000) out = out.substr(0, 2000) + "\n[... log truncated]";
-    fail("C++ compiler '{}' (BRRR_CXX) is not usable (needed for generated kernels); "
-         "'{} --version' exited {}:\n{}",
-         cxx, cxx, rc, out);
+    fail(
+        "C++ compiler '{}' (BRRR_CXX) is not usable (needed for generated kernels); "
+        "'{} --version' exited {}:\n{}",
+        cxx, cxx, rc, out);
   }
   return cache[cxx] = out;
 }
@@ -152,8 +153,10 @@ std::string resolve_cache_dir(const CompileOptions& opts) {
   if (dir.empty()) {
     const char* x = std::getenv("XDG_CACHE_HOME");
     const char* h = std::getenv("HOME");
-    if (x && *x) dir = std::string(x) + "/brrr";
-    else if (h && *h) dir = std::string(h) + "/.cache/brrr";
+    if (x && *x)
+      dir = std::string(x) + "/brrr";
+    else if (h && *h)
+      dir = std::string(h) + "/.cache/brrr";
   }
   if (!dir.empty() && dir_writable(dir)) return dir;
   return temp_cache_dir();  // read-only or unusable: a private temp dir for this process
@@ -258,9 +261,10 @@ std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const Com
     }
     if (log.size() > 6000) log = log.substr(0, 6000) + "\n[... log truncated]";
     if (rc == 124 || rc == 137)
-      fail("compiling generated kernels timed out after {} s (BRRR_COMPILE_TIMEOUT; compiler '{}'); "
-           "source: {}",
-           timeout, cxx, where);
+      fail(
+          "compiling generated kernels timed out after {} s (BRRR_COMPILE_TIMEOUT; compiler '{}'); "
+          "source: {}",
+          timeout, cxx, where);
     fail("compiling generated kernels failed (exit {}, compiler '{}'); source: {}\n{}", rc, cxx,
          where, log);
   }
@@ -281,7 +285,8 @@ std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const Com
   // Publish: object first, its hash second, each by rename, so a reader never trusts a partial
   // pair. A failure here only loses the cache entry; the kernels are already loaded.
   std::string tmph = tmp + ".hash";
-  bool moved = write_file(tmph, entry_hash(key, built)) && std::rename(tmp.c_str(), so.c_str()) == 0;
+  bool moved =
+      write_file(tmph, entry_hash(key, built)) && std::rename(tmp.c_str(), so.c_str()) == 0;
   if (!moved) {
     std::remove(tmp.c_str());
     mod->path_ = tmp;
