@@ -15,8 +15,8 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <vector>
 #include <sstream>
+#include <vector>
 
 #include "brrr/error.hpp"
 
@@ -66,9 +66,11 @@ int run_command(const std::string& cmd, std::string* log) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+// Single-quoted for /bin/sh; an embedded quote becomes '\'' so any path is safe.
 std::string quote(const std::string& s) {
-  BRRR_CHECK(s.find('\'') == std::string::npos, "path {} contains a quote character", s);
-  return "'" + s + "'";
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 std::string compiler() {
@@ -84,8 +86,13 @@ std::string compiler_identity(const std::string& cxx) {
   if (it != cache.end()) return it->second;
   std::string out;
   int rc = run_command(quote(cxx) + " --version", &out);
-  BRRR_CHECK(rc == 0, "C++ compiler '{}' is not usable (needed for generated kernels): {}", cxx,
-             out);
+  if (rc != 0) {
+    if (out.size() > 2000) out = out.substr(0, 2000) + "\n[... log truncated]";
+    fail(
+        "C++ compiler '{}' (BRRR_CXX) is not usable (needed for generated kernels); "
+        "'{} --version' exited {}:\n{}",
+        cxx, cxx, rc, out);
+  }
   return cache[cxx] = out;
 }
 
@@ -131,13 +138,25 @@ std::atomic<int> g_counter{0};
 
 }  // namespace
 
+std::string cache_key(const std::string& source, const std::string& compiler_id,
+                      const std::string& flags, const std::string& cpu) {
+  return hash_hex(source + '\0' + compiler_id + '\0' + flags + '\0' + cpu);
+}
+
+static std::string entry_hash(const std::string& key, const std::string& so_bytes) {
+  // Binds the object to its key: another key's (valid) pair copied over this key's names fails.
+  return hash_hex(key + '\0' + so_bytes);
+}
+
 std::string resolve_cache_dir(const CompileOptions& opts) {
   std::string dir = opts.cache_dir;
   if (dir.empty()) {
     const char* x = std::getenv("XDG_CACHE_HOME");
     const char* h = std::getenv("HOME");
-    if (x && *x) dir = std::string(x) + "/brrr";
-    else if (h && *h) dir = std::string(h) + "/.cache/brrr";
+    if (x && *x)
+      dir = std::string(x) + "/brrr";
+    else if (h && *h)
+      dir = std::string(h) + "/.cache/brrr";
   }
   if (!dir.empty() && dir_writable(dir)) return dir;
   return temp_cache_dir();  // read-only or unusable: a private temp dir for this process
@@ -171,11 +190,22 @@ std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const Com
   std::string cxx = compiler();
   std::string flags = kFlags;
   std::string libs = opts.vector_math ? " -lsleefgnuabi" : "";
-  std::string key =
-      hash_hex(source + '\0' + compiler_identity(cxx) + '\0' + flags + libs + '\0' + cpu_features());
   std::string dump = opts.dump_dir;
   if (dump.empty())
     if (const char* d = std::getenv("BRRR_DUMP_DIR")) dump = d;
+  std::string identity;
+  try {
+    identity = compiler_identity(cxx);
+  } catch (const Error& e) {
+    // No key without a compiler: keep the source (named by its own hash) for the report.
+    std::string dir = dump.empty() ? temp_cache_dir() : dump;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    std::string where = fmt::format("{}/brrr_{}.cpp", dir, hash_hex(source));
+    if (!write_file(where, source)) where = "(not written: cannot write into " + dir + ")";
+    fail("{}\nsource: {}", e.what(), where);
+  }
+  std::string key = cache_key(source, identity, flags + libs, cpu_features());
   if (!dump.empty()) {
     std::error_code ec;
     fs::create_directories(dump, ec);
@@ -188,45 +218,80 @@ std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const Com
   mod->path_ = so;
   std::string stored = read_file(hf);
   std::string bytes = read_file(so);
-  bool hit = !stored.empty() && !bytes.empty() && stored == hash_hex(bytes);
-  if (!hit) {
-    std::string tag = fmt::format("{}.{}.{}", key, getpid(), g_counter++);
-    std::string src = fmt::format("{}/{}.cpp", dir, tag), tmp = fmt::format("{}/{}.so", dir, tag);
-    BRRR_CHECK(write_file(src, source), "cannot write generated source to {}", src);
-    int timeout = opts.timeout_s;
-    if (timeout <= 0) {
-      const char* t = std::getenv("BRRR_COMPILE_TIMEOUT");
-      timeout = t && *t ? std::atoi(t) : 300;
-    }
-    std::string cmd = fmt::format("timeout -k 5 {} {} {} -o {} {}{}", timeout, quote(cxx), flags,
-                                  quote(tmp), quote(src), libs);
-    auto t0 = std::chrono::steady_clock::now();
-    std::string log;
-    int rc = run_command(cmd, &log);
-    mod->compile_ms_ =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (rc != 0) {
-      std::remove(tmp.c_str());
-      std::string where = src;
-      if (!dump.empty()) where = fmt::format("{}/brrr_{}.cpp", dump, key);
-      if (log.size() > 6000) log = log.substr(0, 6000) + "\n[... log truncated]";
-      if (rc == 124 || rc == 137)
-        fail("compiling generated kernels timed out after {} s (BRRR_COMPILE_TIMEOUT); source: {}",
-             timeout, where);
-      fail("compiling generated kernels failed (exit {}); source: {}\n{}", rc, where, log);
-    }
-    std::remove(src.c_str());
-    std::string built = read_file(tmp);
-    BRRR_CHECK(!built.empty(), "the compiler produced no output at {}", tmp);
-    std::string tmph = tmp + ".hash";
-    BRRR_CHECK(write_file(tmph, hash_hex(built)), "cannot write {}", tmph);
-    // Rename the object first, its hash second: a reader never trusts a mismatched pair.
-    BRRR_CHECK(std::rename(tmp.c_str(), so.c_str()) == 0, "cannot rename {} to {}", tmp, so);
-    BRRR_CHECK(std::rename(tmph.c_str(), hf.c_str()) == 0, "cannot rename {} to {}", tmph, hf);
+  bool hit = !stored.empty() && !bytes.empty() && stored == entry_hash(key, bytes);
+  if (hit) {
+    mod->handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!mod->handle_) fail("cannot load generated kernels {}: {}", so, dlerror());
+    mod->from_cache_ = true;
+    return mod;
   }
-  mod->from_cache_ = hit;
-  mod->handle_ = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!mod->handle_) fail("cannot load generated kernels {}: {}", so, dlerror());
+  std::string tag = fmt::format("{}.{}.{}", key, getpid(), g_counter++);
+  std::string src = fmt::format("{}/{}.cpp", dir, tag);
+  if (!write_file(src, source)) {
+    // The folder took the probe but not the source (disk full, quota): build in a private one.
+    std::remove(src.c_str());
+    dir = temp_cache_dir();
+    so = fmt::format("{}/{}.so", dir, key);
+    hf = so + ".hash";
+    mod->path_ = so;
+    src = fmt::format("{}/{}.cpp", dir, tag);
+    BRRR_CHECK(write_file(src, source), "cannot write generated source to {}", src);
+  }
+  std::string tmp = fmt::format("{}/{}.so", dir, tag);
+  int timeout = opts.timeout_s;
+  if (timeout <= 0) {
+    const char* t = std::getenv("BRRR_COMPILE_TIMEOUT");
+    timeout = t && *t ? std::atoi(t) : 300;
+    if (timeout <= 0) timeout = 300;
+  }
+  std::string cmd = fmt::format("timeout -k 5 {} {} {} -o {} {}{}", timeout, quote(cxx), flags,
+                                quote(tmp), quote(src), libs);
+  auto t0 = std::chrono::steady_clock::now();
+  std::string log;
+  int rc = run_command(cmd, &log);
+  mod->compile_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (rc != 0) {
+    std::remove(tmp.c_str());
+    // Keep the source for the report: the dumped copy if any, else the one in the cache folder.
+    std::string where = src;
+    if (!dump.empty()) {
+      where = fmt::format("{}/brrr_{}.cpp", dump, key);
+      std::remove(src.c_str());
+    }
+    if (log.size() > 6000) log = log.substr(0, 6000) + "\n[... log truncated]";
+    if (rc == 124 || rc == 137)
+      fail(
+          "compiling generated kernels timed out after {} s (BRRR_COMPILE_TIMEOUT; compiler '{}'); "
+          "source: {}",
+          timeout, cxx, where);
+    fail("compiling generated kernels failed (exit {}, compiler '{}'); source: {}\n{}", rc, cxx,
+         where, log);
+  }
+  std::remove(src.c_str());
+  std::string built = read_file(tmp);
+  if (built.empty()) {
+    std::remove(tmp.c_str());
+    fail("the compiler '{}' produced no output at {}", cxx, tmp);
+  }
+  // Load this process's own build before publishing it, so a concurrent writer of the same key
+  // can never swap the file under us.
+  mod->handle_ = dlopen(tmp.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!mod->handle_) {
+    std::string why = dlerror();
+    std::remove(tmp.c_str());
+    fail("cannot load generated kernels {}: {}", tmp, why);
+  }
+  // Publish: object first, its hash second, each by rename, so a reader never trusts a partial
+  // pair. A failure here only loses the cache entry; the kernels are already loaded.
+  std::string tmph = tmp + ".hash";
+  bool moved =
+      write_file(tmph, entry_hash(key, built)) && std::rename(tmp.c_str(), so.c_str()) == 0;
+  if (!moved) {
+    std::remove(tmp.c_str());
+    mod->path_ = tmp;
+  }
+  if (!moved || std::rename(tmph.c_str(), hf.c_str()) != 0) std::remove(tmph.c_str());
   return mod;
 }
 

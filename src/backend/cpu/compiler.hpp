@@ -1,7 +1,7 @@
 // Compiles a generated C++ translation unit with the system compiler into a shared object and
 // loads it with dlopen. Results are cached on disk by hash of (source, compiler identity, flags,
 // CPU features); entries are written to a temporary file and renamed, and each .so has a hash
-// file beside it so that truncated or corrupt entries are rebuilt.
+// file beside it (bound to the key) so that truncated, corrupt or swapped entries are rebuilt.
 #pragma once
 #include <memory>
 #include <string>
@@ -36,6 +36,10 @@ std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const Com
 
 // True when SLEEF's GNU-ABI vector library can be loaded (its _ZGV* symbols resolve).
 bool sleef_gnuabi_available();
+// The cache key: every input that changes the object (source, compiler --version text, flags and
+// libraries, CPU model and flags). The entry's .hash file holds hash(key, object bytes).
+std::string cache_key(const std::string& source, const std::string& compiler_id,
+                      const std::string& flags, const std::string& cpu);
 // The cache folder the options resolve to (after falling back to a temp dir if read-only).
 std::string resolve_cache_dir(const CompileOptions& opts);
 
