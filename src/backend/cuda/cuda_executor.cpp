@@ -527,7 +527,7 @@ RunProfile CudaExecutor::profile(const std::map<std::string, Tensor>& inputs, in
   // Wall: the run as the session does it. Eager runs keep per-step end stamps.
   const bool graph = m.graph.has_value();
   std::vector<double> walls;
-  std::vector<std::vector<double>> ends(size_t(reps));
+  std::vector<std::vector<double>> ends(static_cast<size_t>(reps));
   for (int r = 0; r < reps; ++r) {
     ev[0]->record(m.stream);
     if (graph) {
