@@ -132,9 +132,10 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
 }
 
 static std::string render_ceilings_cuda(const Ceilings& c) {
-  auto est = [&](const std::string& k) -> std::string {
+  // Datasheet values are stored in the measured units (GB/s, GFLOP/s); peaks print in TFLOP/s.
+  auto est = [&](const std::string& k, double scale = 1) -> std::string {
     auto it = c.datasheet.find(k);
-    return it == c.datasheet.end() ? "-" : fmt::format("{:.0f}", it->second);
+    return it == c.datasheet.end() ? "-" : fmt::format("{:.1f}", it->second / scale);
   };
   std::string s;
   s += fmt::format("Ceilings for {} ({}, {}, {} SMs), measured in {:.1f}s\n", c.host, c.cpu_model,
@@ -147,7 +148,7 @@ static std::string render_ceilings_cuda(const Ceilings& c) {
                        : prec.find("gemm") != std::string::npos ? "cuBLASLt, no Tensor Cores"
                                                                 : "Tensor Cores, cuBLASLt";
     s += fmt::format("  {:<40} {:>8.1f} TFLOP/s {:>14}\n", "peak " + prec + " (" + unit + ")",
-                     v / 1e3, est(prec + "_gflops"));
+                     v / 1e3, est(prec + "_gflops", 1e3));
   }
   s += "  special functions, G evaluations/s (fp32 CUDA libdevice, +1 FMA each):\n";
   for (const auto& [fn, v] : c.special_gops) s += fmt::format("    {:<6} {:>9.1f}\n", fn, v);
