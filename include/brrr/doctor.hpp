@@ -34,13 +34,19 @@ struct Ceilings {
   double dispatch_us = 0;                             // reference executor, per op, on a tiny op
   double fork_join_us = 0;                            // one empty OpenMP parallel region
   double kernel_call_us = 0;  // calling a kernel through a function pointer on tiny data
+  // GPU ceilings (backend "cuda"; cpu_model holds the device name, threads its SM count):
+  // peak_gflops "fp32" is the CUDA-core FMA kernel, "tf32"/"bf16"/"fp16" Tensor Cores through
+  // cuBLASLt; dispatch_us is our CUDA executor's host cost per kernel (eager, graphs off).
+  double launch_us = 0;      // empty kernel launched eagerly, back to back, per kernel
+  double graph_node_us = 0;  // per node of a replayed CUDA graph of empty kernels
   std::map<std::string, double> datasheet;  // estimates from /proc/cpuinfo, same units
   std::string datasheet_note;
   double probe_seconds = 0;
 
   // Fixed cost of one kernel of this kind ("reference": executor dispatch; compiled kinds: a
   // function-pointer call plus one parallel region).
-  double per_kernel_overhead_us(const std::string& kind) const;
+  // On "cuda": the graph per-node cost for graph-replayed kernels, else the eager launch cost.
+  double per_kernel_overhead_us(const std::string& kind, bool graph_node = false) const;
   // Evaluations per second of special function `fn` (vectorized); falls back to the slowest
   // measured function when `fn` was not probed.
   double special_per_s(const std::string& fn) const;
@@ -54,6 +60,9 @@ std::string ceilings_cache_path(const std::string& backend);
 // Measures the CPU ceilings (< ~20 s); progress lines on stderr when `progress`. `quick` shortens
 // every timing about 5x (tests), at some cost in accuracy.
 Ceilings probe_cpu(bool progress, bool quick = false);
+// Measures the GPU ceilings of device 0 (< ~20 s). Throws brrr::Error "no CUDA device: <reason>"
+// without a device (or in a build without the CUDA toolkit).
+Ceilings probe_cuda(bool progress);
 // Cached ceilings for this machine, measured (and cached) when absent or when `refresh`.
 Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress,
                        bool* from_cache = nullptr);

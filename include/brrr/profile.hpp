@@ -26,6 +26,8 @@ struct KernelRecord {
   double time_ms = 0;                // median measured time of this kernel
   double start_ms = 0;               // start offset within one run, for traces
   int lane = 0;                      // thread or stream, for traces
+  std::string precision;             // library kernels: "fp32", "tf32", "bf16", "fp16" ("" = fp32)
+  bool graph_node = false;           // replayed as a CUDA graph node (fixed cost: per node)
   std::vector<TensorUse> reads;      // optional: lets the doctor predict what fusion saves
   std::vector<TensorUse> writes;
 };

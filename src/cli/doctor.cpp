@@ -127,7 +127,8 @@ void run_doctor(const DoctorArgs& a) {
     opts.input_shapes[name] = shape;
   }
   Graph g = prepare(loaded, opts);
-  doctor::Ceilings c = doctor::load_or_probe("cpu", a.refresh, true);
+  // The reference executor runs on the CPU: it is judged against the CPU ceilings.
+  doctor::Ceilings c = doctor::load_or_probe(a.backend == "cuda" ? "cuda" : "cpu", a.refresh, true);
   // With --compare the baseline is one kernel per op and the remedies are applied by compiling
   // the fused plan; otherwise the model is profiled as brrr runs it.
   bool fused = !a.no_fusion && !a.compare;

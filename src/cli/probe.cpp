@@ -16,7 +16,7 @@ void setup_probe(CLI::App& app) {
   };
   auto opts = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("probe", "measure this machine's ceilings (cached per machine)");
-  cmd->add_option("--backend", opts->backend, "backend to probe")->check(CLI::IsMember({"cpu"}));
+  cmd->add_option("--backend", opts->backend, "backend to probe")->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--json", opts->json, "also write the ceilings as JSON to this file");
   cmd->add_flag("--refresh", opts->refresh, "measure again even when cached");
   cmd->callback([opts] {

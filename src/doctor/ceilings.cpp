@@ -15,7 +15,8 @@ namespace brrr::doctor {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-double Ceilings::per_kernel_overhead_us(const std::string& kind) const {
+double Ceilings::per_kernel_overhead_us(const std::string& kind, bool graph_node) const {
+  if (backend == "cuda") return graph_node ? graph_node_us : launch_us;
   if (kind == "reference") return dispatch_us;
   return kernel_call_us + fork_join_us;
 }
@@ -50,6 +51,8 @@ json ceilings_to_json(const Ceilings& c) {
               {"dispatch_us", c.dispatch_us},
               {"fork_join_us", c.fork_join_us},
               {"kernel_call_us", c.kernel_call_us},
+              {"launch_us", c.launch_us},
+              {"graph_node_us", c.graph_node_us},
               {"datasheet_estimates", c.datasheet},
               {"datasheet_note", c.datasheet_note},
               {"probe_seconds", c.probe_seconds}};
@@ -71,6 +74,8 @@ Ceilings ceilings_from_json(const json& j) {
     c.dispatch_us = j.value("dispatch_us", 0.0);
     c.fork_join_us = j.value("fork_join_us", 0.0);
     c.kernel_call_us = j.value("kernel_call_us", 0.0);
+    c.launch_us = j.value("launch_us", 0.0);
+    c.graph_node_us = j.value("graph_node_us", 0.0);
     c.datasheet = j.value("datasheet_estimates", std::map<std::string, double>{});
     c.datasheet_note = j.value("datasheet_note", "");
     c.probe_seconds = j.value("probe_seconds", 0.0);
@@ -95,14 +100,15 @@ std::string ceilings_cache_path(const std::string& backend) {
 }
 
 Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, bool* from_cache) {
-  BRRR_CHECK(backend == "cpu", "probe: backend '{}' is not available (only 'cpu' is built)",
-             backend);
+  BRRR_CHECK(backend == "cpu" || backend == "cuda",
+             "probe: unknown backend '{}' (expected cpu or cuda)", backend);
   std::string path = ceilings_cache_path(backend);
   if (from_cache) *from_cache = false;
   if (!refresh && fs::exists(path)) {
     try {
       std::ifstream f(path);
       Ceilings c = ceilings_from_json(json::parse(f));
+      BRRR_CHECK(c.backend == backend, "it holds '{}' ceilings", c.backend);
       if (from_cache) *from_cache = true;
       return c;
     } catch (const std::exception& e) {
@@ -110,7 +116,7 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
         fmt::print(stderr, "probe: ignoring unreadable cache {} ({})\n", path, e.what());
     }
   }
-  Ceilings c = probe_cpu(progress);
+  Ceilings c = backend == "cuda" ? probe_cuda(progress) : probe_cpu(progress);
   // Write to a temp file and rename, so a concurrent reader never sees half a file.
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
@@ -125,7 +131,41 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
   return c;
 }
 
+static std::string render_ceilings_cuda(const Ceilings& c) {
+  // Datasheet values are stored in the measured units (GB/s, GFLOP/s); peaks print in TFLOP/s.
+  auto est = [&](const std::string& k, double scale = 1) -> std::string {
+    auto it = c.datasheet.find(k);
+    return it == c.datasheet.end() ? "-" : fmt::format("{:.1f}", it->second / scale);
+  };
+  std::string s;
+  s += fmt::format("Ceilings for {} ({}, {}, {} SMs), measured in {:.1f}s\n", c.host, c.cpu_model,
+                   c.isa, c.threads, c.probe_seconds);
+  s += fmt::format("  {:<40} {:>16} {:>14}\n", "ceiling", "measured", "datasheet est.");
+  s += fmt::format("  {:<40} {:>11.1f} GB/s {:>14}\n", "memory bandwidth (D2D copy, r+w)",
+                   c.bandwidth_gbs, est("bandwidth_gbs"));
+  for (const auto& [prec, v] : c.peak_gflops) {
+    std::string unit = prec == "fp32" ? "CUDA-core FMA kernel"
+                       : prec.find("gemm") != std::string::npos ? "cuBLASLt, no Tensor Cores"
+                                                                : "Tensor Cores, cuBLASLt";
+    s += fmt::format("  {:<40} {:>8.1f} TFLOP/s {:>14}\n", "peak " + prec + " (" + unit + ")",
+                     v / 1e3, est(prec + "_gflops", 1e3));
+  }
+  s += "  special functions, G evaluations/s (fp32 CUDA libdevice, +1 FMA each):\n";
+  for (const auto& [fn, v] : c.special_gops) s += fmt::format("    {:<6} {:>9.1f}\n", fn, v);
+  s += fmt::format("  {:<40} {:>13.3f} us\n", "kernel launch, eager, per kernel", c.launch_us);
+  s += fmt::format("  {:<40} {:>13.3f} us\n", "CUDA graph, per node", c.graph_node_us);
+  s += fmt::format("  {:<40} {:>13.3f} us\n", "brrr CUDA executor dispatch / kernel",
+                   c.dispatch_us);
+  for (const char* p : {"fp32", "bf16"})
+    if (c.peak_gflops.count(p) && c.bandwidth_gbs > 0)
+      s += fmt::format("  ridge point ({}): {:.1f} FLOP/byte\n", p,
+                       c.peak_flops_per_s(p) / (c.bandwidth_gbs * 1e9));
+  if (!c.datasheet_note.empty()) s += "  datasheet: " + c.datasheet_note + "\n";
+  return s;
+}
+
 std::string render_ceilings(const Ceilings& c) {
+  if (c.backend == "cuda") return render_ceilings_cuda(c);
   auto est = [&](const char* k) -> std::string {
     auto it = c.datasheet.find(k);
     return it == c.datasheet.end() ? "-" : fmt::format("{:.1f}", it->second);

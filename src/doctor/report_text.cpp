@@ -42,13 +42,25 @@ std::string class_rows(const std::vector<ClassRow>& rows) {
 std::string render_table(const Report& r) {
   const Ceilings& c = r.ceilings;
   std::string s;
-  s += fmt::format("brrr doctor: {} ({} kernels on {}, {} threads)\n", r.model, r.kernels.size(),
-                   r.profile.backend, c.threads);
-  s += fmt::format(
-      "ceilings (measured, brrr probe): {:.1f} GB/s, {:.1f} GFLOP/s fp32, dispatch {:.2f} us, "
-      "kernel call + fork/join {:.2f} us\n",
-      c.bandwidth_gbs, c.peak_gflops.count("fp32") ? c.peak_gflops.at("fp32") : 0.0, c.dispatch_us,
-      c.kernel_call_us + c.fork_join_us);
+  auto peak = [&](const char* p) { return c.peak_gflops.count(p) ? c.peak_gflops.at(p) : 0.0; };
+  if (c.backend == "cuda") {
+    s += fmt::format("brrr doctor: {} ({} kernels on {}, {}, {} SMs)\n", r.model,
+                     r.kernels.size(), r.profile.backend, c.cpu_model, c.threads);
+    s += fmt::format(
+        "ceilings (measured, brrr probe): {:.1f} GB/s, {:.1f} TFLOP/s fp32 CUDA cores, {:.1f} "
+        "bf16 / {:.1f} tf32 Tensor Cores, launch {:.2f} us, graph node {:.2f} us\n",
+        c.bandwidth_gbs, peak("fp32") / 1e3, peak("bf16") / 1e3, peak("tf32") / 1e3, c.launch_us,
+        c.graph_node_us);
+    s += "kernel times: GPU busy time from CUDA events (host launch gaps excluded); idle gaps "
+         "between kernels count as overhead\n";
+  } else {
+    s += fmt::format("brrr doctor: {} ({} kernels on {}, {} threads)\n", r.model,
+                     r.kernels.size(), r.profile.backend, c.threads);
+    s += fmt::format(
+        "ceilings (measured, brrr probe): {:.1f} GB/s, {:.1f} GFLOP/s fp32, dispatch {:.2f} us, "
+        "kernel call + fork/join {:.2f} us\n",
+        c.bandwidth_gbs, peak("fp32"), c.dispatch_us, c.kernel_call_us + c.fork_join_us);
+  }
   s += "conventions: FLOPs = 2 per multiply-add, 1 per other arithmetic op; special functions "
        "priced per function at measured throughput; bytes = compulsory (inputs read once, "
        "outputs written once)\n\n";

@@ -10,7 +10,7 @@
 
 #include "backend/cuda/bench_kernels.hpp"
 #include "backend/cuda/cublaslt_gemm.hpp"
-#include "backend/cuda/cuda_graph.hpp"
+#include "backend/cuda/gpu_probe.hpp"
 #include "backend/cuda/cuda_runtime.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "brrr/error.hpp"
@@ -29,43 +29,6 @@ void row(std::string what, std::string value, std::string note = "") {
   g_rows.push_back({std::move(what), std::move(value), std::move(note)});
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-// Median milliseconds of one call of body(), timed with events on s.
-template <class F>
-double time_ms(const Stream& s, F&& body, int warmup, int reps) {
-  for (int i = 0; i < warmup; ++i) body();
-  s.synchronize();
-  Event a, b;
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    a.record(s);
-    body();
-    b.record(s);
-    b.synchronize();
-    t.push_back(Event::elapsed_ms(a, b));
-  }
-  return median(t);
-}
-
-struct Kernels {
-  Function empty, fill_f32, fill_bf16, fill_f16, cos1, cos2, fma, expf_t, cosf_t, tanhf_t, erff_t;
-};
-
-unsigned grid_for(const Device& dev, unsigned long long work, unsigned block, unsigned per_sm) {
-  unsigned long long want = (work + block - 1) / block;
-  unsigned long long cap = static_cast<unsigned long long>(dev.info().sm_count) * per_sm;
-  return static_cast<unsigned>(std::max(1ull, std::min(want, cap)));
-}
-
-void fill(const Device& dev, const Function& f, DevPtr p, unsigned long long n, unsigned seed,
-          float scale, const Stream& s) {
-  void* args[] = {&p, &n, &seed, &scale};
-  launch(f, {grid_for(dev, n, 256, 16)}, {256}, 0, s, args);
-}
 
 std::string fmt2(double v, const char* unit) { return fmt::format("{:.2f} {}", v, unit); }
 
@@ -104,29 +67,16 @@ int main() {
             fmt2(ms, "ms"), "no cache; anchor 12.4 ms");
       }
     }
-    NvrtcCompiler nvrtc(info.arch());
-    auto t0 = std::chrono::steady_clock::now();
-    CompiledKernel ck = nvrtc.compile(bench_kernels_source(), "brrr_bench_kernels");
-    double bench_compile_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    row("NVRTC bench kernels (11 kernels)", fmt2(bench_compile_ms, "ms"),
-        ck.from_cache ? "from disk cache" : "compiled, now cached");
-    Module mod(ck.cubin, "brrr_bench_kernels");
-    Kernels K{mod.function("brrr_empty"),      mod.function("brrr_fill_f32"),
-              mod.function("brrr_fill_bf16"),  mod.function("brrr_fill_f16"),
-              mod.function("brrr_cos_f32x4"),  mod.function("brrr_cos_cos_f32x4"),
-              mod.function("brrr_fma_peak"),   mod.function("brrr_expf_tput"),
-              mod.function("brrr_cosf_tput"),  mod.function("brrr_tanhf_tput"),
-              mod.function("brrr_erff_tput")};
+    ProbeKernels K(dev);
+    row("NVRTC bench kernels (11 kernels)", fmt2(K.compile_ms, "ms"),
+        K.from_cache ? "from disk cache" : "compiled, now cached");
     std::printf("  cos_cos regs %d, local bytes %d; fma regs %d\n", K.cos2.num_regs(),
                 K.cos2.local_bytes(), K.fma.num_regs());
 
     // ---- D2D copy bandwidth, 1 GiB ----
     const std::size_t GiB = 1ull << 30;
     {
-      DeviceBuffer a(GiB, "copy src"), b(GiB, "copy dst");
-      fill(dev, K.fill_f32, a.ptr(), GiB / 4, 1, 1.0f, s);
-      double ms = time_ms(s, [&] { copy_d2d(b.ptr(), a.ptr(), GiB, s, "1 GiB"); }, 3, 20);
+      double ms = measure_copy_ms(K, GiB, s);
       row("D2D copy 1 GiB (read+write bytes)", fmt2(2.0 * GiB / (ms * 1e-3) / 1e12, "TB/s"),
           fmt::format("{:.3f} ms; anchor 4.21 TB/s", ms));
     }
@@ -135,16 +85,16 @@ int main() {
     {
       const unsigned long long n = 1ull << 28, n4 = n / 4;
       DeviceBuffer x(n * 4, "x"), y(n * 4, "y"), tmp(n * 4, "tmp");
-      fill(dev, K.fill_f32, x.ptr(), n, 7, 4.0f, s);
+      K.fill(GemmPrecision::kFp32, x.ptr(), n, 7, 4.0f, s);
       DevPtr px = x.ptr(), py = y.ptr(), pt = tmp.ptr();
       unsigned long long m4 = n4;
       for (unsigned per_sm : {8u, 32u}) {
-        const unsigned grid = grid_for(dev, n4, 256, per_sm);
+        const unsigned grid = K.grid_for(n4, 256, per_sm);
         void* fused_args[] = {&px, &py, &m4};
         void* a1[] = {&px, &pt, &m4};
         void* a2[] = {&pt, &py, &m4};
-        double fused = time_ms(s, [&] { launch(K.cos2, {grid}, {256}, 0, s, fused_args); }, 3, 20);
-        double two = time_ms(
+        double fused = time_events_ms(s, [&] { launch(K.cos2, {grid}, {256}, 0, s, fused_args); }, 3, 20);
+        double two = time_events_ms(
             s,
             [&] {
               launch(K.cos1, {grid}, {256}, 0, s, a1);
@@ -175,92 +125,38 @@ int main() {
 
     // ---- CUDA-core FP32 FMA peak and special-function throughput ----
     {
-      DeviceBuffer sink(4096, "sink");
-      DevPtr ps = sink.ptr();
-      const unsigned block = 256, grid = info.sm_count * 8;
-      int iters = 1 << 16;
-      void* args[] = {&ps, &iters};
-      double ms = time_ms(s, [&] { launch(K.fma, {grid}, {block}, 0, s, args); }, 2, 10);
-      double flops = 2.0 * kFmaChains * iters * double(grid) * block;
-      row("CUDA-core FP32 FMA peak", fmt2(flops / (ms * 1e-3) / 1e12, "TFLOP/s"),
-          fmt::format("{:.3f} ms; datasheet ~67", ms));
-      int siters = 1 << 12;
-      void* sargs[] = {&ps, &siters};
-      std::pair<const char*, const Function*> fns[] = {
-          {"expf", &K.expf_t}, {"cosf", &K.cosf_t}, {"tanhf", &K.tanhf_t}, {"erff", &K.erff_t}};
-      for (auto& [name, f] : fns) {
-        double t = time_ms(s, [&] { launch(*f, {grid}, {block}, 0, s, sargs); }, 2, 10);
-        double evals = double(kSpecialChains) * siters * double(grid) * block;
-        row(fmt::format("{} throughput (+1 FMA each)", name),
-            fmt2(evals / (t * 1e-3) / 1e9, "Geval/s"), fmt::format("{:.3f} ms", t));
-      }
+      row("CUDA-core FP32 FMA peak", fmt2(measure_fma_flops(K, s) / 1e12, "TFLOP/s"),
+          "datasheet ~67");
+      for (const auto& [name, evals] : measure_special_evals(K, s))
+        row(fmt::format("{}f throughput (+1 FMA each)", name), fmt2(evals / 1e9, "Geval/s"));
     }
 
     // ---- launch cost: eager back to back, and per node in a 1000-kernel graph ----
     {
-      const int N = 2000;
-      std::vector<double> host_us, stream_us;
-      Event a, b;
-      for (int rep = 0; rep < 7; ++rep) {
-        s.synchronize();
-        a.record(s);
-        auto h0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < N; ++i) launch(K.empty, {1}, {32}, 0, s, nullptr);
-        auto h1 = std::chrono::steady_clock::now();
-        b.record(s);
-        b.synchronize();
-        if (rep == 0) continue;  // warmup
-        host_us.push_back(std::chrono::duration<double, std::micro>(h1 - h0).count() / N);
-        stream_us.push_back(Event::elapsed_ms(a, b) * 1e3 / N);
-      }
-      row("empty kernel, eager launch (host)", fmt2(median(host_us), "us"), "anchor 3.73 us");
-      row("empty kernel, eager (stream, per kernel)", fmt2(median(stream_us), "us"),
-          "anchor 3.73 us");
-      const int nodes = 1000;
-      CudaGraph g = CudaGraph::capture(
-          s, [&] { for (int i = 0; i < nodes; ++i) launch(K.empty, {1}, {32}, 0, s, nullptr); },
-          "1000 empty kernels");
-      double ms = time_ms(s, [&] { g.replay(s); }, 3, 20);
-      row(fmt::format("CUDA graph, {} empty kernels, per node", g.num_nodes()),
-          fmt2(ms * 1e3 / nodes, "us"), "anchor 0.50 us");
+      LaunchCost lc = measure_launch_cost(K, s);
+      row("empty kernel, eager launch (host)", fmt2(lc.host_us, "us"), "anchor 3.73 us");
+      row("empty kernel, eager (stream, per kernel)", fmt2(lc.stream_us, "us"), "anchor 3.73 us");
+      row(fmt::format("CUDA graph, {} empty kernels, per node", lc.nodes),
+          fmt2(lc.graph_node_us, "us"), "anchor 0.50 us");
     }
 
     // ---- cuBLASLt GEMM 8192^3 per precision, plus the bf16 bias+GELU epilogue ----
     {
-      const std::int64_t M = 8192, N = 8192, Kd = 8192;
-      const std::size_t elems = M * Kd;
-      DeviceBuffer A(elems * 4, "A"), B(elems * 4, "B"), C(elems * 4, "C"), bias(N * 4, "bias");
+      const std::int64_t n = 8192;
       LtGemm lt;
-      const double flops = 2.0 * M * N * Kd;
+      const double flops = 2.0 * n * n * n;
       const char* anchors[] = {"torch 51", "torch 367", "torch 684; cuBLASLt 811", "torch 664"};
       GemmPrecision precs[] = {GemmPrecision::kFp32, GemmPrecision::kTf32, GemmPrecision::kBf16,
                                GemmPrecision::kFp16};
       for (int i = 0; i < 4; ++i) {
         GemmPrecision p = precs[i];
-        const Function& f = element_bytes(p) == 4
-                                ? K.fill_f32
-                                : (p == GemmPrecision::kBf16 ? K.fill_bf16 : K.fill_f16);
-        fill(dev, f, A.ptr(), elems, 11, 1.0f, s);
-        fill(dev, f, B.ptr(), elems, 12, 1.0f, s);
-        fill(dev, f, bias.ptr(), N, 13, 1.0f, s);
         const int reps = p == GemmPrecision::kFp32 ? 5 : 10;
-        double ms = time_ms(
-            s,
-            [&] {
-              lt.run(p, GemmEpilogue::kNone, {M, N, Kd}, A.ptr(), B.ptr(), C.ptr(), 0, s, "gemm");
-            },
-            2, reps);
+        double ms = measure_gemm_ms(K, lt, p, GemmEpilogue::kNone, n, s, reps);
         row(fmt::format("cuBLASLt GEMM 8192^3 {}", to_string(p)),
             fmt2(flops / (ms * 1e-3) / 1e12, "TFLOP/s"),
             fmt::format("{:.3f} ms; anchor {}", ms, anchors[i]));
         if (p == GemmPrecision::kBf16) {
-          double ms2 = time_ms(
-              s,
-              [&] {
-                lt.run(p, GemmEpilogue::kGeluBias, {M, N, Kd}, A.ptr(), B.ptr(), C.ptr(),
-                       bias.ptr(), s, "gemm+bias+gelu");
-              },
-              2, 10);
+          double ms2 = measure_gemm_ms(K, lt, p, GemmEpilogue::kGeluBias, n, s, 10);
           row("cuBLASLt GEMM+bias+GELU 8192^3 bf16", fmt::format("{:.3f} ms", ms2),
               fmt::format("{:.1f} TFLOP/s; GEMM alone {:.3f} ms; torch.compile 1.673 ms",
                           flops / (ms2 * 1e-3) / 1e12, ms));

@@ -1,0 +1,213 @@
+// The doctor on the GPU: regime rules on hand-made CUDA ceilings (no device needed), and with a
+// device: probe_cuda's ceilings and the doctor's verdict on GEMM-heavy, pointwise and tiny models.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "brrr/doctor.hpp"
+#include "brrr/error.hpp"
+#include "brrr/session.hpp"
+#include "runtime/graph_builder.hpp"
+#ifdef BRRR_HAVE_CUDA
+#include "backend/cuda/cuda_runtime.hpp"
+#endif
+
+namespace brrr::doctor {
+namespace {
+
+Ceilings h200_like() {
+  Ceilings c;
+  c.backend = "cuda";
+  c.cpu_model = "synthetic GPU";
+  c.bandwidth_gbs = 4000;
+  c.peak_gflops = {{"fp32", 56000}, {"tf32", 400000}, {"bf16", 800000}, {"fp16", 770000}};
+  c.special_gops = {{"exp", 3000}, {"cos", 1100}};
+  c.launch_us = 3.7;
+  c.graph_node_us = 0.5;
+  c.dispatch_us = 6;
+  return c;
+}
+
+KernelRecord rec(const std::string& kind, double flops, double bytes, double ms) {
+  KernelRecord k;
+  k.name = kind;
+  k.kind = kind;
+  k.cost.flops = flops;
+  k.cost.bytes = bytes;
+  k.time_ms = ms;
+  return k;
+}
+
+TEST(DoctorCudaRules, GemmUsesTheTensorCorePeakOfItsPrecision) {
+  Ceilings c = h200_like();
+  const double n = 4096, flops = 2 * n * n * n, bytes = 3 * n * n * 2;
+  KernelRecord k = rec("library", flops, bytes, 0.2);
+  k.precision = "bf16";
+  KernelAnalysis a = analyze_kernel(k, c);
+  EXPECT_NEAR(a.compute_floor_ms, flops / 800000e9 * 1e3, 1e-9);
+  EXPECT_EQ(a.regime, Regime::compute);
+  EXPECT_LE(a.efficiency, 1.0);
+  // The same GEMM at fp32 is judged against the CUDA-core peak; an unprobed precision too.
+  k.precision = "fp32";
+  EXPECT_NEAR(analyze_kernel(k, c).compute_floor_ms, flops / 56000e9 * 1e3, 1e-9);
+  k.precision = "fp8";
+  EXPECT_NEAR(analyze_kernel(k, c).compute_floor_ms, flops / 56000e9 * 1e3, 1e-9);
+}
+
+TEST(DoctorCudaRules, FusedKernelsPayCudaCoresAndSpecialFunctions) {
+  Ceilings c = h200_like();
+  KernelRecord k = rec("fused", 1e9, 1e6, 1.0);
+  k.cost.special["cos"] = 1.1e9;
+  KernelAnalysis a = analyze_kernel(k, c);
+  EXPECT_NEAR(a.compute_floor_ms, (1e9 / 56000e9 + 1.1e9 / 1100e9) * 1e3, 1e-9);
+  EXPECT_EQ(a.regime, Regime::compute);
+}
+
+TEST(DoctorCudaRules, OverheadIsLaunchCostEagerAndNodeCostInAGraph) {
+  Ceilings c = h200_like();
+  EXPECT_DOUBLE_EQ(c.per_kernel_overhead_us("fused", false), 3.7);
+  EXPECT_DOUBLE_EQ(c.per_kernel_overhead_us("fused", true), 0.5);
+  // 16 MB at 4 TB/s: a 4 us floor, measured 6 us.
+  KernelRecord k = rec("fused", 0, 16e6, 0.006);
+  EXPECT_EQ(analyze_kernel(k, c).regime, Regime::overhead);  // within 2x of a 3.7 us launch
+  k.graph_node = true;
+  EXPECT_EQ(analyze_kernel(k, c).regime, Regime::memory);  // a graph node costs 0.5 us
+  // A tiny kernel is overhead-bound either way: its floor is below the fixed cost.
+  KernelRecord t = rec("fused", 100, 4096, 0.002);
+  t.graph_node = true;
+  EXPECT_EQ(analyze_kernel(t, c).regime, Regime::overhead);
+}
+
+TEST(DoctorCudaRules, IdleGapsAreOverheadAndSharesAddUp) {
+  Ceilings c = h200_like();
+  RunProfile p;
+  p.backend = "cuda";
+  p.wall_ms = 1.0;
+  KernelRecord g = rec("library", 2.0 * 4096 * 4096 * 4096, 1e8, 0.4);
+  g.precision = "bf16";
+  p.kernels = {g, rec("fused", 0, 8e8, 0.2)};
+  Report r = diagnose(p, c);
+  EXPECT_NEAR(r.attribution.gap_ms, 0.4, 1e-9);
+  EXPECT_NEAR(r.attribution.compute_ms, 0.4, 1e-9);
+  EXPECT_NEAR(r.attribution.memory_ms, 0.2, 1e-9);
+  EXPECT_NEAR(r.attribution.overhead_ms, 0.4, 1e-9);
+  EXPECT_NEAR(r.attribution.compute_ms + r.attribution.memory_ms + r.attribution.overhead_ms,
+              r.attribution.wall_ms, 1e-9);
+  EXPECT_NE(render_table(r).find("idle gaps"), std::string::npos);
+}
+
+TEST(DoctorCudaRules, CeilingsJsonKeepsTheGpuFields) {
+  Ceilings c = h200_like();
+  Ceilings d = ceilings_from_json(ceilings_to_json(c));
+  EXPECT_EQ(d.backend, "cuda");
+  EXPECT_DOUBLE_EQ(d.launch_us, 3.7);
+  EXPECT_DOUBLE_EQ(d.graph_node_us, 0.5);
+  EXPECT_DOUBLE_EQ(d.peak_gflops.at("bf16"), 800000);
+  EXPECT_NE(render_ceilings(d).find("Tensor Cores"), std::string::npos);
+}
+
+bool have_device(std::string* why) {
+#ifdef BRRR_HAVE_CUDA
+  return cuda::cuda_device_available(why);
+#else
+  *why = "built without the CUDA toolkit";
+  return false;
+#endif
+}
+
+TEST(DoctorCudaRules, NoDeviceIsAClearError) {
+  std::string why;
+  if (have_device(&why)) GTEST_SKIP() << "a CUDA device is present";
+  try {
+    probe_cuda(false);
+    FAIL() << "probe_cuda without a device should throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+  }
+}
+
+#ifdef BRRR_HAVE_CUDA
+
+#define REQUIRE_DEVICE()                                      \
+  do {                                                        \
+    std::string why_;                                         \
+    if (!have_device(&why_)) GTEST_SKIP() << "no CUDA device: " << why_; \
+  } while (0)
+
+const Ceilings& gpu_ceilings() {
+  static Ceilings c = probe_cuda(false);
+  return c;
+}
+
+Tensor filled(const Shape& s, float scale) {
+  Tensor t = Tensor::empty(DType::f32, s);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = scale * float((i * 7919) % 997) / 997;
+  return t;
+}
+
+Report doctor_on(const Graph& g, SessionOptions o = {}) {
+  o.backend = "cuda";
+  Session s(g, o);
+  std::map<std::string, Tensor> in;
+  for (int id : s.graph().inputs)
+    in[s.graph().value(id).name] = filled(s.graph().value(id).shape, 1.0f);
+  return diagnose(s.profile(in, 5), gpu_ceilings());
+}
+
+TEST(DoctorCuda, ProbeGivesSaneCeilings) {
+  REQUIRE_DEVICE();
+  const Ceilings& c = gpu_ceilings();
+  EXPECT_EQ(c.backend, "cuda");
+  EXPECT_GT(c.bandwidth_gbs, 0);
+  for (const char* p : {"fp32", "tf32", "bf16", "fp16"}) EXPECT_GT(c.peak_gflops.at(p), 0) << p;
+  EXPECT_GT(c.peak_gflops.at("bf16"), c.peak_gflops.at("fp32"));
+  EXPECT_GT(c.peak_gflops.at("bf16"), c.peak_gflops.at("tf32"));
+  for (const char* fn : {"exp", "cos", "tanh", "erf"}) EXPECT_GT(c.special_gops.at(fn), 0) << fn;
+  EXPECT_GT(c.launch_us, 0);
+  EXPECT_GT(c.graph_node_us, 0);
+  EXPECT_LT(c.graph_node_us, c.launch_us);
+  EXPECT_GT(c.probe_seconds, 0);
+}
+
+TEST(DoctorCuda, GemmHeavyModelIsComputeBound) {
+  REQUIRE_DEVICE();
+  GraphBuilder b;
+  int x = b.input("x", {4096, 4096});
+  x = b.node("MatMul", {x, b.constant("W", filled({4096, 4096}, 0.01f))});
+  b.output(x);
+  SessionOptions o;
+  o.precision = "bf16";
+  Report r = doctor_on(b.g, o);
+  EXPECT_EQ(r.verdict.regime, Regime::compute) << render_table(r);
+}
+
+TEST(DoctorCuda, PointwiseChainIsMemoryBound) {
+  REQUIRE_DEVICE();
+  GraphBuilder b;
+  int x = b.input("x", {1 << 26});
+  int y = b.node("Relu", {b.node("Mul", {b.node("Add", {x, b.scalar(0.5f)}), b.scalar(1.5f)})});
+  b.output(y);
+  Report r = doctor_on(b.g);
+  EXPECT_EQ(r.verdict.regime, Regime::memory) << render_table(r);
+}
+
+TEST(DoctorCuda, SmallMlpAtBatchOneIsOverheadBound) {
+  REQUIRE_DEVICE();
+  GraphBuilder b;
+  int x = b.input("x", {1, 256});
+  for (int l = 0; l < 8; ++l) {
+    int W = b.constant("W" + std::to_string(l), filled({256, 256}, 0.01f));
+    x = b.node("Relu", {b.node("Add", {b.node("MatMul", {x, W}), b.scalar(0.1f)})});
+  }
+  b.output(x);
+  SessionOptions o;
+  o.graphs = 0;  // eager launches, as a framework without graphs runs it
+  Report r = doctor_on(b.g, o);
+  EXPECT_EQ(r.verdict.regime, Regime::overhead) << render_table(r);
+}
+
+#endif
+
+}  // namespace
+}  // namespace brrr::doctor
