@@ -10,6 +10,8 @@
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
+#include "backend/cpu/codegen_cpp.hpp"
+#include "plan/kernel_ir.hpp"
 
 namespace brrr_fuzz {
 
@@ -43,6 +45,14 @@ inline void run_one(const uint8_t* data, size_t size) {
     }
     infer_shapes(g, opts);
     eliminate_dead_nodes(g);
+    // Plan and generate code, fused and one kernel per op (the system compiler is too slow to run
+    // per input; the generated text is what untrusted names and constants could break).
+    for (bool fuse : {true, false}) {
+      plan::FusionOptions fo;
+      fo.enable = fuse;
+      plan::Plan p = plan::build_plan(g, fo);
+      cpu::generate_cpp(g, p, cpu::CodegenOptions{});
+    }
     if (!small_enough(g)) return;
     std::mt19937 rng{static_cast<uint32_t>(size)};
     std::uniform_real_distribution<double> u(-3, 3);
