@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One device call that checks everything GPU-side: scripts/gpu_full.sh (build, tests, bench, the
+# PyTorch side-by-side table), then the four example models on CUDA with --check, brrr probe and
+# brrr doctor on CUDA, and compute-sanitizer memcheck over the CUDA tests.
+set -u -o pipefail
+OUT=${OUT:-/tmp/brrr_gpu_out}
+cd "$(dirname "$0")/.."
+bash scripts/gpu_full.sh 2>&1 | tee "$OUT/full.log" | tail -45
+L=/opt/deps/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$L:${LD_LIBRARY_PATH:-} LIBRARY_PATH=$L:${LIBRARY_PATH:-}
+export XDG_CACHE_HOME=/tmp/brrr_xdg
+B=/tmp/brrr_build
+echo "== models on cuda (--check against the PyTorch fp32 outputs)"
+for m in mlp_tiny bert_tiny squeezenet1_1 mobilenet_v3_small; do
+  r=$(timeout 120 $B/brrr run examples/$m/model.onnx --data examples/$m/test_data_set_0 --check \
+      --backend cuda 2>&1 | grep -E "check 0|error" | head -1)
+  echo "$m: $r"
+done
+echo "== probe"
+timeout 120 $B/brrr probe --backend cuda 2>&1 | tail -22
+echo "== doctor"
+timeout 120 $B/brrr doctor examples/bert_tiny/model.onnx --backend cuda --json "$OUT/doctor_bert.json" 2>&1 | tail -32
+echo "== compute-sanitizer memcheck, CUDA tests"
+timeout 240 compute-sanitizer --tool memcheck --print-limit 20 $B/tests/brrr_tests \
+  --gtest_filter='Cuda*:DoctorCuda*' > "$OUT/memcheck.log" 2>&1
+echo "memcheck exit $?"; grep -E "ERROR SUMMARY|^\[  (PASSED|FAILED)" "$OUT/memcheck.log" | head
