@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <onnx/defs/schema.h>
 
+#include "brrr/op.hpp"
 #include "frontend/onnx_schema_check.hpp"
 
 namespace brrr {
@@ -14,10 +15,11 @@ void check_node_arity(const Node& n, const Graph& g) {
   int known_max = range == reg.end() ? 0 : range->second.second;
   const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(n.op, g.opset, onnx::ONNX_DOMAIN);
   if (!s) return;  // unknown to this libonnx: the op table decides later
-  // Opsets newer than this libonnx knows may have changed the signature (OptionalHasElement's
-  // input became optional in 18): there the op table's shape inference checks inputs alone.
-  if (g.opset > known_max) return;
-  bool exact = true;
+  // Ops brrr does not implement are reported as unsupported by shape inference instead.
+  if (!OpTable::get().find(n.domain, n.op)) return;
+  // Opsets newer than this libonnx knows may have added inputs or outputs: there only the lower
+  // bounds are checked (kernels must never see fewer inputs than they read).
+  bool exact = g.opset <= known_max;
   int nin = int(n.inputs.size()), nout = int(n.outputs.size());
   if (nin < s->min_input() || (exact && nin > s->max_input()))
     fail("{}: has {} inputs, but {} takes {} to {}", n.label(), nin, n.op, s->min_input(),
@@ -26,7 +28,7 @@ void check_node_arity(const Node& n, const Graph& g) {
     fail("{}: has {} outputs, but {} produces {} to {}", n.label(), nout, n.op, s->min_output(),
          s->max_output());
   const auto& formals = s->inputs();
-  for (size_t i = 0; i < formals.size() && i < n.inputs.size(); ++i)
+  for (size_t i = 0; exact && i < formals.size() && i < n.inputs.size(); ++i)
     if (formals[i].GetOption() == onnx::OpSchema::Single && n.inputs[i] < 0)
       fail("{}: required input {} ('{}') is empty", n.label(), i, formals[i].GetName());
 }
