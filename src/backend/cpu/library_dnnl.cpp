@@ -3,7 +3,7 @@
 #include "backend/cpu/library.hpp"
 
 #ifdef BRRR_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
+#include "backend/cpu/dnnl_util.hpp"
 #endif
 
 #include <unordered_map>
@@ -13,14 +13,6 @@ namespace brrr::cpu {
 #ifdef BRRR_HAVE_DNNL
 namespace {
 
-using dims = dnnl::memory::dims;
-using tag = dnnl::memory::format_tag;
-using dt = dnnl::memory::data_type;
-
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
 
 class DnnlMatMul : public LibraryKernel {
  public:
@@ -64,8 +56,10 @@ dims strides_of(const dims& d, bool trans) {
 
 }  // namespace
 
-std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k) {
+std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
+  if (n.op == "Conv") return make_dnnl_conv(g, k);
+  if (n.op == "MaxPool" || n.op == "AveragePool") return make_dnnl_pool(g, k);
   if (n.op != "MatMul" && n.op != "Gemm") return nullptr;
   int va = n.inputs[0], vb = n.inputs[1], vout = k.outputs.at(0);
   const Shape &as = g.value(va).shape, &bs = g.value(vb).shape, &os = g.value(vout).shape;
@@ -138,7 +132,7 @@ std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::K
 
 #else
 
-std::unique_ptr<LibraryKernel> make_library_kernel(const Graph&, const plan::Kernel&) {
+std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph&, const plan::Kernel&) {
   return nullptr;
 }
 

@@ -1,0 +1,109 @@
+// Hand-written library kernels: Concat as block copies, and Mean/Sum over trailing axes
+// (GlobalAveragePool, ReduceMean over H,W) as a row reduction. Plus the provider dispatch.
+#include <cstring>
+
+#include "backend/cpu/library.hpp"
+
+namespace brrr::cpu {
+
+namespace {
+
+// Output = for each outer index, each input's contiguous chunk in turn.
+class ConcatKernel : public LibraryKernel {
+ public:
+  struct Part {
+    int value;
+    size_t chunk;  // bytes per outer index
+  };
+  std::vector<Part> parts;
+  int out = -1;
+  int64_t outer = 1;
+  size_t out_chunk = 0;
+
+  void run(void* const* slots) override {
+    char* dst = static_cast<char*>(slots[out]);
+    size_t off = 0;
+    for (const Part& p : parts) {
+      const char* src = static_cast<const char*>(slots[p.value]);
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(dst + size_t(o) * out_chunk + off, src + size_t(o) * p.chunk, p.chunk);
+      off += p.chunk;
+    }
+  }
+};
+
+class RowMeanKernel : public LibraryKernel {
+ public:
+  int in = -1, out = -1;
+  int64_t rows = 0, cols = 0;
+  float scale = 1;
+
+  void run(void* const* slots) override {
+    const float* x = static_cast<const float*>(slots[in]);
+    float* y = static_cast<float*>(slots[out]);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* p = x + r * cols;
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // eight lanes: the compiler vectorizes this
+      int64_t c = 0;
+      for (; c + 8 <= cols; c += 8)
+        for (int j = 0; j < 8; ++j) acc[j] += p[c + j];
+      float s = 0;
+      for (; c < cols; ++c) s += p[c];
+      y[r] = (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + s) * scale;
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kernel& k) {
+  const Node& n = g.nodes[size_t(k.nodes[0])];
+  if (k.nodes.size() != 1 || n.outputs.size() != 1) return nullptr;
+  int vout = n.outputs[0];
+  const Value& ov = g.value(vout);
+  if (n.op == "Concat") {
+    int64_t rank = int64_t(ov.shape.size());
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return nullptr;
+    auto kern = std::make_unique<ConcatKernel>();
+    kern->out = vout;
+    size_t es = dtype_size(ov.dtype);
+    for (int64_t i = 0; i < axis; ++i) kern->outer *= ov.shape[size_t(i)];
+    kern->out_chunk = size_t(shape_numel(ov.shape) / std::max<int64_t>(kern->outer, 1)) * es;
+    size_t total = 0;
+    for (int v : n.inputs) {
+      if (v < 0) return nullptr;
+      const Value& iv = g.value(v);
+      if (iv.dtype != ov.dtype || iv.shape.size() != ov.shape.size()) return nullptr;
+      size_t chunk = size_t(shape_numel(iv.shape) / std::max<int64_t>(kern->outer, 1)) * es;
+      if (shape_numel(iv.shape) == 0) continue;
+      kern->parts.push_back({v, chunk});
+      total += chunk;
+    }
+    if (total != kern->out_chunk || kern->outer == 0) return nullptr;
+    return kern;
+  }
+  if (n.op == "GlobalAveragePool" || n.op == "ReduceMean" || n.op == "ReduceSum") {
+    int vin = n.inputs.at(0);
+    if (g.value(vin).dtype != DType::f32 || ov.dtype != DType::f32) return nullptr;
+    int64_t numel = shape_numel(g.value(vin).shape), rows = shape_numel(ov.shape);
+    if (rows <= 0 || numel <= 0 || numel % rows) return nullptr;
+    if (n.op == "GlobalAveragePool" && g.value(vin).shape.size() < 3) return nullptr;
+    auto kern = std::make_unique<RowMeanKernel>();
+    kern->in = vin;
+    kern->out = vout;
+    kern->rows = rows;
+    kern->cols = numel / rows;
+    kern->scale = n.op == "ReduceSum" ? 1.f : 1.f / float(kern->cols);
+    return kern;
+  }
+  return nullptr;
+}
+
+std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k) {
+  if (auto p = make_cpu_kernel(g, k)) return p;
+  return make_dnnl_kernel(g, k);
+}
+
+}  // namespace brrr::cpu
