@@ -202,5 +202,34 @@ TEST(CpuConcat, Channels) {
   }
 }
 
+// A chain of library kernels (kept NHWC between them): conv, pool, fire-style concat, residual
+// sum, a mean over H,W and a fused elementwise consumer that needs NCHW again.
+TEST(CpuConv, NhwcChain) {
+  GraphBuilder b;
+  using I = std::vector<int64_t>;
+  auto conv = [&](int x, int64_t cin, int64_t cout, int64_t k, int64_t group = 1) {
+    int64_t p = k / 2;
+    return b.node("Conv", {x, b.constant("w" + std::to_string(b.count), rnd({cout, cin / group, k, k})),
+                           b.constant("b" + std::to_string(b.count), rnd({cout}))},
+                  {{"pads", I{p, p, p, p}}, {"group", group}});
+  };
+  int x = b.input("x", {1, 3, 23, 23});
+  int v = b.node("Relu", {conv(x, 3, 16, 3)});
+  v = b.node("MaxPool", {v}, {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"ceil_mode", int64_t(1)}});
+  int sq = b.node("Relu", {conv(v, 16, 8, 1)});
+  int e1 = b.node("Relu", {conv(sq, 8, 12, 1)});
+  int e3 = b.node("Relu", {conv(sq, 8, 12, 3)});
+  v = b.node("Concat", {e1, e3}, {{"axis", int64_t(1)}});
+  int d = b.node("HardSwish", {conv(v, 24, 24, 3, 24)});
+  int r = b.node("Add", {v, conv(d, 24, 24, 1)});
+  int m = b.node("ReduceMean", {r}, {{"axes", I{2, 3}}, {"keepdims", int64_t(1)}});
+  int sc = b.node("HardSigmoid", {conv(m, 24, 24, 1)});
+  b.output(b.node("Mul", {r, sc}));
+  b.output(b.node("GlobalAveragePool", {conv(r, 24, 10, 1)}));
+  Session s = check(b.g);
+  EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
+  EXPECT_NE(s.plan_summary().find("kept NHWC"), std::string::npos) << s.plan_summary();
+}
+
 }  // namespace
 }  // namespace brrr

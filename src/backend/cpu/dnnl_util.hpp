@@ -17,7 +17,9 @@ inline dnnl::engine& engine() {
   return e;
 }
 
-std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel& k);
-std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel& k);
+std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel& k,
+                                             const Layouts& nhwc);
+std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel& k,
+                                             const Layouts& nhwc);
 
 }  // namespace brrr::cpu

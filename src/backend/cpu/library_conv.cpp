@@ -78,11 +78,12 @@ bool append_activation(dnnl::post_ops& po, const plan::Kernel& k) {
   return true;
 }
 
-dims nchw_strides(const dims& d) { return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1}; }
+tag user_tag(const Layouts& l, int v) { return is_nhwc(l, v) ? tag::nhwc : tag::nchw; }
 
 }  // namespace
 
-std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel& k) {
+std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel& k,
+                                             const Layouts& nhwc) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
   if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return nullptr;
   int vx = n.inputs[0], vw = n.inputs[1], vout = k.outputs.at(0);
@@ -111,7 +112,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
   const char* lay = std::getenv("BRRR_CONV_LAYOUT");  // "plain": NCHW activations (for comparison)
   bool plain = lay && std::string(lay) == "plain";
   try {
-    dnnl::memory::desc xmd(xd, dt::f32, tag::nchw), omd(od, dt::f32, tag::nchw);
+    dnnl::memory::desc xmd(xd, dt::f32, user_tag(nhwc, vx)), omd(od, dt::f32, user_tag(nhwc, vout));
     dnnl::memory::desc wuser(wd, dt::f32, G == 1 ? tag::oihw : tag::goihw);
     dnnl::memory::desc xany(xd, dt::f32, plain ? tag::nchw : tag::any);
     dnnl::memory::desc oany(od, dt::f32, plain ? tag::nchw : tag::any);
@@ -184,7 +185,8 @@ class DnnlPool : public LibraryKernel {
 
 }  // namespace
 
-std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel& k) {
+std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel& k,
+                                             const Layouts& nhwc) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
   int vx = n.inputs.at(0), vout = k.outputs.at(0);
   const Shape &xs = g.value(vx).shape, &os = g.value(vout).shape;
@@ -212,7 +214,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel
                   : n.attr_int("count_include_pad", 0) ? dnnl::algorithm::pooling_avg_include_padding
                                                        : dnnl::algorithm::pooling_avg_exclude_padding;
   try {
-    dnnl::memory::desc xmd(xd, dt::f32, tag::nchw), omd(od, dt::f32, tag::nchw);
+    dnnl::memory::desc xmd(xd, dt::f32, user_tag(nhwc, vx)), omd(od, dt::f32, user_tag(nhwc, vout));
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, alg, xmd, omd, strides,

@@ -38,9 +38,22 @@ class RowMeanKernel : public LibraryKernel {
   int64_t rows = 0, cols = 0;
   float scale = 1;
 
+  int64_t channels = 0, images = 0;  // NHWC input: [images, cols, channels]
+
   void run(void* const* slots) override {
     const float* x = static_cast<const float*>(slots[in]);
     float* y = static_cast<float*>(slots[out]);
+    if (channels) {
+      for (int64_t i = 0; i < images; ++i) {
+        float* yi = y + i * channels;
+        const float* xi = x + i * cols * channels;
+        for (int64_t c = 0; c < channels; ++c) yi[c] = 0;
+        for (int64_t p = 0; p < cols; ++p)
+          for (int64_t c = 0; c < channels; ++c) yi[c] += xi[p * channels + c];
+        for (int64_t c = 0; c < channels; ++c) yi[c] *= scale;
+      }
+      return;
+    }
     for (int64_t r = 0; r < rows; ++r) {
       const float* p = x + r * cols;
       float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // eight lanes: the compiler vectorizes this
@@ -56,7 +69,8 @@ class RowMeanKernel : public LibraryKernel {
 
 }  // namespace
 
-std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kernel& k) {
+std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kernel& k,
+                                               const Layouts& nhwc) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
   if (k.nodes.size() != 1 || n.outputs.size() != 1) return nullptr;
   int vout = n.outputs[0];
@@ -69,7 +83,10 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     auto kern = std::make_unique<ConcatKernel>();
     kern->out = vout;
     size_t es = dtype_size(ov.dtype);
-    for (int64_t i = 0; i < axis; ++i) kern->outer *= ov.shape[size_t(i)];
+    // NHWC (inputs and output alike, channel concat): each pixel's channels in turn.
+    if (is_nhwc(nhwc, vout)) kern->outer = ov.shape[0] * ov.shape[2] * ov.shape[3];
+    else
+      for (int64_t i = 0; i < axis; ++i) kern->outer *= ov.shape[size_t(i)];
     kern->out_chunk = size_t(shape_numel(ov.shape) / std::max<int64_t>(kern->outer, 1)) * es;
     size_t total = 0;
     for (int v : n.inputs) {
@@ -91,6 +108,11 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     if (rows <= 0 || numel <= 0 || numel % rows) return nullptr;
     if (n.op == "GlobalAveragePool" && g.value(vin).shape.size() < 3) return nullptr;
     auto kern = std::make_unique<RowMeanKernel>();
+    if (is_nhwc(nhwc, vin)) {  // [N, HW, C]: a mean down the columns per image
+      const Shape& xs = g.value(vin).shape;
+      kern->channels = xs[1];
+      kern->images = xs[0];
+    }
     kern->in = vin;
     kern->out = vout;
     kern->rows = rows;
@@ -101,9 +123,48 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
   return nullptr;
 }
 
-std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k) {
-  if (auto p = make_cpu_kernel(g, k)) return p;
-  return make_dnnl_kernel(g, k);
+std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k,
+                                                   const Layouts& nhwc) {
+  if (auto p = make_cpu_kernel(g, k, nhwc)) return p;
+  return make_dnnl_kernel(g, k, nhwc);
+}
+
+namespace {
+bool spatial4(const Graph& g, int v) {
+  const Value& val = g.value(v);
+  return val.dtype == DType::f32 && val.shape.size() == 4 && !val.constant.defined();
+}
+}  // namespace
+
+void nhwc_capable_values(const Graph& g, const plan::Kernel& k, std::vector<int>* ins,
+                         std::vector<int>* outs, std::vector<std::vector<int>>* ties) {
+  const Node& n = g.nodes[size_t(k.nodes[0])];
+  int out = k.outputs.empty() ? -1 : k.outputs[0];
+  if (out < 0 || !spatial4(g, out) || k.outputs.size() != 1) return;
+  if (n.op == "Conv" || n.op == "MaxPool" || n.op == "AveragePool") {
+    if (spatial4(g, n.inputs[0])) ins->push_back(n.inputs[0]);
+    outs->push_back(out);
+    if (k.sum >= 0) {
+      ins->push_back(k.sum);
+      ties->push_back({k.sum, out});
+    }
+  } else if (n.op == "Concat") {
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis != 1 && axis != -3) return;
+    std::vector<int> tie{out};
+    for (int v : n.inputs) {
+      if (!spatial4(g, v)) return;
+      tie.push_back(v);
+    }
+    ins->insert(ins->end(), tie.begin() + 1, tie.end());
+    outs->push_back(out);
+    ties->push_back(tie);
+  } else if (n.op == "GlobalAveragePool" || n.op == "ReduceMean" || n.op == "ReduceSum") {
+    // A mean over H,W only (the output is [N, C, 1, 1] or [N, C]).
+    const Shape& xs = g.value(n.inputs[0]).shape;
+    if (spatial4(g, n.inputs[0]) && shape_numel(g.value(out).shape) == xs[0] * xs[1])
+      ins->push_back(n.inputs[0]);
+  }
 }
 
 }  // namespace brrr::cpu

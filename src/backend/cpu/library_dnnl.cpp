@@ -56,10 +56,11 @@ dims strides_of(const dims& d, bool trans) {
 
 }  // namespace
 
-std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k) {
+std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k,
+                                                const Layouts& nhwc) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
-  if (n.op == "Conv") return make_dnnl_conv(g, k);
-  if (n.op == "MaxPool" || n.op == "AveragePool") return make_dnnl_pool(g, k);
+  if (n.op == "Conv") return make_dnnl_conv(g, k, nhwc);
+  if (n.op == "MaxPool" || n.op == "AveragePool") return make_dnnl_pool(g, k, nhwc);
   if (n.op != "MatMul" && n.op != "Gemm") return nullptr;
   int va = n.inputs[0], vb = n.inputs[1], vout = k.outputs.at(0);
   const Shape &as = g.value(va).shape, &bs = g.value(vb).shape, &os = g.value(vout).shape;
@@ -132,7 +133,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
 
 #else
 
-std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph&, const plan::Kernel&) {
+std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph&, const plan::Kernel&, const Layouts&) {
   return nullptr;
 }
 
