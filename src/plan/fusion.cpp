@@ -88,6 +88,30 @@ bool trailing_reduce(const Graph& g, const Node& n) {
   return *norm.rbegin() == int64_t(rank) - 1 && *norm.begin() == int64_t(rank - norm.size());
 }
 
+// Mul(x [N,C,H,W] from a Conv, s [N,C,1,1]) feeding a Conv alone: squeeze-excite's scale. As a
+// library kernel it reads and writes the convs' NHWC layout, so neither conv reorders.
+bool channel_scale_between_convs(const Graph& g, const Node& n) {
+  if (n.op != "Mul" || n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return false;
+  const Value &a = g.value(n.inputs[0]), &b = g.value(n.inputs[1]), &o = g.value(n.outputs[0]);
+  const Value& x = a.shape.size() == 4 && a.shape == o.shape ? a : b;
+  const Value& s = &x == &a ? b : a;
+  if (x.dtype != DType::f32 || s.dtype != DType::f32 || x.shape != o.shape || x.shape.size() != 4 ||
+      s.shape != Shape{x.shape[0], x.shape[1], 1, 1} || x.shape[2] * x.shape[3] <= 1)
+    return false;
+  if (x.producer < 0) return false;
+  const Node* p = &g.nodes[size_t(x.producer)];
+  if ((p->op == "Relu" || p->op == "HardSwish" || p->op == "Clip") && p->inputs[0] >= 0 &&
+      g.value(p->inputs[0]).producer >= 0)
+    p = &g.nodes[size_t(g.value(p->inputs[0]).producer)];  // a conv's activation
+  if (p->op != "Conv") return false;
+  int consumers = 0;
+  bool conv = true;
+  for (const Node& m : g.nodes)
+    for (int i : m.inputs)
+      if (i == n.outputs[0]) consumers++, conv = conv && m.op == "Conv" && m.inputs[0] == i;
+  return consumers == 1 && conv;
+}
+
 NodeInfo classify(const Graph& g, const Node& n) {
   NodeInfo info;
   const std::string& op = n.op;
@@ -113,7 +137,7 @@ NodeInfo classify(const Graph& g, const Node& n) {
   }
   // Hand-written library kernels (src/backend/cpu/library_cpu.cpp): channel concat and means
   // over trailing axes (global pooling, the squeeze of squeeze-excite blocks).
-  if (op == "Concat" || op == "GlobalAveragePool") {
+  if (op == "Concat" || op == "GlobalAveragePool" || channel_scale_between_convs(g, n)) {
     info.kind = NodeKind::Library;
     return info;
   }

@@ -225,6 +225,10 @@ TEST(CpuConv, NhwcChain) {
   int m = b.node("ReduceMean", {r}, {{"axes", I{2, 3}}, {"keepdims", int64_t(1)}});
   int sc = b.node("HardSigmoid", {conv(m, 24, 24, 1)});
   b.output(b.node("Mul", {r, sc}));
+  // Squeeze-excite between convs: the channel scale runs NHWC as a library kernel.
+  int dw = conv(r, 24, 24, 3, 24);
+  int se = b.node("HardSigmoid", {conv(b.node("GlobalAveragePool", {dw}), 24, 24, 1)});
+  b.output(conv(b.node("Mul", {se, dw}), 24, 8, 1));
   b.output(b.node("GlobalAveragePool", {conv(r, 24, 10, 1)}));
   Session s = check(b.g);
   EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();

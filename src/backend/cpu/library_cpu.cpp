@@ -67,6 +67,32 @@ class RowMeanKernel : public LibraryKernel {
   }
 };
 
+// y = x * s with s one value per (image, channel), x NCHW or NHWC (y alike).
+class ChannelScaleKernel : public LibraryKernel {
+ public:
+  int x = -1, s = -1, out = -1;
+  int64_t images = 0, channels = 0, pixels = 0;
+  bool nhwc = false;
+
+  void run(void* const* slots) override {
+    const float* xp = static_cast<const float*>(slots[x]);
+    const float* sp = static_cast<const float*>(slots[s]);
+    float* yp = static_cast<float*>(slots[out]);
+    for (int64_t i = 0; i < images; ++i) {
+      const float* si = sp + i * channels;
+      const float* xi = xp + i * channels * pixels;
+      float* yi = yp + i * channels * pixels;
+      if (nhwc) {
+        for (int64_t p = 0; p < pixels; ++p)
+          for (int64_t c = 0; c < channels; ++c) yi[p * channels + c] = xi[p * channels + c] * si[c];
+      } else {
+        for (int64_t c = 0; c < channels; ++c)
+          for (int64_t p = 0; p < pixels; ++p) yi[c * pixels + p] = xi[c * pixels + p] * si[c];
+      }
+    }
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kernel& k,
@@ -99,6 +125,19 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
       total += chunk;
     }
     if (total != kern->out_chunk || kern->outer == 0) return nullptr;
+    return kern;
+  }
+  if (n.op == "Mul") {  // the fusion pass sends only channel scales here
+    int a = n.inputs.at(0), b = n.inputs.at(1);
+    if (g.value(a).shape != ov.shape) std::swap(a, b);
+    const Shape& xs = g.value(a).shape;
+    if (xs != ov.shape || xs.size() != 4 || g.value(b).shape != Shape{xs[0], xs[1], 1, 1})
+      return nullptr;
+    auto kern = std::make_unique<ChannelScaleKernel>();
+    kern->x = a, kern->s = b, kern->out = vout;
+    kern->images = xs[0], kern->channels = xs[1], kern->pixels = xs[2] * xs[3];
+    kern->nhwc = is_nhwc(nhwc, vout);
+    if (is_nhwc(nhwc, a) != kern->nhwc) return nullptr;
     return kern;
   }
   if (n.op == "GlobalAveragePool" || n.op == "ReduceMean" || n.op == "ReduceSum") {
@@ -159,6 +198,12 @@ void nhwc_capable_values(const Graph& g, const plan::Kernel& k, std::vector<int>
     ins->insert(ins->end(), tie.begin() + 1, tie.end());
     outs->push_back(out);
     ties->push_back(tie);
+  } else if (n.op == "Mul") {
+    int x = g.value(n.inputs[0]).shape == g.value(out).shape ? n.inputs[0] : n.inputs[1];
+    if (!spatial4(g, x)) return;
+    ins->push_back(x);
+    outs->push_back(out);
+    ties->push_back({x, out});
   } else if (n.op == "GlobalAveragePool" || n.op == "ReduceMean" || n.op == "ReduceSum") {
     // A mean over H,W only (the output is [N, C, 1, 1] or [N, C]).
     const Shape& xs = g.value(n.inputs[0]).shape;
