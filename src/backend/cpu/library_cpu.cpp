@@ -22,12 +22,16 @@ class ConcatKernel : public LibraryKernel {
 
   void run(void* const* slots) override {
     char* dst = static_cast<char*>(slots[out]);
-    size_t off = 0;
-    for (const Part& p : parts) {
-      const char* src = static_cast<const char*>(slots[p.value]);
-      for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(dst + size_t(o) * out_chunk + off, src + size_t(o) * p.chunk, p.chunk);
-      off += p.chunk;
+    // Many small chunks (NHWC: one per pixel) are split over the threads; one big one is not.
+    bool par = outer >= 64 && size_t(outer) * out_chunk >= (size_t(1) << 16);
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t o = 0; o < outer; ++o) {
+      size_t off = 0;
+      for (const Part& p : parts) {
+        std::memcpy(dst + size_t(o) * out_chunk + off,
+                    static_cast<const char*>(slots[p.value]) + size_t(o) * p.chunk, p.chunk);
+        off += p.chunk;
+      }
     }
   }
 };
