@@ -9,8 +9,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <set>
 
 #include "backend/cpu/codegen_cpp.hpp"
 #include "backend/cpu/compiler.hpp"
@@ -46,12 +44,9 @@ struct Session::Impl {
   double compile_ms = 0;
   bool from_cache = false;
   int num_nhwc = 0;  // values stored NHWC between library kernels
-  cpu::Layouts layouts;
-  int num_elided = 0;  // Concats whose inputs are written in place by their convs
 
   void build();
   void choose_layouts();
-  void elide_concats();
   void bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
             std::vector<Tensor>* keep);
   void exec(size_t i);
@@ -77,8 +72,7 @@ void Session::Impl::choose_layouts() {
         if (e.kind == plan::Expr::Load) read_bad[size_t(e.value)] = 1;
   }
   for (int o : g.outputs) read_bad[size_t(o)] = 1;
-  layouts.nhwc.assign(nv, 0);
-  std::vector<char>& nhwc = layouts.nhwc;
+  cpu::Layouts nhwc(nv, 0);
   for (size_t v = 0; v < nv; ++v) {
     const Shape& s = g.values[v].shape;
     nhwc[v] = produced_ok[v] && !read_bad[v] && s.size() == 4 && s[2] * s[3] > 1;
@@ -97,10 +91,7 @@ void Session::Impl::choose_layouts() {
         if (nhwc[size_t(v)]) nhwc[size_t(v)] = 0, changed = true;
     }
   }
-  if (std::getenv("BRRR_NO_NHWC")) {  // for comparison
-    nhwc.assign(nv, 0);
-    return;
-  }
+  if (std::getenv("BRRR_NO_NHWC")) return;  // for comparison
   num_nhwc = int(std::count(nhwc.begin(), nhwc.end(), 1));
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const plan::Kernel& k = plan.kernels[i];
@@ -109,55 +100,8 @@ void Session::Impl::choose_layouts() {
     for (int v : k.inputs) touches = touches || nhwc[size_t(v)];
     for (int v : k.outputs) touches = touches || nhwc[size_t(v)];
     if (!touches) continue;
-    steps[i].lib = cpu::make_library_kernel(g, k, layouts);
+    steps[i].lib = cpu::make_library_kernel(g, k, nhwc);
     BRRR_ASSERT(steps[i].lib != nullptr, "library kernel failed with NHWC layouts");
-  }
-}
-
-// A channel Concat of NHWC values that each come from a Conv read by nothing else: the convs write
-// straight into their channel slice of the Concat's output, and the Concat step does nothing.
-void Session::Impl::elide_concats() {
-  if (std::getenv("BRRR_NO_CONCAT_ELISION")) return;  // for comparison
-  std::vector<int> readers(g.values.size(), 0), producer(g.values.size(), -1);
-  for (size_t i = 0; i < plan.kernels.size(); ++i) {
-    for (int v : plan.kernels[i].inputs) readers[size_t(v)]++;
-    for (int v : plan.kernels[i].outputs) producer[size_t(v)] = int(i);
-  }
-  for (int o : g.outputs) readers[size_t(o)]++;
-  for (size_t i = 0; i < plan.kernels.size(); ++i) {
-    const plan::Kernel& k = plan.kernels[i];
-    const Node& n = g.nodes[size_t(k.nodes[0])];
-    if (k.kind != KernelKind::Library || n.op != "Concat" || !steps[i].lib) continue;
-    int out = k.outputs.at(0);
-    if (!cpu::is_nhwc(layouts, out) || readers[size_t(out)] == 0) continue;
-    bool ok = true;
-    std::set<int> seen;
-    for (int v : n.inputs) {
-      int p = v < 0 ? -1 : producer[size_t(v)];
-      ok = ok && p >= 0 && seen.insert(v).second && cpu::is_nhwc(layouts, v) &&
-           readers[size_t(v)] == 1 && steps[size_t(p)].lib &&
-           plan.kernels[size_t(p)].kind == KernelKind::Library &&
-           g.nodes[size_t(plan.kernels[size_t(p)].nodes[0])].op == "Conv" &&
-           plan.kernels[size_t(p)].outputs.size() == 1 && !layouts.slice.count(out);
-    }
-    if (!ok) continue;
-    int64_t off = 0, total = g.value(out).shape[1];
-    std::vector<std::unique_ptr<cpu::LibraryKernel>> made;
-    for (int v : n.inputs) {
-      layouts.slice[v] = {off, total};
-      off += g.value(v).shape[1];
-      made.push_back(cpu::make_library_kernel(g, plan.kernels[size_t(producer[size_t(v)])], layouts));
-      ok = ok && made.back() != nullptr;
-    }
-    if (!ok) {  // oneDNN has no fast strided-output conv here: keep the copy
-      for (int v : n.inputs) layouts.slice.erase(v);
-      continue;
-    }
-    for (size_t j = 0; j < n.inputs.size(); ++j)
-      steps[size_t(producer[size_t(n.inputs[j])])].lib = std::move(made[j]);
-    steps[i].kind = KernelKind::Copy;  // nothing to copy: src = dst = -1, 0 bytes
-    steps[i].bytes = 0;
-    num_elided++;
   }
 }
 
@@ -186,7 +130,6 @@ void Session::Impl::build() {
         if (o >= 0) k.outputs.push_back(o);
   }
   choose_layouts();
-  elide_concats();
   // Memory: every kernel output that is not a graph output lives in the arena.
   slots.assign(g.values.size(), nullptr);
   std::vector<bool> is_out(g.values.size(), false);
@@ -196,27 +139,12 @@ void Session::Impl::build() {
   std::vector<int> last_use(g.values.size(), -1);
   for (size_t i = 0; i < plan.kernels.size(); ++i)
     for (int v : plan.kernels[i].inputs) last_use[size_t(v)] = int(i);
-  // A value written into a slice of a Concat's output makes that buffer live from its producer.
-  std::vector<int> first_write(g.values.size(), -1);
-  for (size_t i = 0; i < plan.kernels.size(); ++i)
-    for (int v : plan.kernels[i].outputs) first_write[size_t(v)] = int(i);
-  std::map<int, int> slice_owner;  // slice value -> the concat output it lives in
-  for (size_t i = 0; i < plan.kernels.size(); ++i) {
-    const plan::Kernel& k = plan.kernels[i];
-    if (k.kind != KernelKind::Library || steps[i].kind != KernelKind::Copy) continue;
-    int out = k.outputs.at(0);
-    for (int v : g.nodes[size_t(k.nodes[0])].inputs) {
-      slice_owner[v] = out;
-      first_write[size_t(out)] = std::min(first_write[size_t(out)], first_write[size_t(v)]);
-    }
-  }
   for (size_t i = 0; i < plan.kernels.size(); ++i)
     for (int v : plan.kernels[i].outputs) {
-      if (is_out[size_t(v)] || slice_owner.count(v)) continue;
+      if (is_out[size_t(v)]) continue;
       const Value& val = g.value(v);
       size_t bytes = size_t(shape_numel(val.shape)) * dtype_size(val.dtype);
-      int first = std::min(int(i), first_write[size_t(v)]);
-      reqs.push_back({bytes, first, std::max(int(i), last_use[size_t(v)])});
+      reqs.push_back({bytes, int(i), std::max(int(i), last_use[size_t(v)])});
       req_value.push_back(v);
     }
   runtime::MemoryPlan mp = runtime::plan_memory(reqs);
@@ -226,9 +154,6 @@ void Session::Impl::build() {
   arena.reset(static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(mp.arena_bytes, 64))));
   BRRR_CHECK(arena != nullptr, "out of memory allocating a {}-byte arena", mp.arena_bytes);
   for (size_t r = 0; r < reqs.size(); ++r) slots[size_t(req_value[r])] = arena.get() + mp.offsets[r];
-  for (const auto& [v, owner] : slice_owner)
-    slots[size_t(v)] = static_cast<char*>(slots[size_t(owner)]) +
-                       layouts.slice.at(v).first * int64_t(sizeof(float));
   for (size_t v = 0; v < g.values.size(); ++v)
     if (g.values[v].constant.defined()) {
       constants.push_back(g.values[v].constant.contiguous());
@@ -430,9 +355,7 @@ std::string Session::plan_summary() const {
       m.mem.intermediate_bytes
           ? 100.0 * (1.0 - double(m.mem.arena_bytes) / double(m.mem.intermediate_bytes))
           : 0.0);
-  if (m.num_nhwc)
-    s += fmt::format("layout: {} value(s) kept NHWC between library kernels; {} Concat(s) written "
-                     "in place by their convs\n", m.num_nhwc, m.num_elided);
+  if (m.num_nhwc) s += fmt::format("layout: {} value(s) kept NHWC between library kernels\n", m.num_nhwc);
   if (m.module)
     s += fmt::format("code: {} ({})\n", m.module->path(),
                      m.from_cache ? "from cache" : fmt::format("compiled in {:.0f} ms", m.compile_ms));

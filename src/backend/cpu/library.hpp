@@ -1,7 +1,6 @@
 // Library kernels: contractions, convolutions and pools through oneDNN (bias, activation and
 // residual epilogues as post-ops), plus a few hand-written copy/reduce kernels.
 #pragma once
-#include <map>
 #include <memory>
 
 #include "plan/kernel_ir.hpp"
@@ -18,15 +17,9 @@ class LibraryKernel {
 // Rank-4 activations between library kernels may be stored NHWC (what oneDNN's AVX-512
 // convolutions use) instead of the graph's NCHW, so that a chain of convs and pools needs no
 // reorders. nhwc[v] says so for value v; empty means all NCHW. Values with H*W == 1 are the same
-// bytes either way. slice[v] = {offset, channels}: NHWC value v lives at channel `offset` of a
-// buffer with `channels` channels (a Conv writing straight into its Concat's output).
-struct Layouts {
-  std::vector<char> nhwc;
-  std::map<int, std::pair<int64_t, int64_t>> slice;
-};
-inline bool is_nhwc(const Layouts& l, int v) {
-  return v >= 0 && size_t(v) < l.nhwc.size() && l.nhwc[size_t(v)];
-}
+// bytes either way.
+using Layouts = std::vector<char>;
+inline bool is_nhwc(const Layouts& l, int v) { return v >= 0 && size_t(v) < l.size() && l[size_t(v)]; }
 
 // A ready-to-run primitive for a Library kernel, or nullptr when the library cannot do this case
 // (the session then runs the kernel's nodes with their reference kernels).

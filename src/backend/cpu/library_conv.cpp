@@ -116,12 +116,6 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
     dnnl::memory::desc wuser(wd, dt::f32, G == 1 ? tag::oihw : tag::goihw);
     dnnl::memory::desc xany(xd, dt::f32, plain ? tag::nchw : tag::any);
     dnnl::memory::desc oany(od, dt::f32, plain ? tag::nchw : tag::any);
-    auto sl = nhwc.slice.find(vout);
-    if (sl != nhwc.slice.end()) {  // NHWC channel slice of a wider buffer (an elided Concat)
-      int64_t tot = sl->second.second;
-      omd = dnnl::memory::desc(od, dt::f32, dims{od[2] * od[3] * tot, 1, od[3] * tot, tot});
-      oany = omd;
-    }
     dnnl::memory::desc wany = wconst.defined() ? dnnl::memory::desc(wd, dt::f32, tag::any) : wuser;
     dnnl::memory::desc bmd({od[1]}, dt::f32, tag::x);
     dnnl::post_ops po;
@@ -137,10 +131,6 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
                         : dnnl::convolution_forward::desc(pk, alg, xany, wany, oany, strides, dil,
                                                           pl, pr);
     dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
-    // A strided output only pays off with a real kernel, not the reference loop.
-    if (sl != nhwc.slice.end() && std::getenv("BRRR_DEBUG")) fprintf(stderr, "slice conv impl %s\n", pd.impl_info_str());
-    if (sl != nhwc.slice.end() && std::string(pd.impl_info_str()).find("ref") != std::string::npos)
-      return nullptr;
     auto kern = std::make_unique<DnnlConv>();
     kern->prim = dnnl::convolution_forward(pd);
     make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
