@@ -587,10 +587,10 @@ class Fuser {
     const Node& mm = g_.nodes[n];
     if (mm.op == "Conv") return absorb_conv_epilogue(G, gi, n);
     if (mm.op != "MatMul" && mm.op != "Gemm") return;
-    if (mm.op == "Gemm" && mm.inputs.size() > 2 && mm.inputs[2] >= 0) return;
+    bool has_c = mm.op == "Gemm" && mm.inputs.size() > 2 && mm.inputs[2] >= 0;  // its own bias
     int cur = mm.outputs[0];
     int c = sole_consumer(cur);
-    if (c >= 0 && g_.nodes[c].op == "Add" && g_.nodes[c].domain.empty()) {
+    if (!has_c && c >= 0 && g_.nodes[c].op == "Add" && g_.nodes[c].domain.empty()) {
       const Node& add = g_.nodes[c];
       int other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
       const Shape& os = shape(other);
@@ -607,10 +607,12 @@ class Fuser {
         c = sole_consumer(cur);
       }
     }
-    if (c >= 0 && (g_.nodes[c].op == "Relu" || g_.nodes[c].op == "Gelu") &&
+    if (c >= 0 &&
+        (g_.nodes[c].op == "Relu" || g_.nodes[c].op == "Gelu" || g_.nodes[c].op == "HardSwish") &&
         g_.nodes[c].domain.empty()) {
       const Node& act = g_.nodes[c];
-      G.k.activation = act.op == "Relu" ? "relu"
+      G.k.activation = act.op == "Relu"        ? "relu"
+                       : act.op == "HardSwish" ? "hardswish"
                        : act.attr_string("approximate", "none") == "tanh" ? "gelu_tanh"
                                                                           : "gelu_erf";
       G.k.nodes.push_back(c);

@@ -235,5 +235,17 @@ TEST(CpuConv, NhwcChain) {
   EXPECT_NE(s.plan_summary().find("kept NHWC"), std::string::npos) << s.plan_summary();
 }
 
+// mobilenet's classifier: Gemm with its own bias C, then HardSwish as a matmul post-op.
+TEST(CpuGemm, BiasedGemmHardSwishIsOneKernel) {
+  GraphBuilder b;
+  int x = b.input("x", {3, 40});
+  int y = b.node("Gemm", {x, b.constant("w", rnd({24, 40})), b.constant("c", rnd({24}))},
+                 {{"transB", int64_t(1)}});
+  b.output(b.node("HardSwish", {y}));
+  Session s = check(b.g);
+  EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();
+  EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+}
+
 }  // namespace
 }  // namespace brrr

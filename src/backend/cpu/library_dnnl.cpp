@@ -98,6 +98,8 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
     if (k.activation == "relu") po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
     else if (k.activation == "gelu_erf")
       po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    else if (k.activation == "hardswish")
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
     else if (k.activation == "gelu_tanh")
       po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
     else if (!k.activation.empty())
