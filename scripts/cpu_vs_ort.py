@@ -68,7 +68,7 @@ def main():
     ap.add_argument("--brrr", default=os.path.join(ROOT, "build", "brrr"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=50, help="timed runs per round (>= 50)")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved brrr/ORT rounds")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved brrr/ORT rounds")
     ap.add_argument("--python", help="re-run this script under that python (one with onnxruntime)")
     a = ap.parse_args()
     if a.python and os.path.realpath(a.python) != os.path.realpath(sys.executable):
