@@ -108,6 +108,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
     attr.set_post_ops(po);
     auto kern = std::make_unique<DnnlMatMul>();
     dnnl::matmul::primitive_desc pd;
+    ThreadLimit limit(2.0 * double(shape_numel(os)) * double(ad[r - 1]) < kSingleThreadFlops);
     dnnl::memory::desc biasmd;
     if (vbias >= 0) {
       dims bias_d(r, 1);
