@@ -50,10 +50,15 @@ def time_ort(sess, feed, reps):
     return statistics.median(t)
 
 
-def time_brrr(brrr, model, reps, threads):
+def time_brrr(brrr, model, reps, threads, spin):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    if not spin:
+        # brrr's threads are OpenMP (libgomp). Spinning at barriers is catastrophic when the cores
+        # are shared (a run of squeezenet went from ~5 ms to ~300 ms on a loaded 2-core machine):
+        # sleep at barriers instead. libgomp reads this when it loads, so it must come from here.
+        env.setdefault("OMP_WAIT_POLICY", "passive")
     subprocess.run([brrr, "bench", model, "--reps", str(reps), "--json", path], check=True,
                    stdout=subprocess.DEVNULL, env=env)
     with open(path) as f:
@@ -69,6 +74,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=50, help="timed runs per round (>= 50)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved brrr/ORT rounds")
+    ap.add_argument("--spin", action="store_true",
+                    help="leave libgomp's default (spinning) wait policy for brrr")
     ap.add_argument("--python", help="re-run this script under that python (one with onnxruntime)")
     a = ap.parse_args()
     if a.python and os.path.realpath(a.python) != os.path.realpath(sys.executable):
@@ -101,14 +108,15 @@ def main():
         feed = ort_inputs(sess, np)
         b, o = [], []
         for _ in range(a.rounds):
-            b.append(time_brrr(a.brrr, path, reps, a.threads))
+            b.append(time_brrr(a.brrr, path, reps, a.threads, a.spin))
             o.append(time_ort(sess, feed, reps))
         bm, om = statistics.median(b), statistics.median(o)
         rows.append((os.path.basename(os.path.dirname(path)) if not a.models else m, bm, om))
         print(f"  {rows[-1][0]}: brrr {[round(x, 3) for x in b]} ort {[round(x, 3) for x in o]}",
               file=sys.stderr)
     print(f"threads={a.threads}, median of {reps} runs per round, median over {a.rounds} "
-          f"interleaved rounds; onnxruntime {ort.__version__}")
+          f"interleaved rounds; onnxruntime {ort.__version__}; brrr OMP_WAIT_POLICY="
+          f"{os.environ.get('OMP_WAIT_POLICY', 'default') if a.spin else os.environ.get('OMP_WAIT_POLICY', 'passive')}")
     print(f"{'model':<22} {'brrr ms':>10} {'ORT ms':>10} {'ratio':>8}")
     for name, bm, om in rows:
         print(f"{name:<22} {bm:>10.3f} {om:>10.3f} {bm / om:>7.2f}x")
