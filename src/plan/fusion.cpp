@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -70,6 +71,47 @@ bool is_last_axis(int64_t axis, size_t rank) {
   return rank > 0 && (axis == int64_t(rank) - 1 || axis == -1);
 }
 
+// A reduction over two or more trailing axes (the fused kernels take the last axis alone).
+bool trailing_reduce(const Graph& g, const Node& n) {
+  if (n.inputs.empty() || n.inputs[0] < 0) return false;
+  size_t rank = g.value(n.inputs[0]).shape.size();
+  std::vector<int64_t> axes = n.attr_ints("axes");
+  if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
+    const Tensor& a = g.value(n.inputs[1]).constant;
+    if (!a.defined()) return false;
+    axes = a.to_int64_vector();
+  }
+  if (axes.size() < 2) return false;
+  std::set<int64_t> norm;
+  for (int64_t a : axes) norm.insert(a < 0 ? a + int64_t(rank) : a);
+  if (norm.size() != axes.size() || *norm.begin() < 0) return false;
+  return *norm.rbegin() == int64_t(rank) - 1 && *norm.begin() == int64_t(rank - norm.size());
+}
+
+// Mul(x [N,C,H,W] from a Conv, s [N,C,1,1]) feeding a Conv alone: squeeze-excite's scale. As a
+// library kernel it reads and writes the convs' NHWC layout, so neither conv reorders.
+bool channel_scale_between_convs(const Graph& g, const Node& n) {
+  if (n.op != "Mul" || n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return false;
+  const Value &a = g.value(n.inputs[0]), &b = g.value(n.inputs[1]), &o = g.value(n.outputs[0]);
+  const Value& x = a.shape.size() == 4 && a.shape == o.shape ? a : b;
+  const Value& s = &x == &a ? b : a;
+  if (x.dtype != DType::f32 || s.dtype != DType::f32 || x.shape != o.shape || x.shape.size() != 4 ||
+      s.shape != Shape{x.shape[0], x.shape[1], 1, 1} || x.shape[2] * x.shape[3] <= 1)
+    return false;
+  if (x.producer < 0) return false;
+  const Node* p = &g.nodes[size_t(x.producer)];
+  if ((p->op == "Relu" || p->op == "HardSwish" || p->op == "Clip") && p->inputs[0] >= 0 &&
+      g.value(p->inputs[0]).producer >= 0)
+    p = &g.nodes[size_t(g.value(p->inputs[0]).producer)];  // a conv's activation
+  if (p->op != "Conv") return false;
+  int consumers = 0;
+  bool conv = true;
+  for (const Node& m : g.nodes)
+    for (int i : m.inputs)
+      if (i == n.outputs[0]) consumers++, conv = conv && m.op == "Conv" && m.inputs[0] == i;
+  return consumers == 1 && conv;
+}
+
 NodeInfo classify(const Graph& g, const Node& n) {
   NodeInfo info;
   const std::string& op = n.op;
@@ -82,22 +124,34 @@ NodeInfo classify(const Graph& g, const Node& n) {
     return info;
   };
   if (!n.domain.empty()) return other(fmt::format("{} is in domain '{}'", op, n.domain));
-  if (op == "MatMul" || op == "Gemm" || op == "Conv") {
+  bool pool = op == "MaxPool" || op == "AveragePool";
+  if (op == "MatMul" || op == "Gemm" || op == "Conv" || pool) {
 #if defined(BRRR_HAVE_DNNL) || defined(BRRR_HAVE_CUDA)
     // 16-bit GEMMs are library kernels too (cuBLASLt); the CPU runs them by reference.
-    bool same16 = op != "Conv" && !n.inputs.empty() && n.inputs[0] >= 0 &&
+    bool same16 = (op == "MatMul" || op == "Gemm") && !n.inputs.empty() && n.inputs[0] >= 0 &&
                   (g.value(n.inputs[0]).dtype == DType::bf16 ||
                    g.value(n.inputs[0]).dtype == DType::f16);
     for (int i : n.inputs)
       if (i >= 0 && g.value(i).dtype != g.value(n.inputs[0]).dtype) same16 = false;
     for (int o : n.outputs)
       if (o >= 0 && g.value(o).dtype != g.value(n.inputs[0]).dtype) same16 = false;
-    if (f32 || same16) {
+    bool single_out = n.outputs.size() == 1 || (n.outputs.size() > 1 && n.outputs[1] < 0);
+    if ((f32 && (!pool || single_out)) || same16) {
       info.kind = NodeKind::Library;
       return info;
     }
 #endif
     return other(fmt::format("{} runs as a library or reference kernel", op));
+  }
+  // Hand-written library kernels (src/backend/cpu/library_cpu.cpp): channel concat and means
+  // over trailing axes (global pooling, the squeeze of squeeze-excite blocks).
+  if (op == "Concat" || op == "GlobalAveragePool" || channel_scale_between_convs(g, n)) {
+    info.kind = NodeKind::Library;
+    return info;
+  }
+  if ((op == "ReduceMean" || op == "ReduceSum") && f32 && trailing_reduce(g, n)) {
+    info.kind = NodeKind::Library;
+    return info;
   }
   if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
       op == "Identity") {
@@ -475,19 +529,76 @@ class Fuser {
     if (kind == KernelKind::Library && opts_.enable) absorb_epilogue(G, gi, n);
   }
 
+  int sole_consumer(int v) const {
+    if (consumers_[v].size() != 1) return -1;
+    if (std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end()) return -1;
+    return consumers_[v][0];
+  }
+
+  // Conv followed by its only consumer Add of a same-shape value computed earlier (a residual:
+  // oneDNN's sum post-op), then Relu / HardSwish / HardSigmoid / Clip (an eltwise post-op).
+  void absorb_conv_epilogue(Group& G, int gi, int n) {
+    int cur = g_.nodes[n].outputs[0];
+    int c = sole_consumer(cur);
+    auto plain = [&](int c, const char* op) {
+      return c >= 0 && g_.nodes[c].op == op && g_.nodes[c].domain.empty();
+    };
+    if (plain(c, "Add")) {
+      const Node& add = g_.nodes[c];
+      int other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
+      const Value& ov = g_.value(other);
+      if (other != cur && ov.dtype == DType::f32 && ov.shape == shape(cur) &&
+          shape(add.outputs[0]) == shape(cur) && ov.producer < n) {
+        G.k.sum = other;
+        G.k.nodes.push_back(c);
+        note_reads(gi, add);
+        absorbed_.insert(c);
+        cur = add.outputs[0];
+        kernel_of_value_[cur] = gi;
+        c = sole_consumer(cur);
+      }
+    }
+    if (c < 0 || !g_.nodes[c].domain.empty()) return;
+    const Node& act = g_.nodes[c];
+    Kernel& k = G.k;
+    if (act.op == "Relu") {
+      k.activation = "relu";
+    } else if (act.op == "HardSwish") {
+      k.activation = "hardswish";
+    } else if (act.op == "HardSigmoid") {
+      k.activation = "hardsigmoid";
+      k.act_alpha = act.attr_float("alpha", 0.2f);
+      k.act_beta = act.attr_float("beta", 0.5f);
+    } else if (act.op == "Clip") {
+      float lo = -INFINITY, hi = INFINITY;
+      if (act.has_attr("min")) lo = act.attr_float("min", lo);
+      if (act.has_attr("max")) hi = act.attr_float("max", hi);
+      for (size_t i = 1; i < act.inputs.size() && i < 3; ++i) {
+        if (act.inputs[i] < 0) continue;
+        const Value& b = g_.value(act.inputs[i]);
+        if (!b.constant.defined() || b.constant.numel() != 1) return;  // a computed bound
+        (i == 1 ? lo : hi) = float(b.constant.at_double(0));
+      }
+      k.activation = "clip";
+      k.act_alpha = lo;
+      k.act_beta = hi;
+    } else {
+      return;
+    }
+    k.nodes.push_back(c);
+    absorbed_.insert(c);
+    kernel_of_value_[act.outputs[0]] = gi;
+  }
+
   // MatMul/Gemm followed by its only consumer Add(bias over the last axis), then Relu.
   void absorb_epilogue(Group& G, int gi, int n) {
     const Node& mm = g_.nodes[n];
+    if (mm.op == "Conv") return absorb_conv_epilogue(G, gi, n);
     if (mm.op != "MatMul" && mm.op != "Gemm") return;
-    if (mm.op == "Gemm" && mm.inputs.size() > 2 && mm.inputs[2] >= 0) return;
+    bool has_c = mm.op == "Gemm" && mm.inputs.size() > 2 && mm.inputs[2] >= 0;  // its own bias
     int cur = mm.outputs[0];
-    auto sole_consumer = [&](int v) -> int {
-      if (consumers_[v].size() != 1) return -1;
-      if (std::find(g_.outputs.begin(), g_.outputs.end(), v) != g_.outputs.end()) return -1;
-      return consumers_[v][0];
-    };
     int c = sole_consumer(cur);
-    if (c >= 0 && g_.nodes[c].op == "Add" && g_.nodes[c].domain.empty()) {
+    if (!has_c && c >= 0 && g_.nodes[c].op == "Add" && g_.nodes[c].domain.empty()) {
       const Node& add = g_.nodes[c];
       int other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
       const Shape& os = shape(other);
@@ -504,10 +615,12 @@ class Fuser {
         c = sole_consumer(cur);
       }
     }
-    if (c >= 0 && (g_.nodes[c].op == "Relu" || g_.nodes[c].op == "Gelu") &&
+    if (c >= 0 &&
+        (g_.nodes[c].op == "Relu" || g_.nodes[c].op == "Gelu" || g_.nodes[c].op == "HardSwish") &&
         g_.nodes[c].domain.empty()) {
       const Node& act = g_.nodes[c];
-      G.k.activation = act.op == "Relu" ? "relu"
+      G.k.activation = act.op == "Relu"        ? "relu"
+                       : act.op == "HardSwish" ? "hardswish"
                        : act.attr_string("approximate", "none") == "tanh" ? "gelu_tanh"
                                                                           : "gelu_erf";
       G.k.nodes.push_back(c);

@@ -37,6 +37,7 @@ std::string Plan::print(const Graph& g) const {
     if (k.kind == KernelKind::Fused)
       s += fmt::format(" space {}{}", shape_str(k.space), k.has_reduction() ? " rows" : "");
     if (k.bias >= 0) s += " +bias";
+    if (k.sum >= 0) s += " +sum";
     if (!k.activation.empty()) s += " +" + k.activation;
     s += "\n";
   }

@@ -49,7 +49,11 @@ struct Kernel {
   std::vector<Store> stores;
   // Library: epilogue fused into the library call (a bias value id, then an activation).
   int bias = -1;
-  std::string activation;  // "", "relu", "gelu_erf", "gelu_tanh"
+  // "", "relu", "gelu_erf", "gelu_tanh"; Conv also "hardswish", "hardsigmoid" (alpha, beta),
+  // "clip" (alpha = min, beta = max).
+  std::string activation;
+  float act_alpha = 0, act_beta = 0;
+  int sum = -1;  // Conv: a same-shape value added to the result before the activation
   bool has_reduction() const;
   int64_t rows() const;
   int64_t cols() const;

@@ -51,12 +51,67 @@ struct Session::Impl {
 #endif
   double compile_ms = 0;
   bool from_cache = false;
+  int num_nhwc = 0;  // values stored NHWC between library kernels
 
   void build();
+  void choose_layouts();
   void bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
             std::vector<Tensor>* keep);
   void exec(size_t i);
 };
+
+// Rank-4 values that only library kernels produce and read are kept NHWC (oneDNN's preferred
+// layout on AVX-512), so chains of convs and pools skip their per-call reorders. Kernels that
+// touch such a value are made again with the layouts.
+void Session::Impl::choose_layouts() {
+  size_t nv = g.values.size();
+  std::vector<char> produced_ok(nv, 0), read_bad(nv, 0);
+  std::vector<std::vector<int>> ties;
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const plan::Kernel& k = plan.kernels[i];
+    std::vector<int> ins, outs;
+    if (k.kind == KernelKind::Library) cpu::nhwc_capable_values(g, k, &ins, &outs, &ties);
+    for (int v : outs) produced_ok[size_t(v)] = 1;
+    // A read by anything else (or of another input slot of this kernel) needs NCHW.
+    for (int v : k.inputs)
+      if (std::find(ins.begin(), ins.end(), v) == ins.end()) read_bad[size_t(v)] = 1;
+    if (k.kind == KernelKind::Fused)
+      for (const plan::Expr& e : k.exprs)
+        if (e.kind == plan::Expr::Load) read_bad[size_t(e.value)] = 1;
+  }
+  for (int o : g.outputs) read_bad[size_t(o)] = 1;
+  cpu::Layouts nhwc(nv, 0);
+  for (size_t v = 0; v < nv; ++v) {
+    const Shape& s = g.values[v].shape;
+    nhwc[v] = produced_ok[v] && !read_bad[v] && s.size() == 4 && s[2] * s[3] > 1;
+  }
+  // Values tied to one layout: all NHWC or none (H*W == 1 values are the same bytes either way).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& t : ties) {
+      bool all = true;
+      for (int v : t) {
+        const Shape& s = g.value(v).shape;
+        all = all && (nhwc[size_t(v)] || s[2] * s[3] <= 1);
+      }
+      if (all) continue;
+      for (int v : t)
+        if (nhwc[size_t(v)]) nhwc[size_t(v)] = 0, changed = true;
+    }
+  }
+  if (std::getenv("BRRR_NO_NHWC")) return;  // for comparison
+  num_nhwc = int(std::count(nhwc.begin(), nhwc.end(), 1));
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const plan::Kernel& k = plan.kernels[i];
+    if (k.kind != KernelKind::Library) continue;
+    bool touches = false;
+    for (int v : k.inputs) touches = touches || nhwc[size_t(v)];
+    for (int v : k.outputs) touches = touches || nhwc[size_t(v)];
+    if (!touches) continue;
+    steps[i].lib = cpu::make_library_kernel(g, k, nhwc);
+    BRRR_ASSERT(steps[i].lib != nullptr, "library kernel failed with NHWC layouts");
+  }
+}
 
 void Session::Impl::build() {
   InferOptions io;
@@ -99,6 +154,7 @@ void Session::Impl::build() {
       for (int o : g.nodes[size_t(n)].outputs)
         if (o >= 0) k.outputs.push_back(o);
   }
+  choose_layouts();
   // Memory: every kernel output that is not a graph output lives in the arena.
   slots.assign(g.values.size(), nullptr);
   std::vector<bool> is_out(g.values.size(), false);
@@ -314,6 +370,7 @@ std::string Session::plan_summary() const {
 #ifdef BRRR_HAVE_CUDA
   if (m.cuda) s += m.cuda->summary();
 #endif
+  if (m.num_nhwc) s += fmt::format("layout: {} value(s) kept NHWC between library kernels\n", m.num_nhwc);
   if (m.module)
     s += fmt::format("code: {} ({})\n", m.module->path(),
                      m.from_cache ? "from cache" : fmt::format("compiled in {:.0f} ms", m.compile_ms));

@@ -3,7 +3,7 @@
 #include "backend/cpu/library.hpp"
 
 #ifdef BRRR_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
+#include "backend/cpu/dnnl_util.hpp"
 #endif
 
 #include <unordered_map>
@@ -13,14 +13,6 @@ namespace brrr::cpu {
 #ifdef BRRR_HAVE_DNNL
 namespace {
 
-using dims = dnnl::memory::dims;
-using tag = dnnl::memory::format_tag;
-using dt = dnnl::memory::data_type;
-
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
 
 class DnnlMatMul : public LibraryKernel {
  public:
@@ -64,8 +56,11 @@ dims strides_of(const dims& d, bool trans) {
 
 }  // namespace
 
-std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k) {
+std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k,
+                                                const Layouts& nhwc) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
+  if (n.op == "Conv") return make_dnnl_conv(g, k, nhwc);
+  if (n.op == "MaxPool" || n.op == "AveragePool") return make_dnnl_pool(g, k, nhwc);
   if (n.op != "MatMul" && n.op != "Gemm") return nullptr;
   for (int v : n.inputs)  // 16-bit GEMMs are library kernels for CUDA; here they run by reference
     if (v >= 0 && g.value(v).dtype != DType::f32) return nullptr;
@@ -105,6 +100,8 @@ std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::K
     if (k.activation == "relu") po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
     else if (k.activation == "gelu_erf")
       po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
+    else if (k.activation == "hardswish")
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
     else if (k.activation == "gelu_tanh")
       po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
     else if (!k.activation.empty())
@@ -113,6 +110,7 @@ std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::K
     attr.set_post_ops(po);
     auto kern = std::make_unique<DnnlMatMul>();
     dnnl::matmul::primitive_desc pd;
+    ThreadLimit limit(2.0 * double(shape_numel(os)) * double(ad[r - 1]) < kSingleThreadFlops);
     dnnl::memory::desc biasmd;
     if (vbias >= 0) {
       dims bias_d(r, 1);
@@ -140,7 +138,7 @@ std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::K
 
 #else
 
-std::unique_ptr<LibraryKernel> make_library_kernel(const Graph&, const plan::Kernel&) {
+std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph&, const plan::Kernel&, const Layouts&) {
   return nullptr;
 }
 

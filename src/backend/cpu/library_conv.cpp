@@ -1,0 +1,238 @@
+// oneDNN convolution and pooling (f32, 2-D, NCHW at the graph boundary). Conv weights are
+// reordered once, at plan build, into the layout oneDNN picks; activations are NCHW in the arena
+// and reordered in and out per call only where the chosen implementation wants a blocked layout.
+#ifdef BRRR_HAVE_DNNL
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "backend/cpu/dnnl_util.hpp"
+#include "ops/window.hpp"
+
+namespace brrr::cpu {
+
+namespace {
+
+// A user (NCHW) tensor plus, where the primitive wants another layout, an owned internal copy.
+struct Port {
+  int value = -1;
+  dnnl::memory user, inner;
+  dnnl::reorder to_inner, to_user;
+  bool reordered() const { return inner.get(true) != nullptr; }
+  dnnl::memory& mem() { return reordered() ? inner : user; }
+};
+
+// Binds port p over NCHW desc `user_md`, with `want` the desc the primitive chose.
+void make_port(Port& p, int value, const dnnl::memory::desc& user_md,
+               const dnnl::memory::desc& want, bool in, bool out) {
+  p.value = value;
+  p.user = dnnl::memory(user_md, engine(), DNNL_MEMORY_NONE);
+  if (want == user_md) return;
+  p.inner = dnnl::memory(want, engine());
+  if (in) p.to_inner = dnnl::reorder(p.user, p.inner);
+  if (out) p.to_user = dnnl::reorder(p.inner, p.user);
+}
+
+class DnnlConv : public LibraryKernel {
+ public:
+  dnnl::convolution_forward prim;
+  Port src, dst;
+  int sum = -1;  // value the sum post-op adds (copied into dst first)
+  size_t dst_bytes = 0;
+  dnnl::memory weights, bias;
+  int bias_value = -1;
+  dnnl::memory scratch;
+  std::unordered_map<int, dnnl::memory> args;
+  dnnl::stream strm{engine()};
+
+  void run(void* const* slots) override {
+    src.user.set_data_handle(slots[src.value]);
+    dst.user.set_data_handle(slots[dst.value]);
+    if (bias_value >= 0) bias.set_data_handle(slots[bias_value]);
+    if (src.reordered()) src.to_inner.execute(strm, src.user, src.inner);
+    if (sum >= 0) {
+      if (slots[sum] != slots[dst.value]) std::memmove(slots[dst.value], slots[sum], dst_bytes);
+      if (dst.reordered()) dst.to_inner.execute(strm, dst.user, dst.inner);
+    }
+    args[DNNL_ARG_SRC] = src.mem();
+    args[DNNL_ARG_DST] = dst.mem();
+    prim.execute(strm, args);
+    if (dst.reordered()) dst.to_user.execute(strm, dst.inner, dst.user);
+    strm.wait();
+  }
+};
+
+bool append_activation(dnnl::post_ops& po, const plan::Kernel& k) {
+  using A = dnnl::algorithm;
+  const std::string& a = k.activation;
+  if (a.empty()) return true;
+  if (a == "relu") po.append_eltwise(1.f, A::eltwise_relu, 0.f, 0.f);
+  else if (a == "hardswish") po.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f);
+  else if (a == "clip") po.append_eltwise(1.f, A::eltwise_clip, k.act_alpha, k.act_beta);
+  else if (a == "hardsigmoid") {  // max(0, min(1, alpha*x + beta))
+    po.append_eltwise(1.f, A::eltwise_linear, k.act_alpha, k.act_beta);
+    po.append_eltwise(1.f, A::eltwise_clip, 0.f, 1.f);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+tag user_tag(const Layouts& l, int v) { return is_nhwc(l, v) ? tag::nhwc : tag::nchw; }
+
+}  // namespace
+
+std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel& k,
+                                             const Layouts& nhwc) {
+  const Node& n = g.nodes[size_t(k.nodes[0])];
+  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return nullptr;
+  int vx = n.inputs[0], vw = n.inputs[1], vout = k.outputs.at(0);
+  int vb = n.inputs.size() > 2 ? n.inputs[2] : -1;
+  const Shape &xs = g.value(vx).shape, &ws = g.value(vw).shape, &os = g.value(vout).shape;
+  if (xs.size() != 4 || ws.size() != 4 || os.size() != 4) return nullptr;
+  int64_t G = n.attr_int("group", 1);
+  if (G < 1 || xs[1] % G || ws[0] % G || ws[1] * G != xs[1]) return nullptr;
+  ops::Window w;
+  try {
+    w = ops::forward_window(n, {xs[2], xs[3]}, {ws[2], ws[3]}, false);
+  } catch (const Error&) {
+    return nullptr;
+  }
+  if (w.out[0] != os[2] || w.out[1] != os[3]) return nullptr;
+  dims xd(xs.begin(), xs.end()), od(os.begin(), os.end());
+  dims wd = G == 1 ? dims{ws[0], ws[1], ws[2], ws[3]} : dims{G, ws[0] / G, ws[1], ws[2], ws[3]};
+  dims strides = {w.s[0], w.s[1]}, dil = {w.d[0] - 1, w.d[1] - 1};
+  dims pl = {w.pb[0], w.pb[1]}, pr = {w.pe[0], w.pe[1]};
+  // oneDNN wants the right pad that makes its output size formula land on ours.
+  for (int i = 0; i < 2; ++i) {
+    int64_t dk = (ws[2 + i] - 1) * w.d[size_t(i)] + 1;
+    pr[size_t(i)] = (od[size_t(2 + i)] - 1) * strides[size_t(i)] + dk - xd[size_t(2 + i)] - pl[size_t(i)];
+  }
+  const Tensor& wconst = g.value(vw).constant;
+  const char* lay = std::getenv("BRRR_CONV_LAYOUT");  // "plain": NCHW activations (for comparison)
+  bool plain = lay && std::string(lay) == "plain";
+  try {
+    dnnl::memory::desc xmd(xd, dt::f32, user_tag(nhwc, vx)), omd(od, dt::f32, user_tag(nhwc, vout));
+    dnnl::memory::desc wuser(wd, dt::f32, G == 1 ? tag::oihw : tag::goihw);
+    dnnl::memory::desc xany(xd, dt::f32, plain ? tag::nchw : tag::any);
+    dnnl::memory::desc oany(od, dt::f32, plain ? tag::nchw : tag::any);
+    dnnl::memory::desc wany = wconst.defined() ? dnnl::memory::desc(wd, dt::f32, tag::any) : wuser;
+    dnnl::memory::desc bmd({od[1]}, dt::f32, tag::x);
+    dnnl::post_ops po;
+    if (k.sum >= 0) po.append_sum(1.f);
+    if (!append_activation(po, k)) return nullptr;
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(po);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto alg = dnnl::algorithm::convolution_direct;
+    auto pk = dnnl::prop_kind::forward_inference;
+    auto desc = vb >= 0 ? dnnl::convolution_forward::desc(pk, alg, xany, wany, bmd, oany, strides,
+                                                          dil, pl, pr)
+                        : dnnl::convolution_forward::desc(pk, alg, xany, wany, oany, strides, dil,
+                                                          pl, pr);
+    double flops = 2.0 * double(shape_numel(os)) * double(ws[1] * ws[2] * ws[3]);
+    ThreadLimit limit(flops < kSingleThreadFlops);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+    auto kern = std::make_unique<DnnlConv>();
+    kern->prim = dnnl::convolution_forward(pd);
+    make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
+    make_port(kern->dst, vout, omd, pd.dst_desc(), k.sum >= 0, true);
+    kern->sum = k.sum;
+    kern->dst_bytes = size_t(shape_numel(os)) * sizeof(float);
+    if (wconst.defined()) {  // reorder once; the kernel owns the packed copy
+      Tensor wc = wconst.contiguous();
+      dnnl::memory wu(wuser, engine(), const_cast<void*>(wc.raw()));
+      kern->weights = dnnl::memory(pd.weights_desc(), engine());
+      dnnl::stream s(engine());
+      dnnl::reorder(wu, kern->weights).execute(s, wu, kern->weights);
+      s.wait();
+    } else {
+      return nullptr;  // computed weights: the reference kernel
+    }
+    kern->args[DNNL_ARG_WEIGHTS] = kern->weights;
+    if (vb >= 0) {
+      kern->bias = dnnl::memory(bmd, engine(), DNNL_MEMORY_NONE);
+      kern->bias_value = vb;
+      kern->args[DNNL_ARG_BIAS] = kern->bias;
+    }
+    kern->scratch = dnnl::memory(pd.scratchpad_desc(), engine());
+    kern->args[DNNL_ARG_SCRATCHPAD] = kern->scratch;
+    return kern;
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+namespace {
+
+class DnnlPool : public LibraryKernel {
+ public:
+  dnnl::pooling_forward prim;
+  Port src, dst;
+  dnnl::memory scratch;
+  std::unordered_map<int, dnnl::memory> args;
+  dnnl::stream strm{engine()};
+
+  void run(void* const* slots) override {
+    src.user.set_data_handle(slots[src.value]);
+    dst.user.set_data_handle(slots[dst.value]);
+    if (src.reordered()) src.to_inner.execute(strm, src.user, src.inner);
+    args[DNNL_ARG_SRC] = src.mem();
+    args[DNNL_ARG_DST] = dst.mem();
+    prim.execute(strm, args);
+    if (dst.reordered()) dst.to_user.execute(strm, dst.inner, dst.user);
+    strm.wait();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel& k,
+                                             const Layouts& nhwc) {
+  const Node& n = g.nodes[size_t(k.nodes[0])];
+  int vx = n.inputs.at(0), vout = k.outputs.at(0);
+  const Shape &xs = g.value(vx).shape, &os = g.value(vout).shape;
+  if (xs.size() != 4 || os.size() != 4) return nullptr;
+  std::vector<int64_t> ks = n.attr_ints("kernel_shape");
+  if (ks.size() != 2) return nullptr;
+  bool maxp = n.op == "MaxPool";
+  ops::Window w;
+  try {
+    w = ops::forward_window(n, {xs[2], xs[3]}, ks, n.attr_int("ceil_mode", 0) != 0);
+  } catch (const Error&) {
+    return nullptr;
+  }
+  if (w.out[0] != os[2] || w.out[1] != os[3] || w.d[0] != 1 || w.d[1] != 1) return nullptr;
+  dims xd(xs.begin(), xs.end()), od(os.begin(), os.end());
+  dims strides = {w.s[0], w.s[1]}, kern_d = {ks[0], ks[1]};
+  dims pl = {w.pb[0], w.pb[1]}, pr(2);
+  for (size_t i = 0; i < 2; ++i) {
+    pr[i] = (od[2 + i] - 1) * strides[i] + ks[i] - xd[2 + i] - pl[i];
+    // ceil_mode's extra right padding changes an including-padding average's divisor.
+    if (!maxp && pr[i] != w.pe[i] && n.attr_int("count_include_pad", 0) != 0) return nullptr;
+    if (pr[i] < 0) return nullptr;
+  }
+  auto alg = maxp ? dnnl::algorithm::pooling_max
+                  : n.attr_int("count_include_pad", 0) ? dnnl::algorithm::pooling_avg_include_padding
+                                                       : dnnl::algorithm::pooling_avg_exclude_padding;
+  try {
+    dnnl::memory::desc xmd(xd, dt::f32, user_tag(nhwc, vx)), omd(od, dt::f32, user_tag(nhwc, vout));
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, alg, xmd, omd, strides,
+                                     kern_d, pl, pr);
+    dnnl::pooling_forward::primitive_desc pd(desc, attr, engine());
+    auto kern = std::make_unique<DnnlPool>();
+    kern->prim = dnnl::pooling_forward(pd);
+    make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
+    make_port(kern->dst, vout, omd, pd.dst_desc(), false, true);
+    kern->scratch = dnnl::memory(pd.scratchpad_desc(), engine());
+    kern->args[DNNL_ARG_SCRATCHPAD] = kern->scratch;
+    return kern;
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+}  // namespace brrr::cpu
+#endif

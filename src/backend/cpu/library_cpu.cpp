@@ -1,0 +1,219 @@
+// Hand-written library kernels: Concat as block copies, and Mean/Sum over trailing axes
+// (GlobalAveragePool, ReduceMean over H,W) as a row reduction. Plus the provider dispatch.
+#include <cstring>
+
+#include "backend/cpu/library.hpp"
+
+namespace brrr::cpu {
+
+namespace {
+
+// Output = for each outer index, each input's contiguous chunk in turn.
+class ConcatKernel : public LibraryKernel {
+ public:
+  struct Part {
+    int value;
+    size_t chunk;  // bytes per outer index
+  };
+  std::vector<Part> parts;
+  int out = -1;
+  int64_t outer = 1;
+  size_t out_chunk = 0;
+
+  void run(void* const* slots) override {
+    char* dst = static_cast<char*>(slots[out]);
+    // Many small chunks (NHWC: one per pixel) are split over the threads; one big one is not.
+    bool par = outer >= 64 && size_t(outer) * out_chunk >= (size_t(1) << 16);
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t o = 0; o < outer; ++o) {
+      size_t off = 0;
+      for (const Part& p : parts) {
+        std::memcpy(dst + size_t(o) * out_chunk + off,
+                    static_cast<const char*>(slots[p.value]) + size_t(o) * p.chunk, p.chunk);
+        off += p.chunk;
+      }
+    }
+  }
+};
+
+class RowMeanKernel : public LibraryKernel {
+ public:
+  int in = -1, out = -1;
+  int64_t rows = 0, cols = 0;
+  float scale = 1;
+
+  int64_t channels = 0, images = 0;  // NHWC input: [images, cols, channels]
+
+  void run(void* const* slots) override {
+    const float* x = static_cast<const float*>(slots[in]);
+    float* y = static_cast<float*>(slots[out]);
+    if (channels) {
+      for (int64_t i = 0; i < images; ++i) {
+        float* yi = y + i * channels;
+        const float* xi = x + i * cols * channels;
+        for (int64_t c = 0; c < channels; ++c) yi[c] = 0;
+        for (int64_t p = 0; p < cols; ++p)
+          for (int64_t c = 0; c < channels; ++c) yi[c] += xi[p * channels + c];
+        for (int64_t c = 0; c < channels; ++c) yi[c] *= scale;
+      }
+      return;
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* p = x + r * cols;
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // eight lanes: the compiler vectorizes this
+      int64_t c = 0;
+      for (; c + 8 <= cols; c += 8)
+        for (int j = 0; j < 8; ++j) acc[j] += p[c + j];
+      float s = 0;
+      for (; c < cols; ++c) s += p[c];
+      y[r] = (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + s) * scale;
+    }
+  }
+};
+
+// y = x * s with s one value per (image, channel), x NCHW or NHWC (y alike).
+class ChannelScaleKernel : public LibraryKernel {
+ public:
+  int x = -1, s = -1, out = -1;
+  int64_t images = 0, channels = 0, pixels = 0;
+  bool nhwc = false;
+
+  void run(void* const* slots) override {
+    const float* xp = static_cast<const float*>(slots[x]);
+    const float* sp = static_cast<const float*>(slots[s]);
+    float* yp = static_cast<float*>(slots[out]);
+    for (int64_t i = 0; i < images; ++i) {
+      const float* si = sp + i * channels;
+      const float* xi = xp + i * channels * pixels;
+      float* yi = yp + i * channels * pixels;
+      if (nhwc) {
+        for (int64_t p = 0; p < pixels; ++p)
+          for (int64_t c = 0; c < channels; ++c) yi[p * channels + c] = xi[p * channels + c] * si[c];
+      } else {
+        for (int64_t c = 0; c < channels; ++c)
+          for (int64_t p = 0; p < pixels; ++p) yi[c * pixels + p] = xi[c * pixels + p] * si[c];
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kernel& k,
+                                               const Layouts& nhwc) {
+  const Node& n = g.nodes[size_t(k.nodes[0])];
+  if (k.nodes.size() != 1 || n.outputs.size() != 1) return nullptr;
+  int vout = n.outputs[0];
+  const Value& ov = g.value(vout);
+  if (n.op == "Concat") {
+    int64_t rank = int64_t(ov.shape.size());
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return nullptr;
+    auto kern = std::make_unique<ConcatKernel>();
+    kern->out = vout;
+    size_t es = dtype_size(ov.dtype);
+    // NHWC (inputs and output alike, channel concat): each pixel's channels in turn.
+    if (is_nhwc(nhwc, vout)) kern->outer = ov.shape[0] * ov.shape[2] * ov.shape[3];
+    else
+      for (int64_t i = 0; i < axis; ++i) kern->outer *= ov.shape[size_t(i)];
+    kern->out_chunk = size_t(shape_numel(ov.shape) / std::max<int64_t>(kern->outer, 1)) * es;
+    size_t total = 0;
+    for (int v : n.inputs) {
+      if (v < 0) return nullptr;
+      const Value& iv = g.value(v);
+      if (iv.dtype != ov.dtype || iv.shape.size() != ov.shape.size()) return nullptr;
+      size_t chunk = size_t(shape_numel(iv.shape) / std::max<int64_t>(kern->outer, 1)) * es;
+      if (shape_numel(iv.shape) == 0) continue;
+      kern->parts.push_back({v, chunk});
+      total += chunk;
+    }
+    if (total != kern->out_chunk || kern->outer == 0) return nullptr;
+    return kern;
+  }
+  if (n.op == "Mul") {  // the fusion pass sends only channel scales here
+    int a = n.inputs.at(0), b = n.inputs.at(1);
+    if (g.value(a).shape != ov.shape) std::swap(a, b);
+    const Shape& xs = g.value(a).shape;
+    if (xs != ov.shape || xs.size() != 4 || g.value(b).shape != Shape{xs[0], xs[1], 1, 1})
+      return nullptr;
+    auto kern = std::make_unique<ChannelScaleKernel>();
+    kern->x = a, kern->s = b, kern->out = vout;
+    kern->images = xs[0], kern->channels = xs[1], kern->pixels = xs[2] * xs[3];
+    kern->nhwc = is_nhwc(nhwc, vout);
+    if (is_nhwc(nhwc, a) != kern->nhwc) return nullptr;
+    return kern;
+  }
+  if (n.op == "GlobalAveragePool" || n.op == "ReduceMean" || n.op == "ReduceSum") {
+    int vin = n.inputs.at(0);
+    if (g.value(vin).dtype != DType::f32 || ov.dtype != DType::f32) return nullptr;
+    int64_t numel = shape_numel(g.value(vin).shape), rows = shape_numel(ov.shape);
+    if (rows <= 0 || numel <= 0 || numel % rows) return nullptr;
+    if (n.op == "GlobalAveragePool" && g.value(vin).shape.size() < 3) return nullptr;
+    auto kern = std::make_unique<RowMeanKernel>();
+    if (is_nhwc(nhwc, vin)) {  // [N, HW, C]: a mean down the columns per image
+      const Shape& xs = g.value(vin).shape;
+      kern->channels = xs[1];
+      kern->images = xs[0];
+    }
+    kern->in = vin;
+    kern->out = vout;
+    kern->rows = rows;
+    kern->cols = numel / rows;
+    kern->scale = n.op == "ReduceSum" ? 1.f : 1.f / float(kern->cols);
+    return kern;
+  }
+  return nullptr;
+}
+
+std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k,
+                                                   const Layouts& nhwc) {
+  if (auto p = make_cpu_kernel(g, k, nhwc)) return p;
+  return make_dnnl_kernel(g, k, nhwc);
+}
+
+namespace {
+bool spatial4(const Graph& g, int v) {
+  const Value& val = g.value(v);
+  return val.dtype == DType::f32 && val.shape.size() == 4 && !val.constant.defined();
+}
+}  // namespace
+
+void nhwc_capable_values(const Graph& g, const plan::Kernel& k, std::vector<int>* ins,
+                         std::vector<int>* outs, std::vector<std::vector<int>>* ties) {
+  const Node& n = g.nodes[size_t(k.nodes[0])];
+  int out = k.outputs.empty() ? -1 : k.outputs[0];
+  if (out < 0 || !spatial4(g, out) || k.outputs.size() != 1) return;
+  if (n.op == "Conv" || n.op == "MaxPool" || n.op == "AveragePool") {
+    if (spatial4(g, n.inputs[0])) ins->push_back(n.inputs[0]);
+    outs->push_back(out);
+    if (k.sum >= 0) {
+      ins->push_back(k.sum);
+      ties->push_back({k.sum, out});
+    }
+  } else if (n.op == "Concat") {
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis != 1 && axis != -3) return;
+    std::vector<int> tie{out};
+    for (int v : n.inputs) {
+      if (!spatial4(g, v)) return;
+      tie.push_back(v);
+    }
+    ins->insert(ins->end(), tie.begin() + 1, tie.end());
+    outs->push_back(out);
+    ties->push_back(tie);
+  } else if (n.op == "Mul") {
+    int x = g.value(n.inputs[0]).shape == g.value(out).shape ? n.inputs[0] : n.inputs[1];
+    if (!spatial4(g, x)) return;
+    ins->push_back(x);
+    outs->push_back(out);
+    ties->push_back({x, out});
+  } else if (n.op == "GlobalAveragePool" || n.op == "ReduceMean" || n.op == "ReduceSum") {
+    // A mean over H,W only (the output is [N, C, 1, 1] or [N, C]).
+    const Shape& xs = g.value(n.inputs[0]).shape;
+    if (spatial4(g, n.inputs[0]) && shape_numel(g.value(out).shape) == xs[0] * xs[1])
+      ins->push_back(n.inputs[0]);
+  }
+}
+
+}  // namespace brrr::cpu

@@ -1,0 +1,251 @@
+// Conv / pooling / concat / trailing-mean library kernels in a Session (fused epilogues) against
+// the reference executor on random inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "brrr/reference.hpp"
+#include "brrr/session.hpp"
+#include "runtime/graph_builder.hpp"
+
+namespace brrr {
+namespace {
+
+Tensor rnd(const Shape& s, float lo = -1.f, float hi = 1.f) {
+  static std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(size_t(shape_numel(s)));
+  for (auto& x : v) x = d(rng);
+  return Tensor::from_vector<float>(s, v);
+}
+
+Session check(const Graph& g, float rtol = 1e-4f, float atol = 1e-4f) {
+  std::map<std::string, Tensor> in;
+  for (int id : g.inputs) in[g.value(id).name] = rnd(g.value(id).shape, -2.f, 2.f);
+  SessionOptions o;
+  o.fusion = 1;
+  Session s(g, o);
+  std::vector<Tensor> got = s.run(in);
+  got = s.run(in);  // twice: the second run reuses every buffer
+  std::vector<Tensor> want = run_reference(s.graph(), in);
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
+    EXPECT_EQ(got[k].shape(), want[k].shape());
+    if (got[k].shape() != want[k].shape()) continue;
+    int64_t bad = -1;
+    for (int64_t i = 0; i < want[k].numel() && bad < 0; ++i) {
+      double a = got[k].at_double(i), b = want[k].at_double(i);
+      if (!(std::abs(a - b) <= atol + rtol * std::abs(b))) bad = i;
+    }
+    EXPECT_EQ(bad, -1) << "output " << k << " at " << bad << ": got "
+                       << got[k].at_double(std::max<int64_t>(bad, 0)) << " want "
+                       << want[k].at_double(std::max<int64_t>(bad, 0)) << "\n"
+                       << s.plan_summary();
+  }
+  return s;
+}
+
+struct ConvCase {
+  Shape x;
+  int64_t m, kh, kw, group;
+  std::vector<int64_t> strides, pads, dilations;
+  bool bias;
+  std::string post;  // "", "Relu", "HardSwish", "HardSigmoid", "Clip", "Add", "AddRelu"
+  std::string auto_pad = "NOTSET";
+};
+
+void run_conv(const ConvCase& c) {
+  SCOPED_TRACE(fmt::format("x {} m {} k {}x{} g {} post {}", shape_str(c.x), c.m, c.kh, c.kw,
+                           c.group, c.post));
+  GraphBuilder b;
+  int x = b.input("x", c.x);
+  int w = b.constant("w", rnd({c.m, c.x[1] / c.group, c.kh, c.kw}));
+  std::vector<int> ins{x, w};
+  if (c.bias) ins.push_back(b.constant("b", rnd({c.m})));
+  std::map<std::string, AttrValue> at{{"group", c.group}, {"strides", c.strides},
+                                      {"dilations", c.dilations}};
+  if (c.auto_pad != "NOTSET") at["auto_pad"] = c.auto_pad;
+  else at["pads"] = c.pads;
+  int y = b.node("Conv", ins, at);
+  if (c.post == "Add" || c.post == "AddRelu") {
+    // The residual is computed before the conv, so the Add folds into a sum post-op.
+    auto out = [&](int i) {
+      int64_t dk = ((i ? c.kw : c.kh) - 1) * c.dilations[size_t(i)] + 1;
+      return (c.x[size_t(2 + i)] + c.pads[size_t(i)] + c.pads[size_t(2 + i)] - dk) /
+                 c.strides[size_t(i)] + 1;
+    };
+    GraphBuilder b2;
+    int x2 = b2.input("x", c.x);
+    int r2 = b2.node("Tanh", {b2.input("r", {c.x[0], c.m, out(0), out(1)})});
+    std::vector<int> ins2{x2, b2.constant("w", b.g.value(w).constant)};
+    if (c.bias) ins2.push_back(b2.constant("b", b.g.value(ins[2]).constant));
+    int y2 = b2.node("Conv", ins2, at);
+    y2 = b2.node("Add", {r2, y2});
+    if (c.post == "AddRelu") y2 = b2.node("Relu", {y2});
+    b2.output(y2);
+    Session s = check(b2.g);
+    EXPECT_NE(s.plan_summary().find("+sum"), std::string::npos) << s.plan_summary();
+    return;
+  }
+  if (c.post == "Clip") {
+    y = b.node("Clip", {y, b.scalar(-0.5f), b.scalar(0.75f)});
+  } else if (c.post == "HardSigmoid") {
+    y = b.node("HardSigmoid", {y}, {{"alpha", 0.3f}, {"beta", 0.4f}});
+  } else if (!c.post.empty()) {
+    y = b.node(c.post, {y});
+  }
+  b.output(y);
+  Session s = check(b.g);
+  EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();  // the activation is a post-op
+  EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+}
+
+TEST(CpuConv, Plain) { run_conv({{1, 3, 17, 19}, 8, 3, 3, 1, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, ""}); }
+TEST(CpuConv, NoBiasRelu) {
+  run_conv({{2, 16, 9, 9}, 32, 1, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, false, "Relu"});
+}
+TEST(CpuConv, Grouped) {
+  run_conv({{1, 12, 10, 11}, 18, 3, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, "Relu"});
+}
+TEST(CpuConv, DepthwiseStride2HardSwish) {
+  run_conv({{1, 24, 15, 16}, 24, 5, 5, 24, {2, 2}, {2, 2, 2, 2}, {1, 1}, true, "HardSwish"});
+}
+TEST(CpuConv, AsymmetricPadsStrides) {
+  run_conv({{1, 5, 13, 12}, 7, 3, 2, 1, {2, 3}, {0, 1, 2, 0}, {1, 1}, true, ""});
+}
+TEST(CpuConv, Dilation) {
+  run_conv({{1, 8, 20, 20}, 16, 3, 3, 1, {1, 1}, {2, 2, 2, 2}, {2, 2}, false, "Relu"});
+}
+TEST(CpuConv, DilatedDepthwise) {
+  run_conv({{1, 16, 14, 14}, 16, 3, 3, 16, {1, 1}, {2, 2, 2, 2}, {2, 2}, true, ""});
+}
+TEST(CpuConv, SameUpper) {
+  ConvCase c{{1, 4, 11, 9}, 6, 4, 3, 1, {2, 2}, {}, {1, 1}, true, "", "SAME_UPPER"};
+  run_conv(c);
+}
+TEST(CpuConv, HardSigmoidAndClip) {
+  run_conv({{1, 16, 8, 8}, 16, 1, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, true, "HardSigmoid"});
+  run_conv({{1, 16, 8, 8}, 24, 3, 3, 1, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, "Clip"});
+}
+TEST(CpuConv, ResidualAdd) {
+  run_conv({{1, 16, 8, 8}, 16, 1, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, true, "Add"});
+  run_conv({{2, 8, 9, 7}, 12, 3, 3, 1, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, "AddRelu"});
+}
+
+// A residual whose producer comes after the conv in node order stays a separate Add.
+TEST(CpuConv, LateResidualIsNotFolded) {
+  GraphBuilder b;
+  int x = b.input("x", {1, 4, 6, 6});
+  int y = b.node("Conv", {x, b.constant("w", rnd({4, 4, 1, 1}))});
+  int r = b.node("Sigmoid", {x});
+  b.output(b.node("Add", {y, r}));
+  Session s = check(b.g);
+  EXPECT_EQ(s.plan_summary().find("+sum"), std::string::npos);
+}
+
+// The conv output feeds two consumers: no epilogue folds, both read the same buffer.
+TEST(CpuConv, SharedOutputKeepsActivationSeparate) {
+  GraphBuilder b;
+  int x = b.input("x", {1, 8, 7, 7});
+  int y = b.node("Conv", {x, b.constant("w", rnd({8, 8, 3, 3}))}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  b.output(b.node("Relu", {y}));
+  b.output(b.node("Sigmoid", {y}));
+  check(b.g);
+}
+
+void run_pool(const std::string& op, Shape x, std::map<std::string, AttrValue> at) {
+  SCOPED_TRACE(op + " " + shape_str(x));
+  GraphBuilder b;
+  int v = b.input("x", x);
+  b.output(b.node(op, {v}, at));
+  Session s = check(b.g);
+  EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+}
+
+using I = std::vector<int64_t>;
+TEST(CpuPool, MaxPool) {
+  run_pool("MaxPool", {1, 8, 13, 13}, {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}});
+  run_pool("MaxPool", {2, 3, 12, 10},
+           {{"kernel_shape", I{3, 2}}, {"strides", I{2, 1}}, {"pads", I{1, 0, 1, 1}}});
+}
+TEST(CpuPool, MaxPoolCeilMode) {
+  run_pool("MaxPool", {1, 16, 55, 55},
+           {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"ceil_mode", int64_t(1)}});
+  run_pool("MaxPool", {1, 4, 10, 10},
+           {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"ceil_mode", int64_t(1)}});
+}
+TEST(CpuPool, AveragePool) {
+  run_pool("AveragePool", {1, 8, 9, 9}, {{"kernel_shape", I{3, 3}}, {"pads", I{1, 1, 1, 1}}});
+  run_pool("AveragePool", {1, 8, 9, 9},
+           {{"kernel_shape", I{3, 3}}, {"pads", I{1, 1, 1, 1}}, {"count_include_pad", int64_t(1)}});
+  run_pool("AveragePool", {1, 4, 10, 10},
+           {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"ceil_mode", int64_t(1)}});
+}
+TEST(CpuPool, GlobalAverageAndReduceMean) {
+  run_pool("GlobalAveragePool", {2, 24, 7, 5}, {});
+  run_pool("ReduceMean", {1, 40, 14, 14}, {{"axes", I{2, 3}}, {"keepdims", int64_t(1)}});
+  run_pool("ReduceMean", {3, 5, 6}, {{"axes", I{-1, -2}}, {"keepdims", int64_t(0)}});
+}
+
+TEST(CpuConcat, Channels) {
+  for (int64_t axis : {1, 0, 3, -1}) {
+    GraphBuilder b;
+    int a = b.input("a", {2, 3, 4, 5});
+    int c = b.input("c", {2, 3, 4, 5});
+    int r = b.node("Relu", {c});
+    b.output(b.node("Concat", {a, r, a}, {{"axis", axis}}));
+    Session s = check(b.g);
+    EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+  }
+}
+
+// A chain of library kernels (kept NHWC between them): conv, pool, fire-style concat, residual
+// sum, a mean over H,W and a fused elementwise consumer that needs NCHW again.
+TEST(CpuConv, NhwcChain) {
+  GraphBuilder b;
+  using I = std::vector<int64_t>;
+  auto conv = [&](int x, int64_t cin, int64_t cout, int64_t k, int64_t group = 1) {
+    int64_t p = k / 2;
+    return b.node("Conv", {x, b.constant("w" + std::to_string(b.count), rnd({cout, cin / group, k, k})),
+                           b.constant("b" + std::to_string(b.count), rnd({cout}))},
+                  {{"pads", I{p, p, p, p}}, {"group", group}});
+  };
+  int x = b.input("x", {1, 3, 23, 23});
+  int v = b.node("Relu", {conv(x, 3, 16, 3)});
+  v = b.node("MaxPool", {v}, {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"ceil_mode", int64_t(1)}});
+  int sq = b.node("Relu", {conv(v, 16, 8, 1)});
+  int e1 = b.node("Relu", {conv(sq, 8, 12, 1)});
+  int e3 = b.node("Relu", {conv(sq, 8, 12, 3)});
+  v = b.node("Concat", {e1, e3}, {{"axis", int64_t(1)}});
+  int d = b.node("HardSwish", {conv(v, 24, 24, 3, 24)});
+  int r = b.node("Add", {v, conv(d, 24, 24, 1)});
+  int m = b.node("ReduceMean", {r}, {{"axes", I{2, 3}}, {"keepdims", int64_t(1)}});
+  int sc = b.node("HardSigmoid", {conv(m, 24, 24, 1)});
+  b.output(b.node("Mul", {r, sc}));
+  // Squeeze-excite between convs: the channel scale runs NHWC as a library kernel.
+  int dw = conv(r, 24, 24, 3, 24);
+  int se = b.node("HardSigmoid", {conv(b.node("GlobalAveragePool", {dw}), 24, 24, 1)});
+  b.output(conv(b.node("Mul", {se, dw}), 24, 8, 1));
+  b.output(b.node("GlobalAveragePool", {conv(r, 24, 10, 1)}));
+  Session s = check(b.g);
+  EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
+  EXPECT_NE(s.plan_summary().find("kept NHWC"), std::string::npos) << s.plan_summary();
+}
+
+// mobilenet's classifier: Gemm with its own bias C, then HardSwish as a matmul post-op.
+TEST(CpuGemm, BiasedGemmHardSwishIsOneKernel) {
+  GraphBuilder b;
+  int x = b.input("x", {3, 40});
+  int y = b.node("Gemm", {x, b.constant("w", rnd({24, 40})), b.constant("c", rnd({24}))},
+                 {{"transB", int64_t(1)}});
+  b.output(b.node("HardSwish", {y}));
+  Session s = check(b.g);
+  EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();
+  EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+}
+
+}  // namespace
+}  // namespace brrr
