@@ -74,8 +74,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=50, help="timed runs per round (>= 50)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved brrr/ORT rounds")
-    ap.add_argument("--spin", action="store_true",
-                    help="leave libgomp's default (spinning) wait policy for brrr")
+    ap.add_argument("--passive", action="store_true",
+                    help="run brrr with OMP_WAIT_POLICY=passive (steadier on a busy machine; "
+                         "slower on an idle one). Default: libgomp's own policy, as users get")
     ap.add_argument("--python", help="re-run this script under that python (one with onnxruntime)")
     a = ap.parse_args()
     if a.python and os.path.realpath(a.python) != os.path.realpath(sys.executable):
@@ -108,7 +109,7 @@ def main():
         feed = ort_inputs(sess, np)
         b, o = [], []
         for _ in range(a.rounds):
-            b.append(time_brrr(a.brrr, path, reps, a.threads, a.spin))
+            b.append(time_brrr(a.brrr, path, reps, a.threads, not a.passive))
             o.append(time_ort(sess, feed, reps))
         bm, om = statistics.median(b), statistics.median(o)
         rows.append((os.path.basename(os.path.dirname(path)) if not a.models else m, bm, om))
@@ -116,7 +117,7 @@ def main():
               file=sys.stderr)
     print(f"threads={a.threads}, median of {reps} runs per round, median over {a.rounds} "
           f"interleaved rounds; onnxruntime {ort.__version__}; brrr OMP_WAIT_POLICY="
-          f"{os.environ.get('OMP_WAIT_POLICY', 'default') if a.spin else os.environ.get('OMP_WAIT_POLICY', 'passive')}")
+          f"{os.environ.get('OMP_WAIT_POLICY', 'default') if not a.passive else os.environ.get('OMP_WAIT_POLICY', 'passive')}")
     print(f"{'model':<22} {'brrr ms':>10} {'ORT ms':>10} {'ratio':>8}")
     for name, bm, om in rows:
         print(f"{name:<22} {bm:>10.3f} {om:>10.3f} {bm / om:>7.2f}x")
