@@ -58,6 +58,9 @@ struct Graph {
   const Value& value(int id) const { return values.at(size_t(id)); }
   // Readable listing of the graph, one node per line, with shapes and dtypes.
   std::string print() const;
+  // The tensor given for graph input `id`; fails naming the input when it is missing or its dtype
+  // or shape differs from what the graph was prepared for. Shared by every executor.
+  const Tensor& bound_input(int id, const std::map<std::string, Tensor>& given) const;
 };
 
 }  // namespace brrr

@@ -81,6 +81,20 @@ static std::string attr_str(const AttrValue& a) {
       a);
 }
 
+const Tensor& Graph::bound_input(int id, const std::map<std::string, Tensor>& given) const {
+  const Value& v = value(id);
+  auto it = given.find(v.name);
+  if (it == given.end()) fail("no data given for model input '{}'", v.name);
+  const Tensor& t = it->second;
+  if (t.dtype() != v.dtype)
+    fail("input '{}' is {} but the model expects {}", v.name, dtype_name(t.dtype()),
+         dtype_name(v.dtype));
+  if (t.shape() != v.shape)
+    fail("input '{}' has shape {} but the model was prepared for {}", v.name,
+         shape_str(t.shape()), shape_str(v.shape));
+  return t;
+}
+
 std::string Graph::print() const {
   std::string out = fmt::format("graph {} (opset {})\n", name, opset);
   for (int i : inputs) out += "  input " + value_str(*this, i) + "\n";

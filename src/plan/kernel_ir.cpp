@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 namespace brrr::plan {
 
 std::string_view kernel_kind_name(KernelKind k) {
@@ -46,6 +48,20 @@ std::string Plan::print(const Graph& g) const {
     s += fmt::format("    {} -> {} via '{}': {}\n", kernels[b.from_kernel].name,
                      kernels[b.to_kernel].name, g.value(b.value).name, b.reason);
   return s;
+}
+
+std::vector<int> level0_closure(const Kernel& k, const std::vector<int>& targets) {
+  std::set<int> need;
+  std::vector<int> stack = targets;
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    const Expr& e = k.exprs[size_t(id)];
+    if (e.level != 0 || !need.insert(id).second) continue;
+    if (e.kind != Expr::Reduce)
+      for (int a : e.args) stack.push_back(a);
+  }
+  return {need.begin(), need.end()};
 }
 
 }  // namespace brrr::plan

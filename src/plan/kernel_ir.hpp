@@ -85,4 +85,9 @@ Plan build_plan(const Graph& g, const FusionOptions& opts);
 // True when BRRR_DISABLE_FUSION is set to something other than "0".
 bool fusion_disabled_by_env();
 
+// Per-element (level-0) expressions that `targets` need, transitively, in topological order
+// (expression ids ascend with dependencies). Reductions are leaves: their inputs are computed in
+// the reduction's own loop. Shared by the C++ and CUDA emitters.
+std::vector<int> level0_closure(const Kernel& k, const std::vector<int>& targets);
+
 }  // namespace brrr::plan

@@ -10,16 +10,7 @@ std::vector<Tensor> run_reference(const Graph& g, const std::map<std::string, Te
   for (size_t i = 0; i < g.values.size(); ++i)
     if (g.values[i].constant.defined()) vals[i] = g.values[i].constant;
   for (int id : g.inputs) {
-    const Value& v = g.value(id);
-    auto it = inputs.find(v.name);
-    if (it == inputs.end()) fail("no data given for model input '{}'", v.name);
-    const Tensor& t = it->second;
-    if (t.dtype() != v.dtype)
-      fail("input '{}' is {} but the model expects {}", v.name, dtype_name(t.dtype()),
-           dtype_name(v.dtype));
-    if (t.shape() != v.shape)
-      fail("input '{}' has shape {} but the model was prepared for {}", v.name,
-           shape_str(t.shape()), shape_str(v.shape));
+    const Tensor& t = g.bound_input(id, inputs);
     vals[id] = t;
   }
   // Release each value after its last use so peak memory stays near the live set.

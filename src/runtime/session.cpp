@@ -215,16 +215,7 @@ void Session::Impl::build() {
 void Session::Impl::bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
                          std::vector<Tensor>* keep) {
   for (int id : g.inputs) {
-    const Value& v = g.value(id);
-    auto it = inputs.find(v.name);
-    if (it == inputs.end()) fail("no data given for model input '{}'", v.name);
-    const Tensor& t = it->second;
-    if (t.dtype() != v.dtype)
-      fail("input '{}' is {} but the model expects {}", v.name, dtype_name(t.dtype()),
-           dtype_name(v.dtype));
-    if (t.shape() != v.shape)
-      fail("input '{}' has shape {} but the session was compiled for {}", v.name,
-           shape_str(t.shape()), shape_str(v.shape));
+    const Tensor& t = g.bound_input(id, inputs);
     Tensor c = t.contiguous();
     keep->push_back(c);
     slots[size_t(id)] = const_cast<void*>(c.raw());

@@ -94,19 +94,8 @@ class KernelEmitter {
     return true;
   }
 
-  // Level-0 expressions needed (transitively) by `targets`, in topological order.
   std::vector<int> closure(const std::vector<int>& targets) const {
-    std::set<int> need;
-    std::vector<int> stack = targets;
-    while (!stack.empty()) {
-      int id = stack.back();
-      stack.pop_back();
-      const Expr& e = k_.exprs[size_t(id)];
-      if (e.level != 0 || !need.insert(id).second) continue;
-      if (e.kind != Expr::Reduce)
-        for (int a : e.args) stack.push_back(a);
-    }
-    return {need.begin(), need.end()};
+    return plan::level0_closure(k_, targets);
   }
 
   std::string value_of(int id, const std::string& idx) const {

@@ -403,14 +403,7 @@ struct CudaExecutor::Impl {
   void bind(const std::map<std::string, Tensor>& inputs) {
     for (int id : g.inputs) {
       const Value& v = g.value(id);
-      auto it = inputs.find(v.name);
-      if (it == inputs.end()) fail("no data given for model input '{}'", v.name);
-      const Tensor& t = it->second;
-      if (t.dtype() != v.dtype)
-        fail("input '{}' is {} but the model expects {}", v.name, dtype_name(t.dtype()), dtype_name(v.dtype));
-      if (t.shape() != v.shape)
-        fail("input '{}' has shape {} but the session was compiled for {}", v.name,
-             shape_str(t.shape()), shape_str(v.shape));
+      const Tensor& t = g.bound_input(id, inputs);
       Tensor c = t.contiguous();
       copy_h2d(slot[size_t(id)], c.raw(), c.nbytes(), stream, "input " + v.name);
     }
