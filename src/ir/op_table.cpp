@@ -107,7 +107,8 @@ void InferCtx::fail_msg(const std::string& msg) const {
 }
 
 int64_t InferCtx::axis(int64_t a, int64_t r) const {
-  int64_t lo = -std::max<int64_t>(r, 1), hi = std::max<int64_t>(r, 1) - 1;
+  if (r == 0) fail("axis {} given for a scalar (rank 0) input, which has no axes", a);
+  int64_t lo = -r, hi = r - 1;
   if (a < lo || a > hi) fail("axis {} is out of range for rank {}", a, r);
   return a < 0 ? a + r : a;
 }
