@@ -230,5 +230,18 @@ TEST(Fusion, WrongInputShapeIsAnError) {
   EXPECT_THROW(s.run({}), Error);
 }
 
+// Outputs of 2^21 elements and more are written with streaming stores through aligned tiles:
+// sizes off the tile and vector width, two outputs, and a broadcast operand.
+TEST(Fusion, LargeOutputsUseStreamingStores) {
+  for (int64_t n : {(int64_t(1) << 21) + 37, int64_t(1) << 21}) {
+    GraphBuilder b;
+    int x = b.input("x", {n});
+    int y = b.node("Mul", {b.node("Add", {x, b.scalar(1.f)}), b.scalar(2.f)});
+    b.output(y);
+    b.output(b.node("Sub", {y, x}));
+    check(b.g);
+  }
+}
+
 }  // namespace
 }  // namespace brrr
