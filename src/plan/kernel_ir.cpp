@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <set>
 
 namespace brrr::plan {
@@ -62,6 +63,27 @@ std::vector<int> level0_closure(const Kernel& k, const std::vector<int>& targets
       for (int a : e.args) stack.push_back(a);
   }
   return {need.begin(), need.end()};
+}
+
+std::string float_lit(float v) {
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
+  return fmt::format("{:a}f", v);
+}
+
+std::string subst(const std::string& code, const std::vector<int>& args) {
+  std::string out;
+  for (size_t i = 0; i < code.size(); ++i) {
+    if (code[i] == '{') {
+      size_t j = code.find('}', i);
+      int a = std::stoi(code.substr(i + 1, j - i - 1));
+      out += fmt::format("e{}", args[size_t(a)]);
+      i = j;
+    } else {
+      out += code[i];
+    }
+  }
+  return out;
 }
 
 }  // namespace brrr::plan

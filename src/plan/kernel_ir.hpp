@@ -90,4 +90,10 @@ bool fusion_disabled_by_env();
 // the reduction's own loop. Shared by the C++ and CUDA emitters.
 std::vector<int> level0_closure(const Kernel& k, const std::vector<int>& targets);
 
+// Emitter helpers shared by the C++ and CUDA code generators: a float as an exact C literal
+// (hex float; NAN and INFINITY by name), and a pointwise expression with {k} replaced by the
+// variable e<args[k]>.
+std::string float_lit(float v);
+std::string subst(const std::string& code, const std::vector<int>& args);
+
 }  // namespace brrr::plan

@@ -71,26 +71,9 @@ static __device__ __forceinline__ float brrr_block_reduce(float v, float* red) {
 }
 )";
 
-std::string float_lit(float v) {
-  if (std::isnan(v)) return "NAN";
-  if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
-  return fmt::format("{:a}f", v);
-}
-
-std::string subst(const std::string& code, const std::vector<int>& args) {
-  std::string out;
-  for (size_t i = 0; i < code.size(); ++i) {
-    if (code[i] == '{') {
-      size_t j = code.find('}', i);
-      int a = std::stoi(code.substr(i + 1, j - i - 1));
-      out += fmt::format("e{}", args[size_t(a)]);
-      i = j;
-    } else {
-      out += code[i];
-    }
-  }
-  return out;
-}
+// C literals and {k} -> eN substitution are shared by both emitters (plan/kernel_ir.hpp).
+using plan::float_lit;
+using plan::subst;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t pow2_ceil(int64_t v) {
