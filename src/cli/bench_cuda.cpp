@@ -60,29 +60,33 @@ std::vector<Work> workloads() {
   auto ln = [=](bool pre) {
     return [=] {
       GraphBuilder b;
-      int x = b.input("x", {R, C});
-      int g = b.constant("gamma", rand_tensor(DType::f32, {C}, 3));
-      int be = b.constant("beta", rand_tensor(DType::f32, {C}, 4));
-      if (pre) x = b.node("Add", {x, b.node("Mul", {x, b.scalar(0.5f)})});
+      int x = b.input("x", {R, C}, DType::bf16);
+      int g = b.constant("gamma", rand_tensor(DType::bf16, {C}, 3));
+      int be = b.constant("beta", rand_tensor(DType::bf16, {C}, 4));
+      if (pre) {
+        Tensor half = Tensor::empty(DType::bf16, {});
+        half.data<bf16>()[0] = bf16(0.5f);
+        x = b.node("Add", {x, b.node("Mul", {x, b.constant("half", half)})});
+      }
       b.output(b.node("LayerNormalization", {x, g, be}, {{"epsilon", 1e-5f}}));
       return b.g;
     };
   };
-  w.push_back({"layernorm", "LayerNorm bf16 16384x4096", "LayerNorm 16384x4096 float32", ln(false)});
-  w.push_back({"softmax", "softmax(-1) bf16 16384x4096", "Softmax(-1) 16384x4096 float32", [=] {
+  w.push_back({"layernorm", "LayerNorm bf16 16384x4096", "LayerNorm 16384x4096 bfloat16", ln(false)});
+  w.push_back({"softmax", "softmax(-1) bf16 16384x4096", "Softmax(-1) 16384x4096 bfloat16", [=] {
                  GraphBuilder b;
-                 int x = b.input("x", {R, C});
+                 int x = b.input("x", {R, C}, DType::bf16);
                  b.output(b.node("Softmax", {x}, {{"axis", int64_t(-1)}}));
                  return b.g;
                }});
-  w.push_back({"gelu_bias", "GELU(x+b) bf16 16384x4096", "GELU(x+b) (erf) 16384x4096 float32", [=] {
+  w.push_back({"gelu_bias", "GELU(x+b) bf16 16384x4096", "GELU(x+b) (erf) 16384x4096 bfloat16", [=] {
                  GraphBuilder b;
-                 int x = b.input("x", {R, C});
-                 int bias = b.constant("b", rand_tensor(DType::f32, {C}, 5));
+                 int x = b.input("x", {R, C}, DType::bf16);
+                 int bias = b.constant("b", rand_tensor(DType::bf16, {C}, 5));
                  b.output(b.node("Gelu", {b.node("Add", {x, bias})}));
                  return b.g;
                }});
-  w.push_back({"ln_x_half", "LayerNorm(x+0.5x) bf16 16384x4096", "LayerNorm(x+0.5x) 16384x4096 float32", ln(true)});
+  w.push_back({"ln_x_half", "LayerNorm(x+0.5x) bf16 16384x4096", "LayerNorm(x+0.5x) 16384x4096 bfloat16", ln(true)});
   const int64_t n = 8192;
   auto gemm = [=](std::string act) {
     return [=] {

@@ -47,13 +47,20 @@ struct Group {
   bool fused = false;        // a Fused kernel others may join
 };
 
-bool all_f32(const Graph& g, const Node& n) {
+// Generated kernels compute in float32; with `float16` they may also load and store bfloat16
+// and float16 buffers (converted in registers; the CUDA emitter does, the C++ one does not).
+bool float_ok(DType t, bool float16) {
+  return t == DType::f32 || (float16 && (t == DType::bf16 || t == DType::f16));
+}
+
+bool all_float(const Graph& g, const Node& n, bool float16) {
   for (int i : n.inputs)
-    if (i >= 0 && g.value(i).dtype != DType::f32) return false;
+    if (i >= 0 && !float_ok(g.value(i).dtype, float16)) return false;
   for (int o : n.outputs)
-    if (o >= 0 && g.value(o).dtype != DType::f32) return false;
+    if (o >= 0 && !float_ok(g.value(o).dtype, float16)) return false;
   return true;
 }
+bool all_f32(const Graph& g, const Node& n) { return all_float(g, n, false); }
 
 // OpDef::pointwise must use only {0}, {1}, ... placeholders that exist.
 bool pointwise_code_ok(const std::string& code, size_t nin) {
@@ -112,12 +119,16 @@ bool channel_scale_between_convs(const Graph& g, const Node& n) {
   return consumers == 1 && conv;
 }
 
-NodeInfo classify(const Graph& g, const Node& n) {
+NodeInfo classify(const Graph& g, const Node& n, bool float16) {
   NodeInfo info;
   const std::string& op = n.op;
   bool f32 = all_f32(g, n);
-  if (op.rfind("Reduce", 0) == 0 && !n.inputs.empty() && n.inputs[0] >= 0)  // axes are int64
+  bool gen = all_float(g, n, float16);  // generated kernels can read and write its tensors
+  if (op.rfind("Reduce", 0) == 0 && !n.inputs.empty() && n.inputs[0] >= 0) {  // axes are int64
     f32 = g.value(n.inputs[0]).dtype == DType::f32 && g.value(n.outputs[0]).dtype == DType::f32;
+    gen = float_ok(g.value(n.inputs[0]).dtype, float16) &&
+          float_ok(g.value(n.outputs[0]).dtype, float16);
+  }
   auto other = [&](std::string why) {
     info.kind = NodeKind::Other;
     info.why = std::move(why);
@@ -160,7 +171,9 @@ NodeInfo classify(const Graph& g, const Node& n) {
       return info;
     }
   }
-  if (!f32) return other(fmt::format("{} is not float32 (generated kernels are float32 only)", op));
+  if (!gen)
+    return other(fmt::format("{} is not float32{} (generated kernels compute in float32)", op,
+                             float16 ? ", bfloat16 or float16" : ""));
   size_t rank = n.inputs.empty() || n.inputs[0] < 0 ? 0 : g.value(n.inputs[0]).shape.size();
   if (n.def && !n.def->pointwise.empty()) {
     // Attributes become literals; omitted optional inputs become NAN ("no bound"); present
@@ -483,7 +496,7 @@ class Fuser {
   void place(int n) {
     if (absorbed_.count(n)) return;
     const Node& node = g_.nodes[n];
-    NodeInfo info = classify(g_, node);
+    NodeInfo info = classify(g_, node, opts_.float16);
     bool fusible = info.kind == NodeKind::Pointwise || info.kind == NodeKind::Reduce ||
                    info.kind == NodeKind::Softmax || info.kind == NodeKind::LayerNorm ||
                    info.kind == NodeKind::Transpose;

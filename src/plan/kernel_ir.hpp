@@ -77,6 +77,9 @@ struct Plan {
 
 struct FusionOptions {
   bool enable = true;  // false: one kernel per node (pointwise nodes still get generated code)
+  // Generated kernels may load and store bfloat16/float16 buffers, computing in float32 (the
+  // CUDA emitter converts in registers; the C++ emitter is float32 only).
+  bool float16 = false;
 };
 
 // Groups a shape-inferred graph into kernels (src/plan/fusion.cpp).

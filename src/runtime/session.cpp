@@ -125,6 +125,7 @@ void Session::Impl::build() {
              "unknown precision '{}' (use fp32, tf32, bf16 or fp16)", opts.precision);
   plan::FusionOptions fo;
   fo.enable = opts.fusion < 0 ? !plan::fusion_disabled_by_env() : opts.fusion != 0;
+  fo.float16 = opts.backend == "cuda";  // the CUDA emitter reads and writes 16-bit floats
   plan = plan::build_plan(g, fo);
   if (opts.backend == "cuda") {
 #ifdef BRRR_HAVE_CUDA

@@ -190,6 +190,17 @@ TEST(CudaSession, Bf16GraphGemm) {
   EXPECT_EQ(s.num_kernels("library"), 1);
 }
 
+TEST(CudaSession, GeluErfGemmInL2Slices) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  // Slices of 128 rows (the last one partial): each slice's GEMM then its erf GELU pass.
+  for (DType t : {DType::f32, DType::bf16}) {
+    std::string budget = std::to_string(128 * 64 * dtype_size(t));
+    setenv("BRRR_GELU_SLICE_BYTES", budget.c_str(), 1);
+    check(mlp(300, "gelu_erf", t, 2), cuda_opts("fp32"), t == DType::bf16 ? 3e-2 : 1e-5);
+    unsetenv("BRRR_GELU_SLICE_BYTES");
+  }
+}
+
 TEST(CudaSession, GemmTransBAndBatched) {
   BRRR_REQUIRE_CUDA_DEVICE();
   GraphBuilder b;
@@ -279,6 +290,82 @@ TEST(CudaCodegen, ModuleCompilesWithNvrtc) {
     plan::Plan p = plan::build_plan(g, {});
     brrr::cuda::CudaSource src = brrr::cuda::generate_cuda(g, p, {});
     EXPECT_NO_THROW(nv.compile(src.text, "test_module")) << src.text;
+  }
+}
+
+// 16-bit activations: generated kernels load and store bfloat16/float16 (8 per 16-byte access),
+// computing in float32.
+std::vector<Graph> graphs16(DType t) {
+  std::vector<Graph> gs;
+  auto half = [t](GraphBuilder& b) {  // 0.5 in the graph's type
+    Tensor c = Tensor::empty(t, {});
+    if (t == DType::bf16) c.data<bf16>()[0] = bf16(0.5f);
+    else c.data<f16>()[0] = f16(0.5f);
+    return b.constant("half", c);
+  };
+  for (int64_t n : {int64_t(100003), int64_t(64)}) {  // vector body plus tail; vector only
+    GraphBuilder b;
+    int x = b.input("x", {n}, t);
+    int y = b.input("y", {n}, t);
+    b.output(b.node("Mul", {b.node("Cos", {b.node("Add", {x, y})}), half(b)}));
+    gs.push_back(b.g);
+  }
+  {
+    GraphBuilder b;  // transpose: the strided emitter
+    int x = b.input("x", {3, 4, 7}, t);
+    int y = b.input("y", {7, 3, 4}, t);
+    int tr = b.node("Transpose", {x}, {{"perm", std::vector<int64_t>{2, 0, 1}}});
+    b.output(b.node("Add", {tr, y}));
+    gs.push_back(b.g);
+  }
+  for (Shape sh : {Shape{9, 70}, Shape{5, 128}, Shape{6, 1000}, Shape{4, 4096}, Shape{2, 20000}}) {
+    GraphBuilder b;  // warp rows, block rows, with and without 8-wide vectors
+    int x = b.input("x", sh, t);
+    int gam = b.input("gamma", {sh.back()}, t);
+    int bet = b.input("beta", {sh.back()}, t);
+    int xx = b.node("Add", {x, b.node("Mul", {x, half(b)})});
+    b.output(b.node("LayerNormalization", {xx, gam, bet}, {{"epsilon", 1e-5f}}));
+    b.output(b.node("Softmax", {x}, {{"axis", int64_t(-1)}}));
+    gs.push_back(b.g);
+  }
+  {
+    GraphBuilder b;  // bias + GELU with a 16-bit bias, and a row reduction with a row output
+    int x = b.input("x", {64, 1000}, t);
+    int bias = b.input("b", {1000}, t);
+    b.output(b.node("Gelu", {b.node("Add", {x, bias})}));
+    int axes = b.constant("axes", Tensor::from_vector<int64_t>({1}, {1}));
+    b.output(b.node("ReduceMax", {x, axes}, {{"keepdims", int64_t(0)}}));
+    gs.push_back(b.g);
+  }
+  return gs;
+}
+
+TEST(CudaCodegen, Float16ModulesCompileWithNvrtc) {
+  brrr::cuda::NvrtcCompiler nv("sm_90", "");
+  for (DType t : {DType::bf16, DType::f16})
+    for (Graph& g : graphs16(t)) {
+      infer_shapes(g, {});
+      plan::FusionOptions fo;
+      fo.float16 = true;
+      plan::Plan p = plan::build_plan(g, fo);
+      for (const auto& k : p.kernels) EXPECT_EQ(k.kind, plan::KernelKind::Fused) << p.print(g);
+      brrr::cuda::CudaSource src = brrr::cuda::generate_cuda(g, p, {});
+      EXPECT_NO_THROW(nv.compile(src.text, "test_module16")) << src.text;
+      std::map<std::string, Tensor> in;  // the reference the GPU test compares against runs
+      for (int id : g.inputs) in[g.value(id).name] = rnd(g.value(id).shape, t);
+      EXPECT_NO_THROW(run_reference(g, in));
+    }
+}
+
+TEST(CudaSession, Float16FusedKernelsMatchReference) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  // The reference rounds every op's result to 16 bits, the fused kernel only its outputs: the
+  // tolerance is a few units of the 16-bit format's precision.
+  for (DType t : {DType::bf16, DType::f16}) {
+    for (Graph& g : graphs16(t)) {
+      Session s = check(g, cuda_opts(), t == DType::bf16 ? 1e-2 : 2e-3);
+      EXPECT_EQ(s.num_kernels(), s.num_kernels("fused")) << s.plan_summary();
+    }
   }
 }
 

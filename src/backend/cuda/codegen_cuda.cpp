@@ -48,6 +48,52 @@ static __device__ __forceinline__ void brrr_ld4(float* d, const float* p) {
 static __device__ __forceinline__ void brrr_st4(float* p, const float* s) {
   *reinterpret_cast<float4*>(p) = make_float4(s[0], s[1], s[2], s[3]);
 }
+static __device__ __forceinline__ void brrr_ld8(float* d, const float* p) {
+  brrr_ld4(d, p); brrr_ld4(d + 4, p + 4);
+}
+static __device__ __forceinline__ void brrr_st8(float* p, const float* s) {
+  brrr_st4(p, s); brrr_st4(p + 4, s + 4);
+}
+// 16-bit floats: 4 per 8-byte and 8 per 16-byte access, converted to float32 in registers.
+static __device__ __forceinline__ float brrr_from16(unsigned h, const brrr_bf16*) {
+  return __uint_as_float((h & 0xffffu) << 16);
+}
+static __device__ __forceinline__ float brrr_from16(unsigned h, const brrr_f16*) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h)); return f;
+}
+static __device__ __forceinline__ unsigned brrr_to16(float v, const brrr_bf16*) {
+  unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v)); return h;
+}
+static __device__ __forceinline__ unsigned brrr_to16(float v, const brrr_f16*) {
+  unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v)); return h;
+}
+template <class T>
+static __device__ __forceinline__ void brrr_unpack(float* d, unsigned w, const T* p) {
+  d[0] = brrr_from16(w, p); d[1] = brrr_from16(w >> 16, p);
+}
+template <class T>
+static __device__ __forceinline__ unsigned brrr_pack(const float* s, const T* p) {
+  return brrr_to16(s[0], p) | (brrr_to16(s[1], p) << 16);
+}
+template <class T>
+static __device__ __forceinline__ void brrr_ld4(float* d, const T* p) {
+  const uint2 t = *reinterpret_cast<const uint2*>(p);
+  brrr_unpack(d, t.x, p); brrr_unpack(d + 2, t.y, p);
+}
+template <class T>
+static __device__ __forceinline__ void brrr_ld8(float* d, const T* p) {
+  const uint4 t = *reinterpret_cast<const uint4*>(p);
+  brrr_unpack(d, t.x, p); brrr_unpack(d + 2, t.y, p); brrr_unpack(d + 4, t.z, p); brrr_unpack(d + 6, t.w, p);
+}
+template <class T>
+static __device__ __forceinline__ void brrr_st4(T* p, const float* s) {
+  *reinterpret_cast<uint2*>(p) = make_uint2(brrr_pack(s, p), brrr_pack(s + 2, p));
+}
+template <class T>
+static __device__ __forceinline__ void brrr_st8(T* p, const float* s) {
+  *reinterpret_cast<uint4*>(p) =
+      make_uint4(brrr_pack(s, p), brrr_pack(s + 2, p), brrr_pack(s + 4, p), brrr_pack(s + 6, p));
+}
 template <int MAX>
 static __device__ __forceinline__ float brrr_warp_reduce(float v) {
 #pragma unroll
@@ -93,8 +139,10 @@ class KernelEmitter {
     for (int v : k_.inputs) launch_.args.push_back(v);
     for (int v : k_.outputs) launch_.args.push_back(v);
     std::string params;
-    for (int v : k_.inputs) params += fmt::format("{}const float* __restrict__ b{}", params.empty() ? "" : ", ", v);
-    for (int v : k_.outputs) params += fmt::format("{}float* __restrict__ b{}", params.empty() ? "" : ", ", v);
+    for (int v : k_.inputs)
+      params += fmt::format("{}const {}* __restrict__ b{}", params.empty() ? "" : ", ", ctype(v), v);
+    for (int v : k_.outputs)
+      params += fmt::format("{}{}* __restrict__ b{}", params.empty() ? "" : ", ", ctype(v), v);
     std::string body = k_.has_reduction() ? emit_rows() : (flat() ? emit_flat() : emit_strided());
     std::string s = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n",
                                 launch_.block.x * launch_.block.y, launch_.symbol, params);
@@ -108,6 +156,26 @@ class KernelEmitter {
   const Kernel& k_;
   const CudaCodegenOptions& opts_;
   CudaLaunch launch_;
+
+  // The element type of buffer `v` in generated code; expressions are float32 throughout.
+  const char* ctype(int v) const {
+    switch (g_.value(v).dtype) {
+      case DType::bf16: return "brrr_bf16";
+      case DType::f16: return "brrr_f16";
+      default: return "float";
+    }
+  }
+  bool is16(int v) const { return dtype_size(g_.value(v).dtype) == 2; }
+  // 8 elements per vector access when a streamed operand is 16-bit (16 bytes), else 4.
+  int vector_width(bool level0_only) const {
+    bool any16 = false;
+    for (const Expr& e : k_.exprs)
+      if (e.kind == Expr::Load && !all_zero(e.strides) && (!level0_only || e.level == 0))
+        any16 = any16 || is16(e.value);
+    for (const auto& st : k_.stores)
+      if (g_.value(st.value).shape == k_.space) any16 = any16 || is16(st.value);
+    return any16 ? 8 : 4;
+  }
 
   static bool all_zero(const std::vector<int64_t>& v) {
     return std::all_of(v.begin(), v.end(), [](int64_t s) { return s == 0; });
@@ -149,13 +217,13 @@ class KernelEmitter {
   // Contiguous or scalar operands: float4 over the first n/4*4 elements, scalar tail.
   std::string emit_flat() {
     int64_t n = shape_numel(k_.space);
-    bool vec = true;  // buffers are 256-byte aligned; offsets must keep 16-byte alignment
+    int V = vector_width(false);  // buffers are 256-byte aligned; offsets must keep it
     for (const Expr& e : k_.exprs)
-      if (e.kind == Expr::Load && !all_zero(e.strides) && e.offset % 4 != 0) vec = false;
-    int V = vec ? 4 : 1;
+      if (e.kind == Expr::Load && !all_zero(e.strides) && e.offset % V != 0) V = 1;
+    bool vec = V > 1;
     int64_t nv = n / V;
     grid_for(nv);
-    launch_.shape = vec ? "pointwise/vec4" : "pointwise";
+    launch_.shape = vec ? fmt::format("pointwise/vec{}", V) : "pointwise";
     std::string s;
     s += fmt::format("  const i64 stride = (i64)gridDim.x * blockDim.x;\n");
     auto body = [&](const std::string& base, int width, const char* ind) {
@@ -164,13 +232,13 @@ class KernelEmitter {
         const Expr& e = k_.exprs[id];
         if (e.kind != Expr::Load) continue;
         if (all_zero(e.strides)) {
-          b += fmt::format("{}const float s{} = b{}[{}];\n", ind, id, e.value, e.offset);
+          b += fmt::format("{}const float s{} = brrr_ld(b{} + {});\n", ind, id, e.value, e.offset);
         } else {
           b += fmt::format("{}float l{}[{}];\n", ind, id, width);
-          if (width == 4)
-            b += fmt::format("{}brrr_ld4(l{}, b{} + {} + {});\n", ind, id, e.value, base, e.offset);
+          if (width > 1)
+            b += fmt::format("{}brrr_ld{}(l{}, b{} + {} + {});\n", ind, width, id, e.value, base, e.offset);
           else
-            b += fmt::format("{}l{}[0] = b{}[{} + {}];\n", ind, id, e.value, base, e.offset);
+            b += fmt::format("{}l{}[0] = brrr_ld(b{} + {} + {});\n", ind, id, e.value, base, e.offset);
         }
       }
       for (const auto& st : k_.stores) b += fmt::format("{}float o{}[{}];\n", ind, st.value, width);
@@ -185,15 +253,15 @@ class KernelEmitter {
       for (const auto& st : k_.stores) b += fmt::format("{}  o{}[q] = e{};\n", ind, st.value, st.expr);
       b += fmt::format("{}}}\n", ind);
       for (const auto& st : k_.stores)
-        b += width == 4 ? fmt::format("{}brrr_st4(b{} + {}, o{});\n", ind, st.value, base, st.value)
-                        : fmt::format("{}b{}[{}] = o{}[0];\n", ind, st.value, base, st.value);
+        b += width > 1 ? fmt::format("{}brrr_st{}(b{} + {}, o{});\n", ind, width, st.value, base, st.value)
+                       : fmt::format("{}brrr_st(b{} + {}, o{}[0]);\n", ind, st.value, base, st.value);
       return b;
     };
     s += fmt::format("  for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v < {}LL; v += stride) {{\n", nv);
-    s += body(V == 4 ? "v * 4" : "v", V, "    ");
+    s += body(V > 1 ? fmt::format("v * {}", V) : "v", V, "    ");
     s += "  }\n";
-    if (V == 4 && n % 4) {
-      s += fmt::format("  for (i64 i = {}LL + (i64)blockIdx.x * blockDim.x + threadIdx.x; i < {}LL; i += stride) {{\n", nv * 4, n);
+    if (V > 1 && n % V) {
+      s += fmt::format("  for (i64 i = {}LL + (i64)blockIdx.x * blockDim.x + threadIdx.x; i < {}LL; i += stride) {{\n", nv * V, n);
       s += body("i", 1, "    ");
       s += "  }\n";
     }
@@ -221,11 +289,11 @@ class KernelEmitter {
         std::string idx = fmt::format("{}LL", e.offset);
         for (int d = 0; d < rank; ++d)
           if (e.strides[size_t(d)] != 0) idx += fmt::format(" + i{} * {}LL", d, e.strides[size_t(d)]);
-        ld = fmt::format("b{}[{}]", e.value, idx);
+        ld = fmt::format("brrr_ld(b{} + {})", e.value, idx);
       }
       s += fmt::format("    const float e{} = {};\n", id, value_of(int(id), ld));
     }
-    for (const auto& st : k_.stores) s += fmt::format("    b{}[i] = e{};\n", st.value, st.expr);
+    for (const auto& st : k_.stores) s += fmt::format("    brrr_st(b{} + i, e{});\n", st.value, st.expr);
     s += "  }\n";
     return s;
   }
@@ -240,9 +308,9 @@ class KernelEmitter {
     const Expr& e = k_.exprs[size_t(id)];
     int64_t st = e.strides.back();
     if (st == 0)
-      return fmt::format("{{ const float t = b{}[o{}]; for (int q = 0; q < {}; ++q) {}[q] = t; }}", e.value, id, V_, dst);
-    if (V_ == 4) return fmt::format("brrr_ld4({}, b{} + o{} + g * 4);", dst, e.value, id);
-    return fmt::format("{}[0] = b{}[o{} + (i64)g * {}];", dst, e.value, id, st);
+      return fmt::format("{{ const float t = brrr_ld(b{} + o{}); for (int q = 0; q < {}; ++q) {}[q] = t; }}", e.value, id, V_, dst);
+    if (V_ > 1) return fmt::format("brrr_ld{0}({1}, b{2} + o{3} + g * {0});", V_, dst, e.value, id);
+    return fmt::format("{}[0] = brrr_ld(b{} + o{} + (i64)g * {});", dst, e.value, id, st);
   }
 
   // One pass over the row: for each column group, compute `targets` and run `tail` per column.
@@ -283,18 +351,19 @@ class KernelEmitter {
     int rank = int(S.size());
     for (size_t id = 0; id < k_.exprs.size(); ++id)
       if (k_.exprs[id].kind == Expr::Load && k_.exprs[id].level == 0) loads0_.push_back(int(id));
-    // float4 along the row when every level-0 load is contiguous along it (or constant) and
-    // every row starts 16-byte aligned.
-    bool vec = C % 4 == 0;
+    // Vector accesses along the row (4 floats or 8 16-bit values) when every level-0 load is
+    // contiguous along it (or constant) and every row starts 16-byte aligned.
+    int W = vector_width(true);
+    bool vec = C % W == 0;
     for (int id : loads0_) {
       const Expr& e = k_.exprs[size_t(id)];
       int64_t st = e.strides.back();
       if (st == 0) continue;
-      if (st != 1 || e.offset % 4) vec = false;
+      if (st != 1 || e.offset % W) vec = false;
       for (int d = 0; d + 1 < rank; ++d)
-        if (e.strides[size_t(d)] % 4) vec = false;
+        if (e.strides[size_t(d)] % W) vec = false;
     }
-    V_ = vec ? 4 : 1;
+    V_ = vec ? W : 1;
     int64_t groups = C / V_;
     warp_rows_ = groups <= 128;
     const int rows_per_block = 4;
@@ -310,7 +379,7 @@ class KernelEmitter {
     PER_ = int(ceil_div(groups, T_));
     cache_ = int64_t(PER_) * V_ * int64_t(loads0_.size()) <= 64;
     launch_.shape = fmt::format("rows/{}{}{}{}", warp_rows_ ? "warp" : "block", warp_rows_ ? 32 : T_,
-                                V_ == 4 ? "/vec4" : "", cache_ ? "/regs" : "");
+                                V_ > 1 ? fmt::format("/vec{}", V_) : "", cache_ ? "/regs" : "");
     std::string s;
     s += "  __shared__ float red[32];\n  (void)red;\n";
     if (warp_rows_) {
@@ -358,7 +427,7 @@ class KernelEmitter {
         if (e.reduce == ReduceKind::Mean) s += fmt::format("  e{} /= (float){};\n", id, C);
         continue;
       }
-      std::string ld = e.kind == Expr::Load ? fmt::format("b{}[o{}]", e.value, id) : "";
+      std::string ld = e.kind == Expr::Load ? fmt::format("brrr_ld(b{} + o{})", e.value, id) : "";
       s += fmt::format("  const float e{} = {};\n", id, value_of(int(id), ld));
     }
     std::vector<int> elem_targets;
@@ -373,15 +442,15 @@ class KernelEmitter {
       for (const auto& st : elem_stores) {
         before += fmt::format("        float w{}[{}];\n", st.value, V_);
         per += fmt::format("          w{}[q] = e{};\n", st.value, st.expr);
-        after += V_ == 4 ? fmt::format("        brrr_st4(b{} + r * {}LL + g * 4, w{});\n", st.value, C, st.value)
-                         : fmt::format("        b{}[r * {}LL + g] = w{}[0];\n", st.value, C, st.value);
+        after += V_ > 1 ? fmt::format("        brrr_st{0}(b{1} + r * {2}LL + g * {0}, w{1});\n", V_, st.value, C)
+                        : fmt::format("        brrr_st(b{} + r * {}LL + g, w{}[0]);\n", st.value, C, st.value);
       }
       s += "  {\n" + pass(elem_targets, per, after, before) + "  }\n";
     }
     for (const auto& st : k_.stores)
       if (g_.value(st.value).shape != S) {
         BRRR_ASSERT(shape_numel(g_.value(st.value).shape) == R, "row store of a non-row value");
-        s += fmt::format("  if (lt == 0) b{}[r] = e{};\n", st.value, st.expr);
+        s += fmt::format("  if (lt == 0) brrr_st(b{} + r, e{});\n", st.value, st.expr);
       }
     return s;
   }
@@ -403,10 +472,28 @@ std::string helper_kernels_source() {
     s += loop(fmt::format("brrr_cvt_{0}_f32(const brrr_{0}* __restrict__ a, float* __restrict__ b", t),
               "b[i] = brrr_ld(a + i);");
   }
-  s += loop("brrr_gelu_erf_f32(float* __restrict__ a", "a[i] = brrr_gelu_erf(a[i]);");
+  // In-place erf GELU after a GEMM (cuBLASLt's GELU epilogue is the tanh form): 16-byte
+  // accesses when the pointer allows, a scalar tail.
+  s += R"(template <class T, int V>
+static __device__ __forceinline__ void brrr_gelu_erf_inplace(T* __restrict__ a, i64 n) {
+  const i64 stride = (i64)gridDim.x * blockDim.x, t0 = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  i64 head = 0;
+  if ((reinterpret_cast<unsigned long long>(a) & 15) == 0) {
+    head = n / V * V;
+    for (i64 v = t0; v < n / V; v += stride) {
+      float x[V];
+      if (V == 8) brrr_ld8(x, a + v * V); else brrr_ld4(x, a + v * V);
+#pragma unroll
+      for (int q = 0; q < V; ++q) x[q] = brrr_gelu_erf(x[q]);
+      if (V == 8) brrr_st8(a + v * V, x); else brrr_st4(a + v * V, x);
+    }
+  }
+  for (i64 i = head + t0; i < n; i += stride) brrr_st(a + i, brrr_gelu_erf(brrr_ld(a + i)));
+}
+)";
+  s += "extern \"C\" __global__ void brrr_gelu_erf_f32(float* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<float, 4>(a, n); }\n";
   for (const char* t : {"bf16", "f16"})
-    s += loop(fmt::format("brrr_gelu_erf_{0}(brrr_{0}* __restrict__ a", t),
-              "brrr_st(a + i, brrr_gelu_erf(brrr_ld(a + i)));");
+    s += fmt::format("extern \"C\" __global__ void brrr_gelu_erf_{0}(brrr_{0}* __restrict__ a, i64 n) {{ brrr_gelu_erf_inplace<brrr_{0}, 8>(a, n); }}\n", t);
   return s;
 }
 
