@@ -85,6 +85,13 @@ TEST(CudaSession, PointwiseVec4AndTail) {
   }
 }
 
+TEST(CudaSession, PointwiseTwoVectorsPerIteration) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  // Enough elements that every thread takes two vectors per iteration, plus a partial last one.
+  Session s = check(pointwise(10000007));
+  EXPECT_NE(s.plan_summary().find("/x2"), std::string::npos) << s.plan_summary();
+}
+
 TEST(CudaSession, BroadcastAndTranspose) {
   BRRR_REQUIRE_CUDA_DEVICE();
   GraphBuilder b;
@@ -285,11 +292,14 @@ TEST(CudaCodegen, ModuleCompilesWithNvrtc) {
     gs.push_back(b.g);
   }
   brrr::cuda::NvrtcCompiler nv("sm_90", "");
+  brrr::cuda::CudaCodegenOptions small;  // one SM: grids small enough for two vectors a thread
+  small.sm_count = 1;
   for (Graph& g : gs) {
     infer_shapes(g, {});
     plan::Plan p = plan::build_plan(g, {});
     brrr::cuda::CudaSource src = brrr::cuda::generate_cuda(g, p, {});
     EXPECT_NO_THROW(nv.compile(src.text, "test_module")) << src.text;
+    EXPECT_NO_THROW(nv.compile(brrr::cuda::generate_cuda(g, p, small).text, "test_module_x2"));
   }
 }
 

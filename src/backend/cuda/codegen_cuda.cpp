@@ -214,7 +214,9 @@ class KernelEmitter {
     launch_.grid.x = unsigned(std::min<int64_t>(blocks, int64_t(opts_.sm_count) * 32));
   }
 
-  // Contiguous or scalar operands: float4 over the first n/4*4 elements, scalar tail.
+  // Contiguous or scalar operands: vector accesses over the first n/V*V elements, scalar tail.
+  // Scalars are loaded once per thread; large kernels take two vectors per thread per iteration,
+  // both loads issued before any math, for more bytes in flight.
   std::string emit_flat() {
     int64_t n = shape_numel(k_.space);
     int V = vector_width(false);  // buffers are 256-byte aligned; offsets must keep it
@@ -223,30 +225,43 @@ class KernelEmitter {
     bool vec = V > 1;
     int64_t nv = n / V;
     grid_for(nv);
-    launch_.shape = vec ? fmt::format("pointwise/vec{}", V) : "pointwise";
+    int U = nv >= 2 * int64_t(launch_.grid.x) * launch_.block.x ? std::max(1, opts_.flat_unroll) : 1;
+    launch_.shape = fmt::format("{}{}", vec ? fmt::format("pointwise/vec{}", V) : "pointwise",
+                                U > 1 ? fmt::format("/x{}", U) : "");
     std::string s;
-    s += fmt::format("  const i64 stride = (i64)gridDim.x * blockDim.x;\n");
-    auto body = [&](const std::string& base, int width, const char* ind) {
+    s += "  const i64 stride = (i64)gridDim.x * blockDim.x;\n";
+    for (size_t id = 0; id < k_.exprs.size(); ++id) {
+      const Expr& e = k_.exprs[id];
+      if (e.kind == Expr::Load && all_zero(e.strides))
+        s += fmt::format("  const float s{} = brrr_ld(b{} + {});\n", id, e.value, e.offset);
+    }
+    auto streamed = [&](const Expr& e) { return e.kind == Expr::Load && !all_zero(e.strides); };
+    auto load = [&](const std::string& base, int width, const std::string& ind, const std::string& x) {
       std::string b;
       for (size_t id = 0; id < k_.exprs.size(); ++id) {
         const Expr& e = k_.exprs[id];
-        if (e.kind != Expr::Load) continue;
-        if (all_zero(e.strides)) {
-          b += fmt::format("{}const float s{} = brrr_ld(b{} + {});\n", ind, id, e.value, e.offset);
-        } else {
-          b += fmt::format("{}float l{}[{}];\n", ind, id, width);
-          if (width > 1)
-            b += fmt::format("{}brrr_ld{}(l{}, b{} + {} + {});\n", ind, width, id, e.value, base, e.offset);
-          else
-            b += fmt::format("{}l{}[0] = brrr_ld(b{} + {} + {});\n", ind, id, e.value, base, e.offset);
-        }
+        if (!streamed(e)) continue;
+        if (width > 1)
+          b += fmt::format("{}brrr_ld{}(l{}{}, b{} + {} + {});\n", ind, width, id, x, e.value, base, e.offset);
+        else
+          b += fmt::format("{}l{}{}[0] = brrr_ld(b{} + {} + {});\n", ind, id, x, e.value, base, e.offset);
       }
+      return b;
+    };
+    auto decl = [&](int width, const std::string& ind, const std::string& x) {
+      std::string b;
+      for (size_t id = 0; id < k_.exprs.size(); ++id)
+        if (streamed(k_.exprs[id])) b += fmt::format("{}float l{}{}[{}];\n", ind, id, x, width);
+      return b;
+    };
+    auto compute = [&](const std::string& base, int width, const std::string& ind, const std::string& x) {
+      std::string b;
       for (const auto& st : k_.stores) b += fmt::format("{}float o{}[{}];\n", ind, st.value, width);
       b += fmt::format("{}#pragma unroll\n{}for (int q = 0; q < {}; ++q) {{\n", ind, ind, width);
       for (size_t id = 0; id < k_.exprs.size(); ++id) {
         const Expr& e = k_.exprs[id];
         std::string ld = e.kind == Expr::Load
-                             ? (all_zero(e.strides) ? fmt::format("s{}", id) : fmt::format("l{}[q]", id))
+                             ? (all_zero(e.strides) ? fmt::format("s{}", id) : fmt::format("l{}{}[q]", id, x))
                              : "";
         b += fmt::format("{}  const float e{} = {};\n", ind, id, value_of(int(id), ld));
       }
@@ -257,12 +272,24 @@ class KernelEmitter {
                        : fmt::format("{}brrr_st(b{} + {}, o{}[0]);\n", ind, st.value, base, st.value);
       return b;
     };
-    s += fmt::format("  for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v < {}LL; v += stride) {{\n", nv);
-    s += body(V > 1 ? fmt::format("v * {}", V) : "v", V, "    ");
+    auto base_of = [V](const std::string& v) { return V > 1 ? fmt::format("{} * {}", v, V) : v; };
+    s += fmt::format("  for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v < {}LL; v += {}stride) {{\n",
+                     nv, U > 1 ? fmt::format("{} * ", U) : "");
+    for (int u = 0; u < U; ++u) s += decl(V, "    ", fmt::format("_{}", u));
+    for (int u = 0; u < U; ++u) {
+      std::string vu = u ? fmt::format("(v + {} * stride)", u) : "v";
+      std::string guard = u ? fmt::format("    if ({} < {}LL) {{\n", vu, nv) : "    {\n";
+      s += guard + load(base_of(vu), V, "      ", fmt::format("_{}", u)) + "    }\n";
+    }
+    for (int u = 0; u < U; ++u) {
+      std::string vu = u ? fmt::format("(v + {} * stride)", u) : "v";
+      std::string guard = u ? fmt::format("    if ({} < {}LL) {{\n", vu, nv) : "    {\n";
+      s += guard + compute(base_of(vu), V, "      ", fmt::format("_{}", u)) + "    }\n";
+    }
     s += "  }\n";
     if (V > 1 && n % V) {
       s += fmt::format("  for (i64 i = {}LL + (i64)blockIdx.x * blockDim.x + threadIdx.x; i < {}LL; i += stride) {{\n", nv * V, n);
-      s += body("i", 1, "    ");
+      s += decl(1, "    ", "") + load("i", 1, "    ", "") + compute("i", 1, "    ", "");
       s += "  }\n";
     }
     return s;

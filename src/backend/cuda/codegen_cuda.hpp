@@ -24,9 +24,11 @@ struct CudaSource {
 
 struct CudaCodegenOptions {
   int sm_count = 132;  // caps grid-stride pointwise grids at a few waves
+  // Vectors per thread per iteration of large flat pointwise kernels (loads issued together).
+  int flat_unroll = 2;
 };
 
-// Fused kernels are float32 in and out (the fusion pass only fuses float32 nodes).
+// Fused kernels compute in float32; buffers are float32, bfloat16 or float16.
 CudaSource generate_cuda(const Graph& g, const plan::Plan& p, const CudaCodegenOptions& opts);
 
 // Helper kernels always present in the module, all `(src, dst, n)` or `(buf, n)` with a

@@ -258,6 +258,7 @@ struct CudaExecutor::Impl {
     DeviceInfo info = dev.info();
     CudaCodegenOptions co;
     co.sm_count = info.sm_count;
+    if (const char* e = std::getenv("BRRR_CUDA_FLAT_UNROLL")) co.flat_unroll = std::atoi(e);  // tuning
     src = generate_cuda(g, plan, co);
     NvrtcCompiler nv(info.arch(), opts.cache_dir.empty() ? default_cuda_cache_dir() : opts.cache_dir + "/cuda");
     CompiledKernel ck = nv.compile(src.text, "brrr_model");
@@ -605,7 +606,10 @@ std::string CudaExecutor::summary() const {
       s += fmt::format("  {:<24} cuBLASLt {} {} m{} n{} k{} batch {}{}\n", m.plan.kernels[i].name,
                        to_string(st.gemm.prec), to_string(st.gemm.epi), st.gemm.shape.m,
                        st.gemm.shape.n, st.gemm.shape.k, st.gemm.shape.batch,
-                       st.gemm.gelu_erf ? " + erf GELU kernel" : "");
+                       !st.gemm.gelu_erf ? ""
+                       : st.gemm.slice_rows < st.gemm.shape.m
+                           ? fmt::format(" + erf GELU kernel, in slices of {} rows", st.gemm.slice_rows)
+                           : std::string(" + erf GELU kernel"));
   }
   for (const auto& note : m.host_notes) s += "  host fallback: " + note + "\n";
   return s;
