@@ -18,6 +18,7 @@
 #include "backend/cuda/cublaslt_gemm.hpp"
 #include "backend/cuda/cuda_graph.hpp"
 #include "backend/cuda/cuda_runtime.hpp"
+#include "backend/cuda/gemm_chain.hpp"
 #include "brrr/reference.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "brrr/op.hpp"
@@ -103,7 +104,9 @@ struct CudaExecutor::Impl {
     int64_t slice_rows = 0;
   };
   struct Step {
-    enum Type { Kernel, Library, Copy, Host } type = Kernel;
+    // Chain: a run of small-batch GEMMs as one cluster kernel (gemm_chain.hpp), at its first
+    // kernel; the chain's later kernels are InChain (nothing to launch).
+    enum Type { Kernel, Library, Copy, Host, Chain, InChain } type = Kernel;
     Function fn;
     Dim3 grid, block;
     std::vector<DevPtr> argv;
@@ -180,6 +183,57 @@ struct CudaExecutor::Impl {
     return "";
   }
 
+  struct ChainRun {
+    int first = 0, last = 0;
+    std::string symbol;
+  };
+  std::vector<ChainRun> chains;
+
+  // Runs of two or more float32 GEMMs at batch <= 8 where each reads the previous one's output
+  // and multiplies by constant weights become one cluster kernel; returns their source.
+  std::string find_gemm_chains(const std::vector<Gemm>& gemms) {
+    if (const char* e = std::getenv("BRRR_DISABLE_GEMM_CHAIN"); e && *e && std::string(e) != "0")
+      return "";
+    const int nk = int(plan.kernels.size());
+    auto layer_ok = [&](int i) {
+      const Gemm& gm = gemms[size_t(i)];
+      const Node& n = g.nodes[size_t(plan.kernels[size_t(i)].nodes[0])];
+      return steps[size_t(i)].type == Step::Library && gm.data == DType::f32 &&
+             gm.prec == GemmPrecision::kFp32 && gm.shape.batch == 1 && !gm.gelu_erf &&
+             g.value(n.inputs[1]).constant.defined() && !g.value(n.inputs[0]).constant.defined();
+    };
+    auto input_of = [&](int i) { return g.nodes[size_t(plan.kernels[size_t(i)].nodes[0])].inputs[0]; };
+    std::string text;
+    for (int i = 0; i < nk;) {
+      int j = i;
+      while (layer_ok(i) && j + 1 < nk && layer_ok(j + 1) && input_of(j + 1) == plan.kernels[size_t(j)].outputs.at(0) &&
+             gemms[size_t(j + 1)].shape.m == gemms[size_t(i)].shape.m)
+        ++j;
+      if (j > i) {
+        GemmChainSpec spec;
+        spec.m = gemms[size_t(i)].shape.m;
+        for (int q = i; q <= j; ++q) {
+          const Gemm& gm = gemms[size_t(q)];
+          ChainLayer l;
+          l.k = gm.shape.k;
+          l.n = gm.shape.n;
+          l.bias = gm.epi != GemmEpilogue::kNone;
+          l.act = gm.epi == GemmEpilogue::kReluBias ? "relu" : gm.epi == GemmEpilogue::kGeluBias ? "gelu_tanh" : "";
+          spec.layers.push_back(l);
+        }
+        if (gemm_chain_unsupported(spec).empty()) {
+          ChainRun c{i, j, fmt::format("brrr_chain{}", chains.size())};
+          text += gemm_chain_source(c.symbol, spec);
+          steps[size_t(i)].type = Step::Chain;
+          for (int q = i + 1; q <= j; ++q) steps[size_t(q)].type = Step::InChain;
+          chains.push_back(c);
+        }
+      }
+      i = j + 1;
+    }
+    return text;
+  }
+
   void build() {
     const int nk = int(plan.kernels.size());
     steps.resize(size_t(nk));
@@ -219,6 +273,7 @@ struct CudaExecutor::Impl {
           if (o >= 0) k.outputs.push_back(o);
     }
     for (const auto& note : host_notes) std::fprintf(stderr, "brrr cuda: %s\n", note.c_str());
+    std::string chain_src = find_gemm_chains(gemms);
 
     // Memory: graph inputs and outputs own buffers; intermediates share the arena.
     slot.assign(g.values.size(), 0);
@@ -248,7 +303,8 @@ struct CudaExecutor::Impl {
       slot[size_t(req_value[r])] = arena->at(mp.offsets[r], reqs[r].bytes, g.value(req_value[r]).name);
     // Constants read by generated, copy and host kernels (GEMM weights are uploaded per GEMM).
     for (int i = 0; i < nk; ++i) {
-      if (steps[size_t(i)].type == Step::Library) continue;
+      Step::Type t = steps[size_t(i)].type;
+      if (t == Step::Library || t == Step::Chain || t == Step::InChain) continue;
       for (int v : plan.kernels[size_t(i)].inputs)
         if (g.value(v).constant.defined() && !slot[size_t(v)])
           slot[size_t(v)] = upload(g.value(v).constant, "constant " + g.value(v).name);
@@ -260,6 +316,7 @@ struct CudaExecutor::Impl {
     co.sm_count = info.sm_count;
     if (const char* e = std::getenv("BRRR_CUDA_FLAT_UNROLL")) co.flat_unroll = std::atoi(e);  // tuning
     src = generate_cuda(g, plan, co);
+    src.text += chain_src;
     NvrtcCompiler nv(info.arch(), opts.cache_dir.empty() ? default_cuda_cache_dir() : opts.cache_dir + "/cuda");
     CompiledKernel ck = nv.compile(src.text, "brrr_model");
     compile_ms = ck.compile_ms;
@@ -282,11 +339,23 @@ struct CudaExecutor::Impl {
         s.src = slot[size_t(k.inputs.at(0))];
         s.dst = slot[size_t(k.outputs.at(0))];
         s.bytes = value_bytes(g.value(k.outputs.at(0)));
-      } else if (s.type == Step::Library) {
+      } else if (s.type == Step::Library || s.type == Step::Chain || s.type == Step::InChain) {
         setup_gemm(k, gemms[size_t(i)], trans[size_t(i)], biasv[size_t(i)], &s);
       }
-      for (DevPtr& p : s.argv) s.argp.push_back(&p);
     }
+    for (const ChainRun& c : chains) {  // arguments: x, then W, bias, y per layer
+      Step& s = steps[size_t(c.first)];
+      s.fn = module->function(c.symbol);
+      s.grid = {unsigned(kChainCtas), 1, 1};
+      s.block = {unsigned(kChainThreads), 1, 1};
+      s.argv.push_back(steps[size_t(c.first)].gemm.a);
+      for (int j = c.first; j <= c.last; ++j) {
+        const Gemm& gm = steps[size_t(j)].gemm;
+        s.argv.insert(s.argv.end(), {gm.b, gm.bias, gm.c});
+      }
+    }
+    for (Step& s : steps)
+      for (DevPtr& p : s.argv) s.argp.push_back(&p);
     stream.synchronize("uploading weights");
 
     bool graphs = opts.graphs;
@@ -384,6 +453,8 @@ struct CudaExecutor::Impl {
         return;
       }
       case Step::Host: exec_host(i); return;
+      case Step::Chain: launch(s.fn, s.grid, s.block, 0, stream, s.argp.data()); return;
+      case Step::InChain: return;
     }
   }
 
@@ -602,6 +673,13 @@ std::string CudaExecutor::summary() const {
     if (st.type == Impl::Step::Kernel)
       s += fmt::format("  {:<24} {} grid {} block {}x{}\n", m.plan.kernels[i].name,
                        m.src.launches[i].shape, st.grid.x, st.block.x, st.block.y);
+    else if (st.type == Impl::Step::Chain || st.type == Impl::Step::InChain)
+      s += fmt::format("  {:<24} GEMM chain{} (one cluster kernel: {} CTAs) m{} n{} k{}{}\n",
+                       m.plan.kernels[i].name, st.type == Impl::Step::Chain ? "" : " (cont.)",
+                       kChainCtas, st.gemm.shape.m, st.gemm.shape.n, st.gemm.shape.k,
+                       st.gemm.epi == GemmEpilogue::kReluBias ? " +bias+ReLU"
+                       : st.gemm.epi == GemmEpilogue::kGeluBias ? " +bias+GELU"
+                       : st.gemm.epi == GemmEpilogue::kBias ? " +bias" : "");
     else if (st.type == Impl::Step::Library)
       s += fmt::format("  {:<24} cuBLASLt {} {} m{} n{} k{} batch {}{}\n", m.plan.kernels[i].name,
                        to_string(st.gemm.prec), to_string(st.gemm.epi), st.gemm.shape.m,

@@ -1,0 +1,155 @@
+#include "backend/cuda/gemm_chain.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace brrr::cuda {
+
+namespace {
+
+constexpr std::int64_t kMaxRows = 8;          // M: accumulators per thread
+constexpr std::int64_t kMaxInput = 4096;      // M*K floats of layer input in shared memory
+constexpr std::int64_t kMaxWeightsPerThread = 64;
+
+// Per-layer thread layout: NB output columns per CTA, one column per thread of a k-slice; KS
+// k-slices of KPT rows each.
+struct Layout {
+  std::int64_t nb, ks, kpt;
+};
+Layout layout(const ChainLayer& l) {
+  Layout o;
+  o.nb = l.n / kChainCtas;
+  o.ks = o.nb > 0 ? kChainThreads / o.nb : 0;
+  o.kpt = o.ks > 0 ? (l.k + o.ks - 1) / o.ks : 0;
+  return o;
+}
+
+// PTX for the cluster: this CTA's rank, the barrier (release/acquire: shared and global writes
+// before it are visible after it), and a float read from another CTA's shared memory.
+const char* kClusterHelpers = R"(
+#ifndef BRRR_CLUSTER_HELPERS
+#define BRRR_CLUSTER_HELPERS
+static __device__ __forceinline__ unsigned brrr_cluster_rank() {
+  unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r;
+}
+static __device__ __forceinline__ void brrr_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+static __device__ __forceinline__ float brrr_dsmem_ld(const float* local, unsigned rank) {
+  unsigned a, r; float v;
+  asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(local));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
+  return v;
+}
+#endif
+)";
+
+}  // namespace
+
+std::string gemm_chain_unsupported(const GemmChainSpec& s) {
+  if (s.layers.size() < 2) return "fewer than two layers";
+  if (s.m < 1 || s.m > kMaxRows) return fmt::format("batch {} is over {}", s.m, kMaxRows);
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const ChainLayer& l = s.layers[i];
+    if (i > 0 && l.k != s.layers[i - 1].n) return "layer shapes do not chain";
+    if (l.act != "" && l.act != "relu" && l.act != "gelu_tanh") return "activation " + l.act;
+    if (l.n % kChainCtas || l.n / kChainCtas > kChainThreads)
+      return fmt::format("N={} is not a multiple of {} up to {}", l.n, kChainCtas,
+                         kChainCtas * kChainThreads);
+    if (s.m * l.k > kMaxInput) return fmt::format("M*K={} is over {}", s.m * l.k, kMaxInput);
+    if (layout(l).kpt > kMaxWeightsPerThread)
+      return fmt::format("K={} N={} needs more than {} weights per thread", l.k, l.n,
+                         kMaxWeightsPerThread);
+  }
+  return "";
+}
+
+std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& s) {
+  const std::int64_t M = s.m, L = std::int64_t(s.layers.size());
+  std::int64_t max_in = 0, max_nb = 0;
+  for (const ChainLayer& l : s.layers) {
+    max_in = std::max(max_in, M * l.k);
+    max_nb = std::max(max_nb, layout(l).nb);
+  }
+  std::string p = "const float* __restrict__ x";
+  for (std::int64_t i = 0; i < L; ++i)
+    p += fmt::format(", const float* __restrict__ W{0}, const float* __restrict__ bias{0}, "
+                     "float* __restrict__ y{0}",
+                     i);
+  std::string b;
+  b += fmt::format("  __shared__ float xs[{}];\n", max_in);           // this layer's input
+  b += fmt::format("  __shared__ float red[{}];\n", kChainThreads * M);  // k-slice partials
+  b += fmt::format("  __shared__ float ybuf[2][{}];\n", M * max_nb);   // this CTA's output slice
+  b += "  const int t = threadIdx.x;\n  const unsigned rank = brrr_cluster_rank();\n";
+  b += fmt::format("  for (int i = t; i < {}; i += {}) xs[i] = x[i];\n", M * s.layers[0].k,
+                   kChainThreads);
+  auto load_w = [&](std::int64_t i) {
+    const ChainLayer& l = s.layers[size_t(i)];
+    Layout o = layout(l);
+    std::string w;
+    w += fmt::format("  float w{}[{}];\n  {{\n", i, o.kpt);
+    w += fmt::format("    const int c = t % {0}, ks = t / {0};\n", o.nb);
+    w += fmt::format("    #pragma unroll\n    for (int j = 0; j < {}; ++j) {{\n", o.kpt);
+    w += fmt::format("      const int k = ks * {} + j;\n", o.kpt);
+    w += fmt::format("      w{}[j] = (ks < {} && k < {}) ? __ldg(W{} + (long long)k * {} + rank * {} + c) : 0.0f;\n",
+                     i, o.ks, l.k, i, l.n, o.nb);
+    w += "    }\n  }\n";
+    return w;
+  };
+  b += load_w(0);
+  b += "  __syncthreads();\n";
+  for (std::int64_t i = 0; i < L; ++i) {
+    const ChainLayer& l = s.layers[size_t(i)];
+    Layout o = layout(l);
+    b += fmt::format("  // layer {}: [{}x{}] @ [{}x{}]{}{}\n", i, M, l.k, l.k, l.n,
+                     l.bias ? " + bias" : "", l.act.empty() ? "" : ", " + l.act);
+    b += fmt::format("  float acc{}[{}];\n  {{\n", i, M);
+    b += fmt::format("    const int ks = t / {};\n", o.nb);
+    b += fmt::format("    #pragma unroll\n    for (int m = 0; m < {}; ++m) acc{}[m] = 0.0f;\n", M, i);
+    b += fmt::format("    if (ks < {}) {{\n", o.ks);
+    b += fmt::format("      #pragma unroll\n      for (int j = 0; j < {}; ++j) {{\n", o.kpt);
+    b += fmt::format("        const int k = ks * {} + j;\n", o.kpt);
+    b += fmt::format("        if (k < {}) {{\n", l.k);
+    b += fmt::format("          #pragma unroll\n          for (int m = 0; m < {}; ++m) acc{}[m] += xs[m * {} + k] * w{}[j];\n",
+                     M, i, l.k, i);
+    b += "        }\n      }\n    }\n  }\n";
+    if (i + 1 < L) b += load_w(i + 1);  // in flight across the reduction and the barrier
+    b += "  {\n";
+    b += fmt::format("    const int c = t % {0}, ks = t / {0};\n", o.nb);
+    b += fmt::format("    if (ks < {}) {{\n", o.ks);
+    b += fmt::format("      #pragma unroll\n      for (int m = 0; m < {}; ++m) red[(ks * {} + m) * {} + c] = acc{}[m];\n",
+                     M, M, o.nb, i);
+    b += "    }\n  }\n  __syncthreads();\n";
+    b += fmt::format("  if (t < {}) {{\n", M * o.nb);
+    b += fmt::format("    const int m = t / {0}, c = t % {0};\n", o.nb);
+    b += "    float v = 0.0f;\n";
+    b += fmt::format("    for (int q = 0; q < {}; ++q) v += red[(q * {} + m) * {} + c];\n", o.ks, M, o.nb);
+    b += fmt::format("    const int col = rank * {} + c;\n", o.nb);
+    if (l.bias) b += fmt::format("    v += __ldg(bias{} + col);\n", i);
+    if (l.act == "relu") b += "    v = v > 0.0f ? v : 0.0f;\n";
+    if (l.act == "gelu_tanh") b += "    v = brrr_gelu_tanh(v);\n";
+    b += fmt::format("    y{}[m * {} + col] = v;\n", i, l.n);
+    b += fmt::format("    ybuf[{}][m * {} + c] = v;\n", i % 2, o.nb);
+    b += "  }\n";
+    // Every CTA's slice (and the global writes) complete; also keeps red and xs safe to reuse.
+    b += "  brrr_cluster_sync();\n";
+    if (i + 1 < L) {
+      const ChainLayer& nx = s.layers[size_t(i + 1)];
+      b += fmt::format("  for (int q = t; q < {}; q += {}) {{\n", M * nx.k, kChainThreads);
+      b += fmt::format("    const int m = q / {0}, k = q % {0};\n", nx.k);
+      b += fmt::format("    xs[q] = brrr_dsmem_ld(&ybuf[{}][m * {} + k % {}], (unsigned)(k / {}));\n",
+                       i % 2, o.nb, o.nb, o.nb);
+      b += "  }\n  __syncthreads();\n";
+    }
+  }
+  std::string src = kClusterHelpers;
+  src += fmt::format(
+      "extern \"C\" __global__ void __cluster_dims__({}, 1, 1) __launch_bounds__({}) {}({}) {{\n",
+      kChainCtas, kChainThreads, symbol, p);
+  src += b + "}\n";
+  return src;
+}
+
+}  // namespace brrr::cuda

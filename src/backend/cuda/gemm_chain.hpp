@@ -1,0 +1,37 @@
+// Small-batch GEMM chains as one persistent kernel. At batch 1-8 a Linear layer is a matrix-vector
+// product of microseconds, so a chain of them (an MLP) is bound by launch and inter-kernel latency,
+// not by FLOPs or bytes. One thread-block cluster runs the whole chain: each CTA owns a slice of
+// every layer's output columns, keeps the layer input in shared memory, exchanges its slice with
+// the other CTAs through distributed shared memory and a cluster barrier, and prefetches the next
+// layer's weights into registers while it waits. Header free of CUDA includes.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace brrr::cuda {
+
+struct ChainLayer {
+  std::int64_t k = 0, n = 0;  // y[M,n] = act(x[M,k] @ W[k,n] + bias[n])
+  bool bias = false;
+  std::string act;  // "", "relu", "gelu_tanh"
+};
+
+struct GemmChainSpec {
+  std::int64_t m = 0;
+  std::vector<ChainLayer> layers;
+};
+
+constexpr int kChainCtas = 8;       // CTAs in the cluster (the portable maximum)
+constexpr int kChainThreads = 256;  // threads per CTA
+
+// Why `spec` cannot run as one chain kernel ("" when it can): the limits keep the layer input in
+// shared memory and the weight slice of each thread in registers.
+std::string gemm_chain_unsupported(const GemmChainSpec& spec);
+
+// CUDA source of `extern "C" __global__ void <symbol>(const float* x, then per layer
+// const float* W, const float* bias (or null), float* y)`; launch one cluster: grid kChainCtas,
+// block kChainThreads. Every layer's output is written to its y (later kernels may read it).
+std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& spec);
+
+}  // namespace brrr::cuda
