@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/gpu_full.sh 2>&1 | tee "$OUT/full.log" | tail -45
 L=/opt/deps/usr/lib/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$L:${LD_LIBRARY_PATH:-} LIBRARY_PATH=$L:${LIBRARY_PATH:-}
+CUDNN_DIR=$(python3 -c "import nvidia.cudnn as m; print(list(m.__path__)[0])" 2>/dev/null)
+[ -n "$CUDNN_DIR" ] && export LD_LIBRARY_PATH=$CUDNN_DIR/lib:$LD_LIBRARY_PATH
 export XDG_CACHE_HOME=/tmp/brrr_xdg
 B=/tmp/brrr_build
 echo "== models on cuda (--check against the PyTorch fp32 outputs)"
@@ -20,6 +22,13 @@ echo "== probe"
 timeout 120 $B/brrr probe --backend cuda 2>&1 | tail -22
 echo "== doctor"
 timeout 120 $B/brrr doctor examples/bert_tiny/model.onnx --backend cuda --json "$OUT/doctor_bert.json" 2>&1 | tail -32
+echo "== A/B: two vectors per thread (flat kernels), erf-GELU slices, GEMM chain"
+for u in 1 2; do BRRR_CUDA_FLAT_UNROLL=$u timeout 60 $B/brrr bench --backend cuda cos_cos gelu_bias --reps 20 2>&1 |
+  grep -E "^(cos_cos|gelu_bias) " | sed "s/^/unroll=$u /"; done
+for sb in 0 8388608 16777216 33554432; do BRRR_GELU_SLICE_BYTES=$sb timeout 60 $B/brrr bench --backend cuda gemm_gelu_erf --reps 20 2>&1 |
+  grep -E "^gemm_gelu_erf " | sed "s/^/slice_bytes=$sb /"; done
+for c in 1 0; do BRRR_DISABLE_GEMM_CHAIN=$c timeout 60 $B/brrr bench --backend cuda mlp_b1 mlp_b64 --reps 50 2>&1 |
+  grep -E "^mlp" | sed "s/^/no_chain=$c /"; done
 echo "== compute-sanitizer memcheck, CUDA tests"
 timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --print-limit 20 $B/tests/brrr_tests \
   --gtest_filter='Cuda*:DoctorCuda*:-DoctorCuda.Probe*' > "$OUT/memcheck.log" 2>&1
