@@ -328,6 +328,7 @@ class KernelEmitter {
   // ---- row kernels ----
   int V_ = 1, T_ = 32, PER_ = 1;
   bool warp_rows_ = false, cache_ = false;
+  std::set<int> cached_;  // level-0 loads kept in registers: those that change from row to row
   std::vector<int> loads0_;  // level-0 load expr ids
 
   std::string load_group(int id, const std::string& dst) const {
@@ -353,7 +354,7 @@ class KernelEmitter {
     std::set<int> needed(need.begin(), need.end());
     for (int id : loads0_) {
       if (!needed.count(id)) continue;
-      if (cache_) continue;
+      if (cached_.count(id)) continue;
       s += fmt::format("        float l{}[{}];\n        {}\n", id, V_, load_group(id, fmt::format("l{}", id)));
     }
     s += fmt::format("        #pragma unroll\n        for (int q = 0; q < {}; ++q) {{\n", V_);
@@ -361,7 +362,7 @@ class KernelEmitter {
     for (int id : need) {
       const Expr& e = k_.exprs[size_t(id)];
       std::string ld = e.kind == Expr::Load
-                           ? (cache_ ? fmt::format("c{}[j * {} + q]", id, V_) : fmt::format("l{}[q]", id))
+                           ? (cached_.count(id) ? fmt::format("c{}[j * {} + q]", id, V_) : fmt::format("l{}[q]", id))
                            : "";
       s += fmt::format("          const float e{} = {};\n", id, value_of(id, ld));
     }
@@ -404,7 +405,16 @@ class KernelEmitter {
       launch_.grid.x = unsigned(R);
     }
     PER_ = int(ceil_div(groups, T_));
-    cache_ = int64_t(PER_) * V_ * int64_t(loads0_.size()) <= 64;
+    // Row-invariant loads (LayerNorm's gamma and beta) are re-read per pass from L1/L2; the
+    // row's own data is read from memory once when it fits in registers.
+    std::vector<int> per_row;
+    for (int id : loads0_) {
+      const Expr& e = k_.exprs[size_t(id)];
+      if (std::any_of(e.strides.begin(), e.strides.end() - 1, [](int64_t x) { return x != 0; }))
+        per_row.push_back(id);
+    }
+    cache_ = !per_row.empty() && int64_t(PER_) * V_ * int64_t(per_row.size()) <= 64;
+    if (cache_) cached_.insert(per_row.begin(), per_row.end());
     launch_.shape = fmt::format("rows/{}{}{}{}", warp_rows_ ? "warp" : "block", warp_rows_ ? 32 : T_,
                                 V_ > 1 ? fmt::format("/vec{}", V_) : "", cache_ ? "/regs" : "");
     std::string s;
@@ -429,13 +439,13 @@ class KernelEmitter {
       s += fmt::format("  const i64 o{} = {};\n", id, base);
     }
     if (cache_) {  // read the row once
-      for (int id : loads0_) s += fmt::format("  float c{}[{}];\n", id, PER_ * V_);
+      for (int id : cached_) s += fmt::format("  float c{}[{}];\n", id, PER_ * V_);
       s += fmt::format("  #pragma unroll\n  for (int j = 0; j < {}; ++j) {{\n", PER_);
       s += fmt::format("    const int g = lt + j * {};\n", T_);
       s += fmt::format("    if (g * {} < {}) {{\n", V_, C);
-      for (int id : loads0_) s += "      " + load_group(id, fmt::format("(c{} + j * {})", id, V_)) + "\n";
+      for (int id : cached_) s += "      " + load_group(id, fmt::format("(c{} + j * {})", id, V_)) + "\n";
       s += fmt::format("    }} else {{\n      for (int q = 0; q < {}; ++q) {{", V_);
-      for (int id : loads0_) s += fmt::format(" c{}[j * {} + q] = 0.0f;", id, V_);
+      for (int id : cached_) s += fmt::format(" c{}[j * {} + q] = 0.0f;", id, V_);
       s += " }\n    }\n  }\n";
     }
     for (size_t id = 0; id < k_.exprs.size(); ++id) {
