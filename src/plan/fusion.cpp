@@ -303,6 +303,12 @@ class Fuser {
     e.offset = off;
     e.level = (!st.empty() && st.back() != 0) ? 0 : 1;
     if (S.empty()) e.level = 0;
+    for (size_t i = 0; i < G.k.exprs.size(); ++i) {  // one load per buffer view, however many readers
+      const Expr& x = G.k.exprs[i];
+      if (x.kind == Expr::Load && x.value == e.value && x.strides == e.strides &&
+          x.offset == e.offset && x.level == e.level)
+        return int(i);
+    }
     int id = add_expr(G, e);
     return id;
   }
