@@ -278,6 +278,81 @@ TEST(CudaConv, ConvNetRunsAsOneGraph) {
   for (const auto& k : prof.kernels) EXPECT_GT(k.time_ms, 0.0) << k.name;
 }
 
+// ---- No device needed: the ONNX -> cuDNN geometry against cuDNN's own output-dims query. ----
+
+Node conv_node(std::map<std::string, AttrValue> at) {
+  Node n;
+  n.op = "Conv";
+  n.name = "conv";
+  n.attrs = std::move(at);
+  return n;
+}
+
+using V = std::vector<int64_t>;
+
+// Maps to cuDNN, whose output dims must equal the graph's y (after the 1-D -> 2-D lift).
+void expect_maps(const Node& n, const Shape& x, const Shape& w, const Shape& y) {
+  SCOPED_TRACE(fmt::format("x {} w {} y {}", shape_str(x), shape_str(w), shape_str(y)));
+  cuda::ConvGeometry geo;
+  ASSERT_EQ(cuda::conv_geometry(n, x, w, y, &geo), "");
+  std::vector<int> want(y.begin(), y.end());
+  if (y.size() == 3) want.insert(want.begin() + 2, 1);
+  EXPECT_EQ(geo.y, want);
+  EXPECT_EQ(cuda::cudnn_output_dims(geo), want);
+}
+
+#define REQUIRE_CUDNN_LIB()                                                      \
+  do {                                                                           \
+    std::string brrr_dnn_why_;                                                   \
+    if (!::brrr::cuda::cudnn_available(&brrr_dnn_why_))                          \
+      GTEST_SKIP() << "cuDNN could not be loaded: " << brrr_dnn_why_;            \
+  } while (0)
+
+TEST(CudaConvGeometry, MatchesCudnnOutputDims) {
+  REQUIRE_CUDNN_LIB();
+  expect_maps(conv_node({{"pads", V{1, 2, 1, 2}}, {"strides", V{2, 1}}}), {1, 3, 17, 19},
+              {8, 3, 3, 3}, {1, 8, 9, 21});
+  expect_maps(conv_node({{"pads", V{1, 1, 1, 1}}, {"group", int64_t(3)}}), {2, 12, 10, 11},
+              {18, 4, 3, 3}, {2, 18, 10, 11});
+  expect_maps(conv_node({{"pads", V{2, 2, 2, 2}}, {"group", int64_t(24)}, {"strides", V{2, 2}}}),
+              {1, 24, 15, 16}, {24, 1, 5, 5}, {1, 24, 8, 8});
+  expect_maps(conv_node({{"pads", V{2, 2, 2, 2}}, {"dilations", V{2, 2}}}), {1, 8, 20, 20},
+              {16, 8, 3, 3}, {1, 16, 20, 20});
+  // SAME_UPPER that lands symmetric; begin > end pads with the same output count
+  expect_maps(conv_node({{"auto_pad", std::string("SAME_UPPER")}, {"strides", V{2, 2}}}),
+              {1, 4, 9, 9}, {6, 4, 3, 3}, {1, 6, 5, 5});
+  expect_maps(conv_node({{"pads", V{1, 1, 0, 0}}, {"strides", V{2, 2}}}), {1, 2, 5, 5},
+              {4, 2, 2, 2}, {1, 4, 3, 3});
+  // 1-D (lifted to 2-D) and 3-D
+  expect_maps(conv_node({{"pads", V{1, 1}}, {"strides", V{2}}}), {2, 4, 20}, {6, 4, 3},
+              {2, 6, 10});
+  expect_maps(conv_node({{"pads", V{1, 1, 1, 1, 1, 1}}}), {1, 3, 6, 7, 8}, {4, 3, 3, 3, 3},
+              {1, 4, 6, 7, 8});
+}
+
+TEST(CudaConvGeometry, RefusesWhatCudnnCannotExpress) {
+  cuda::ConvGeometry geo;
+  // H: 13 + 0 + 2 pads, k 3, s 2 -> 7 outputs; padding both ends by 0 gives 6.
+  EXPECT_NE(cuda::conv_geometry(conv_node({{"pads", V{0, 1, 2, 0}}, {"strides", V{2, 3}}}),
+                                {1, 5, 13, 12}, {7, 5, 3, 2}, {1, 7, 7, 4}, &geo)
+                .find("asymmetric pads"),
+            std::string::npos);
+  // SAME_UPPER with an odd total pad: begin 0, end 1.
+  EXPECT_NE(cuda::conv_geometry(conv_node({{"auto_pad", std::string("SAME_UPPER")},
+                                           {"strides", V{2, 2}}}),
+                                {1, 4, 8, 8}, {6, 4, 3, 3}, {1, 6, 4, 4}, &geo)
+                .find("asymmetric pads"),
+            std::string::npos);
+  EXPECT_NE(cuda::conv_geometry(conv_node({}), {1, 2, 3, 4, 5, 6}, {1, 2, 1, 1, 1, 1},
+                                {1, 1, 3, 4, 5, 6}, &geo)
+                .find("rank-6"),
+            std::string::npos);
+  EXPECT_NE(cuda::conv_geometry(conv_node({{"group", int64_t(3)}}), {1, 8, 4, 4}, {6, 2, 1, 1},
+                                {1, 6, 4, 4}, &geo)
+                .find("group"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace brrr
 #endif

@@ -24,7 +24,6 @@
 #include "brrr/reference.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "brrr/op.hpp"
-#include "ops/window.hpp"
 #include "runtime/kernel_record.hpp"
 #include "runtime/memory_plan.hpp"
 
@@ -225,54 +224,13 @@ struct CudaExecutor::Impl {
     const Shape &xs = g.value(vx).shape, &ws = g.value(vw).shape, &ys = g.value(vc).shape;
     if (g.value(vo).shape != ys || (k.sum >= 0 && g.value(k.sum).shape != ys))
       return "Conv epilogue changes the shape";
-    const size_t r = xs.size();
-    if (r < 3 || r > 5 || ws.size() != r || ys.size() != r)
-      return fmt::format("Conv on rank-{} input (cuDNN path: 1-D, 2-D and 3-D)", r);
-    const int64_t G = n.attr_int("group", 1);
-    if (G < 1 || xs[1] % G || ws[0] % G || ws[1] * G != xs[1])
-      return fmt::format("group {} does not fit input {} and weights {}", G, shape_str(xs),
-                         shape_str(ws));
-    if (vb >= 0 && shape_numel(g.value(vb).shape) != ws[0])
+    if (vb >= 0 && (ws.empty() || shape_numel(g.value(vb).shape) != ws[0]))
       return fmt::format("bias {} is not one value per output channel", shape_str(g.value(vb).shape));
     static const std::map<std::string, int> kActs = {
         {"", 0}, {"relu", 1}, {"hardswish", 2}, {"hardsigmoid", 3}, {"clip", 4}};
     auto act = kActs.find(k.activation);
     if (act == kActs.end()) return "activation " + k.activation + " after Conv";
-    ops::Window w;
-    try {
-      w = ops::forward_window(n, {xs.begin() + 2, xs.end()}, {ws.begin() + 2, ws.end()}, false);
-    } catch (const Error& e) {
-      return std::string("Conv window: ") + e.what();
-    }
-    ConvGeometry& geo = cr->geo;
-    for (size_t i = 0; i < w.out.size(); ++i) {
-      if (w.out[i] != ys[2 + i]) return "Conv output shape disagrees with its window";
-      // cuDNN pads both ends by one amount. pads pb != pe still work with pad pb when that gives
-      // the same number of outputs: the windows then start at the same places and never reach
-      // past the graph's own end padding.
-      int64_t dk = (w.k[i] - 1) * w.d[i] + 1, span = w.in[i] + 2 * w.pb[i] - dk;
-      if (w.pb[i] != w.pe[i] && (span < 0 || span / w.s[i] + 1 != w.out[i]))
-        return fmt::format("asymmetric pads (begin [{}], end [{}]) that cuDNN's symmetric padding "
-                           "cannot express", fmt::join(w.pb, ","), fmt::join(w.pe, ","));
-    }
-    auto narrow = [](const Shape& s, std::vector<int>* out) {
-      out->assign(s.begin(), s.end());
-      return shape_numel(s) <= INT32_MAX;
-    };
-    if (!narrow(xs, &geo.x) || !narrow(ws, &geo.w) || !narrow(ys, &geo.y))
-      return "a Conv tensor has 2^31 elements or more";
-    for (size_t i = 0; i < w.out.size(); ++i) {
-      geo.pad.push_back(int(w.pb[i]));
-      geo.stride.push_back(int(w.s[i]));
-      geo.dilation.push_back(int(w.d[i]));
-    }
-    if (r == 3) {  // 1-D as 2-D with a unit height
-      for (auto* v : {&geo.x, &geo.w, &geo.y}) v->insert(v->begin() + 2, 1);
-      geo.pad.insert(geo.pad.begin(), 0);
-      geo.stride.insert(geo.stride.begin(), 1);
-      geo.dilation.insert(geo.dilation.begin(), 1);
-    }
-    geo.groups = int(G);
+    if (std::string why = conv_geometry(n, xs, ws, ys, &cr->geo); !why.empty()) return why;
     cr->vx = vx, cr->vw = vw, cr->vy = vo, cr->vbias = vb, cr->vsum = k.sum;
     cr->act = act->second;
     cr->alpha = k.act_alpha, cr->beta = k.act_beta;
@@ -295,7 +253,7 @@ struct CudaExecutor::Impl {
     if (!dnn) return dnn_why;
     const std::string who = fmt::format("{} (Conv {})", k.name, n.name);
     try {
-      cr->dnn = std::make_unique<CudnnConv>(*dnn, geo, cr->math, kMaxConvWorkspace, who);
+      cr->dnn = std::make_unique<CudnnConv>(*dnn, cr->geo, cr->math, kMaxConvWorkspace, who);
     } catch (const Error& e) {
       return e.what();
     }

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdint>
+
 #include "brrr/error.hpp"
+#include "ops/window.hpp"
 
 #ifdef BRRR_HAVE_CUDNN
 #include "backend/cuda/cudnn_api.hpp"
@@ -14,6 +17,55 @@
 namespace brrr::cuda {
 
 const char* to_string(ConvMath m) { return m == ConvMath::kTf32 ? "tf32" : "fp32"; }
+
+std::string conv_geometry(const Node& n, const Shape& xs, const Shape& ws, const Shape& ys,
+                          ConvGeometry* geo) {
+  const size_t r = xs.size();
+  if (r < 3 || r > 5 || ws.size() != r || ys.size() != r)
+    return fmt::format("Conv on rank-{} input (cuDNN path: 1-D, 2-D and 3-D)", r);
+  const int64_t G = n.attr_int("group", 1);
+  if (G < 1 || xs[1] % G || ws[0] % G || ws[1] * G != xs[1] || ys[1] != ws[0] || ys[0] != xs[0])
+    return fmt::format("group {} does not fit input {}, weights {} and output {}", G,
+                       shape_str(xs), shape_str(ws), shape_str(ys));
+  ops::Window w;
+  try {
+    w = ops::forward_window(n, {xs.begin() + 2, xs.end()}, {ws.begin() + 2, ws.end()}, false);
+  } catch (const Error& e) {
+    return std::string("Conv window: ") + e.what();
+  }
+  for (size_t i = 0; i < w.out.size(); ++i) {
+    if (w.out[i] != ys[2 + i]) return "Conv output shape disagrees with its window";
+    // cuDNN pads both ends by one amount. Pads pb != pe still work with pad pb when that gives
+    // the same number of outputs: the windows then start at the same places and never reach
+    // past the graph's own end padding.
+    int64_t dk = (w.k[i] - 1) * w.d[i] + 1, span = w.in[i] + 2 * w.pb[i] - dk;
+    if (w.pb[i] != w.pe[i] && (span < 0 || span / w.s[i] + 1 != w.out[i]))
+      return fmt::format("asymmetric pads (begin [{}], end [{}]) that cuDNN's symmetric padding "
+                         "cannot express", fmt::join(w.pb, ","), fmt::join(w.pe, ","));
+  }
+  auto narrow = [](const Shape& s, std::vector<int>* out) {
+    out->assign(s.begin(), s.end());
+    return shape_numel(s) <= INT32_MAX;
+  };
+  if (!narrow(xs, &geo->x) || !narrow(ws, &geo->w) || !narrow(ys, &geo->y))
+    return "a Conv tensor has 2^31 elements or more";
+  geo->pad.clear(), geo->stride.clear(), geo->dilation.clear();
+  for (size_t i = 0; i < w.out.size(); ++i) {
+    if (w.pb[i] > INT32_MAX || w.s[i] > INT32_MAX || w.d[i] > INT32_MAX)
+      return "Conv pads, strides or dilations beyond int32";
+    geo->pad.push_back(int(w.pb[i]));
+    geo->stride.push_back(int(w.s[i]));
+    geo->dilation.push_back(int(w.d[i]));
+  }
+  if (r == 3) {  // 1-D as 2-D with a unit height
+    for (auto* v : {&geo->x, &geo->w, &geo->y}) v->insert(v->begin() + 2, 1);
+    geo->pad.insert(geo->pad.begin(), 0);
+    geo->stride.insert(geo->stride.begin(), 1);
+    geo->dilation.insert(geo->dilation.begin(), 1);
+  }
+  geo->groups = int(G);
+  return "";
+}
 
 #ifdef BRRR_HAVE_CUDNN
 
@@ -74,6 +126,63 @@ CudnnContext::~CudnnContext() {
 
 bool cudnn_available(std::string* reason) { return try_cudnn(reason) != nullptr; }
 
+namespace {
+
+// Sets the descriptors for `g` (float32, packed NCHW / NCDHW, cross-correlation).
+void set_descriptors(const CudnnApi& api, const ConvGeometry& g, cudnnTensorDescriptor_t xd,
+                     cudnnFilterDescriptor_t wd, cudnnConvolutionDescriptor_t cd,
+                     const std::string& what) {
+  const int nd = int(g.x.size()), nsp = nd - 2;
+  BRRR_ASSERT((nd == 4 || nd == 5) && int(g.w.size()) == nd && int(g.y.size()) == nd &&
+                  int(g.pad.size()) == nsp && int(g.stride.size()) == nsp &&
+                  int(g.dilation.size()) == nsp,
+              "bad cuDNN conv geometry");
+  std::vector<int> xs = packed_strides(g.x);
+  BRRR_DNN(api, cudnnSetTensorNdDescriptor, (xd, CUDNN_DATA_FLOAT, nd, g.x.data(), xs.data()),
+           what);
+  BRRR_DNN(api, cudnnSetFilterNdDescriptor,
+           (wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nd, g.w.data()), what);
+  // ONNX Conv is a cross-correlation (no kernel flip); accumulate in float32.
+  BRRR_DNN(api, cudnnSetConvolutionNdDescriptor,
+           (cd, nsp, g.pad.data(), g.stride.data(), g.dilation.data(), CUDNN_CROSS_CORRELATION,
+            CUDNN_DATA_FLOAT),
+           what);
+  BRRR_DNN(api, cudnnSetConvolutionGroupCount, (cd, g.groups), what);
+}
+
+std::vector<int> output_dims(const CudnnApi& api, const ConvGeometry& g,
+                             cudnnTensorDescriptor_t xd, cudnnFilterDescriptor_t wd,
+                             cudnnConvolutionDescriptor_t cd, const std::string& what) {
+  std::vector<int> out(g.x.size(), 0);
+  BRRR_DNN(api, cudnnGetConvolutionNdForwardOutputDim, (cd, xd, wd, int(out.size()), out.data()),
+           what);
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> cudnn_output_dims(const ConvGeometry& g) {
+  std::string why;
+  const CudnnApi* api = try_cudnn(&why);
+  if (!api) fail("{}", why);
+  struct Descs {  // destroyed on every path
+    const CudnnApi& api;
+    cudnnTensorDescriptor_t xd = nullptr;
+    cudnnFilterDescriptor_t wd = nullptr;
+    cudnnConvolutionDescriptor_t cd = nullptr;
+    ~Descs() {
+      if (xd) api.cudnnDestroyTensorDescriptor(xd);
+      if (wd) api.cudnnDestroyFilterDescriptor(wd);
+      if (cd) api.cudnnDestroyConvolutionDescriptor(cd);
+    }
+  } d{*api};
+  BRRR_DNN(*api, cudnnCreateTensorDescriptor, (&d.xd), "output dims");
+  BRRR_DNN(*api, cudnnCreateFilterDescriptor, (&d.wd), "output dims");
+  BRRR_DNN(*api, cudnnCreateConvolutionDescriptor, (&d.cd), "output dims");
+  set_descriptors(*api, g, d.xd, d.wd, d.cd, "output dims");
+  return output_dims(*api, g, d.xd, d.wd, d.cd, "output dims");
+}
+
 struct CudnnConv::Impl {
   const CudnnApi* api = nullptr;
   cudnnHandle_t h = nullptr;
@@ -104,33 +213,17 @@ CudnnConv::CudnnConv(const CudnnContext& ctx, const ConvGeometry& g, ConvMath m,
   c.h = static_cast<cudnnHandle_t>(ctx.handle());
   c.what = what;
   c.want = m;
-  const int nd = int(g.x.size()), nsp = nd - 2;
-  BRRR_ASSERT((nd == 4 || nd == 5) && int(g.w.size()) == nd && int(g.y.size()) == nd &&
-                  int(g.pad.size()) == nsp && int(g.stride.size()) == nsp &&
-                  int(g.dilation.size()) == nsp,
-              "bad cuDNN conv geometry");
   BRRR_DNN(api, cudnnCreateTensorDescriptor, (&c.xd), what);
   BRRR_DNN(api, cudnnCreateTensorDescriptor, (&c.yd), what);
   BRRR_DNN(api, cudnnCreateFilterDescriptor, (&c.wd), what);
   BRRR_DNN(api, cudnnCreateConvolutionDescriptor, (&c.cd), what);
-  std::vector<int> xs = packed_strides(g.x), ys = packed_strides(g.y);
-  BRRR_DNN(api, cudnnSetTensorNdDescriptor, (c.xd, CUDNN_DATA_FLOAT, nd, g.x.data(), xs.data()),
-           what);
-  BRRR_DNN(api, cudnnSetTensorNdDescriptor, (c.yd, CUDNN_DATA_FLOAT, nd, g.y.data(), ys.data()),
-           what);
-  BRRR_DNN(api, cudnnSetFilterNdDescriptor,
-           (c.wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nd, g.w.data()), what);
-  // ONNX Conv is a cross-correlation (no kernel flip); accumulate in float32.
-  BRRR_DNN(api, cudnnSetConvolutionNdDescriptor,
-           (c.cd, nsp, g.pad.data(), g.stride.data(), g.dilation.data(), CUDNN_CROSS_CORRELATION,
-            CUDNN_DATA_FLOAT),
-           what);
-  BRRR_DNN(api, cudnnSetConvolutionGroupCount, (c.cd, g.groups), what);
+  set_descriptors(api, g, c.xd, c.wd, c.cd, what);
+  std::vector<int> ys = packed_strides(g.y);
+  BRRR_DNN(api, cudnnSetTensorNdDescriptor,
+           (c.yd, CUDNN_DATA_FLOAT, int(g.y.size()), g.y.data(), ys.data()), what);
   c.math = m == ConvMath::kTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
   BRRR_DNN(api, cudnnSetConvolutionMathType, (c.cd, c.math), what);
-
-  std::vector<int> out(size_t(nd), 0);
-  BRRR_DNN(api, cudnnGetConvolutionNdForwardOutputDim, (c.cd, c.xd, c.wd, nd, out.data()), what);
+  std::vector<int> out = output_dims(api, g, c.xd, c.wd, c.cd, what);
   if (out != g.y)
     fail("cuDNN computes output dims [{}] for {} but the graph says [{}]", fmt::join(out, ","),
          what, fmt::join(g.y, ","));
@@ -206,6 +299,9 @@ CudnnConv::CudnnConv(const CudnnContext&, const ConvGeometry&, ConvMath, size_t,
 CudnnConv::~CudnnConv() = default;
 size_t CudnnConv::workspace_bytes() const { return 0; }
 std::string CudnnConv::describe() const { return "no cuDNN"; }
+std::vector<int> cudnn_output_dims(const ConvGeometry&) {
+  fail("brrr was built without cuDNN headers");
+}
 void CudnnConv::run(DevPtr, DevPtr, DevPtr, DevPtr) const {
   fail("brrr was built without cuDNN headers");
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_runtime.hpp"
+#include "brrr/graph.hpp"
 
 namespace brrr::cuda {
 
@@ -19,6 +20,16 @@ struct ConvGeometry {
   std::vector<int> pad, stride, dilation;  // per spatial dim
   int groups = 1;
 };
+
+// Maps a Conv node with input, weight and output shapes x, w, y (float32, N C spatial...) to
+// cuDNN's geometry: "" when it fits (1-D goes in as 2-D with a unit height), else why not (rank,
+// group, auto_pad / pads cuDNN's symmetric padding cannot express, int32 overflow). Pure.
+std::string conv_geometry(const Node& n, const Shape& x, const Shape& w, const Shape& y,
+                          ConvGeometry* geo);
+
+// The output dims cuDNN derives for `g` (cudnnGetConvolutionNdForwardOutputDim: host-only, needs
+// the loaded library but no device). Throws brrr::Error when cuDNN is missing or refuses.
+std::vector<int> cudnn_output_dims(const ConvGeometry& g);
 
 // fp32: CUDNN_FMA_MATH (true float32, no TF32). tf32: CUDNN_TENSOR_OP_MATH on float32 data.
 enum class ConvMath { kFp32, kTf32 };
