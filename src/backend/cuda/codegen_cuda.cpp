@@ -531,6 +531,16 @@ static __device__ __forceinline__ void brrr_gelu_erf_inplace(T* __restrict__ a, 
   s += "extern \"C\" __global__ void brrr_gelu_erf_f32(float* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<float, 4>(a, n); }\n";
   for (const char* t : {"bf16", "f16"})
     s += fmt::format("extern \"C\" __global__ void brrr_gelu_erf_{0}(brrr_{0}* __restrict__ a, i64 n) {{ brrr_gelu_erf_inplace<brrr_{0}, 8>(a, n); }}\n", t);
+  // After a cuDNN Conv (NCHW float32, in place): + bias[channel], + sum (a residual), then the
+  // activation (0 none, 1 relu, 2 hardswish, 3 hardsigmoid(alpha, beta), 4 clip(alpha, beta)),
+  // with the reference ops' scalar functions. bias and sum may be null.
+  s += loop(
+      "brrr_conv_epilogue(float* __restrict__ y, const float* __restrict__ bias, "
+      "const float* __restrict__ sum, i64 hw, i64 c, int act, float alpha, float beta",
+      "float v = y[i]; if (bias) v += bias[(i / hw) % c]; if (sum) v += sum[i]; "
+      "switch (act) { case 1: v = brrr_relu(v); break; case 2: v = brrr_hardswish(v); break; "
+      "case 3: v = brrr_hardsigmoid(v, alpha, beta); break; "
+      "case 4: v = brrr_clip(v, alpha, beta); break; default: break; } y[i] = v;");
   return s;
 }
 

@@ -33,7 +33,8 @@ CudaSource generate_cuda(const Graph& g, const plan::Plan& p, const CudaCodegenO
 
 // Helper kernels always present in the module, all `(src, dst, n)` or `(buf, n)` with a
 // grid-stride loop: brrr_cvt_f32_bf16, brrr_cvt_bf16_f32, brrr_cvt_f32_f16, brrr_cvt_f16_f32,
-// brrr_gelu_erf_f32, brrr_gelu_erf_bf16, brrr_gelu_erf_f16.
+// brrr_gelu_erf_f32, brrr_gelu_erf_bf16, brrr_gelu_erf_f16; and the Conv epilogue
+// brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n).
 std::string helper_kernels_source();
 
 }  // namespace brrr::cuda

@@ -1,17 +1,20 @@
 // CUDA execution of a static plan. Every address is fixed at load time (graph inputs and outputs
 // in their own device buffers, intermediates in one arena placed by the memory planner, weights
 // uploaded once, cast and transposed for the GEMM as needed), so the step list can be captured
-// into one CUDA graph and replayed. Kernels with no CUDA path run on the host with their
+// into one CUDA graph and replayed. GEMMs run on cuBLASLt, Convs on cuDNN (cudnn_conv.hpp) with
+// their epilogue in one helper kernel. Kernels with no CUDA path run on the host with their
 // reference kernels (a device->host->device round trip), reported in the summary and on stderr.
 #include "backend/cuda/cuda_executor.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 
 #include "backend/cuda/codegen_cuda.hpp"
@@ -19,6 +22,7 @@
 #include "backend/cuda/cuda_graph.hpp"
 #include "backend/cuda/cuda_runtime.hpp"
 #include "backend/cuda/gemm_chain.hpp"
+#include "backend/cuda/cudnn_conv.hpp"
 #include "brrr/reference.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "brrr/op.hpp"
@@ -32,6 +36,9 @@ using plan::KernelKind;
 namespace {
 
 size_t value_bytes(const Value& v) { return size_t(shape_numel(v.shape)) * dtype_size(v.dtype); }
+
+// Per-conv workspace cap: the heuristic's first algorithm within it is taken.
+constexpr size_t kMaxConvWorkspace = size_t(256) << 20;
 
 // Host copy of a float32 tensor in the GEMM's element type (optionally transposed, [K,N] <- [N,K]).
 Tensor host_cast(const Tensor& src, DType to, bool transpose) {
@@ -103,19 +110,42 @@ struct CudaExecutor::Impl {
     // the slice is still in L2 (M: one slice).
     int64_t slice_rows = 0;
   };
+  // A Conv on cuDNN, then (when there is a bias, sum or activation) brrr_conv_epilogue in place.
+  // The epilogue's arguments live here, so argp stays valid for the step's lifetime.
+  struct ConvRun {
+    std::unique_ptr<CudnnConv> dnn;
+    ConvGeometry geo;
+    ConvMath math = ConvMath::kFp32;
+    int vx = -1, vw = -1, vy = -1, vbias = -1, vsum = -1;
+    DevPtr x = 0, w = 0;
+    // brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n)
+    DevPtr y = 0, bias = 0, sum = 0;
+    int64_t hw = 1, c = 1;
+    int act = 0;
+    float alpha = 0, beta = 0;
+    int64_t n = 0;
+    bool epilogue = false;
+    Function fn;
+    Dim3 grid, block;
+    std::vector<void*> argp;
+  };
   struct Step {
     // Chain: a run of small-batch GEMMs as one cluster kernel (gemm_chain.hpp), at its first
     // kernel; the chain's later kernels are InChain (nothing to launch).
-    enum Type { Kernel, Library, Copy, Host, Chain, InChain } type = Kernel;
+    enum Type { Kernel, Library, Copy, Host, Chain, InChain, Conv } type = Kernel;
     Function fn;
     Dim3 grid, block;
     std::vector<DevPtr> argv;
     std::vector<void*> argp;
     Gemm gemm;
+    std::shared_ptr<ConvRun> conv;
     DevPtr src = 0, dst = 0;
     size_t bytes = 0;
     std::string what;
   };
+  std::unique_ptr<CudnnContext> dnn;  // opened at the first Conv
+  std::string dnn_why;                // why it could not be opened
+  DevPtr conv_ws = 0;                 // one workspace for every Conv (the largest need)
   std::vector<Step> steps;
 
   Impl(const Graph& g_, plan::Plan& p, const CudaExecOptions& o) : g(g_), plan(p), opts(o) {}
@@ -234,6 +264,60 @@ struct CudaExecutor::Impl {
     return text;
   }
 
+  // Why a Conv kernel cannot run on cuDNN here ("" when it can); fills `cr` otherwise (the cuDNN
+  // descriptors and algorithm included, so cuDNN's own refusals fall back to the host too).
+  std::string conv_plan(const plan::Kernel& k, ConvRun* cr) {
+    const Node& n = g.nodes[size_t(k.nodes[0])];
+    if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return "Conv without X or W";
+    int vx = n.inputs[0], vw = n.inputs[1], vc = n.outputs.at(0), vo = k.outputs.at(0);
+    int vb = n.inputs.size() > 2 ? n.inputs[2] : -1;
+    if (k.bias >= 0) {
+      if (vb >= 0) return "Conv with its own bias and a fused one";
+      vb = k.bias;
+    }
+    for (int v : {vx, vw, vc, vo, vb, k.sum})
+      if (v >= 0 && g.value(v).dtype != DType::f32)
+        return fmt::format("{} is {} (the cuDNN Conv path is float32 only)", g.value(v).name,
+                           dtype_name(g.value(v).dtype));
+    const Shape &xs = g.value(vx).shape, &ws = g.value(vw).shape, &ys = g.value(vc).shape;
+    if (g.value(vo).shape != ys || (k.sum >= 0 && g.value(k.sum).shape != ys))
+      return "Conv epilogue changes the shape";
+    if (vb >= 0 && (ws.empty() || shape_numel(g.value(vb).shape) != ws[0]))
+      return fmt::format("bias {} is not one value per output channel", shape_str(g.value(vb).shape));
+    static const std::map<std::string, int> kActs = {
+        {"", 0}, {"relu", 1}, {"hardswish", 2}, {"hardsigmoid", 3}, {"clip", 4}};
+    auto act = kActs.find(k.activation);
+    if (act == kActs.end()) return "activation " + k.activation + " after Conv";
+    if (std::string why = conv_geometry(n, xs, ws, ys, &cr->geo); !why.empty()) return why;
+    cr->vx = vx, cr->vw = vw, cr->vy = vo, cr->vbias = vb, cr->vsum = k.sum;
+    cr->act = act->second;
+    cr->alpha = k.act_alpha, cr->beta = k.act_beta;
+    cr->c = ys[1];
+    cr->hw = shape_numel(ys) / (ys[0] * ys[1]);
+    cr->n = shape_numel(ys);
+    cr->epilogue = vb >= 0 || k.sum >= 0 || cr->act != 0;
+    // fp32: true float32 (FMA). tf32: Tensor Cores on float32 data. bf16 / fp16 also map to
+    // tf32: the graph's data stays float32, and cuDNN's down-conversion math
+    // (TENSOR_OP_MATH_ALLOW_CONVERSION) goes through fp16, which can overflow float32 activations.
+    cr->math = opts.precision == "fp32" || opts.precision.empty() ? ConvMath::kFp32 : ConvMath::kTf32;
+    if (!dnn && dnn_why.empty()) {
+      try {
+        dnn = CudnnContext::open(stream, &dnn_why);
+      } catch (const Error& e) {
+        dnn_why = e.what();
+      }
+      if (!dnn && dnn_why.empty()) dnn_why = "cuDNN could not be opened";
+    }
+    if (!dnn) return dnn_why;
+    const std::string who = fmt::format("{} (Conv {})", k.name, n.name);
+    try {
+      cr->dnn = std::make_unique<CudnnConv>(*dnn, cr->geo, cr->math, kMaxConvWorkspace, who);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+
   void build() {
     const int nk = int(plan.kernels.size());
     steps.resize(size_t(nk));
@@ -254,6 +338,15 @@ struct CudaExecutor::Impl {
         if (why.empty()) {
           steps[size_t(i)].type = Step::Library;
           continue;
+        }
+        if (g.nodes[size_t(k.nodes[0])].op == "Conv") {
+          auto cr = std::make_shared<ConvRun>();
+          why = conv_plan(k, cr.get());
+          if (why.empty()) {
+            steps[size_t(i)].type = Step::Conv;
+            steps[size_t(i)].conv = std::move(cr);
+            continue;
+          }
         }
       } else if (k.kind == KernelKind::Reference) {
         why = "no generated or library kernel for this op";
@@ -301,7 +394,8 @@ struct CudaExecutor::Impl {
     arena = std::make_unique<Arena>(std::max<size_t>(mp.arena_bytes, Arena::kAlign), "plan arena");
     for (size_t r = 0; r < reqs.size(); ++r)
       slot[size_t(req_value[r])] = arena->at(mp.offsets[r], reqs[r].bytes, g.value(req_value[r]).name);
-    // Constants read by generated, copy and host kernels (GEMM weights are uploaded per GEMM).
+    // Constants read by generated, copy, Conv and host kernels (GEMM weights are uploaded per
+    // GEMM; Conv weights are already NCHW float32, cuDNN's KCRS filter layout).
     for (int i = 0; i < nk; ++i) {
       Step::Type t = steps[size_t(i)].type;
       if (t == Step::Library || t == Step::Chain || t == Step::InChain) continue;
@@ -322,6 +416,10 @@ struct CudaExecutor::Impl {
     compile_ms = ck.compile_ms;
     from_cache = ck.from_cache;
     module = std::make_unique<Module>(ck.cubin, "model module");
+    size_t ws_bytes = 0;
+    for (const Step& s : steps)
+      if (s.type == Step::Conv) ws_bytes = std::max(ws_bytes, s.conv->dnn->workspace_bytes());
+    if (ws_bytes) conv_ws = alloc(ws_bytes, "cuDNN workspace");
 
     for (int i = 0; i < nk; ++i) {
       Step& s = steps[size_t(i)];
@@ -341,6 +439,8 @@ struct CudaExecutor::Impl {
         s.bytes = value_bytes(g.value(k.outputs.at(0)));
       } else if (s.type == Step::Library || s.type == Step::Chain || s.type == Step::InChain) {
         setup_gemm(k, gemms[size_t(i)], trans[size_t(i)], biasv[size_t(i)], &s);
+      } else if (s.type == Step::Conv) {
+        setup_conv(*s.conv);
       }
     }
     for (const ChainRun& c : chains) {  // arguments: x, then W, bias, y per layer
@@ -411,6 +511,24 @@ struct CudaExecutor::Impl {
     s->gemm = gm;
   }
 
+  void setup_conv(ConvRun& c) {
+    auto at = [&](int v) -> DevPtr {
+      if (v < 0) return 0;
+      BRRR_ASSERT(slot[size_t(v)] != 0, "Conv operand without a device buffer");
+      return slot[size_t(v)];
+    };
+    c.x = at(c.vx), c.w = at(c.vw), c.y = at(c.vy), c.bias = at(c.vbias), c.sum = at(c.vsum);
+    // The residual is read after cuDNN wrote y: it must not share y's bytes (the memory planner
+    // keeps a kernel's inputs and outputs apart; a graph input or output has its own buffer).
+    BRRR_ASSERT(c.sum == 0 || c.sum != c.y, "Conv residual aliases the Conv output");
+    if (!c.epilogue) return;
+    c.fn = module->function("brrr_conv_epilogue");
+    unsigned blocks = unsigned(std::min<int64_t>((c.n + 255) / 256, int64_t(dev.info().sm_count) * 32));
+    c.grid = {std::max(blocks, 1u), 1, 1};
+    c.block = {256, 1, 1};
+    c.argp = {&c.y, &c.bias, &c.sum, &c.hw, &c.c, &c.act, &c.alpha, &c.beta, &c.n};
+  }
+
   void launch_helper(const std::string& name, std::vector<DevPtr> ptrs, int64_t n) {
     Function f = module->function(name);
     std::vector<void*> a;
@@ -450,6 +568,12 @@ struct CudaExecutor::Impl {
           const char* o = m.data == DType::bf16 ? "bf16" : m.data == DType::f16 ? "f16" : "f32";
           launch_helper(fmt::format("brrr_gelu_erf_{}", o), {m.c_dst ? m.c_dst : m.c}, m.nc);
         }
+        return;
+      }
+      case Step::Conv: {
+        ConvRun& c = *s.conv;
+        c.dnn->run(c.x, c.w, c.y, conv_ws);
+        if (c.epilogue) launch(c.fn, c.grid, c.block, 0, stream, c.argp.data());
         return;
       }
       case Step::Host: exec_host(i); return;
@@ -650,6 +774,7 @@ RunProfile CudaExecutor::profile(const std::map<std::string, Tensor>& inputs, in
     rec.time_ms = median_of(times[i]);
     rec.graph_node = graph;
     if (m.steps[i].type == Step::Library) rec.precision = to_string(m.steps[i].gemm.prec);
+    if (m.steps[i].type == Step::Conv) rec.precision = to_string(m.steps[i].conv->math);
     if (graph) {
       rec.start_ms = t + gap_per_node;
     } else {
@@ -688,6 +813,10 @@ std::string CudaExecutor::summary() const {
                        : st.gemm.slice_rows < st.gemm.shape.m
                            ? fmt::format(" + erf GELU kernel, in slices of {} rows", st.gemm.slice_rows)
                            : std::string(" + erf GELU kernel"));
+    else if (st.type == Impl::Step::Conv)
+      s += fmt::format("  {:<24} cuDNN conv {}{}\n", m.plan.kernels[i].name,
+                       st.conv->dnn->describe(),
+                       st.conv->epilogue ? " + bias/sum/activation kernel" : "");
   }
   for (const auto& note : m.host_notes) s += "  host fallback: " + note + "\n";
   return s;

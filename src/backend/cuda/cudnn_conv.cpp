@@ -1,0 +1,311 @@
+#include "backend/cuda/cudnn_conv.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdint>
+
+#include "brrr/error.hpp"
+#include "ops/window.hpp"
+
+#ifdef BRRR_HAVE_CUDNN
+#include "backend/cuda/cudnn_api.hpp"
+// cuDNN 9 marks the legacy convolution API deprecated; it is what this file uses.
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+
+namespace brrr::cuda {
+
+const char* to_string(ConvMath m) { return m == ConvMath::kTf32 ? "tf32" : "fp32"; }
+
+std::string conv_geometry(const Node& n, const Shape& xs, const Shape& ws, const Shape& ys,
+                          ConvGeometry* geo) {
+  const size_t r = xs.size();
+  if (r < 3 || r > 5 || ws.size() != r || ys.size() != r)
+    return fmt::format("Conv on rank-{} input (cuDNN path: 1-D, 2-D and 3-D)", r);
+  const int64_t G = n.attr_int("group", 1);
+  if (G < 1 || xs[1] % G || ws[0] % G || ws[1] * G != xs[1] || ys[1] != ws[0] || ys[0] != xs[0])
+    return fmt::format("group {} does not fit input {}, weights {} and output {}", G,
+                       shape_str(xs), shape_str(ws), shape_str(ys));
+  ops::Window w;
+  try {
+    w = ops::forward_window(n, {xs.begin() + 2, xs.end()}, {ws.begin() + 2, ws.end()}, false);
+  } catch (const Error& e) {
+    return std::string("Conv window: ") + e.what();
+  }
+  for (size_t i = 0; i < w.out.size(); ++i) {
+    if (w.out[i] != ys[2 + i]) return "Conv output shape disagrees with its window";
+    // cuDNN pads both ends by one amount. Pads pb != pe still work with pad pb when that gives
+    // the same number of outputs: the windows then start at the same places and never reach
+    // past the graph's own end padding.
+    int64_t dk = (w.k[i] - 1) * w.d[i] + 1, span = w.in[i] + 2 * w.pb[i] - dk;
+    if (w.pb[i] != w.pe[i] && (span < 0 || span / w.s[i] + 1 != w.out[i]))
+      return fmt::format("asymmetric pads (begin [{}], end [{}]) that cuDNN's symmetric padding "
+                         "cannot express", fmt::join(w.pb, ","), fmt::join(w.pe, ","));
+  }
+  auto narrow = [](const Shape& s, std::vector<int>* out) {
+    out->assign(s.begin(), s.end());
+    return shape_numel(s) <= INT32_MAX;
+  };
+  if (!narrow(xs, &geo->x) || !narrow(ws, &geo->w) || !narrow(ys, &geo->y))
+    return "a Conv tensor has 2^31 elements or more";
+  geo->pad.clear(), geo->stride.clear(), geo->dilation.clear();
+  for (size_t i = 0; i < w.out.size(); ++i) {
+    if (w.pb[i] > INT32_MAX || w.s[i] > INT32_MAX || w.d[i] > INT32_MAX)
+      return "Conv pads, strides or dilations beyond int32";
+    geo->pad.push_back(int(w.pb[i]));
+    geo->stride.push_back(int(w.s[i]));
+    geo->dilation.push_back(int(w.d[i]));
+  }
+  if (r == 3) {  // 1-D as 2-D with a unit height
+    for (auto* v : {&geo->x, &geo->w, &geo->y}) v->insert(v->begin() + 2, 1);
+    geo->pad.insert(geo->pad.begin(), 0);
+    geo->stride.insert(geo->stride.begin(), 1);
+    geo->dilation.insert(geo->dilation.begin(), 1);
+  }
+  geo->groups = int(G);
+  return "";
+}
+
+#ifdef BRRR_HAVE_CUDNN
+
+namespace {
+
+const char* algo_name(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "?";
+  }
+}
+
+const char* math_name(cudnnMathType_t m) {
+  switch (m) {
+    case CUDNN_DEFAULT_MATH: return "default math";
+    case CUDNN_TENSOR_OP_MATH: return "tensor-op math";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor-op math with conversion";
+    case CUDNN_FMA_MATH: return "FMA math";
+  }
+  return "?";
+}
+
+std::vector<int> packed_strides(const std::vector<int>& d) {
+  std::vector<int> s(d.size(), 1);
+  for (size_t i = d.size() - 1; i-- > 0;) s[i] = s[i + 1] * d[i + 1];
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<CudnnContext> CudnnContext::open(const Stream& s, std::string* reason) {
+  const CudnnApi* api = try_cudnn(reason);
+  if (!api) return nullptr;
+  cudnnHandle_t h = nullptr;
+  cudnnStatus_t st = api->cudnnCreate(&h);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    if (reason) *reason = std::string("cudnnCreate failed: ") + api->cudnnGetErrorString(st);
+    return nullptr;
+  }
+  std::unique_ptr<CudnnContext> c(new CudnnContext());
+  c->h_ = h;
+  // The executor's driver-API stream: CUstream and cudaStream_t are the same type.
+  BRRR_DNN(*api, cudnnSetStream, (h, s.get()), "binding the cuDNN handle to the stream");
+  return c;
+}
+
+CudnnContext::~CudnnContext() {
+  if (h_)
+    if (const CudnnApi* api = try_cudnn()) api->cudnnDestroy(static_cast<cudnnHandle_t>(h_));
+}
+
+bool cudnn_available(std::string* reason) { return try_cudnn(reason) != nullptr; }
+
+namespace {
+
+// Sets the descriptors for `g` (float32, packed NCHW / NCDHW, cross-correlation).
+void set_descriptors(const CudnnApi& api, const ConvGeometry& g, cudnnTensorDescriptor_t xd,
+                     cudnnFilterDescriptor_t wd, cudnnConvolutionDescriptor_t cd,
+                     const std::string& what) {
+  const int nd = int(g.x.size()), nsp = nd - 2;
+  BRRR_ASSERT((nd == 4 || nd == 5) && int(g.w.size()) == nd && int(g.y.size()) == nd &&
+                  int(g.pad.size()) == nsp && int(g.stride.size()) == nsp &&
+                  int(g.dilation.size()) == nsp,
+              "bad cuDNN conv geometry");
+  std::vector<int> xs = packed_strides(g.x);
+  BRRR_DNN(api, cudnnSetTensorNdDescriptor, (xd, CUDNN_DATA_FLOAT, nd, g.x.data(), xs.data()),
+           what);
+  BRRR_DNN(api, cudnnSetFilterNdDescriptor,
+           (wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nd, g.w.data()), what);
+  // ONNX Conv is a cross-correlation (no kernel flip); accumulate in float32.
+  BRRR_DNN(api, cudnnSetConvolutionNdDescriptor,
+           (cd, nsp, g.pad.data(), g.stride.data(), g.dilation.data(), CUDNN_CROSS_CORRELATION,
+            CUDNN_DATA_FLOAT),
+           what);
+  BRRR_DNN(api, cudnnSetConvolutionGroupCount, (cd, g.groups), what);
+}
+
+std::vector<int> output_dims(const CudnnApi& api, const ConvGeometry& g,
+                             cudnnTensorDescriptor_t xd, cudnnFilterDescriptor_t wd,
+                             cudnnConvolutionDescriptor_t cd, const std::string& what) {
+  std::vector<int> out(g.x.size(), 0);
+  BRRR_DNN(api, cudnnGetConvolutionNdForwardOutputDim, (cd, xd, wd, int(out.size()), out.data()),
+           what);
+  return out;
+}
+
+}  // namespace
+
+std::vector<int> cudnn_output_dims(const ConvGeometry& g) {
+  std::string why;
+  const CudnnApi* api = try_cudnn(&why);
+  if (!api) fail("{}", why);
+  struct Descs {  // destroyed on every path
+    const CudnnApi& api;
+    cudnnTensorDescriptor_t xd = nullptr;
+    cudnnFilterDescriptor_t wd = nullptr;
+    cudnnConvolutionDescriptor_t cd = nullptr;
+    ~Descs() {
+      if (xd) api.cudnnDestroyTensorDescriptor(xd);
+      if (wd) api.cudnnDestroyFilterDescriptor(wd);
+      if (cd) api.cudnnDestroyConvolutionDescriptor(cd);
+    }
+  } d{*api};
+  BRRR_DNN(*api, cudnnCreateTensorDescriptor, (&d.xd), "output dims");
+  BRRR_DNN(*api, cudnnCreateFilterDescriptor, (&d.wd), "output dims");
+  BRRR_DNN(*api, cudnnCreateConvolutionDescriptor, (&d.cd), "output dims");
+  set_descriptors(*api, g, d.xd, d.wd, d.cd, "output dims");
+  return output_dims(*api, g, d.xd, d.wd, d.cd, "output dims");
+}
+
+struct CudnnConv::Impl {
+  const CudnnApi* api = nullptr;
+  cudnnHandle_t h = nullptr;
+  cudnnTensorDescriptor_t xd = nullptr, yd = nullptr;
+  cudnnFilterDescriptor_t wd = nullptr;
+  cudnnConvolutionDescriptor_t cd = nullptr;
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnMathType_t math = CUDNN_FMA_MATH;
+  ConvMath want = ConvMath::kFp32;
+  size_t ws = 0;
+  std::string what;
+  ~Impl() {
+    if (!api) return;
+    if (xd) api->cudnnDestroyTensorDescriptor(xd);
+    if (yd) api->cudnnDestroyTensorDescriptor(yd);
+    if (wd) api->cudnnDestroyFilterDescriptor(wd);
+    if (cd) api->cudnnDestroyConvolutionDescriptor(cd);
+  }
+};
+
+CudnnConv::CudnnConv(const CudnnContext& ctx, const ConvGeometry& g, ConvMath m,
+                     size_t max_workspace, const std::string& what)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& c = *impl_;
+  c.api = try_cudnn();
+  BRRR_ASSERT(c.api != nullptr, "CudnnConv without a loaded cuDNN");
+  const CudnnApi& api = *c.api;
+  c.h = static_cast<cudnnHandle_t>(ctx.handle());
+  c.what = what;
+  c.want = m;
+  BRRR_DNN(api, cudnnCreateTensorDescriptor, (&c.xd), what);
+  BRRR_DNN(api, cudnnCreateTensorDescriptor, (&c.yd), what);
+  BRRR_DNN(api, cudnnCreateFilterDescriptor, (&c.wd), what);
+  BRRR_DNN(api, cudnnCreateConvolutionDescriptor, (&c.cd), what);
+  set_descriptors(api, g, c.xd, c.wd, c.cd, what);
+  std::vector<int> ys = packed_strides(g.y);
+  BRRR_DNN(api, cudnnSetTensorNdDescriptor,
+           (c.yd, CUDNN_DATA_FLOAT, int(g.y.size()), g.y.data(), ys.data()), what);
+  c.math = m == ConvMath::kTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+  BRRR_DNN(api, cudnnSetConvolutionMathType, (c.cd, c.math), what);
+  std::vector<int> out = output_dims(api, g, c.xd, c.wd, c.cd, what);
+  if (out != g.y)
+    fail("cuDNN computes output dims [{}] for {} but the graph says [{}]", fmt::join(out, ","),
+         what, fmt::join(g.y, ","));
+
+  int max_count = 0;
+  BRRR_DNN(api, cudnnGetConvolutionForwardAlgorithmMaxCount, (c.h, &max_count), what);
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(size_t(std::max(max_count, 1)));
+  int got = 0;
+  BRRR_DNN(api, cudnnGetConvolutionForwardAlgorithm_v7,
+           (c.h, c.xd, c.wd, c.cd, c.yd, int(perf.size()), &got, perf.data()), what);
+  // The heuristic's order, first fit wins. fp32 forces FMA math on every candidate (no TF32
+  // whatever the heuristic reports); tf32 takes the math type the heuristic paired with the
+  // algorithm. A candidate whose workspace query fails with that math type is skipped.
+  std::string tried;
+  for (int i = 0; i < got; ++i) {
+    const cudnnConvolutionFwdAlgoPerf_t& p = perf[size_t(i)];
+    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    cudnnMathType_t mt = m == ConvMath::kFp32 ? CUDNN_FMA_MATH : p.mathType;
+    if (mt == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;  // would drop to fp16
+    if (api.cudnnSetConvolutionMathType(c.cd, mt) != CUDNN_STATUS_SUCCESS) continue;
+    size_t ws = 0;
+    cudnnStatus_t st =
+        api.cudnnGetConvolutionForwardWorkspaceSize(c.h, c.xd, c.wd, c.cd, c.yd, p.algo, &ws);
+    tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", algo_name(p.algo),
+                         st == CUDNN_STATUS_SUCCESS ? fmt::format("{} B", ws)
+                                                    : api.cudnnGetErrorString(st));
+    if (st != CUDNN_STATUS_SUCCESS || ws > max_workspace) continue;
+    c.algo = p.algo;
+    c.math = mt;
+    c.ws = ws;
+    return;
+  }
+  fail("cuDNN has no forward algorithm for {} within {} B of workspace (tried: {})", what,
+       max_workspace, tried.empty() ? "none" : tried);
+}
+
+CudnnConv::~CudnnConv() = default;
+
+size_t CudnnConv::workspace_bytes() const { return impl_->ws; }
+
+std::string CudnnConv::describe() const {
+  return fmt::format("{} {} ({}), workspace {} B", algo_name(impl_->algo), to_string(impl_->want),
+                     math_name(impl_->math), impl_->ws);
+}
+
+void CudnnConv::run(DevPtr x, DevPtr w, DevPtr y, DevPtr ws) const {
+  const Impl& c = *impl_;
+  const float one = 1.f, zero = 0.f;
+  BRRR_DNN(*c.api, cudnnConvolutionForward,
+           (c.h, &one, c.xd, reinterpret_cast<const void*>(x), c.wd,
+            reinterpret_cast<const void*>(w), c.cd, c.algo,
+            c.ws ? reinterpret_cast<void*>(ws) : nullptr, c.ws, &zero, c.yd,
+            reinterpret_cast<void*>(y)),
+           c.what);
+}
+
+#else  // built without cudnn.h: Conv stays on the host
+
+std::unique_ptr<CudnnContext> CudnnContext::open(const Stream&, std::string* reason) {
+  if (reason) *reason = "brrr was built without cuDNN headers";
+  return nullptr;
+}
+CudnnContext::~CudnnContext() = default;
+bool cudnn_available(std::string* reason) {
+  if (reason) *reason = "brrr was built without cuDNN headers";
+  return false;
+}
+struct CudnnConv::Impl {};
+CudnnConv::CudnnConv(const CudnnContext&, const ConvGeometry&, ConvMath, size_t,
+                     const std::string& what) {
+  fail("{}: brrr was built without cuDNN headers", what);
+}
+CudnnConv::~CudnnConv() = default;
+size_t CudnnConv::workspace_bytes() const { return 0; }
+std::string CudnnConv::describe() const { return "no cuDNN"; }
+std::vector<int> cudnn_output_dims(const ConvGeometry&) {
+  fail("brrr was built without cuDNN headers");
+}
+void CudnnConv::run(DevPtr, DevPtr, DevPtr, DevPtr) const {
+  fail("brrr was built without cuDNN headers");
+}
+
+#endif
+
+}  // namespace brrr::cuda
