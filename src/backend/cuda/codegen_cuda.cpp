@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <set>
 
@@ -186,9 +187,21 @@ class KernelEmitter {
       if (k_.space[d] != 1 && e.strides[d] != cs[d]) return false;
     return true;
   }
+  // A load that repeats with period P along the flat index (a bias broadcast over leading dims:
+  // element i reads i % P); P = the whole space for a contiguous load, 0 for neither.
+  int64_t period(const Expr& e) const {
+    Shape cs = contiguous_strides(k_.space);
+    size_t j = 0;
+    while (j < cs.size() && (k_.space[j] == 1 || e.strides[j] == 0)) ++j;
+    for (size_t d = j; d < cs.size(); ++d)
+      if (k_.space[d] != 1 && e.strides[d] != cs[d]) return 0;
+    int64_t p = 1;
+    for (size_t d = j; d < cs.size(); ++d) p *= k_.space[d];
+    return p;
+  }
   bool flat() const {
     for (const Expr& e : k_.exprs)
-      if (e.kind == Expr::Load && !all_zero(e.strides) && !contiguous(e)) return false;
+      if (e.kind == Expr::Load && !all_zero(e.strides) && period(e) == 0) return false;
     return true;
   }
 
@@ -214,14 +227,16 @@ class KernelEmitter {
     launch_.grid.x = unsigned(std::min<int64_t>(blocks, int64_t(opts_.sm_count) * 32));
   }
 
-  // Contiguous or scalar operands: vector accesses over the first n/V*V elements, scalar tail.
+  // Contiguous, scalar or periodic (bias-like) operands: vector accesses over the first n/V*V
+  // elements, scalar tail.
   // Scalars are loaded once per thread; large kernels take two vectors per thread per iteration,
   // both loads issued before any math, for more bytes in flight.
   std::string emit_flat() {
     int64_t n = shape_numel(k_.space);
     int V = vector_width(false);  // buffers are 256-byte aligned; offsets must keep it
     for (const Expr& e : k_.exprs)
-      if (e.kind == Expr::Load && !all_zero(e.strides) && e.offset % V != 0) V = 1;
+      if (e.kind == Expr::Load && !all_zero(e.strides) && (e.offset % V != 0 || period(e) % V != 0))
+        V = 1;
     bool vec = V > 1;
     int64_t nv = n / V;
     grid_for(nv);
@@ -241,10 +256,12 @@ class KernelEmitter {
       for (size_t id = 0; id < k_.exprs.size(); ++id) {
         const Expr& e = k_.exprs[id];
         if (!streamed(e)) continue;
+        int64_t p = period(e);
+        std::string at = p == n ? base : fmt::format("({}) % {}LL", base, p);
         if (width > 1)
-          b += fmt::format("{}brrr_ld{}(l{}{}, b{} + {} + {});\n", ind, width, id, x, e.value, base, e.offset);
+          b += fmt::format("{}brrr_ld{}(l{}{}, b{} + {} + {});\n", ind, width, id, x, e.value, at, e.offset);
         else
-          b += fmt::format("{}l{}{}[0] = brrr_ld(b{} + {} + {});\n", ind, id, x, e.value, base, e.offset);
+          b += fmt::format("{}l{}{}[0] = brrr_ld(b{} + {} + {});\n", ind, id, x, e.value, at, e.offset);
       }
       return b;
     };
@@ -329,6 +346,9 @@ class KernelEmitter {
   int V_ = 1, T_ = 32, PER_ = 1;
   bool warp_rows_ = false, cache_ = false;
   std::set<int> cached_;  // level-0 loads kept in registers: those that change from row to row
+  // Per-element values with a function call (softmax's exp) that a row pass computes once and
+  // later passes read from registers instead of recomputing; memo_: those already stored.
+  std::set<int> memo_slots_, memo_;
   std::vector<int> loads0_;  // level-0 load expr ids
 
   std::string load_group(int id, const std::string& dst) const {
@@ -359,13 +379,23 @@ class KernelEmitter {
     }
     s += fmt::format("        #pragma unroll\n        for (int q = 0; q < {}; ++q) {{\n", V_);
     s += fmt::format("          const int c = g * {} + q; (void)c;\n", V_);
+    std::vector<int> stored;
     for (int id : need) {
       const Expr& e = k_.exprs[size_t(id)];
+      if (memo_.count(id)) {  // computed in an earlier pass over this row
+        s += fmt::format("          const float e{0} = m{0}[j * {1} + q];\n", id, V_);
+        continue;
+      }
       std::string ld = e.kind == Expr::Load
                            ? (cached_.count(id) ? fmt::format("c{}[j * {} + q]", id, V_) : fmt::format("l{}[q]", id))
                            : "";
       s += fmt::format("          const float e{} = {};\n", id, value_of(id, ld));
+      if (memo_slots_.count(id)) {
+        s += fmt::format("          m{0}[j * {1} + q] = e{0};\n", id, V_);
+        stored.push_back(id);
+      }
     }
+    memo_.insert(stored.begin(), stored.end());
     s += per_col;
     s += "        }\n";
     s += after_group;
@@ -415,6 +445,19 @@ class KernelEmitter {
     }
     cache_ = !per_row.empty() && int64_t(PER_) * V_ * int64_t(per_row.size()) <= 64;
     if (cache_) cached_.insert(per_row.begin(), per_row.end());
+    if (cache_) {
+      int64_t budget = 64 - int64_t(PER_) * V_ * int64_t(per_row.size());
+      for (size_t id = 0; id < k_.exprs.size(); ++id) {
+        const Expr& e = k_.exprs[id];
+        bool call = e.kind == Expr::Pointwise && e.level == 0 &&
+                    e.code.find('(') != std::string::npos && e.code.find('(') > 0 &&
+                    std::isalpha(static_cast<unsigned char>(e.code[e.code.find('(') - 1]));
+        if (call && budget >= int64_t(PER_) * V_) {
+          memo_slots_.insert(int(id));
+          budget -= int64_t(PER_) * V_;
+        }
+      }
+    }
     launch_.shape = fmt::format("rows/{}{}{}{}", warp_rows_ ? "warp" : "block", warp_rows_ ? 32 : T_,
                                 V_ > 1 ? fmt::format("/vec{}", V_) : "", cache_ ? "/regs" : "");
     std::string s;
@@ -448,6 +491,7 @@ class KernelEmitter {
       for (int id : cached_) s += fmt::format(" c{}[j * {} + q] = 0.0f;", id, V_);
       s += " }\n    }\n  }\n";
     }
+    for (int id : memo_slots_) s += fmt::format("  float m{}[{}];\n", id, PER_ * V_);
     for (size_t id = 0; id < k_.exprs.size(); ++id) {
       const Expr& e = k_.exprs[id];
       if (e.level != 1) continue;

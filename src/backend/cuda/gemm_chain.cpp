@@ -33,15 +33,20 @@ const char* kClusterHelpers = R"(
 static __device__ __forceinline__ unsigned brrr_cluster_rank() {
   unsigned r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r;
 }
-static __device__ __forceinline__ void brrr_cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+// Split barrier: arrive (release: this thread's earlier shared and global writes become visible
+// to the cluster), independent work, then wait (acquire).
+static __device__ __forceinline__ void brrr_cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
 }
-static __device__ __forceinline__ float brrr_dsmem_ld(const float* local, unsigned rank) {
-  unsigned a, r; float v;
+static __device__ __forceinline__ void brrr_cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// Stores v at `local`'s address in the shared memory of CTA `rank` of the cluster.
+static __device__ __forceinline__ void brrr_dsmem_st(float* local, unsigned rank, float v) {
+  unsigned a, r;
   asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(local));
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
-  return v;
+  asm volatile("st.shared::cluster.f32 [%0], %1;" :: "r"(r), "f"(v) : "memory");
 }
 #endif
 )";
@@ -68,10 +73,9 @@ std::string gemm_chain_unsupported(const GemmChainSpec& s) {
 
 std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& s) {
   const std::int64_t M = s.m, L = std::int64_t(s.layers.size());
-  std::int64_t max_in = 0, max_nb = 0;
+  std::int64_t max_in = 0;
   for (const ChainLayer& l : s.layers) {
     max_in = std::max(max_in, M * l.k);
-    max_nb = std::max(max_nb, layout(l).nb);
   }
   std::string p = "const float* __restrict__ x";
   for (std::int64_t i = 0; i < L; ++i)
@@ -79,11 +83,11 @@ std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& s)
                      "float* __restrict__ y{0}",
                      i);
   std::string b;
-  b += fmt::format("  __shared__ float xs[{}];\n", max_in);           // this layer's input
+  // xs[l % 2]: layer l's whole input, written into every CTA by the CTAs that computed it.
+  b += fmt::format("  __shared__ float xs[2][{}];\n", max_in);
   b += fmt::format("  __shared__ float red[{}];\n", kChainThreads * M);  // k-slice partials
-  b += fmt::format("  __shared__ float ybuf[2][{}];\n", M * max_nb);   // this CTA's output slice
   b += "  const int t = threadIdx.x;\n  const unsigned rank = brrr_cluster_rank();\n";
-  b += fmt::format("  for (int i = t; i < {}; i += {}) xs[i] = x[i];\n", M * s.layers[0].k,
+  b += fmt::format("  for (int i = t; i < {}; i += {}) xs[0][i] = x[i];\n", M * s.layers[0].k,
                    kChainThreads);
   auto load_w = [&](std::int64_t i) {
     const ChainLayer& l = s.layers[size_t(i)];
@@ -100,6 +104,9 @@ std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& s)
   };
   b += load_w(0);
   b += "  __syncthreads();\n";
+  // Every CTA of the cluster must be running before any writes into its shared memory: arrive
+  // now, wait just before the first push.
+  b += "  brrr_cluster_arrive();\n";
   for (std::int64_t i = 0; i < L; ++i) {
     const ChainLayer& l = s.layers[size_t(i)];
     Layout o = layout(l);
@@ -112,18 +119,18 @@ std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& s)
     b += fmt::format("      #pragma unroll\n      for (int j = 0; j < {}; ++j) {{\n", o.kpt);
     b += fmt::format("        const int k = ks * {} + j;\n", o.kpt);
     b += fmt::format("        if (k < {}) {{\n", l.k);
-    b += fmt::format("          #pragma unroll\n          for (int m = 0; m < {}; ++m) acc{}[m] += xs[m * {} + k] * w{}[j];\n",
-                     M, i, l.k, i);
+    b += fmt::format("          #pragma unroll\n          for (int m = 0; m < {}; ++m) acc{}[m] += xs[{}][m * {} + k] * w{}[j];\n",
+                     M, i, i % 2, l.k, i);
     b += "        }\n      }\n    }\n  }\n";
-    if (i + 1 < L) b += load_w(i + 1);  // in flight across the reduction and the barrier
     b += "  {\n";
     b += fmt::format("    const int c = t % {0}, ks = t / {0};\n", o.nb);
     b += fmt::format("    if (ks < {}) {{\n", o.ks);
     b += fmt::format("      #pragma unroll\n      for (int m = 0; m < {}; ++m) red[(ks * {} + m) * {} + c] = acc{}[m];\n",
                      M, M, o.nb, i);
     b += "    }\n  }\n  __syncthreads();\n";
-    b += fmt::format("  if (t < {}) {{\n", M * o.nb);
-    b += fmt::format("    const int m = t / {0}, c = t % {0};\n", o.nb);
+    if (i == 0) b += "  brrr_cluster_wait();\n";
+    b += fmt::format("  for (int o = t; o < {}; o += {}) {{\n", M * o.nb, kChainThreads);
+    b += fmt::format("    const int m = o / {0}, c = o % {0};\n", o.nb);
     b += "    float v = 0.0f;\n";
     b += fmt::format("    for (int q = 0; q < {}; ++q) v += red[(q * {} + m) * {} + c];\n", o.ks, M, o.nb);
     b += fmt::format("    const int col = rank * {} + c;\n", o.nb);
@@ -131,18 +138,17 @@ std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& s)
     if (l.act == "relu") b += "    v = v > 0.0f ? v : 0.0f;\n";
     if (l.act == "gelu_tanh") b += "    v = brrr_gelu_tanh(v);\n";
     b += fmt::format("    y{}[m * {} + col] = v;\n", i, l.n);
-    b += fmt::format("    ybuf[{}][m * {} + c] = v;\n", i % 2, o.nb);
+    if (i + 1 < L)  // the next layer's input, pushed into every CTA
+      b += fmt::format("    for (unsigned r = 0; r < {}; ++r) brrr_dsmem_st(&xs[{}][m * {} + col], r, v);\n",
+                       kChainCtas, (i + 1) % 2, l.n);
     b += "  }\n";
-    // Every CTA's slice (and the global writes) complete; also keeps red and xs safe to reuse.
-    b += "  brrr_cluster_sync();\n";
     if (i + 1 < L) {
-      const ChainLayer& nx = s.layers[size_t(i + 1)];
-      b += fmt::format("  for (int q = t; q < {}; q += {}) {{\n", M * nx.k, kChainThreads);
-      b += fmt::format("    const int m = q / {0}, k = q % {0};\n", nx.k);
-      b += fmt::format("    xs[q] = brrr_dsmem_ld(&ybuf[{}][m * {} + k % {}], (unsigned)(k / {}));\n",
-                       i % 2, o.nb, o.nb, o.nb);
-      b += "  }\n  __syncthreads();\n";
+      // Arrive once this CTA's pushes are issued; fetch the next weights while the others finish.
+      b += "  brrr_cluster_arrive();\n";
+      b += load_w(i + 1);
+      b += "  brrr_cluster_wait();\n";
     }
+    // After the last layer nothing reads another CTA's shared memory: no barrier.
   }
   std::string src = kClusterHelpers;
   src += fmt::format(

@@ -1,9 +1,10 @@
 // Small-batch GEMM chains as one persistent kernel. At batch 1-8 a Linear layer is a matrix-vector
 // product of microseconds, so a chain of them (an MLP) is bound by launch and inter-kernel latency,
 // not by FLOPs or bytes. One thread-block cluster runs the whole chain: each CTA owns a slice of
-// every layer's output columns, keeps the layer input in shared memory, exchanges its slice with
-// the other CTAs through distributed shared memory and a cluster barrier, and prefetches the next
-// layer's weights into registers while it waits. Header free of CUDA includes.
+// every layer's output columns, keeps the layer input in shared memory, pushes its slice of each
+// output into every CTA's shared memory (distributed shared memory) before a split cluster barrier,
+// and fetches the next layer's weights into registers between arriving and waiting. Header free of
+// CUDA includes.
 #pragma once
 #include <cstdint>
 #include <string>
