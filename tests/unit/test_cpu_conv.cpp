@@ -14,6 +14,14 @@
 namespace brrr {
 namespace {
 
+// Without oneDNN (a build on a machine without libdnnl) conv and pooling run on reference
+// kernels: the values are still checked, the kernel structure is not.
+#ifdef BRRR_HAVE_DNNL
+constexpr bool kDnnl = true;
+#else
+constexpr bool kDnnl = false;
+#endif
+
 Tensor rnd(const Shape& s, float lo = -1.f, float hi = 1.f) {
   static std::mt19937 rng(1234);
   std::uniform_real_distribution<float> d(lo, hi);
@@ -87,7 +95,7 @@ void run_conv(const ConvCase& c) {
     if (c.post == "AddRelu") y2 = b2.node("Relu", {y2});
     b2.output(y2);
     Session s = check(b2.g);
-    EXPECT_NE(s.plan_summary().find("+sum"), std::string::npos) << s.plan_summary();
+    if (kDnnl) EXPECT_NE(s.plan_summary().find("+sum"), std::string::npos) << s.plan_summary();
     return;
   }
   if (c.post == "Clip") {
@@ -99,8 +107,8 @@ void run_conv(const ConvCase& c) {
   }
   b.output(y);
   Session s = check(b.g);
-  EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();  // the activation is a post-op
-  EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+  if (kDnnl) EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();  // the activation is a post-op
+  if (kDnnl) EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
 }
 
 TEST(CpuConv, Plain) { run_conv({{1, 3, 17, 19}, 8, 3, 3, 1, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, ""}); }
@@ -162,7 +170,7 @@ void run_pool(const std::string& op, Shape x, std::map<std::string, AttrValue> a
   int v = b.input("x", x);
   b.output(b.node(op, {v}, at));
   Session s = check(b.g);
-  EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+  if (kDnnl) EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
 }
 
 using I = std::vector<int64_t>;
@@ -198,7 +206,7 @@ TEST(CpuConcat, Channels) {
     int r = b.node("Relu", {c});
     b.output(b.node("Concat", {a, r, a}, {{"axis", axis}}));
     Session s = check(b.g);
-    EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+    if (kDnnl) EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
   }
 }
 
@@ -231,8 +239,8 @@ TEST(CpuConv, NhwcChain) {
   b.output(conv(b.node("Mul", {se, dw}), 24, 8, 1));
   b.output(b.node("GlobalAveragePool", {conv(r, 24, 10, 1)}));
   Session s = check(b.g);
-  EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
-  EXPECT_NE(s.plan_summary().find("kept NHWC"), std::string::npos) << s.plan_summary();
+  if (kDnnl) EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
+  if (kDnnl) EXPECT_NE(s.plan_summary().find("kept NHWC"), std::string::npos) << s.plan_summary();
 }
 
 // mobilenet's classifier: Gemm with its own bias C, then HardSwish as a matmul post-op.
@@ -243,8 +251,8 @@ TEST(CpuGemm, BiasedGemmHardSwishIsOneKernel) {
                  {{"transB", int64_t(1)}});
   b.output(b.node("HardSwish", {y}));
   Session s = check(b.g);
-  EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();
-  EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+  if (kDnnl) EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();
+  if (kDnnl) EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "brrr/reference.hpp"
@@ -377,6 +378,31 @@ TEST(CudaSession, Float16FusedKernelsMatchReference) {
       EXPECT_EQ(s.num_kernels(), s.num_kernels("fused")) << s.plan_summary();
     }
   }
+}
+
+TEST(CudaSession, Bf16GeluWithinOneUnitOfTheLastPlace) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  // 16-bit GELU uses erfc's Chebyshev fit; against the reference (libm erff, then rounded) every
+  // result is the same bf16 value or its neighbour, over the whole range including the tails.
+  const int64_t n = 1 << 16;
+  GraphBuilder b;
+  int x = b.input("x", {n}, DType::bf16);
+  b.output(b.node("Gelu", {x}));
+  Tensor in = Tensor::empty(DType::bf16, {n});
+  for (int64_t i = 0; i < n; ++i) in.data<bf16>()[i] = bf16(-9.0f + 18.0f * float(i) / float(n));
+  Session s(b.g, cuda_opts());
+  Tensor got = s.run({{"x", in}})[0];
+  Tensor want = run_reference(s.graph(), {{"x", in}})[0];
+  int64_t off = 0, far = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t g, w;
+    std::memcpy(&g, &got.data<bf16>()[i], 2);
+    std::memcpy(&w, &want.data<bf16>()[i], 2);
+    if (g != w) ++off;
+    if (std::abs(int(g) - int(w)) > 1 && !(float(got.data<bf16>()[i]) == 0 && float(want.data<bf16>()[i]) == 0)) ++far;
+  }
+  EXPECT_EQ(far, 0);
+  EXPECT_LT(off, n / 100) << "results off by one bf16 unit";
 }
 
 TEST(CudaSession, BadPrecisionIsAnError) {
