@@ -22,13 +22,15 @@ echo "== probe"
 timeout 120 $B/brrr probe --backend cuda 2>&1 | tail -22
 echo "== doctor"
 timeout 120 $B/brrr doctor examples/bert_tiny/model.onnx --backend cuda --json "$OUT/doctor_bert.json" 2>&1 | tail -32
-echo "== A/B: two vectors per thread (flat kernels), erf-GELU slices, GEMM chain"
-for u in 1 2; do BRRR_CUDA_FLAT_UNROLL=$u timeout 60 $B/brrr bench --backend cuda cos_cos gelu_bias --reps 20 2>&1 |
-  grep -E "^(cos_cos|gelu_bias) " | sed "s/^/unroll=$u /"; done
-for sb in 0 8388608 16777216 33554432; do BRRR_GELU_SLICE_BYTES=$sb timeout 60 $B/brrr bench --backend cuda gemm_gelu_erf --reps 20 2>&1 |
-  grep -E "^gemm_gelu_erf " | sed "s/^/slice_bytes=$sb /"; done
-for c in 1 0; do BRRR_DISABLE_GEMM_CHAIN=$c timeout 60 $B/brrr bench --backend cuda mlp_b1 mlp_b64 --reps 50 2>&1 |
+echo "== A/B: erf-GELU GEMM in L2 slices (0 = one GEMM, then the GELU pass), GEMM chain"
+for sb in 0 default; do (export BRRR_GELU_SLICE_BYTES=$sb; [ $sb = default ] && unset BRRR_GELU_SLICE_BYTES
+  timeout 60 $B/brrr bench --backend cuda gemm_gelu_erf --reps 20 2>&1 | grep -E "^gemm_gelu_erf " | sed "s/^/slice_bytes=$sb /"); done
+for c in 1 0; do BRRR_DISABLE_GEMM_CHAIN=$c timeout 60 $B/brrr bench --backend cuda mlp_b1 --reps 50 2>&1 |
   grep -E "^mlp" | sed "s/^/no_chain=$c /"; done
+echo "== cuDNN convs: models on cuda, summary lines"
+for m in squeezenet1_1 mobilenet_v3_small; do
+  BRRR_DEBUG=1 timeout 60 $B/brrr run examples/$m/model.onnx --data examples/$m/test_data_set_0 --backend cuda 2>&1 | grep -ciE "cudnn|conv" | sed "s/^/$m conv lines: /"
+done
 echo "== compute-sanitizer memcheck, CUDA tests"
 timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --print-limit 20 $B/tests/brrr_tests \
   --gtest_filter='Cuda*:DoctorCuda*:-DoctorCuda.Probe*' > "$OUT/memcheck.log" 2>&1

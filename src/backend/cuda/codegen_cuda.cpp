@@ -254,8 +254,7 @@ class KernelEmitter {
 
   // Contiguous, scalar or periodic (bias-like) operands: vector accesses over the first n/V*V
   // elements, scalar tail.
-  // Scalars are loaded once per thread; large kernels take two vectors per thread per iteration,
-  // both loads issued before any math, for more bytes in flight.
+  // Scalars are loaded once per thread.
   std::string emit_flat() {
     int64_t n = shape_numel(k_.space);
     int V = vector_width(false);  // buffers are 256-byte aligned; offsets must keep it
@@ -265,9 +264,7 @@ class KernelEmitter {
     bool vec = V > 1;
     int64_t nv = n / V;
     grid_for(nv);
-    int U = nv >= 2 * int64_t(launch_.grid.x) * launch_.block.x ? std::max(1, opts_.flat_unroll) : 1;
-    launch_.shape = fmt::format("{}{}", vec ? fmt::format("pointwise/vec{}", V) : "pointwise",
-                                U > 1 ? fmt::format("/x{}", U) : "");
+    launch_.shape = vec ? fmt::format("pointwise/vec{}", V) : "pointwise";
     std::string s;
     s += "  const i64 stride = (i64)gridDim.x * blockDim.x;\n";
     for (size_t id = 0; id < k_.exprs.size(); ++id) {
@@ -315,19 +312,8 @@ class KernelEmitter {
       return b;
     };
     auto base_of = [V](const std::string& v) { return V > 1 ? fmt::format("{} * {}", v, V) : v; };
-    s += fmt::format("  for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v < {}LL; v += {}stride) {{\n",
-                     nv, U > 1 ? fmt::format("{} * ", U) : "");
-    for (int u = 0; u < U; ++u) s += decl(V, "    ", fmt::format("_{}", u));
-    for (int u = 0; u < U; ++u) {
-      std::string vu = u ? fmt::format("(v + {} * stride)", u) : "v";
-      std::string guard = u ? fmt::format("    if ({} < {}LL) {{\n", vu, nv) : "    {\n";
-      s += guard + load(base_of(vu), V, "      ", fmt::format("_{}", u)) + "    }\n";
-    }
-    for (int u = 0; u < U; ++u) {
-      std::string vu = u ? fmt::format("(v + {} * stride)", u) : "v";
-      std::string guard = u ? fmt::format("    if ({} < {}LL) {{\n", vu, nv) : "    {\n";
-      s += guard + compute(base_of(vu), V, "      ", fmt::format("_{}", u)) + "    }\n";
-    }
+    s += fmt::format("  for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v < {}LL; v += stride) {{\n", nv);
+    s += decl(V, "    ", "") + load(base_of("v"), V, "    ", "") + compute(base_of("v"), V, "    ", "");
     s += "  }\n";
     if (V > 1 && n % V) {
       s += fmt::format("  for (i64 i = {}LL + (i64)blockIdx.x * blockDim.x + threadIdx.x; i < {}LL; i += stride) {{\n", nv * V, n);

@@ -24,8 +24,6 @@ struct CudaSource {
 
 struct CudaCodegenOptions {
   int sm_count = 132;  // caps grid-stride pointwise grids at a few waves
-  // Vectors per thread per iteration of large flat pointwise kernels (loads issued together).
-  int flat_unroll = 2;
 };
 
 // Fused kernels compute in float32; buffers are float32, bfloat16 or float16.
