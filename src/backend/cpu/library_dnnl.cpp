@@ -119,7 +119,8 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     auto kern = std::make_unique<DnnlMatMul>();
     dnnl::matmul::primitive_desc pd;
-    ThreadLimit limit(2.0 * double(shape_numel(os)) * double(ad[r - 1]) < kSingleThreadFlops);
+    double mm_bytes = 4.0 * double(shape_numel(as) + shape_numel(bs) + shape_numel(os));
+    ThreadLimit limit(one_thread(2.0 * double(shape_numel(os)) * double(ad[r - 1]), mm_bytes));
     dnnl::memory::desc biasmd;
     if (vbias >= 0) {
       dims bias_d(r, 1);
