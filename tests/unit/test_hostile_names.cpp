@@ -43,7 +43,10 @@ TEST(HostileNames, SessionMatchesReferenceAndDumpHasNoModelText) {
   for (int fusion : {1, 0}) {
     SessionOptions so = session_options(dump.string());
     so.fusion = fusion;
-    session_matches_reference(fixture("names.onnx"), names_inputs(), so, 8);  // SLEEF u10 vs libm
+    // SLEEF u10 vs libm tanhf differ by an ulp; at x = -0 the output is (0.125 - tanh(0.125)) *
+    // 0.125, a cancellation that turns 1 ulp of tanh into ~100 ulps of y (both are within 1e-5
+    // of the exact value). Which one runs depends on whether GCC vectorizes a 4-element loop.
+    session_matches_reference(fixture("names.onnx"), names_inputs(), so, 256);
   }
   check_dump(dump, 1);
   EXPECT_FALSE(fs::exists("/tmp/brrr_pwned"));

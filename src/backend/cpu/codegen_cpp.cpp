@@ -101,7 +101,9 @@ class KernelEmitter {
     const int64_t chunk = 16384;
     int64_t nb = (n + chunk - 1) / chunk;
     out_ += fmt::format("  const int64_t n = {}, nb = {};\n", n, nb);
-    out_ += fmt::format("#pragma omp parallel for schedule(static) if (n > {})\n", chunk * 2);
+    // Sizes are known here: a small kernel gets no parallel region at all (even an if(0) region
+    // costs a libgomp call and a team setup on every run).
+    if (n > chunk * 2) out_ += "#pragma omp parallel for schedule(static)\n";
     out_ += "  for (int64_t blk = 0; blk < nb; ++blk) {\n";
     out_ += fmt::format("    const int64_t lo = blk * {0}, hi = lo + {0} < n ? lo + {0} : n;\n", chunk);
     // Outputs far larger than the caches are written with streaming stores: an ordinary store
@@ -162,7 +164,7 @@ class KernelEmitter {
     int64_t R = k_.rows(), C = k_.cols();
     int rank = int(S.size());
     out_ += fmt::format("  const int64_t R = {}, C = {};\n", R, C);
-    out_ += "#pragma omp parallel for schedule(static) if (R * C > 32768 && R > 1)\n";
+    if (R * C > 32768 && R > 1) out_ += "#pragma omp parallel for schedule(static)\n";
     out_ += "  for (int64_t r = 0; r < R; ++r) {\n";
     // Unravel r over the leading dims once per row.
     out_ += "    int64_t rem = r;\n";

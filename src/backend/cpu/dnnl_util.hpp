@@ -17,6 +17,12 @@ using dt = dnnl::memory::data_type;
 // is made, so making it under a one-thread limit keeps its runs out of OpenMP regions: a region
 // costs microseconds on a quiet machine and far more when the cores are shared.
 constexpr double kSingleThreadFlops = 2e6;
+// ...unless it moves many bytes: a depthwise conv or a GEMV (M = 1) does few flops per byte, and one
+// core reaches only part of the machine's bandwidth.
+constexpr double kSingleThreadBytes = 512 * 1024;
+inline bool one_thread(double flops, double bytes) {
+  return flops < kSingleThreadFlops && bytes < kSingleThreadBytes;
+}
 class ThreadLimit {
  public:
   explicit ThreadLimit(bool one) : prev_(omp_get_max_threads()), on_(one) {

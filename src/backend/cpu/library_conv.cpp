@@ -131,7 +131,8 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
                         : dnnl::convolution_forward::desc(pk, alg, xany, wany, oany, strides, dil,
                                                           pl, pr);
     double flops = 2.0 * double(shape_numel(os)) * double(ws[1] * ws[2] * ws[3]);
-    ThreadLimit limit(flops < kSingleThreadFlops);
+    double bytes = 4.0 * double(shape_numel(xs) + shape_numel(ws) + shape_numel(os));
+    ThreadLimit limit(one_thread(flops, bytes));
     dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
     auto kern = std::make_unique<DnnlConv>();
     kern->prim = dnnl::convolution_forward(pd);

@@ -1,12 +1,19 @@
 // Hand-written library kernels: Concat as block copies, and Mean/Sum over trailing axes
 // (GlobalAveragePool, ReduceMean over H,W) as a row reduction. Plus the provider dispatch.
+#include <omp.h>
+
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/library.hpp"
 
 namespace brrr::cpu {
 
 namespace {
+
+// Below this many elements a kernel runs on the calling thread: a parallel region costs
+// microseconds, more when the cores are shared.
+constexpr int64_t kParallelElems = 32768;
 
 // Output = for each outer index, each input's contiguous chunk in turn.
 class ConcatKernel : public LibraryKernel {
@@ -43,21 +50,51 @@ class RowMeanKernel : public LibraryKernel {
   float scale = 1;
 
   int64_t channels = 0, images = 0;  // NHWC input: [images, cols, channels]
+  int nt = 1;                          // threads (1: small enough for the calling thread)
+  std::vector<float> partial;          // NHWC: nt rows of per-thread channel sums
 
   void run(void* const* slots) override {
     const float* x = static_cast<const float*>(slots[in]);
     float* y = static_cast<float*>(slots[out]);
     if (channels) {
       for (int64_t i = 0; i < images; ++i) {
-        float* yi = y + i * channels;
         const float* xi = x + i * cols * channels;
+        if (nt > 1) {
+          // Pixels split over the threads, each summing into its own row of `partial`.
+          float* part = partial.data();
+          int used = 1;
+#pragma omp parallel num_threads(nt)
+          {
+            int t = omp_get_thread_num(), n = omp_get_num_threads();
+            if (t == 0) used = n;
+            int64_t lo = cols * t / n, hi = cols * (t + 1) / n;
+            float* acc = part + int64_t(t) * channels;
+            for (int64_t c = 0; c < channels; ++c) acc[c] = 0;
+            for (int64_t p = lo; p < hi; ++p) {
+              const float* xp = xi + p * channels;
+#pragma omp simd
+              for (int64_t c = 0; c < channels; ++c) acc[c] += xp[c];
+            }
+          }
+          for (int64_t c = 0; c < channels; ++c) {
+            float sum = 0;
+            for (int t = 0; t < used; ++t) sum += part[t * channels + c];
+            y[i * channels + c] = sum * scale;
+          }
+          continue;
+        }
+        float* yi = y + i * channels;
         for (int64_t c = 0; c < channels; ++c) yi[c] = 0;
-        for (int64_t p = 0; p < cols; ++p)
-          for (int64_t c = 0; c < channels; ++c) yi[c] += xi[p * channels + c];
+        for (int64_t p = 0; p < cols; ++p) {
+          const float* xp = xi + p * channels;
+#pragma omp simd
+          for (int64_t c = 0; c < channels; ++c) yi[c] += xp[c];
+        }
         for (int64_t c = 0; c < channels; ++c) yi[c] *= scale;
       }
       return;
     }
+#pragma omp parallel for schedule(static) if (nt > 1 && rows > 1)
     for (int64_t r = 0; r < rows; ++r) {
       const float* p = x + r * cols;
       float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // eight lanes: the compiler vectorizes this
@@ -77,21 +114,28 @@ class ChannelScaleKernel : public LibraryKernel {
   int x = -1, s = -1, out = -1;
   int64_t images = 0, channels = 0, pixels = 0;
   bool nhwc = false;
+  bool par = false;  // enough elements to be worth a parallel region
 
   void run(void* const* slots) override {
     const float* xp = static_cast<const float*>(slots[x]);
     const float* sp = static_cast<const float*>(slots[s]);
     float* yp = static_cast<float*>(slots[out]);
-    for (int64_t i = 0; i < images; ++i) {
-      const float* si = sp + i * channels;
-      const float* xi = xp + i * channels * pixels;
-      float* yi = yp + i * channels * pixels;
+    // (image, row) pairs split over the threads: a row is one pixel's channels (NHWC) or one
+    // channel's pixels (NCHW).
+    int64_t per = nhwc ? pixels : channels, len = nhwc ? channels : pixels;
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t ir = 0; ir < images * per; ++ir) {
+      int64_t i = ir / per, r = ir % per;
+      const float* xr = xp + ir * len;
+      float* yr = yp + ir * len;
       if (nhwc) {
-        for (int64_t p = 0; p < pixels; ++p)
-          for (int64_t c = 0; c < channels; ++c) yi[p * channels + c] = xi[p * channels + c] * si[c];
+        const float* si = sp + i * channels;
+#pragma omp simd
+        for (int64_t c = 0; c < len; ++c) yr[c] = xr[c] * si[c];
       } else {
-        for (int64_t c = 0; c < channels; ++c)
-          for (int64_t p = 0; p < pixels; ++p) yi[c * pixels + p] = xi[c * pixels + p] * si[c];
+        const float sc = sp[i * channels + r];
+#pragma omp simd
+        for (int64_t p = 0; p < len; ++p) yr[p] = xr[p] * sc;
       }
     }
   }
@@ -142,6 +186,7 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     kern->images = xs[0], kern->channels = xs[1], kern->pixels = xs[2] * xs[3];
     kern->nhwc = is_nhwc(nhwc, vout);
     if (is_nhwc(nhwc, a) != kern->nhwc) return nullptr;
+    kern->par = shape_numel(xs) >= kParallelElems;
     return kern;
   }
   if (n.op == "GlobalAveragePool" || n.op == "ReduceMean" || n.op == "ReduceSum") {
@@ -161,6 +206,10 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     kern->rows = rows;
     kern->cols = numel / rows;
     kern->scale = n.op == "ReduceSum" ? 1.f : 1.f / float(kern->cols);
+    if (numel >= kParallelElems && omp_get_max_threads() > 1) {
+      kern->nt = omp_get_max_threads();
+      if (kern->channels) kern->partial.assign(size_t(kern->nt * kern->channels), 0.f);
+    }
     return kern;
   }
   return nullptr;

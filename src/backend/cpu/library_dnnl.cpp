@@ -6,6 +6,7 @@
 #include "backend/cpu/dnnl_util.hpp"
 #endif
 
+#include <cstdlib>
 #include <unordered_map>
 
 namespace brrr::cpu {
@@ -21,8 +22,10 @@ class DnnlMatMul : public LibraryKernel {
     dnnl::memory mem;
   };
   dnnl::matmul prim;
-  std::vector<Operand> ops;  // src, weights, [bias], dst
+  std::vector<Operand> ops;  // src, weights, [bias], dst (weights absent when prepacked)
   std::unordered_map<int, dnnl::memory> args;
+  dnnl::memory packed;   // constant weights in the layout the primitive chose, made once
+  dnnl::memory scratch;  // user scratchpad: no allocation inside execute
   dnnl::stream strm{engine()};
 
   void run(void* const* slots) override {
@@ -95,6 +98,11 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
   }
   try {
     dnnl::memory::desc amd(ad, dt::f32, ast), bmd(bd, dt::f32, bst);
+    // Constant weights let the primitive pick its own layout (the reorder is done once, below):
+    // with the stored layout, brgemm repacks B into its scratchpad on every run.
+    const Tensor& wconst = g.value(vb).constant;
+    bool prepack = wconst.defined() && !std::getenv("BRRR_NO_PREPACK");
+    dnnl::memory::desc bany = prepack ? dnnl::memory::desc(bd, dt::f32, tag::any) : bmd;
     dnnl::memory::desc omd(od, dt::f32, strides_of(od, false));
     dnnl::post_ops po;
     if (k.activation == "relu") po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
@@ -108,17 +116,19 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
       return nullptr;
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     auto kern = std::make_unique<DnnlMatMul>();
     dnnl::matmul::primitive_desc pd;
-    ThreadLimit limit(2.0 * double(shape_numel(os)) * double(ad[r - 1]) < kSingleThreadFlops);
+    double mm_bytes = 4.0 * double(shape_numel(as) + shape_numel(bs) + shape_numel(os));
+    ThreadLimit limit(one_thread(2.0 * double(shape_numel(os)) * double(ad[r - 1]), mm_bytes));
     dnnl::memory::desc biasmd;
     if (vbias >= 0) {
       dims bias_d(r, 1);
       bias_d[r - 1] = os.back();
       biasmd = dnnl::memory::desc(bias_d, dt::f32, strides_of(bias_d, false));
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(amd, bmd, biasmd, omd), attr, engine());
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(amd, bany, biasmd, omd), attr, engine());
     } else {
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(amd, bmd, omd), attr, engine());
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(amd, bany, omd), attr, engine());
     }
     kern->prim = dnnl::matmul(pd);
     auto add = [&](int arg, int value, const dnnl::memory::desc& md) {
@@ -127,9 +137,21 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
       kern->ops.push_back(o);
     };
     add(DNNL_ARG_SRC, va, amd);
-    add(DNNL_ARG_WEIGHTS, vb, bmd);
+    if (prepack) {
+      Tensor wc = wconst.contiguous();
+      dnnl::memory wu(bmd, engine(), const_cast<void*>(wc.raw()));
+      kern->packed = dnnl::memory(pd.weights_desc(), engine());
+      dnnl::stream s(engine());
+      dnnl::reorder(wu, kern->packed).execute(s, wu, kern->packed);
+      s.wait();
+      kern->args[DNNL_ARG_WEIGHTS] = kern->packed;
+    } else {
+      add(DNNL_ARG_WEIGHTS, vb, bmd);
+    }
     if (vbias >= 0) add(DNNL_ARG_BIAS, vbias, biasmd);
     add(DNNL_ARG_DST, vout, omd);
+    kern->scratch = dnnl::memory(pd.scratchpad_desc(), engine());
+    kern->args[DNNL_ARG_SCRATCHPAD] = kern->scratch;
     return kern;
   } catch (const dnnl::error&) {
     return nullptr;  // a case oneDNN does not implement: reference fallback

@@ -1,0 +1,94 @@
+// oneDNN matmul library kernels in a Session against the reference executor: constant weights
+// are prepacked once into the primitive's own layout, computed weights are read in place.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "brrr/reference.hpp"
+#include "brrr/session.hpp"
+#include "runtime/graph_builder.hpp"
+
+namespace brrr {
+namespace {
+
+Tensor rnd(const Shape& s, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> v(size_t(shape_numel(s)));
+  for (auto& x : v) x = d(rng);
+  return Tensor::from_vector<float>(s, v);
+}
+
+// Runs g three times (the later runs reuse every buffer and the packed weights) and compares
+// with the reference; returns the number of library kernels.
+int check(const Graph& g) {
+  std::map<std::string, Tensor> in;
+  unsigned seed = 7;
+  for (int id : g.inputs) in[g.value(id).name] = rnd(g.value(id).shape, seed++);
+  Session s(g, SessionOptions{});
+  std::vector<Tensor> got;
+  for (int r = 0; r < 3; ++r) got = s.run(in);
+  std::vector<Tensor> want = run_reference(s.graph(), in);
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
+    EXPECT_EQ(got[k].shape(), want[k].shape());
+    if (got[k].shape() != want[k].shape()) continue;
+    int64_t bad = -1;
+    for (int64_t i = 0; i < want[k].numel() && bad < 0; ++i) {
+      double a = got[k].at_double(i), b = want[k].at_double(i);
+      if (!(std::abs(a - b) <= 1e-4 + 1e-4 * std::abs(b))) bad = i;
+    }
+    EXPECT_EQ(bad, -1) << "output " << k << " at " << bad << "\n" << s.plan_summary();
+  }
+  return s.num_kernels("library");
+}
+
+TEST(CpuMatMul, GemmTransBConstantWeights) {  // the mlp_tiny / classifier case
+  GraphBuilder b;
+  int x = b.input("x", {4, 64});
+  b.output(b.node("Gemm", {x, b.constant("w", rnd({256, 64}, 1)), b.constant("c", rnd({256}, 2))},
+                  {{"transB", int64_t(1)}}));
+  EXPECT_EQ(check(b.g), 1);
+}
+
+TEST(CpuMatMul, GemmTransAConstantWeights) {
+  GraphBuilder b;
+  int x = b.input("x", {48, 5});
+  b.output(b.node("Gemm", {x, b.constant("w", rnd({48, 80}, 3))}, {{"transA", int64_t(1)}}));
+  EXPECT_EQ(check(b.g), 1);
+}
+
+TEST(CpuMatMul, MatMulConstantWeightsRelu) {
+  GraphBuilder b;
+  int x = b.input("x", {2, 7, 96});
+  int y = b.node("MatMul", {x, b.constant("w", rnd({96, 130}, 4))});
+  b.output(b.node("Relu", {b.node("Add", {y, b.constant("bias", rnd({130}, 5))})}));
+  EXPECT_EQ(check(b.g), 1);
+}
+
+TEST(CpuMatMul, BatchedConstantWeights) {
+  GraphBuilder b;
+  int x = b.input("x", {3, 9, 33});
+  b.output(b.node("MatMul", {x, b.constant("w", rnd({3, 33, 17}, 6))}));
+  EXPECT_EQ(check(b.g), 1);
+}
+
+TEST(CpuMatMul, ComputedWeightsAreReadInPlace) {
+  GraphBuilder b;
+  int x = b.input("x", {5, 40});
+  int w = b.node("Tanh", {b.input("w", {40, 70})});
+  b.output(b.node("MatMul", {x, w}));
+  EXPECT_EQ(check(b.g), 1);
+}
+
+TEST(CpuMatMul, SharedConstantWeightsTwoKernels) {  // one constant packed by two primitives
+  GraphBuilder b;
+  int w = b.constant("w", rnd({64, 64}, 8));
+  int h = b.node("MatMul", {b.input("x", {4, 64}), w});
+  b.output(b.node("MatMul", {b.node("Tanh", {h}), w}));
+  EXPECT_EQ(check(b.g), 2);
+}
+
+}  // namespace
+}  // namespace brrr
