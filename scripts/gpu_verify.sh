@@ -22,9 +22,7 @@ echo "== probe"
 timeout 120 $B/brrr probe --backend cuda 2>&1 | tail -22
 echo "== doctor"
 timeout 120 $B/brrr doctor examples/bert_tiny/model.onnx --backend cuda --json "$OUT/doctor_bert.json" 2>&1 | tail -32
-echo "== A/B: erf-GELU GEMM in L2 slices (0 = one GEMM, then the GELU pass), GEMM chain"
-for sb in 0 default; do (export BRRR_GELU_SLICE_BYTES=$sb; [ $sb = default ] && unset BRRR_GELU_SLICE_BYTES
-  timeout 60 $B/brrr bench --backend cuda gemm_gelu_erf --reps 20 2>&1 | grep -E "^gemm_gelu_erf " | sed "s/^/slice_bytes=$sb /"); done
+echo "== A/B: GEMM chain (BRRR_DISABLE_GEMM_CHAIN=1: one cuBLASLt call per layer)"
 for c in 1 0; do BRRR_DISABLE_GEMM_CHAIN=$c timeout 60 $B/brrr bench --backend cuda mlp_b1 --reps 50 2>&1 |
   grep -E "^mlp" | sed "s/^/no_chain=$c /"; done
 echo "== doctor on a conv net (cuDNN convs)"

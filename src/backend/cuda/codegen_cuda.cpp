@@ -233,10 +233,16 @@ class KernelEmitter {
       case Expr::Load: return load;
       case Expr::Pointwise: {
         std::string c = subst(e.code, e.args);
-        if (stores16()) {  // 16-bit results: the erf GELU with 16-bit accuracy
+        if (stores16()) {
+          // 16-bit results: the erf GELU through erfc's fit, and exp through the hardware
+          // exp2 (__expf: a few units in the float's last place, far under a 16-bit rounding).
           for (const char* f : {"brrr_gelu_none(", "brrr_gelu_erf("})
             for (size_t p = c.find(f); p != std::string::npos; p = c.find(f, p))
               c.replace(p, std::strlen(f), "brrr_gelu_erf16(");
+          for (size_t p = c.find("expf("); p != std::string::npos; p = c.find("expf(", p + 2)) {
+            bool word = p == 0 || !(std::isalnum(static_cast<unsigned char>(c[p - 1])) || c[p - 1] == '_');
+            if (word) c.replace(p, 5, "__expf(");
+          }
         }
         return c;
       }

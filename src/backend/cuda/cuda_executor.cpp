@@ -106,9 +106,6 @@ struct CudaExecutor::Impl {
     DevPtr a_src = 0, b_src = 0, c_dst = 0;  // f32 tensors cast in / out per run (0: none)
     int64_t na = 0, nb = 0, nc = 0;
     bool gelu_erf = false;
-    // erf GELU: the GEMM runs in slices of this many rows, each followed by its GELU pass while
-    // the slice is still in L2 (M: one slice).
-    int64_t slice_rows = 0;
   };
   // A Conv on cuDNN, then (when there is a bias, sum or activation) brrr_conv_epilogue in place.
   // The epilogue's arguments live here, so argp stays valid for the step's lifetime.
@@ -497,16 +494,6 @@ struct CudaExecutor::Impl {
       if (vbias >= 0) gm.bias = upload(host_cast(g.value(vbias).constant, et, false), who + " bias");
       else gm.bias = upload(Tensor::zeros(et, {gm.shape.n}), who + " zero bias");
     }
-    gm.slice_rows = gm.shape.m;
-    if (gm.gelu_erf && !cast && gm.shape.batch == 1) {
-      // A slice's output takes at most a third of L2 (BRRR_GELU_SLICE_BYTES overrides; 0 = no
-      // slicing), in whole multiples of 128 rows so each slice GEMM keeps full tiles.
-      int64_t budget = int64_t(dev.info().l2_bytes) / 3;
-      if (const char* e = std::getenv("BRRR_GELU_SLICE_BYTES")) budget = std::atoll(e);
-      int64_t row_bytes = gm.shape.n * int64_t(dtype_size(gm.data));
-      int64_t rows = budget > 0 ? budget / row_bytes / 128 * 128 : 0;
-      if (rows >= 128 && rows < gm.shape.m) gm.slice_rows = rows;
-    }
     s->gemm = gm;
   }
 
@@ -549,18 +536,6 @@ struct CudaExecutor::Impl {
         const char* t = m.prec == GemmPrecision::kBf16 ? "bf16" : "f16";
         if (m.a_src) launch_helper(fmt::format("brrr_cvt_f32_{}", t), {m.a_src, m.a}, m.na);
         if (m.b_src) launch_helper(fmt::format("brrr_cvt_f32_{}", t), {m.b_src, m.b}, m.nb);
-        if (m.slice_rows < m.shape.m) {  // erf GELU per L2-sized slice of rows
-          const char* o = m.data == DType::bf16 ? "bf16" : m.data == DType::f16 ? "f16" : "f32";
-          const int64_t el = int64_t(dtype_size(m.data));
-          for (int64_t r0 = 0; r0 < m.shape.m; r0 += m.slice_rows) {
-            GemmShape sh = m.shape;
-            sh.m = std::min(m.slice_rows, m.shape.m - r0);
-            DevPtr a = m.a + DevPtr(r0 * sh.k * el), c = m.c + DevPtr(r0 * sh.n * el);
-            lt.run(m.prec, m.epi, sh, a, m.b, c, m.bias, stream, s.what);
-            launch_helper(fmt::format("brrr_gelu_erf_{}", o), {c}, sh.m * sh.n);
-          }
-          return;
-        }
         lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, s.what);
         if (m.c_dst) launch_helper(fmt::format("brrr_cvt_{}_f32", t), {m.c, m.c_dst}, m.nc);
         if (m.gelu_erf) {
@@ -808,10 +783,7 @@ std::string CudaExecutor::summary() const {
       s += fmt::format("  {:<24} cuBLASLt {} {} m{} n{} k{} batch {}{}\n", m.plan.kernels[i].name,
                        to_string(st.gemm.prec), to_string(st.gemm.epi), st.gemm.shape.m,
                        st.gemm.shape.n, st.gemm.shape.k, st.gemm.shape.batch,
-                       !st.gemm.gelu_erf ? ""
-                       : st.gemm.slice_rows < st.gemm.shape.m
-                           ? fmt::format(" + erf GELU kernel, in slices of {} rows", st.gemm.slice_rows)
-                           : std::string(" + erf GELU kernel"));
+                       st.gemm.gelu_erf ? " + erf GELU kernel" : "");
     else if (st.type == Impl::Step::Conv)
       s += fmt::format("  {:<24} cuDNN conv {}{}\n", m.plan.kernels[i].name,
                        st.conv->dnn->describe(),

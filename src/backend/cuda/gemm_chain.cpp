@@ -102,7 +102,9 @@ std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& s)
     w += "    }\n  }\n";
     return w;
   };
+  // Weights are fetched two layers ahead, so their L2 latency is off the layer-to-layer path.
   b += load_w(0);
+  if (L > 1) b += load_w(1);
   b += "  __syncthreads();\n";
   // Every CTA of the cluster must be running before any writes into its shared memory: arrive
   // now, wait just before the first push.
@@ -143,9 +145,9 @@ std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& s)
                        kChainCtas, (i + 1) % 2, l.n);
     b += "  }\n";
     if (i + 1 < L) {
-      // Arrive once this CTA's pushes are issued; fetch the next weights while the others finish.
+      // Arrive once this CTA's pushes are issued; fetch weights while the others finish.
       b += "  brrr_cluster_arrive();\n";
-      b += load_w(i + 1);
+      if (i + 2 < L) b += load_w(i + 2);
       b += "  brrr_cluster_wait();\n";
     }
     // After the last layer nothing reads another CTA's shared memory: no barrier.

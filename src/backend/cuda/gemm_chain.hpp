@@ -3,7 +3,7 @@
 // not by FLOPs or bytes. One thread-block cluster runs the whole chain: each CTA owns a slice of
 // every layer's output columns, keeps the layer input in shared memory, pushes its slice of each
 // output into every CTA's shared memory (distributed shared memory) before a split cluster barrier,
-// and fetches the next layer's weights into registers between arriving and waiting. Header free of
+// and fetches weights two layers ahead into registers between arriving and waiting. Header free of
 // CUDA includes.
 #pragma once
 #include <cstdint>
