@@ -18,7 +18,7 @@ struct TensorUse {
 
 struct KernelRecord {
   std::string name;                  // kernel name, e.g. "fused_3_softmax" or a node name
-  std::string kind;                  // "fused", "library", "copy" or "reference"
+  std::string kind;                  // "fused", "library", "copy", "reference" or "gemm_chain"
   std::vector<std::string> ops;      // op types it covers, e.g. {"Sub","Exp","ReduceSum","Div"}
   std::vector<std::string> nodes;    // node names it covers (fused_from)
   OpClass cls = OpClass::elementwise;  // class of the dominant op (contraction wins, then norm)

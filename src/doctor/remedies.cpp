@@ -108,7 +108,7 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
         at_ceiling_ms);
   else
     add("fusion", 0,
-        p.kernels.empty() || p.kernels[0].reads.empty() && p.kernels[0].writes.empty()
+        p.kernels.empty() || (p.kernels[0].reads.empty() && p.kernels[0].writes.empty())
             ? "no tensor reads/writes in this profile: cannot see intermediates"
             : "no single-consumer intermediates left to fuse");
 

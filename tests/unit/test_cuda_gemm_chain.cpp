@@ -119,6 +119,18 @@ TEST(CudaGemmChain, IntermediateOutputsAreWritten) {
       EXPECT_NEAR(got[k].data<float>()[i], want[k].data<float>()[i], 1e-4) << k << " " << i;
 }
 
+TEST(CudaGemmChain, ProfileHasOneRecordForTheChain) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  SessionOptions o;
+  o.backend = "cuda";
+  Session s(chain_graph(1, {256, 256, 256, 256}, "relu"), o);
+  RunProfile p = s.profile({{"x", uniform({1, 256}, -1, 1, 3)}}, 5);
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_EQ(p.kernels[0].kind, "gemm_chain");
+  EXPECT_GE(p.kernels[0].cost.flops, 3 * 2.0 * 256 * 256);  // the three layers
+  EXPECT_GT(p.kernels[0].time_ms, 0);
+}
+
 TEST(CudaGemmChain, BatchOverEightUsesCuBlasLt) {
   BRRR_REQUIRE_CUDA_DEVICE();
   EXPECT_LE(check(chain_graph(16, {256, 256, 256}, "relu"), 16, 256, "cuBLASLt"), 1e-5);

@@ -756,6 +756,21 @@ RunProfile CudaExecutor::profile(const std::map<std::string, Tensor>& inputs, in
       rec.start_ms = std::max(t, end - rec.time_ms);
     }
     t = rec.start_ms + rec.time_ms;
+    if (m.steps[i].type == Step::InChain && !prof.kernels.empty()) {
+      // One launch ran the whole chain: its record covers every layer (ops, cost, tensors).
+      KernelRecord& c = prof.kernels.back();
+      c.name += "+" + rec.name;
+      c.ops.insert(c.ops.end(), rec.ops.begin(), rec.ops.end());
+      c.nodes.insert(c.nodes.end(), rec.nodes.begin(), rec.nodes.end());
+      c.cost.flops += rec.cost.flops;
+      c.cost.bytes += rec.cost.bytes;
+      for (const auto& [fn, n] : rec.cost.special) c.cost.special[fn] += n;
+      c.time_ms += rec.time_ms;
+      c.reads.insert(c.reads.end(), rec.reads.begin(), rec.reads.end());
+      c.writes.insert(c.writes.end(), rec.writes.begin(), rec.writes.end());
+      continue;
+    }
+    if (m.steps[i].type == Step::Chain) rec.kind = "gemm_chain";
     prof.kernels.push_back(std::move(rec));
   }
   return prof;
