@@ -119,6 +119,26 @@ TEST(CudaGemmChain, IntermediateOutputsAreWritten) {
       EXPECT_NEAR(got[k].data<float>()[i], want[k].data<float>()[i], 1e-4) << k << " " << i;
 }
 
+TEST(CudaGemmChain, IntermediateReadByAnotherKernelIsWritten) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  // The second layer's output also feeds a Sigmoid kernel after the chain.
+  Graph g = chain_graph(2, {64, 64, 64, 64}, "relu");
+  GraphBuilder b;
+  b.g = g;
+  int mid = b.g.nodes[5].outputs[0];  // the second layer's ReLU
+  b.output(b.node("Sigmoid", {mid}));
+  SessionOptions o;
+  o.backend = "cuda";
+  Session s(b.g, o);
+  EXPECT_NE(s.plan_summary().find("GEMM chain"), std::string::npos) << s.plan_summary();
+  std::map<std::string, Tensor> in{{"x", uniform({2, 64}, -1, 1, 8)}};
+  std::vector<Tensor> got = s.run(in), want = run_reference(s.graph(), in);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t k = 0; k < 2; ++k)
+    for (int64_t i = 0; i < got[k].numel(); ++i)
+      EXPECT_NEAR(got[k].data<float>()[i], want[k].data<float>()[i], 1e-4) << k << " " << i;
+}
+
 TEST(CudaGemmChain, ProfileHasOneRecordForTheChain) {
   BRRR_REQUIRE_CUDA_DEVICE();
   SessionOptions o;

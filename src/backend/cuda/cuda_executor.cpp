@@ -246,6 +246,12 @@ struct CudaExecutor::Impl {
           l.n = gm.shape.n;
           l.bias = gm.epi != GemmEpilogue::kNone;
           l.act = gm.epi == GemmEpilogue::kReluBias ? "relu" : gm.epi == GemmEpilogue::kGeluBias ? "gelu_tanh" : "";
+          // An intermediate only the next layer reads stays in the cluster's shared memory.
+          int y = plan.kernels[size_t(q)].outputs.at(0);
+          l.store = q == j || std::find(g.outputs.begin(), g.outputs.end(), y) != g.outputs.end();
+          for (int r = 0; r < nk && !l.store; ++r)
+            if (r != q + 1)
+              for (int v : plan.kernels[size_t(r)].inputs) l.store = l.store || v == y;
           spec.layers.push_back(l);
         }
         if (gemm_chain_unsupported(spec).empty()) {

@@ -100,6 +100,9 @@ std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& s)
     w += fmt::format("      w{}[j] = (ks < {} && k < {}) ? __ldg(W{} + (long long)k * {} + rank * {} + c) : 0.0f;\n",
                      i, o.ks, l.k, i, l.n, o.nb);
     w += "    }\n  }\n";
+    if (l.bias)  // this thread's first output column's bias, off the layer's critical path
+      w += fmt::format("  const float bb{0} = t < {1} ? __ldg(bias{0} + rank * {2} + t % {2}) : 0.0f;\n",
+                       i, M * o.nb, o.nb);
     return w;
   };
   // Weights are fetched two layers ahead, so their L2 latency is off the layer-to-layer path.
@@ -136,10 +139,10 @@ std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& s)
     b += "    float v = 0.0f;\n";
     b += fmt::format("    for (int q = 0; q < {}; ++q) v += red[(q * {} + m) * {} + c];\n", o.ks, M, o.nb);
     b += fmt::format("    const int col = rank * {} + c;\n", o.nb);
-    if (l.bias) b += fmt::format("    v += __ldg(bias{} + col);\n", i);
+    if (l.bias) b += fmt::format("    v += o == t ? bb{0} : __ldg(bias{0} + col);\n", i);
     if (l.act == "relu") b += "    v = v > 0.0f ? v : 0.0f;\n";
     if (l.act == "gelu_tanh") b += "    v = brrr_gelu_tanh(v);\n";
-    b += fmt::format("    y{}[m * {} + col] = v;\n", i, l.n);
+    if (l.store || i + 1 == L) b += fmt::format("    y{}[m * {} + col] = v;\n", i, l.n);
     if (i + 1 < L)  // the next layer's input, pushed into every CTA
       b += fmt::format("    for (unsigned r = 0; r < {}; ++r) brrr_dsmem_st(&xs[{}][m * {} + col], r, v);\n",
                        kChainCtas, (i + 1) % 2, l.n);

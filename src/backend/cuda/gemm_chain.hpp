@@ -16,6 +16,7 @@ struct ChainLayer {
   std::int64_t k = 0, n = 0;  // y[M,n] = act(x[M,k] @ W[k,n] + bias[n])
   bool bias = false;
   std::string act;  // "", "relu", "gelu_tanh"
+  bool store = true;  // write y to global memory (the last layer's always is)
 };
 
 struct GemmChainSpec {
@@ -32,7 +33,8 @@ std::string gemm_chain_unsupported(const GemmChainSpec& spec);
 
 // CUDA source of `extern "C" __global__ void <symbol>(const float* x, then per layer
 // const float* W, const float* bias (or null), float* y)`; launch one cluster: grid kChainCtas,
-// block kChainThreads. Every layer's output is written to its y (later kernels may read it).
+// block kChainThreads. The last layer's y is always written; earlier ones when `store` (another
+// kernel or the caller reads them): an unread intermediate never leaves the cluster.
 std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& spec);
 
 }  // namespace brrr::cuda
