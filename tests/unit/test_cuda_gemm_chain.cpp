@@ -125,6 +125,7 @@ TEST(CudaGemmChain, IntermediateReadByAnotherKernelIsWritten) {
   Graph g = chain_graph(2, {64, 64, 64, 64}, "relu");
   GraphBuilder b;
   b.g = g;
+  b.count = 1000;  // fresh names
   int mid = b.g.nodes[5].outputs[0];  // the second layer's ReLU
   b.output(b.node("Sigmoid", {mid}));
   SessionOptions o;
