@@ -411,6 +411,8 @@ struct CudaExecutor::Impl {
     DeviceInfo info = dev.info();
     CudaCodegenOptions co;
     co.sm_count = info.sm_count;
+    if (const char* e = std::getenv("BRRR_CUDA_FLAT_UNROLL")) co.flat_unroll = std::atoi(e);  // A/B
+    if (const char* e = std::getenv("BRRR_CUDA_MEMO")) co.memo = std::string(e) != "0";       // A/B
     src = generate_cuda(g, plan, co);
     src.text += chain_src;
     NvrtcCompiler nv(info.arch(), opts.cache_dir.empty() ? default_cuda_cache_dir() : opts.cache_dir + "/cuda");
