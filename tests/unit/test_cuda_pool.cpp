@@ -10,8 +10,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <fstream>
 #include <random>
+#include <set>
 
+#include "brrr/onnx.hpp"
 #include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
@@ -310,7 +313,73 @@ TEST(CudaPool, ConvNetRunsAsOneGraph) {
   for (const auto& k : prof.kernels) EXPECT_GT(k.time_ms, 0.0) << k.name;
 }
 
+std::string example_model(const std::string& name) {
+  return std::string(BRRR_TEST_DATA) + "/../../examples/" + name + "/model.onnx";
+}
+bool file_exists(const std::string& p) { return std::ifstream(p).good(); }
+
+// The two example conv nets run with no host kernel, as one CUDA graph, and match the reference.
+TEST(CudaPool, ExampleModelsRunWithoutHostKernels) {
+  REQUIRE_CUDNN_POOL();
+  for (const char* name : {"squeezenet1_1", "mobilenet_v3_small"}) {
+    SCOPED_TRACE(name);
+    const std::string path = example_model(name);
+    if (!file_exists(path)) GTEST_SKIP() << path << " not found";
+    Graph g = load_onnx(path);
+    Session s(g, cuda_opts());
+    const std::string sum = s.plan_summary();
+    EXPECT_EQ(sum.find("host fallback"), std::string::npos) << sum;
+    EXPECT_NE(sum.find("CUDA graph on"), std::string::npos) << sum;
+    std::map<std::string, Tensor> in;
+    for (int id : s.graph().inputs) {
+      Shape sh = s.graph().value(id).shape;
+      in[s.graph().value(id).name] = rnd(sh, 0.f, 1.f);
+    }
+    std::vector<Tensor> got = s.run(in), want = run_reference(s.graph(), in);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      std::vector<float> out(size_t(got[k].numel()));
+      std::vector<double> ref(out.size());
+      for (int64_t i = 0; i < got[k].numel(); ++i)
+        out[size_t(i)] = float(got[k].at_double(i)), ref[size_t(i)] = want[k].at_double(i);
+      EXPECT_LE(brrr_cuda_test::rel_l2(out, ref), 1e-4) << "output " << k;
+    }
+  }
+}
+
 // ---- No device needed ----
+
+// The example nets' plans hold only library kernels the CUDA session has a device path for, and
+// their pools map onto cuDNN (the rest of the decision needs a device: the GPU tests above).
+TEST(CudaPoolGeometry, ExampleModelsMapToDevicePaths) {
+  for (const char* name : {"squeezenet1_1", "mobilenet_v3_small"}) {
+    SCOPED_TRACE(name);
+    const std::string path = example_model(name);
+    if (!file_exists(path)) GTEST_SKIP() << path << " not found";
+    Graph g = load_onnx(path);
+    infer_shapes(g, {});
+    eliminate_dead_nodes(g);
+    plan::FusionOptions fo;
+    fo.float16 = true;
+    plan::Plan p = plan::build_plan(g, fo);
+    int pools = 0;
+    for (const plan::Kernel& k : p.kernels) {
+      EXPECT_NE(k.kind, plan::KernelKind::Reference) << k.name;
+      if (k.kind != plan::KernelKind::Library) continue;
+      const Node& n = g.nodes[size_t(k.nodes[0])];
+      static const std::set<std::string> kOps = {"Conv", "Gemm", "MatMul", "MaxPool",
+                                                 "AveragePool", "Concat", "GlobalAveragePool",
+                                                 "ReduceMean", "ReduceSum", "Mul"};
+      EXPECT_TRUE(kOps.count(n.op)) << n.op;
+      if (n.op == "MaxPool" || n.op == "AveragePool") {
+        cuda::PoolGeometry geo;
+        EXPECT_EQ(cuda::pool_geometry(n, g, &geo), "") << n.name;
+        ++pools;
+      }
+    }
+    if (std::string(name) == "squeezenet1_1") EXPECT_EQ(pools, 3);
+  }
+}
 
 // The helper kernels (row mean, channel scale) are in every module and compile with NVRTC.
 TEST(CudaPoolCodegen, HelperKernelsCompileWithNvrtc) {
