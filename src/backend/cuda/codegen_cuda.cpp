@@ -612,10 +612,11 @@ static __device__ __forceinline__ void brrr_gelu_erf_inplace(T* __restrict__ a, 
       "y[i] = x[i] * s[i / hw];");
   // Sum of each `cols`-long row times `scale` (GlobalAveragePool, ReduceMean / ReduceSum over
   // trailing axes): one warp per row, rows grid-strided.
-  s += R"(extern "C" __global__ void brrr_row_mean(const float* __restrict__ x, float* __restrict__ y,
-                                         i64 rows, i64 cols, float scale) {
+  s += R"(extern "C" __global__ void brrr_row_mean(const float* __restrict__ x,
+                                         float* __restrict__ y, i64 rows, i64 cols, float scale) {
   const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
-  for (i64 r = (i64)blockIdx.x * warps + (threadIdx.x >> 5); r < rows; r += (i64)gridDim.x * warps) {
+  const i64 step = (i64)gridDim.x * warps;
+  for (i64 r = (i64)blockIdx.x * warps + (threadIdx.x >> 5); r < rows; r += step) {
     const float* row = x + r * cols;
     float acc = 0.f;
     for (i64 c = lane; c < cols; c += 32) acc += row[c];

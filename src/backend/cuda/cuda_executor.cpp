@@ -3,8 +3,9 @@
 // uploaded once, cast and transposed for the GEMM as needed), so the step list can be captured
 // into one CUDA graph and replayed. GEMMs run on cuBLASLt, Convs on cuDNN (cudnn_conv.hpp) with
 // their epilogue in one helper kernel, pools on cuDNN (cudnn_pool.hpp), Concat as 2-D copies,
-// mean / sum over trailing axes and squeeze-excite channel scales as helper kernels. Kernels with no CUDA path run on the host with their
-// reference kernels (a device->host->device round trip), reported in the summary and on stderr.
+// mean / sum over trailing axes and squeeze-excite channel scales as helper kernels. Kernels with
+// no CUDA path run on the host with their reference kernels (a device->host->device round trip),
+// reported in the summary and on stderr.
 #include "backend/cuda/cuda_executor.hpp"
 
 #include <fmt/format.h>
@@ -337,7 +338,8 @@ struct CudaExecutor::Impl {
       const int64_t rank = int64_t(yv.shape.size());
       int64_t axis = n.attr_int("axis", 0);
       if (axis < 0) axis += rank;
-      if (axis < 0 || axis >= rank) return fmt::format("Concat axis out of range for {}", shape_str(yv.shape));
+      if (axis < 0 || axis >= rank)
+        return fmt::format("Concat axis out of range for {}", shape_str(yv.shape));
       const size_t es = dtype_size(yv.dtype);
       for (int64_t i = 0; i < axis; ++i) r->outer *= size_t(yv.shape[size_t(i)]);
       if (shape_numel(yv.shape) == 0) return "Concat with an empty output";
@@ -667,7 +669,8 @@ struct CudaExecutor::Impl {
     };
     r.x = at(r.vx), r.sc = at(r.vs), r.y = at(r.vy);
     auto grid_for = [&](int64_t items, int64_t per_block) {
-      int64_t b = std::min<int64_t>((items + per_block - 1) / per_block, int64_t(dev.info().sm_count) * 32);
+      int64_t b = std::min<int64_t>((items + per_block - 1) / per_block,
+                                    int64_t(dev.info().sm_count) * 32);
       return Dim3{unsigned(std::max<int64_t>(b, 1)), 1, 1};
     };
     switch (r.kind) {

@@ -72,7 +72,8 @@ std::string pool_geometry(const Node& n, const Graph& g, PoolGeometry* geo) {
     out->assign(s.begin(), s.end());
     return shape_numel(s) <= INT32_MAX;
   };
-  if (!narrow(xs, &geo->x) || !narrow(ys, &geo->y)) return "a pool tensor has 2^31 elements or more";
+  if (!narrow(xs, &geo->x) || !narrow(ys, &geo->y))
+    return "a pool tensor has 2^31 elements or more";
   geo->window.clear(), geo->pad.clear(), geo->stride.clear();
   for (size_t i = 0; i < w.out.size(); ++i) {
     if (w.k[i] > INT32_MAX || w.pb[i] > INT32_MAX || w.s[i] > INT32_MAX)
