@@ -153,7 +153,7 @@ struct CudaExecutor::Impl {
     Function fn;
     Dim3 grid, block;
     std::vector<void*> argp;
-    std::string desc;
+    std::string desc, who;  // who: "k3 (Concat fire2/concat)" for error messages
   };
   struct Step {
     // Chain: a run of small-batch GEMMs as one cluster kernel (gemm_chain.hpp), at its first
@@ -319,14 +319,14 @@ struct CudaExecutor::Impl {
     const int vy = n.outputs[0];
     const Value& yv = g.value(vy);
     r->vy = vy;
+    r->who = fmt::format("{} ({} {})", k.name, n.op, n.name);
     if (n.op == "MaxPool" || n.op == "AveragePool") {
       r->kind = OpRun::Pool;
       r->vx = n.inputs.at(0);
       if (std::string why = pool_geometry(n, g, &r->geo); !why.empty()) return why;
       if (!open_dnn()) return dnn_why;
       try {
-        r->pool = std::make_unique<CudnnPool>(*dnn, r->geo,
-                                              fmt::format("{} ({} {})", k.name, n.op, n.name));
+        r->pool = std::make_unique<CudnnPool>(*dnn, r->geo, r->who);
       } catch (const Error& e) {
         return e.what();
       }
@@ -698,7 +698,8 @@ struct CudaExecutor::Impl {
     }
   }
 
-  void exec_op(OpRun& r, const std::string& what) {
+  void exec_op(OpRun& r) {
+    const std::string& what = r.who;
     switch (r.kind) {
       case OpRun::Pool: r.pool->run(r.x, r.y); return;
       case OpRun::Concat:
@@ -747,7 +748,7 @@ struct CudaExecutor::Impl {
         if (c.epilogue) launch(c.fn, c.grid, c.block, 0, stream, c.argp.data());
         return;
       }
-      case Step::Op: exec_op(*s.op, s.what); return;
+      case Step::Op: exec_op(*s.op); return;
       case Step::Host: exec_host(i); return;
       case Step::Chain: launch(s.fn, s.grid, s.block, 0, stream, s.argp.data()); return;
       case Step::InChain: return;
