@@ -618,6 +618,27 @@ static __device__ __forceinline__ void brrr_gelu_erf_inplace(T* __restrict__ a, 
       "switch (act) { case 1: v = brrr_relu(v); break; case 2: v = brrr_hardswish(v); break; "
       "case 3: v = brrr_hardsigmoid(v, alpha, beta); break; "
       "case 4: v = brrr_clip(v, alpha, beta); break; default: break; } y[i] = v;");
+  // Channel scale (squeeze-excite): y = x * s[row], one s per HW-long row of x (NCHW float32).
+  s += loop(
+      "brrr_channel_scale(const float* __restrict__ x, const float* __restrict__ s, "
+      "float* __restrict__ y, i64 hw",
+      "y[i] = x[i] * s[i / hw];");
+  // Sum of each `cols`-long row times `scale` (GlobalAveragePool, ReduceMean / ReduceSum over
+  // trailing axes): one warp per row, rows grid-strided.
+  s += R"(extern "C" __global__ void brrr_row_mean(const float* __restrict__ x,
+                                         float* __restrict__ y, i64 rows, i64 cols, float scale) {
+  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  const i64 step = (i64)gridDim.x * warps;
+  for (i64 r = (i64)blockIdx.x * warps + (threadIdx.x >> 5); r < rows; r += step) {
+    const float* row = x + r * cols;
+    float acc = 0.f;
+    for (i64 c = lane; c < cols; c += 32) acc += row[c];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) y[r] = acc * scale;
+  }
+}
+)";
   return s;
 }
 

@@ -34,7 +34,9 @@ CudaSource generate_cuda(const Graph& g, const plan::Plan& p, const CudaCodegenO
 // Helper kernels always present in the module, all `(src, dst, n)` or `(buf, n)` with a
 // grid-stride loop: brrr_cvt_f32_bf16, brrr_cvt_bf16_f32, brrr_cvt_f32_f16, brrr_cvt_f16_f32,
 // brrr_gelu_erf_f32, brrr_gelu_erf_bf16, brrr_gelu_erf_f16; and the Conv epilogue
-// brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n).
+// brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n); the channel scale
+// brrr_channel_scale(x, s, y, hw, n) (y = x * s[i / hw]); and the row reduction
+// brrr_row_mean(x, y, rows, cols, scale) (y[r] = scale * sum of row r; one warp per row).
 std::string helper_kernels_source();
 
 }  // namespace brrr::cuda

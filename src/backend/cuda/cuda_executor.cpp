@@ -2,8 +2,10 @@
 // in their own device buffers, intermediates in one arena placed by the memory planner, weights
 // uploaded once, cast and transposed for the GEMM as needed), so the step list can be captured
 // into one CUDA graph and replayed. GEMMs run on cuBLASLt, Convs on cuDNN (cudnn_conv.hpp) with
-// their epilogue in one helper kernel. Kernels with no CUDA path run on the host with their
-// reference kernels (a device->host->device round trip), reported in the summary and on stderr.
+// their epilogue in one helper kernel, pools on cuDNN (cudnn_pool.hpp), Concat as 2-D copies,
+// mean / sum over trailing axes and squeeze-excite channel scales as helper kernels. Kernels with
+// no CUDA path run on the host with their reference kernels (a device->host->device round trip),
+// reported in the summary and on stderr.
 #include "backend/cuda/cuda_executor.hpp"
 
 #include <fmt/format.h>
@@ -23,6 +25,7 @@
 #include "backend/cuda/cuda_runtime.hpp"
 #include "backend/cuda/gemm_chain.hpp"
 #include "backend/cuda/cudnn_conv.hpp"
+#include "backend/cuda/cudnn_pool.hpp"
 #include "brrr/reference.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "brrr/op.hpp"
@@ -126,16 +129,43 @@ struct CudaExecutor::Impl {
     Dim3 grid, block;
     std::vector<void*> argp;
   };
+  // The other library kernels: a pool on cuDNN, a Concat (one 2-D copy per input), a mean or sum
+  // over trailing axes (brrr_row_mean) or a channel scale (brrr_channel_scale). Kernel
+  // arguments live here, so argp stays valid for the step's lifetime.
+  struct OpRun {
+    enum Kind { Pool, Concat, RowMean, ChannelScale } kind = Pool;
+    PoolGeometry geo;
+    std::unique_ptr<CudnnPool> pool;
+    int vx = -1, vs = -1, vy = -1;
+    // Concat: the output is `outer` rows of out_row bytes, input q fills `part_bytes[q]` of each.
+    std::vector<int> parts;
+    std::vector<size_t> part_bytes;
+    size_t outer = 1, out_row = 0;
+    struct Copy {
+      DevPtr src = 0, dst = 0;
+      size_t width = 0;
+    };
+    std::vector<Copy> copies;
+    // brrr_row_mean(x, y, rows, cols, scale) / brrr_channel_scale(x, s, y, hw, n)
+    DevPtr x = 0, sc = 0, y = 0;
+    int64_t rows = 0, cols = 0, hw = 1, n = 0;
+    float scale = 1.f;
+    Function fn;
+    Dim3 grid, block;
+    std::vector<void*> argp;
+    std::string desc, who;  // who: "k3 (Concat fire2/concat)" for error messages
+  };
   struct Step {
     // Chain: a run of small-batch GEMMs as one cluster kernel (gemm_chain.hpp), at its first
     // kernel; the chain's later kernels are InChain (nothing to launch).
-    enum Type { Kernel, Library, Copy, Host, Chain, InChain, Conv } type = Kernel;
+    enum Type { Kernel, Library, Copy, Host, Chain, InChain, Conv, Op } type = Kernel;
     Function fn;
     Dim3 grid, block;
     std::vector<DevPtr> argv;
     std::vector<void*> argp;
     Gemm gemm;
     std::shared_ptr<ConvRun> conv;
+    std::shared_ptr<OpRun> op;
     DevPtr src = 0, dst = 0;
     size_t bytes = 0;
     std::string what;
@@ -267,6 +297,120 @@ struct CudaExecutor::Impl {
     return text;
   }
 
+  // The cuDNN handle, opened at the first Conv or pool; false (dnn_why says why) when it cannot.
+  bool open_dnn() {
+    if (!dnn && dnn_why.empty()) {
+      try {
+        dnn = CudnnContext::open(stream, &dnn_why);
+      } catch (const Error& e) {
+        dnn_why = e.what();
+      }
+      if (!dnn && dnn_why.empty()) dnn_why = "cuDNN could not be opened";
+    }
+    return dnn != nullptr;
+  }
+
+  static bool is_op(const std::string& op) {
+    return op == "MaxPool" || op == "AveragePool" || op == "Concat" ||
+           op == "GlobalAveragePool" || op == "ReduceMean" || op == "ReduceSum" || op == "Mul";
+  }
+
+  // Why a pool, Concat, trailing mean / sum or channel-scale Mul library kernel has no device
+  // path here ("" when it has one); fills `r` otherwise (a pool's cuDNN descriptors included).
+  std::string op_plan(const plan::Kernel& k, OpRun* r) {
+    const Node& n = g.nodes[size_t(k.nodes[0])];
+    if (k.nodes.size() != 1 || k.outputs.size() != 1 || n.outputs.empty() ||
+        k.outputs[0] != n.outputs[0])
+      return n.op + " library kernel with an epilogue or several outputs";
+    const int vy = n.outputs[0];
+    const Value& yv = g.value(vy);
+    r->vy = vy;
+    r->who = fmt::format("{} ({} {})", k.name, n.op, n.name);
+    if (n.op == "MaxPool" || n.op == "AveragePool") {
+      r->kind = OpRun::Pool;
+      r->vx = n.inputs.at(0);
+      if (std::string why = pool_geometry(n, g, &r->geo); !why.empty()) return why;
+      if (!open_dnn()) return dnn_why;
+      try {
+        r->pool = std::make_unique<CudnnPool>(*dnn, r->geo, r->who);
+      } catch (const Error& e) {
+        return e.what();
+      }
+      r->desc = "cuDNN pool " + r->pool->describe();
+      return "";
+    }
+    if (n.op == "Concat") {
+      r->kind = OpRun::Concat;
+      const int64_t rank = int64_t(yv.shape.size());
+      int64_t axis = n.attr_int("axis", 0);
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank)
+        return fmt::format("Concat axis out of range for {}", shape_str(yv.shape));
+      const size_t es = dtype_size(yv.dtype);
+      for (int64_t i = 0; i < axis; ++i) r->outer *= size_t(yv.shape[size_t(i)]);
+      if (shape_numel(yv.shape) == 0) return "Concat with an empty output";
+      r->out_row = size_t(shape_numel(yv.shape)) / r->outer * es;
+      size_t total = 0;
+      for (int v : n.inputs) {
+        if (v < 0) return "Concat with a missing input";
+        const Value& iv = g.value(v);
+        if (iv.dtype != yv.dtype || iv.shape.size() != yv.shape.size())
+          return fmt::format("Concat input {} ({} {}) does not match the output ({} {})", iv.name,
+                             dtype_name(iv.dtype), shape_str(iv.shape), dtype_name(yv.dtype),
+                             shape_str(yv.shape));
+        if (shape_numel(iv.shape) == 0) continue;
+        r->parts.push_back(v);
+        r->part_bytes.push_back(size_t(shape_numel(iv.shape)) / r->outer * es);
+        total += r->part_bytes.back();
+      }
+      if (total != r->out_row) return "Concat inputs do not add up to the output";
+      // cuMemcpy2D pitches are limited to the device's maximum pitch (2^31 - 1 bytes).
+      if (r->outer > 1 && r->out_row > size_t(INT32_MAX))
+        return "Concat rows of 2^31 bytes or more (beyond cuMemcpy2D's pitch)";
+      r->desc = r->outer == 1 ? fmt::format("concat: {} device copies", r->parts.size())
+                              : fmt::format("concat: {} 2-D copies ({} rows of {} B)",
+                                            r->parts.size(), r->outer, r->out_row);
+      return "";
+    }
+    if (n.op == "GlobalAveragePool" || n.op == "ReduceMean" || n.op == "ReduceSum") {
+      r->kind = OpRun::RowMean;
+      r->vx = n.inputs.at(0);
+      const Value& xv = g.value(r->vx);
+      if (xv.dtype != DType::f32 || yv.dtype != DType::f32)
+        return fmt::format("{} on {} (the row-mean kernel is float32 only)", n.op,
+                           dtype_name(xv.dtype));
+      int64_t numel = shape_numel(xv.shape);
+      r->rows = shape_numel(yv.shape);
+      if (r->rows <= 0 || numel <= 0 || numel % r->rows)
+        return fmt::format("{} from {} to {} is not a reduction over trailing axes", n.op,
+                           shape_str(xv.shape), shape_str(yv.shape));
+      if (n.op == "GlobalAveragePool" && xv.shape.size() < 3)
+        return "GlobalAveragePool on an input without spatial dims";
+      r->cols = numel / r->rows;
+      r->scale = n.op == "ReduceSum" ? 1.f : 1.f / float(r->cols);
+      r->desc = fmt::format("row {} kernel: {} rows of {}", n.op == "ReduceSum" ? "sum" : "mean",
+                            r->rows, r->cols);
+      return "";
+    }
+    if (n.op == "Mul" && n.inputs.size() == 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0) {
+      r->kind = OpRun::ChannelScale;
+      int a = n.inputs[0], b = n.inputs[1];
+      if (g.value(a).shape != yv.shape) std::swap(a, b);
+      const Shape& xs = g.value(a).shape;
+      if (xs != yv.shape || xs.size() != 4 || g.value(b).shape != Shape{xs[0], xs[1], 1, 1} ||
+          g.value(a).dtype != DType::f32 || g.value(b).dtype != DType::f32 ||
+          yv.dtype != DType::f32)
+        return "Mul is not a float32 channel scale x[N,C,H,W] * s[N,C,1,1]";
+      r->vx = a, r->vs = b;
+      r->hw = xs[2] * xs[3];
+      r->n = shape_numel(xs);
+      if (r->n == 0) return "channel scale on an empty tensor";
+      r->desc = fmt::format("channel scale kernel: {} rows of {}", xs[0] * xs[1], r->hw);
+      return "";
+    }
+    return n.op + " has no CUDA library path";
+  }
+
   // Why a Conv kernel cannot run on cuDNN here ("" when it can); fills `cr` otherwise (the cuDNN
   // descriptors and algorithm included, so cuDNN's own refusals fall back to the host too).
   std::string conv_plan(const plan::Kernel& k, ConvRun* cr) {
@@ -303,15 +447,7 @@ struct CudaExecutor::Impl {
     // tf32: the graph's data stays float32, and cuDNN's down-conversion math
     // (TENSOR_OP_MATH_ALLOW_CONVERSION) goes through fp16, which can overflow float32 activations.
     cr->math = opts.precision == "fp32" || opts.precision.empty() ? ConvMath::kFp32 : ConvMath::kTf32;
-    if (!dnn && dnn_why.empty()) {
-      try {
-        dnn = CudnnContext::open(stream, &dnn_why);
-      } catch (const Error& e) {
-        dnn_why = e.what();
-      }
-      if (!dnn && dnn_why.empty()) dnn_why = "cuDNN could not be opened";
-    }
-    if (!dnn) return dnn_why;
+    if (!open_dnn()) return dnn_why;
     const std::string who = fmt::format("{} (Conv {})", k.name, n.name);
     try {
       cr->dnn = std::make_unique<CudnnConv>(*dnn, cr->geo, cr->math, kMaxConvWorkspace, who);
@@ -348,6 +484,14 @@ struct CudaExecutor::Impl {
           if (why.empty()) {
             steps[size_t(i)].type = Step::Conv;
             steps[size_t(i)].conv = std::move(cr);
+            continue;
+          }
+        } else if (is_op(g.nodes[size_t(k.nodes[0])].op)) {
+          auto r = std::make_shared<OpRun>();
+          why = op_plan(k, r.get());
+          if (why.empty()) {
+            steps[size_t(i)].type = Step::Op;
+            steps[size_t(i)].op = std::move(r);
             continue;
           }
         }
@@ -445,6 +589,8 @@ struct CudaExecutor::Impl {
         setup_gemm(k, gemms[size_t(i)], trans[size_t(i)], biasv[size_t(i)], &s);
       } else if (s.type == Step::Conv) {
         setup_conv(*s.conv);
+      } else if (s.type == Step::Op) {
+        setup_op(*s.op);
       }
     }
     for (const ChainRun& c : chains) {  // arguments: x, then W, bias, y per layer
@@ -523,6 +669,58 @@ struct CudaExecutor::Impl {
     c.argp = {&c.y, &c.bias, &c.sum, &c.hw, &c.c, &c.act, &c.alpha, &c.beta, &c.n};
   }
 
+  void setup_op(OpRun& r) {
+    auto at = [&](int v) -> DevPtr {
+      if (v < 0) return 0;
+      BRRR_ASSERT(slot[size_t(v)] != 0, "library kernel operand without a device buffer");
+      return slot[size_t(v)];
+    };
+    r.x = at(r.vx), r.sc = at(r.vs), r.y = at(r.vy);
+    auto grid_for = [&](int64_t items, int64_t per_block) {
+      int64_t b = std::min<int64_t>((items + per_block - 1) / per_block,
+                                    int64_t(dev.info().sm_count) * 32);
+      return Dim3{unsigned(std::max<int64_t>(b, 1)), 1, 1};
+    };
+    switch (r.kind) {
+      case OpRun::Pool: return;
+      case OpRun::Concat: {
+        size_t off = 0;
+        for (size_t q = 0; q < r.parts.size(); ++q) {
+          r.copies.push_back({at(r.parts[q]), r.y + off, r.part_bytes[q]});
+          off += r.part_bytes[q];
+        }
+        return;
+      }
+      case OpRun::RowMean:
+        r.fn = module->function("brrr_row_mean");
+        r.block = {256, 1, 1};
+        r.grid = grid_for(r.rows, 256 / 32);
+        r.argp = {&r.x, &r.y, &r.rows, &r.cols, &r.scale};
+        return;
+      case OpRun::ChannelScale:
+        r.fn = module->function("brrr_channel_scale");
+        r.block = {256, 1, 1};
+        r.grid = grid_for(r.n, 256);
+        r.argp = {&r.x, &r.sc, &r.y, &r.hw, &r.n};
+        return;
+    }
+  }
+
+  void exec_op(OpRun& r) {
+    const std::string& what = r.who;
+    switch (r.kind) {
+      case OpRun::Pool: r.pool->run(r.x, r.y); return;
+      case OpRun::Concat:
+        for (const OpRun::Copy& c : r.copies) {
+          if (r.outer == 1) copy_d2d(c.dst, c.src, c.width, stream, what);
+          else copy_2d_d2d(c.dst, r.out_row, c.src, c.width, c.width, r.outer, stream, what);
+        }
+        return;
+      case OpRun::RowMean:
+      case OpRun::ChannelScale: launch(r.fn, r.grid, r.block, 0, stream, r.argp.data()); return;
+    }
+  }
+
   void launch_helper(const std::string& name, std::vector<DevPtr> ptrs, int64_t n) {
     Function f = module->function(name);
     std::vector<void*> a;
@@ -558,6 +756,7 @@ struct CudaExecutor::Impl {
         if (c.epilogue) launch(c.fn, c.grid, c.block, 0, stream, c.argp.data());
         return;
       }
+      case Step::Op: exec_op(*s.op); return;
       case Step::Host: exec_host(i); return;
       case Step::Chain: launch(s.fn, s.grid, s.block, 0, stream, s.argp.data()); return;
       case Step::InChain: return;
@@ -811,6 +1010,8 @@ std::string CudaExecutor::summary() const {
       s += fmt::format("  {:<24} cuDNN conv {}{}\n", m.plan.kernels[i].name,
                        st.conv->dnn->describe(),
                        st.conv->epilogue ? " + bias/sum/activation kernel" : "");
+    else if (st.type == Impl::Step::Op)
+      s += fmt::format("  {:<24} {}\n", m.plan.kernels[i].name, st.op->desc);
   }
   for (const auto& note : m.host_notes) s += "  host fallback: " + note + "\n";
   return s;

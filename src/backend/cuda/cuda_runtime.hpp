@@ -127,6 +127,10 @@ void copy_h2d(DevPtr dst, const void* src, std::size_t bytes, const Stream& s,
               const std::string& what);
 void copy_d2h(void* dst, DevPtr src, std::size_t bytes, const Stream& s, const std::string& what);
 void copy_d2d(DevPtr dst, DevPtr src, std::size_t bytes, const Stream& s, const std::string& what);
+// `height` rows of `width` bytes from src (rows `src_pitch` apart) to dst (rows `dst_pitch`
+// apart), device to device, stream-ordered (capturable into a CUDA graph).
+void copy_2d_d2d(DevPtr dst, std::size_t dst_pitch, DevPtr src, std::size_t src_pitch,
+                 std::size_t width, std::size_t height, const Stream& s, const std::string& what);
 void memset_u32(DevPtr dst, std::uint32_t value, std::size_t count, const Stream& s,
                 const std::string& what);
 

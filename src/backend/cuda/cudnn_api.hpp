@@ -23,7 +23,10 @@ namespace brrr::cuda {
   X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType)                              \
   X(cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolutionNdForwardOutputDim)                \
   X(cudnnGetConvolutionForwardAlgorithmMaxCount) X(cudnnGetConvolutionForwardAlgorithm_v7)     \
-  X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward)
+  X(cudnnGetConvolutionForwardWorkspaceSize) X(cudnnConvolutionForward)                      \
+  X(cudnnCreatePoolingDescriptor) X(cudnnSetPoolingNdDescriptor)                              \
+  X(cudnnGetPoolingNdForwardOutputDim) X(cudnnPoolingForward)                                 \
+  X(cudnnDestroyPoolingDescriptor)
 
 struct CudnnApi {
 #define BRRR_DNN_DECLARE(name) decltype(&::name) name = nullptr;
