@@ -25,11 +25,6 @@ timeout 120 $B/brrr doctor examples/bert_tiny/model.onnx --backend cuda --json "
 echo "== A/B: GEMM chain (BRRR_DISABLE_GEMM_CHAIN=1: one cuBLASLt call per layer)"
 for c in 1 0; do BRRR_DISABLE_GEMM_CHAIN=$c timeout 60 $B/brrr bench --backend cuda mlp_b1 --reps 50 2>&1 |
   grep -E "^mlp" | sed "s/^/no_chain=$c /"; done
-echo "== A/B: flat-kernel unroll (U vectors per thread) and row-pass memo"
-for u in 1 2 4; do BRRR_CUDA_FLAT_UNROLL=$u timeout 60 $B/brrr bench --backend cuda gelu_bias cos_cos --reps 20 2>&1 |
-  grep -E "^(gelu_bias|cos_cos) " | sed "s/^/unroll=$u /"; done
-for mm in 1 0; do BRRR_CUDA_MEMO=$mm timeout 60 $B/brrr bench --backend cuda softmax layernorm --reps 20 2>&1 |
-  grep -E "^(softmax|layernorm) " | sed "s/^/memo=$mm /"; done
 echo "== GEMM chain depth (per-layer slope, fixed cost)"
 python3 scripts/gpu_chain_depth.py $B/brrr /tmp 2>&1 | tail -11
 echo "== doctor on a conv net (cuDNN convs)"

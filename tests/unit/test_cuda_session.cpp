@@ -213,6 +213,23 @@ TEST(CudaSession, GeluErfGemm16Bit) {
   check(mlp(300, "gelu_erf", DType::bf16, 2), cuda_opts("fp32"), 3e-2);
 }
 
+TEST(CudaSession, GemmWithActivationsCuBlasLtLacks) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  // mobilenet's classifier: Gemm (transB, bias C) then HardSwish; also HardSigmoid and Clip.
+  for (std::string act : {"HardSwish", "HardSigmoid", "Clip"}) {
+    GraphBuilder b;
+    int x = b.input("x", {3, 40});
+    int y = b.node("Gemm", {x, b.constant("w", rnd({24, 40})), b.constant("c", rnd({24}))},
+                   {{"transB", int64_t(1)}});
+    if (act == "Clip") y = b.node("Clip", {y, b.scalar(-0.5f), b.scalar(0.75f)});
+    else b.node(act, {y});
+    if (act != "Clip") y = int(b.g.nodes.back().outputs[0]);
+    b.output(y);
+    Session s = check(b.g, cuda_opts(), 1e-5);
+    EXPECT_EQ(s.plan_summary().find("host fallback"), std::string::npos) << act << s.plan_summary();
+  }
+}
+
 TEST(CudaSession, GemmTransBAndBatched) {
   BRRR_REQUIRE_CUDA_DEVICE();
   GraphBuilder b;

@@ -270,11 +270,7 @@ class KernelEmitter {
     bool vec = V > 1;
     int64_t nv = n / V;
     grid_for(nv);
-    // U vectors per thread per iteration, all loads issued before any math: more bytes in
-    // flight per thread when one vector is only 16 bytes of 16-bit data.
-    int U = nv >= 2 * int64_t(launch_.grid.x) * launch_.block.x ? std::max(1, opts_.flat_unroll) : 1;
-    launch_.shape = fmt::format("{}{}", vec ? fmt::format("pointwise/vec{}", V) : "pointwise",
-                                U > 1 ? fmt::format("/x{}", U) : "");
+    launch_.shape = vec ? fmt::format("pointwise/vec{}", V) : "pointwise";
     std::string s;
     s += "  const i64 stride = (i64)gridDim.x * blockDim.x;\n";
     for (size_t id = 0; id < k_.exprs.size(); ++id) {
@@ -322,17 +318,8 @@ class KernelEmitter {
       return b;
     };
     auto base_of = [V](const std::string& v) { return V > 1 ? fmt::format("{} * {}", v, V) : v; };
-    s += fmt::format("  for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v < {}LL; v += {}stride) {{\n",
-                     nv, U > 1 ? fmt::format("{} * ", U) : "");
-    for (int u = 0; u < U; ++u) s += decl(V, "    ", fmt::format("_{}", u));
-    for (int pass = 0; pass < 2; ++pass)  // all loads, then all math and stores
-      for (int u = 0; u < U; ++u) {
-        std::string vu = u ? fmt::format("(v + {} * stride)", u) : "v";
-        s += u ? fmt::format("    if ({} < {}LL) {{\n", vu, nv) : "    {\n";
-        s += pass == 0 ? load(base_of(vu), V, "      ", fmt::format("_{}", u))
-                       : compute(base_of(vu), V, "      ", fmt::format("_{}", u));
-        s += "    }\n";
-      }
+    s += fmt::format("  for (i64 v = (i64)blockIdx.x * blockDim.x + threadIdx.x; v < {}LL; v += stride) {{\n", nv);
+    s += decl(V, "    ", "") + load(base_of("v"), V, "    ", "") + compute(base_of("v"), V, "    ", "");
     s += "  }\n";
     if (V > 1 && n % V) {
       s += fmt::format("  for (i64 i = {}LL + (i64)blockIdx.x * blockDim.x + threadIdx.x; i < {}LL; i += stride) {{\n", nv * V, n);
@@ -475,7 +462,7 @@ class KernelEmitter {
     }
     cache_ = !per_row.empty() && int64_t(PER_) * V_ * int64_t(per_row.size()) <= 64;
     if (cache_) cached_.insert(per_row.begin(), per_row.end());
-    if (cache_ && opts_.memo) {
+    if (cache_) {
       int64_t budget = 64 - int64_t(PER_) * V_ * int64_t(per_row.size());
       for (size_t id = 0; id < k_.exprs.size(); ++id) {
         const Expr& e = k_.exprs[id];

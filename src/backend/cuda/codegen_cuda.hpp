@@ -24,8 +24,6 @@ struct CudaSource {
 
 struct CudaCodegenOptions {
   int sm_count = 132;  // caps grid-stride pointwise grids at a few waves
-  int flat_unroll = 1;  // vectors per thread per iteration of large flat pointwise kernels
-  bool memo = true;     // row kernels keep per-element function calls in registers between passes
 };
 
 // Fused kernels compute in float32; buffers are float32, bfloat16 or float16.

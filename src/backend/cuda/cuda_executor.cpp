@@ -109,6 +109,11 @@ struct CudaExecutor::Impl {
     DevPtr a_src = 0, b_src = 0, c_dst = 0;  // f32 tensors cast in / out per run (0: none)
     int64_t na = 0, nb = 0, nc = 0;
     bool gelu_erf = false;
+    // Activations cuBLASLt has no epilogue for (hardswish 2, hardsigmoid 3, clip 4; float32
+    // output): brrr_conv_epilogue's activation in place after the GEMM.
+    int post_act = 0;
+    float post_alpha = 0, post_beta = 0;
+    Function post_fn;
   };
   // A Conv on cuDNN, then (when there is a bias, sum or activation) brrr_conv_epilogue in place.
   // The epilogue's arguments live here, so argp stays valid for the step's lifetime.
@@ -235,7 +240,15 @@ struct CudaExecutor::Impl {
     else if (k.activation == "gelu_tanh") gm->epi = GemmEpilogue::kGeluBias;
     else if (k.activation == "gelu_erf" || k.activation.empty())
       gm->epi = has_bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
-    else return "activation " + k.activation;
+    else if ((k.activation == "hardswish" || k.activation == "hardsigmoid" || k.activation == "clip") &&
+             dt == DType::f32) {
+      gm->epi = has_bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
+      gm->post_act = k.activation == "hardswish" ? 2 : k.activation == "hardsigmoid" ? 3 : 4;
+      gm->post_alpha = k.act_alpha;
+      gm->post_beta = k.act_beta;
+    } else {
+      return "activation " + k.activation;
+    }
     gm->gelu_erf = k.activation == "gelu_erf";
     return "";
   }
@@ -256,7 +269,7 @@ struct CudaExecutor::Impl {
       const Gemm& gm = gemms[size_t(i)];
       const Node& n = g.nodes[size_t(plan.kernels[size_t(i)].nodes[0])];
       return steps[size_t(i)].type == Step::Library && gm.data == DType::f32 &&
-             gm.prec == GemmPrecision::kFp32 && gm.shape.batch == 1 && !gm.gelu_erf &&
+             gm.prec == GemmPrecision::kFp32 && gm.shape.batch == 1 && !gm.gelu_erf && !gm.post_act &&
              g.value(n.inputs[1]).constant.defined() && !g.value(n.inputs[0]).constant.defined();
     };
     auto input_of = [&](int i) { return g.nodes[size_t(plan.kernels[size_t(i)].nodes[0])].inputs[0]; };
@@ -555,8 +568,6 @@ struct CudaExecutor::Impl {
     DeviceInfo info = dev.info();
     CudaCodegenOptions co;
     co.sm_count = info.sm_count;
-    if (const char* e = std::getenv("BRRR_CUDA_FLAT_UNROLL")) co.flat_unroll = std::atoi(e);  // A/B
-    if (const char* e = std::getenv("BRRR_CUDA_MEMO")) co.memo = std::string(e) != "0";       // A/B
     src = generate_cuda(g, plan, co);
     src.text += chain_src;
     NvrtcCompiler nv(info.arch(), opts.cache_dir.empty() ? default_cuda_cache_dir() : opts.cache_dir + "/cuda");
@@ -648,6 +659,7 @@ struct CudaExecutor::Impl {
       if (vbias >= 0) gm.bias = upload(host_cast(g.value(vbias).constant, et, false), who + " bias");
       else gm.bias = upload(Tensor::zeros(et, {gm.shape.n}), who + " zero bias");
     }
+    if (gm.post_act) gm.post_fn = module->function("brrr_conv_epilogue");
     s->gemm = gm;
   }
 
@@ -747,6 +759,13 @@ struct CudaExecutor::Impl {
         if (m.gelu_erf) {
           const char* o = m.data == DType::bf16 ? "bf16" : m.data == DType::f16 ? "f16" : "f32";
           launch_helper(fmt::format("brrr_gelu_erf_{}", o), {m.c_dst ? m.c_dst : m.c}, m.nc);
+        }
+        if (m.post_act) {  // brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n)
+          DevPtr y = m.c_dst ? m.c_dst : m.c, none = 0;
+          int64_t one = 1, n = m.nc;
+          void* a[] = {&y, &none, &none, &one, &one, &m.post_act, &m.post_alpha, &m.post_beta, &n};
+          unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, int64_t(dev.info().sm_count) * 32));
+          launch(m.post_fn, {std::max(blocks, 1u), 1, 1}, {256, 1, 1}, 0, stream, a);
         }
         return;
       }
@@ -1005,7 +1024,7 @@ std::string CudaExecutor::summary() const {
       s += fmt::format("  {:<24} cuBLASLt {} {} m{} n{} k{} batch {}{}\n", m.plan.kernels[i].name,
                        to_string(st.gemm.prec), to_string(st.gemm.epi), st.gemm.shape.m,
                        st.gemm.shape.n, st.gemm.shape.k, st.gemm.shape.batch,
-                       st.gemm.gelu_erf ? " + erf GELU kernel" : "");
+                       st.gemm.gelu_erf ? " + erf GELU kernel" : st.gemm.post_act ? " + activation kernel" : "");
     else if (st.type == Impl::Step::Conv)
       s += fmt::format("  {:<24} cuDNN conv {}{}\n", m.plan.kernels[i].name,
                        st.conv->dnn->describe(),
