@@ -44,19 +44,29 @@ int check(const Graph& g) {
   return s.num_kernels("library");
 }
 
+// Without oneDNN (a build on a machine without libdnnl) MatMul runs on reference kernels: the
+// values are still checked, the kernel structure is not.
+void expect_library_kernels(int got, int want) {
+#ifdef BRRR_HAVE_DNNL
+  EXPECT_EQ(got, want);
+#else
+  (void)got, (void)want;
+#endif
+}
+
 TEST(CpuMatMul, GemmTransBConstantWeights) {  // the mlp_tiny / classifier case
   GraphBuilder b;
   int x = b.input("x", {4, 64});
   b.output(b.node("Gemm", {x, b.constant("w", rnd({256, 64}, 1)), b.constant("c", rnd({256}, 2))},
                   {{"transB", int64_t(1)}}));
-  EXPECT_EQ(check(b.g), 1);
+  expect_library_kernels(check(b.g), 1);
 }
 
 TEST(CpuMatMul, GemmTransAConstantWeights) {
   GraphBuilder b;
   int x = b.input("x", {48, 5});
   b.output(b.node("Gemm", {x, b.constant("w", rnd({48, 80}, 3))}, {{"transA", int64_t(1)}}));
-  EXPECT_EQ(check(b.g), 1);
+  expect_library_kernels(check(b.g), 1);
 }
 
 TEST(CpuMatMul, MatMulConstantWeightsRelu) {
@@ -64,14 +74,14 @@ TEST(CpuMatMul, MatMulConstantWeightsRelu) {
   int x = b.input("x", {2, 7, 96});
   int y = b.node("MatMul", {x, b.constant("w", rnd({96, 130}, 4))});
   b.output(b.node("Relu", {b.node("Add", {y, b.constant("bias", rnd({130}, 5))})}));
-  EXPECT_EQ(check(b.g), 1);
+  expect_library_kernels(check(b.g), 1);
 }
 
 TEST(CpuMatMul, BatchedConstantWeights) {
   GraphBuilder b;
   int x = b.input("x", {3, 9, 33});
   b.output(b.node("MatMul", {x, b.constant("w", rnd({3, 33, 17}, 6))}));
-  EXPECT_EQ(check(b.g), 1);
+  expect_library_kernels(check(b.g), 1);
 }
 
 TEST(CpuMatMul, ComputedWeightsAreReadInPlace) {
@@ -79,7 +89,7 @@ TEST(CpuMatMul, ComputedWeightsAreReadInPlace) {
   int x = b.input("x", {5, 40});
   int w = b.node("Tanh", {b.input("w", {40, 70})});
   b.output(b.node("MatMul", {x, w}));
-  EXPECT_EQ(check(b.g), 1);
+  expect_library_kernels(check(b.g), 1);
 }
 
 TEST(CpuMatMul, SharedConstantWeightsTwoKernels) {  // one constant packed by two primitives
@@ -87,7 +97,7 @@ TEST(CpuMatMul, SharedConstantWeightsTwoKernels) {  // one constant packed by tw
   int w = b.constant("w", rnd({64, 64}, 8));
   int h = b.node("MatMul", {b.input("x", {4, 64}), w});
   b.output(b.node("MatMul", {b.node("Tanh", {h}), w}));
-  EXPECT_EQ(check(b.g), 2);
+  expect_library_kernels(check(b.g), 2);
 }
 
 }  // namespace
