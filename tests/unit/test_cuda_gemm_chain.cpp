@@ -66,6 +66,8 @@ TEST(CudaGemmChain, SourceCompilesWithNvrtc) {
   std::string src = "#include \"brrr/scalar_ops.h\"\n";
   src += cuda::gemm_chain_source("chain_a", {1, {{256, 256, true, "relu"}, {256, 256, true, "relu"}}});
   src += cuda::gemm_chain_source("chain_b", {8, {{64, 128, false, ""}, {128, 64, true, "gelu_tanh"}, {64, 8, true, ""}}});
+  // The largest shared-memory footprint the limits allow: M*K = 4096 floats of input, twice.
+  src += cuda::gemm_chain_source("chain_c", {8, {{512, 512, true, "relu"}, {512, 512, true, "relu"}}});
   EXPECT_NO_THROW(nv.compile(src, "chain")) << src;
 }
 
