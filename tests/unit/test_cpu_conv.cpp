@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "brrr/reference.hpp"
+#include "expect_outputs.hpp"
 #include "brrr/session.hpp"
 #include "runtime/graph_builder.hpp"
 
@@ -38,21 +39,7 @@ Session check(const Graph& g, float rtol = 1e-4f, float atol = 1e-4f) {
   Session s(g, o);
   std::vector<Tensor> got = s.run(in);
   got = s.run(in);  // twice: the second run reuses every buffer
-  std::vector<Tensor> want = run_reference(s.graph(), in);
-  EXPECT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
-    EXPECT_EQ(got[k].shape(), want[k].shape());
-    if (got[k].shape() != want[k].shape()) continue;
-    int64_t bad = -1;
-    for (int64_t i = 0; i < want[k].numel() && bad < 0; ++i) {
-      double a = got[k].at_double(i), b = want[k].at_double(i);
-      if (!(std::abs(a - b) <= atol + rtol * std::abs(b))) bad = i;
-    }
-    EXPECT_EQ(bad, -1) << "output " << k << " at " << bad << ": got "
-                       << got[k].at_double(std::max<int64_t>(bad, 0)) << " want "
-                       << want[k].at_double(std::max<int64_t>(bad, 0)) << "\n"
-                       << s.plan_summary();
-  }
+  brrr_test::expect_outputs_close(got, run_reference(s.graph(), in), rtol, atol, s.plan_summary());
   return s;
 }
 

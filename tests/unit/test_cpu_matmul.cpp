@@ -6,6 +6,7 @@
 #include <random>
 
 #include "brrr/reference.hpp"
+#include "expect_outputs.hpp"
 #include "brrr/session.hpp"
 #include "runtime/graph_builder.hpp"
 
@@ -29,18 +30,7 @@ int check(const Graph& g) {
   Session s(g, SessionOptions{});
   std::vector<Tensor> got;
   for (int r = 0; r < 3; ++r) got = s.run(in);
-  std::vector<Tensor> want = run_reference(s.graph(), in);
-  EXPECT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
-    EXPECT_EQ(got[k].shape(), want[k].shape());
-    if (got[k].shape() != want[k].shape()) continue;
-    int64_t bad = -1;
-    for (int64_t i = 0; i < want[k].numel() && bad < 0; ++i) {
-      double a = got[k].at_double(i), b = want[k].at_double(i);
-      if (!(std::abs(a - b) <= 1e-4 + 1e-4 * std::abs(b))) bad = i;
-    }
-    EXPECT_EQ(bad, -1) << "output " << k << " at " << bad << "\n" << s.plan_summary();
-  }
+  brrr_test::expect_outputs_close(got, run_reference(s.graph(), in), 1e-4, 1e-4, s.plan_summary());
   return s.num_kernels("library");
 }
 

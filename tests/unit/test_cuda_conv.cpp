@@ -10,6 +10,7 @@
 #include <random>
 
 #include "brrr/reference.hpp"
+#include "expect_outputs.hpp"
 #include "brrr/session.hpp"
 #include "runtime/graph_builder.hpp"
 
@@ -53,31 +54,21 @@ Session check(const Graph& g, SessionOptions o = cuda_opts()) {
   Session s(g, o);
   std::vector<Tensor> got = s.run(in);
   std::vector<Tensor> want = run_reference(s.graph(), in);
-  EXPECT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
-    EXPECT_EQ(got[k].shape(), want[k].shape());
-    if (got[k].shape() != want[k].shape()) continue;
-    std::vector<float> out(size_t(got[k].numel()));
-    std::vector<double> ref(out.size());
-    int64_t bad = -1;
-    for (int64_t i = 0; i < got[k].numel(); ++i) {
-      out[size_t(i)] = float(got[k].at_double(i));
-      ref[size_t(i)] = want[k].at_double(i);
-      if (bad < 0 && !(std::abs(out[size_t(i)] - ref[size_t(i)]) <= 1e-4 + 1e-4 * std::abs(ref[size_t(i)])))
-        bad = i;
-    }
-    if (o.precision == "fp32") {
-      EXPECT_EQ(bad, -1) << "output " << k << " at " << bad << ": got "
-                         << out[size_t(std::max<int64_t>(bad, 0))] << " want "
-                         << ref[size_t(std::max<int64_t>(bad, 0))] << "\n"
-                         << s.plan_summary();
-    } else {
+  if (o.precision == "fp32") {
+    brrr_test::expect_outputs_close(got, want, 1e-4, 1e-4, s.plan_summary());
+  } else {
+    EXPECT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
+      EXPECT_EQ(got[k].shape(), want[k].shape());
+      if (got[k].shape() != want[k].shape()) continue;
+      std::vector<float> out(size_t(got[k].numel()));
+      std::vector<double> ref(out.size());
+      for (int64_t i = 0; i < got[k].numel(); ++i)
+        out[size_t(i)] = float(got[k].at_double(i)), ref[size_t(i)] = want[k].at_double(i);
       EXPECT_LE(brrr_cuda_test::rel_l2(out, ref), 3e-3) << "output " << k << "\n" << s.plan_summary();
     }
   }
-  std::vector<Tensor> again = s.run(in);
-  for (size_t k = 0; k < got.size() && k < again.size(); ++k)
-    EXPECT_EQ(std::memcmp(got[k].raw(), again[k].raw(), got[k].nbytes()), 0) << "run 2 differs";
+  brrr_test::expect_same_bytes(got, s.run(in));
   return s;
 }
 

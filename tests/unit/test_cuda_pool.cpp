@@ -17,6 +17,7 @@
 #include "brrr/onnx.hpp"
 #include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
+#include "expect_outputs.hpp"
 #include "brrr/session.hpp"
 #include "plan/kernel_ir.hpp"
 #include "runtime/graph_builder.hpp"
@@ -64,24 +65,8 @@ Session check(const Graph& g, SessionOptions o = cuda_opts()) {
   for (int id : g.inputs) in[g.value(id).name] = rnd(g.value(id).shape, -2.f, 2.f);
   Session s(g, o);
   std::vector<Tensor> got = s.run(in);
-  std::vector<Tensor> want = run_reference(s.graph(), in);
-  EXPECT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
-    EXPECT_EQ(got[k].shape(), want[k].shape());
-    if (got[k].shape() != want[k].shape()) continue;
-    int64_t bad = -1;
-    double gv = 0, wv = 0;
-    for (int64_t i = 0; i < got[k].numel() && bad < 0; ++i) {
-      gv = got[k].at_double(i), wv = want[k].at_double(i);
-      if (!(std::abs(gv - wv) <= 1e-4 + 1e-4 * std::abs(wv))) bad = i;
-    }
-    EXPECT_EQ(bad, -1) << "output " << k << " at " << bad << ": got " << gv << " want " << wv
-                       << "\n"
-                       << s.plan_summary();
-  }
-  std::vector<Tensor> again = s.run(in);
-  for (size_t k = 0; k < got.size() && k < again.size(); ++k)
-    EXPECT_EQ(std::memcmp(got[k].raw(), again[k].raw(), got[k].nbytes()), 0) << "run 2 differs";
+  brrr_test::expect_outputs_close(got, run_reference(s.graph(), in), 1e-4, 1e-4, s.plan_summary());
+  brrr_test::expect_same_bytes(got, s.run(in));
   return s;
 }
 

@@ -16,6 +16,7 @@
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "brrr/passes.hpp"
 #include "cuda_test_util.hpp"
+#include "expect_outputs.hpp"
 #include "plan/kernel_ir.hpp"
 
 namespace brrr {
@@ -64,9 +65,7 @@ Session check(Graph g, SessionOptions o = cuda_opts(), double tol = 1e-5) {
     EXPECT_LE(err, tol) << "output " << k << "\n" << s.plan_summary();
   }
   // A second run (graph replay, recycled buffers) gives the same answer.
-  std::vector<Tensor> again = s.run(in);
-  for (size_t k = 0; k < got.size() && k < again.size(); ++k)
-    EXPECT_EQ(std::memcmp(got[k].raw(), again[k].raw(), got[k].nbytes()), 0) << "run 2 differs";
+  brrr_test::expect_same_bytes(got, s.run(in));
   return s;
 }
 
