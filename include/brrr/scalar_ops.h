@@ -26,6 +26,30 @@ BRRR_SCALAR_FN float brrr_hardsigmoid(float x, float alpha, float beta) {
   return y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y);
 }
 BRRR_SCALAR_FN float brrr_hardswish(float x) { return x * brrr_hardsigmoid(x, 1.0f / 6.0f, 0.5f); }
+/* cos and sin for |x| <= 1 (the fuser proves the range; see src/plan/value_range.hpp): Taylor
+   polynomials in x^2 with no range reduction. The first omitted terms, x^14/14! and x^13/13!, are
+   below 2e-10 at |x| = 1, far under float32's rounding. cos adds 1 - x^2/2 with its rounding
+   error carried (w + ((1 - w) - x^2/2) is exact), which keeps it within 0.8 ulp; sin is within
+   1 ulp and takes x's sign, so sin(-0) = -0. NaN propagates. */
+BRRR_SCALAR_FN float brrr_cos_unit(float x) {
+  float z = x * x;
+  float q = 2.08767570e-9f;            /* 1/12! */
+  q = q * z - 2.75573192e-7f;          /* 1/10! */
+  q = q * z + 2.48015873e-5f;          /* 1/8! */
+  q = q * z - 1.38888889e-3f;          /* 1/6! */
+  q = q * z + 4.16666667e-2f;          /* 1/4! */
+  float hz = 0.5f * z, w = 1.0f - hz;
+  return w + (((1.0f - w) - hz) + (z * z) * q);
+}
+BRRR_SCALAR_FN float brrr_sin_unit(float x) {
+  float z = x * x;
+  float p = -2.50521084e-8f;           /* 1/11! */
+  p = p * z + 2.75573192e-6f;          /* 1/9! */
+  p = p * z - 1.98412698e-4f;          /* 1/7! */
+  p = p * z + 8.33333333e-3f;          /* 1/5! */
+  p = p * z - 1.66666667e-1f;          /* 1/3! */
+  return copysignf((p * z) * x + x, x);
+}
 BRRR_SCALAR_FN float brrr_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 BRRR_SCALAR_FN float brrr_gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));

@@ -12,6 +12,7 @@
 
 #include "brrr/op.hpp"
 #include "plan/kernel_ir.hpp"
+#include "plan/value_range.hpp"
 
 namespace brrr::plan {
 
@@ -278,6 +279,7 @@ class Fuser {
       c.kind = Expr::Const;
       c.level = 1;
       c.constant = float(val.constant.at_double(0));
+      if (!std::isnan(c.constant)) c.lo = c.hi = c.constant;
       return add_expr(G, c);
     }
     int buf = v;
@@ -335,6 +337,7 @@ class Fuser {
     e.kind = Expr::Const;
     e.level = 1;
     e.constant = v;
+    if (!std::isnan(v)) e.lo = e.hi = v;
     return add_expr(G, e);
   }
 
@@ -432,9 +435,19 @@ class Fuser {
       case NodeKind::Pointwise: {
         const Shape& O = shape(out);
         std::vector<int> args;
+        std::vector<Range> ranges;
         for (int i : node.inputs)
-          if (i >= 0) args.push_back(load(G, i, O));
-        G.vals[out].expr = pw(G, info.code, args);
+          if (i >= 0) {
+            args.push_back(load(G, i, O));
+            const Expr& a = G.k.exprs[size_t(args.back())];
+            ranges.push_back({a.lo, a.hi});
+          }
+        std::string narrow = narrowed_code(node, ranges);
+        int e = pw(G, narrow.empty() ? info.code : narrow, args);
+        Range r = op_range(node, ranges);
+        G.k.exprs[size_t(e)].lo = r.lo;
+        G.k.exprs[size_t(e)].hi = r.hi;
+        G.vals[out].expr = e;
         (void)S;
         break;
       }
@@ -448,7 +461,10 @@ class Fuser {
         int m = red(G, ReduceKind::Max, x);
         int e = pw(G, "expf({0} - {1})", {x, m});
         int s = red(G, ReduceKind::Sum, e);
-        G.vals[out].expr = pw(G, "({0} / {1})", {e, s});
+        // One reciprocal per row, a multiply per element (as PyTorch's CPU softmax does): within
+        // 1.5 ulp of the division, and a division per element is most of the ALU work of a
+        // 16-bit softmax on the GPU.
+        G.vals[out].expr = pw(G, "({0} * {1})", {e, pw(G, "(1.0f / {0})", {s})});
         break;
       }
       case NodeKind::LayerNorm: {

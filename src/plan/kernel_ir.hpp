@@ -2,6 +2,7 @@
 // Copy (plus Reference: an op run by its reference kernel when nothing faster applies). A Fused
 // kernel is an index space plus an expression DAG; both the C++ and the CUDA emitter read it.
 #pragma once
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct Expr {
   std::string code;         // Pointwise: C expression over {0}, {1}, ... (OpDef::pointwise)
   std::vector<int> args;    // Pointwise arguments, or the single Reduce argument (expr ids)
   ReduceKind reduce = ReduceKind::Sum;
+  // The interval the expression's non-NaN values lie in (plan/value_range.hpp).
+  float lo = -INFINITY, hi = INFINITY;
 };
 
 // A result the kernel writes: expression `expr` into graph value `value` (contiguous), per
