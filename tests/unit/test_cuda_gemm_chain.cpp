@@ -59,6 +59,31 @@ TEST(CudaGemmChain, LimitsAreExplained) {
   EXPECT_NE(cuda::gemm_chain_unsupported(s).find("multiple"), std::string::npos);
   s.layers[1] = {256, 256, false, "gelu_erf"};
   EXPECT_NE(cuda::gemm_chain_unsupported(s).find("activation"), std::string::npos);
+  s.layers = {{256, 258, true, ""}, {258, 256, true, ""}};
+  EXPECT_NE(cuda::gemm_chain_unsupported(s), "");  // N=258 is not a multiple of 8
+  s.layers = {{256, 96, true, ""}, {96, 256, true, ""}, {256, 40, true, ""}};
+  EXPECT_EQ(cuda::gemm_chain_unsupported(s), "");
+  s.layers = {{6, 256, true, ""}, {256, 256, true, ""}};
+  EXPECT_NE(cuda::gemm_chain_unsupported(s).find("multiple of 4"), std::string::npos);
+  // 512x512: two columns of 512 weights per lane would not stay in registers.
+  s.layers = {{512, 512, true, ""}, {512, 512, true, ""}};
+  EXPECT_NE(cuda::gemm_chain_unsupported(s).find("weights per lane"), std::string::npos);
+}
+
+TEST(CudaGemmChain, PackedWeightsAreTheTransposePadded) {
+  // K=100: 25 float4 chunks per column, a 32-lane group, so each column pads to 128.
+  GemmChainSpec s{1, {{100, 16, false, ""}, {16, 8, false, ""}}};
+  std::vector<float> w(100 * 16);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i + 1);
+  std::vector<float> p = cuda::gemm_chain_pack(s, 0, w.data());
+  ASSERT_EQ(p.size(), 16u * 128u);
+  for (int c = 0; c < 16; ++c)
+    for (int k = 0; k < 128; ++k) ASSERT_EQ(p[size_t(c * 128 + k)], k < 100 ? w[size_t(k * 16 + c)] : 0.0f) << c << " " << k;
+  // K=16: 4 chunks, a 4-lane group, no padding.
+  std::vector<float> w1(16 * 8, 2.0f);
+  EXPECT_EQ(cuda::gemm_chain_pack(s, 1, w1.data()).size(), 8u * 16u);
+  EXPECT_GE(cuda::gemm_chain_threads(s), 32);
+  EXPECT_EQ(cuda::gemm_chain_threads(s) % 32, 0);
 }
 
 TEST(CudaGemmChain, SourceCompilesWithNvrtc) {
@@ -66,8 +91,11 @@ TEST(CudaGemmChain, SourceCompilesWithNvrtc) {
   std::string src = "#include \"brrr/scalar_ops.h\"\n";
   src += cuda::gemm_chain_source("chain_a", {1, {{256, 256, true, "relu"}, {256, 256, true, "relu"}}});
   src += cuda::gemm_chain_source("chain_b", {8, {{64, 128, false, ""}, {128, 64, true, "gelu_tanh"}, {64, 8, true, ""}}});
-  // The largest shared-memory footprint the limits allow: M*K = 4096 floats of input, twice.
-  src += cuda::gemm_chain_source("chain_c", {8, {{512, 512, true, "relu"}, {512, 512, true, "relu"}}});
+  // The largest shared-memory footprint the limits allow (M*K = 4096 floats of input, twice),
+  // with the most weights per lane (16) in both layers.
+  src += cuda::gemm_chain_source("chain_c", {8, {{512, 256, true, "relu"}, {256, 512, true, "relu"}}});
+  // Groups of 2, 16 and 32 lanes, several slots.
+  src += cuda::gemm_chain_source("chain_d", {2, {{100, 64, true, "relu"}, {64, 512, true, "relu"}, {512, 8, true, "relu"}, {8, 136, true, "relu"}}});
   EXPECT_NO_THROW(nv.compile(src, "chain")) << src;
 }
 
@@ -98,8 +126,9 @@ TEST(CudaGemmChain, MatchesReference) {
       std::vector<int64_t> w = {256, 256, 256, 256, 256, 256, 256, 256, 256};
       EXPECT_LE(check(chain_graph(m, w, act), m, 256, "GEMM chain"), 1e-5) << m << " " << act;
     }
-  // Uneven widths: narrow, wide (one column per thread), K not a multiple of the k-slices.
-  std::vector<int64_t> w = {100, 64, 2048, 8, 136};
+  // Uneven widths: K not a multiple of 128 (padded chunks), groups of 16 and 2 lanes, one column
+  // per CTA, 17 columns per CTA.
+  std::vector<int64_t> w = {100, 64, 512, 8, 136};
   EXPECT_LE(check(chain_graph(2, w, "relu"), 2, 100, "GEMM chain"), 1e-5);
   EXPECT_LE(check(chain_graph(1, {256, 256, 256}, "", false), 1, 256, "GEMM chain"), 1e-5);
 }

@@ -256,6 +256,7 @@ struct CudaExecutor::Impl {
   struct ChainRun {
     int first = 0, last = 0;
     std::string symbol;
+    GemmChainSpec spec;
   };
   std::vector<ChainRun> chains;
 
@@ -298,7 +299,7 @@ struct CudaExecutor::Impl {
           spec.layers.push_back(l);
         }
         if (gemm_chain_unsupported(spec).empty()) {
-          ChainRun c{i, j, fmt::format("brrr_chain{}", chains.size())};
+          ChainRun c{i, j, fmt::format("brrr_chain{}", chains.size()), spec};
           text += gemm_chain_source(c.symbol, spec);
           steps[size_t(i)].type = Step::Chain;
           for (int q = i + 1; q <= j; ++q) steps[size_t(q)].type = Step::InChain;
@@ -604,15 +605,21 @@ struct CudaExecutor::Impl {
         setup_op(*s.op);
       }
     }
-    for (const ChainRun& c : chains) {  // arguments: x, then W, bias, y per layer
+    for (const ChainRun& c : chains) {  // arguments: x, then packed W, bias, y per layer
       Step& s = steps[size_t(c.first)];
       s.fn = module->function(c.symbol);
       s.grid = {unsigned(kChainCtas), 1, 1};
-      s.block = {unsigned(kChainThreads), 1, 1};
+      s.block = {unsigned(gemm_chain_threads(c.spec)), 1, 1};
       s.argv.push_back(steps[size_t(c.first)].gemm.a);
       for (int j = c.first; j <= c.last; ++j) {
+        const plan::Kernel& k = plan.kernels[size_t(j)];
+        const Node& n = g.nodes[size_t(k.nodes[0])];
+        Tensor w = host_cast(g.value(n.inputs[1]).constant, DType::f32, trans[size_t(j)]);
+        std::vector<float> packed = gemm_chain_pack(c.spec, size_t(j - c.first), w.data<float>());
+        Tensor pt = Tensor::empty(DType::f32, {int64_t(packed.size())});
+        std::copy(packed.begin(), packed.end(), pt.data<float>());
         const Gemm& gm = steps[size_t(j)].gemm;
-        s.argv.insert(s.argv.end(), {gm.b, gm.bias, gm.c});
+        s.argv.insert(s.argv.end(), {upload(pt, k.name + " W (chain layout)"), gm.bias, gm.c});
       }
     }
     for (Step& s : steps)

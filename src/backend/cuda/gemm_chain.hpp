@@ -3,8 +3,10 @@
 // not by FLOPs or bytes. One thread-block cluster runs the whole chain: each CTA owns a slice of
 // every layer's output columns, keeps the layer input in shared memory, pushes its slice of each
 // output into every CTA's shared memory (distributed shared memory) before a split cluster barrier,
-// and fetches weights two layers ahead into registers between arriving and waiting. Header free of
-// CUDA includes.
+// and fetches weights two layers ahead into registers between arriving and waiting. Each output
+// column is a group of lanes (a warp for K >= 128): float4 loads of the column's weights and of the
+// input, a few FMAs per lane, and an xor-shuffle sum, so the per-layer critical path is short.
+// Header free of CUDA includes.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,16 +26,22 @@ struct GemmChainSpec {
   std::vector<ChainLayer> layers;
 };
 
-constexpr int kChainCtas = 8;       // CTAs in the cluster (the portable maximum)
-constexpr int kChainThreads = 256;  // threads per CTA
+constexpr int kChainCtas = 8;  // CTAs in the cluster (the portable maximum)
+
+// Threads per CTA for `spec` (a multiple of 32, at most 1024).
+int gemm_chain_threads(const GemmChainSpec& spec);
 
 // Why `spec` cannot run as one chain kernel ("" when it can): the limits keep the layer input in
-// shared memory and the weight slice of each thread in registers.
+// shared memory and the weight slice of each lane in registers.
 std::string gemm_chain_unsupported(const GemmChainSpec& spec);
 
+// Layer `layer`'s weights in the layout the kernel reads: from W [K,N] row-major to W^T, each
+// column's K values zero-padded to whole float4 chunks per lane ([N][Kp]).
+std::vector<float> gemm_chain_pack(const GemmChainSpec& spec, size_t layer, const float* w_kn);
+
 // CUDA source of `extern "C" __global__ void <symbol>(const float* x, then per layer
-// const float* W, const float* bias (or null), float* y)`; launch one cluster: grid kChainCtas,
-// block kChainThreads. The last layer's y is always written; earlier ones when `store` (another
+// const float* W (packed by gemm_chain_pack), const float* bias (or null), float* y)`; launch one
+// cluster: grid kChainCtas, block gemm_chain_threads(spec). The last layer's y is always written; earlier ones when `store` (another
 // kernel or the caller reads them): an unread intermediate never leaves the cluster.
 std::string gemm_chain_source(const std::string& symbol, const GemmChainSpec& spec);
 
