@@ -265,6 +265,7 @@ struct CudaExecutor::Impl {
   std::string find_gemm_chains(const std::vector<Gemm>& gemms) {
     if (const char* e = std::getenv("BRRR_DISABLE_GEMM_CHAIN"); e && *e && std::string(e) != "0")
       return "";
+    if (dev.info().cc_major < 9) return "";  // thread-block clusters start with Hopper
     const int nk = int(plan.kernels.size());
     auto layer_ok = [&](int i) {
       const Gemm& gm = gemms[size_t(i)];
@@ -298,6 +299,7 @@ struct CudaExecutor::Impl {
               for (int v : plan.kernels[size_t(r)].inputs) l.store = l.store || v == y;
           spec.layers.push_back(l);
         }
+        spec = gemm_chain_choose(spec);
         if (gemm_chain_unsupported(spec).empty()) {
           ChainRun c{i, j, fmt::format("brrr_chain{}", chains.size()), spec};
           text += gemm_chain_source(c.symbol, spec);
@@ -608,7 +610,8 @@ struct CudaExecutor::Impl {
     for (const ChainRun& c : chains) {  // arguments: x, then packed W, bias, y per layer
       Step& s = steps[size_t(c.first)];
       s.fn = module->function(c.symbol);
-      s.grid = {unsigned(kChainCtas), 1, 1};
+      s.grid = {unsigned(c.spec.ctas), 1, 1};
+      if (c.spec.ctas > 8) s.fn.allow_large_clusters();
       s.block = {unsigned(gemm_chain_threads(c.spec)), 1, 1};
       s.argv.push_back(steps[size_t(c.first)].gemm.a);
       for (int j = c.first; j <= c.last; ++j) {
@@ -1020,13 +1023,17 @@ std::string CudaExecutor::summary() const {
     if (st.type == Impl::Step::Kernel)
       s += fmt::format("  {:<24} {} grid {} block {}x{}\n", m.plan.kernels[i].name,
                        m.src.launches[i].shape, st.grid.x, st.block.x, st.block.y);
-    else if (st.type == Impl::Step::Chain || st.type == Impl::Step::InChain)
-      s += fmt::format("  {:<24} GEMM chain{} (one cluster kernel: {} CTAs) m{} n{} k{}{}\n",
+    else if (st.type == Impl::Step::Chain || st.type == Impl::Step::InChain) {
+      int ctas = 0, threads = 0;
+      for (const auto& c : m.chains)
+        if (c.first <= int(i) && int(i) <= c.last) ctas = c.spec.ctas, threads = gemm_chain_threads(c.spec);
+      s += fmt::format("  {:<24} GEMM chain{} (one cluster kernel: {} CTAs x {} threads) m{} n{} k{}{}\n",
                        m.plan.kernels[i].name, st.type == Impl::Step::Chain ? "" : " (cont.)",
-                       kChainCtas, st.gemm.shape.m, st.gemm.shape.n, st.gemm.shape.k,
+                       ctas, threads, st.gemm.shape.m, st.gemm.shape.n, st.gemm.shape.k,
                        st.gemm.epi == GemmEpilogue::kReluBias ? " +bias+ReLU"
                        : st.gemm.epi == GemmEpilogue::kGeluBias ? " +bias+GELU"
                        : st.gemm.epi == GemmEpilogue::kBias ? " +bias" : "");
+    }
     else if (st.type == Impl::Step::Library)
       s += fmt::format("  {:<24} cuBLASLt {} {} m{} n{} k{} batch {}{}\n", m.plan.kernels[i].name,
                        to_string(st.gemm.prec), to_string(st.gemm.epi), st.gemm.shape.m,

@@ -185,6 +185,9 @@ int Function::num_regs() const {
   BRRR_CU(driver().cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f_), name_);
   return v;
 }
+void Function::allow_large_clusters() const {
+  BRRR_CU(driver().cuFuncSetAttribute(f_, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), name_);
+}
 int Function::local_bytes() const {
   int v = 0;
   BRRR_CU(driver().cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f_), name_);

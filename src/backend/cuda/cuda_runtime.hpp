@@ -147,6 +147,8 @@ class Function {
   const std::string& name() const { return name_; }
   int num_regs() const;
   int local_bytes() const;  // spills and stack: should be 0 for generated kernels
+  // Lets the kernel launch with a cluster over the portable size of 8 (16 on Hopper).
+  void allow_large_clusters() const;
 
  private:
   CUfunc_st* f_ = nullptr;
