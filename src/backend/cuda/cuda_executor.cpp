@@ -114,6 +114,9 @@ struct CudaExecutor::Impl {
     int post_act = 0;
     float post_alpha = 0, post_beta = 0;
     Function post_fn;
+    // Helper kernels, resolved at setup: casts of A, B (to 16 bits) and C (back to float32),
+    // and the in-place erf GELU.
+    Function cvt_in, cvt_out, gelu_fn;
   };
   // A Conv on cuDNN, then (when there is a bias, sum or activation) brrr_conv_epilogue in place.
   // The epilogue's arguments live here, so argp stays valid for the step's lifetime.
@@ -670,6 +673,17 @@ struct CudaExecutor::Impl {
       else gm.bias = upload(Tensor::zeros(et, {gm.shape.n}), who + " zero bias");
     }
     if (gm.post_act) gm.post_fn = module->function("brrr_conv_epilogue");
+    const char* t16 = et == DType::bf16 ? "bf16" : "f16";
+    if (cast) {
+      gm.cvt_in = module->function(fmt::format("brrr_cvt_f32_{}", t16));
+      gm.cvt_out = module->function(fmt::format("brrr_cvt_{}_f32", t16));
+    }
+    if (gm.gelu_erf) {
+      // In place on the graph's C (after the cast back, when there is one).
+      DType gt = gm.data;
+      gm.gelu_fn = module->function(fmt::format(
+          "brrr_gelu_erf_{}", gt == DType::bf16 ? "bf16" : gt == DType::f16 ? "f16" : "f32"));
+    }
     s->gemm = gm;
   }
 
@@ -685,8 +699,7 @@ struct CudaExecutor::Impl {
     BRRR_ASSERT(c.sum == 0 || c.sum != c.y, "Conv residual aliases the Conv output");
     if (!c.epilogue) return;
     c.fn = module->function("brrr_conv_epilogue");
-    unsigned blocks = unsigned(std::min<int64_t>((c.n + 255) / 256, int64_t(dev.info().sm_count) * 32));
-    c.grid = {std::max(blocks, 1u), 1, 1};
+    c.grid = helper_grid(c.n, 256);
     c.block = {256, 1, 1};
     c.argp = {&c.y, &c.bias, &c.sum, &c.hw, &c.c, &c.act, &c.alpha, &c.beta, &c.n};
   }
@@ -698,11 +711,6 @@ struct CudaExecutor::Impl {
       return slot[size_t(v)];
     };
     r.x = at(r.vx), r.sc = at(r.vs), r.y = at(r.vy);
-    auto grid_for = [&](int64_t items, int64_t per_block) {
-      int64_t b = std::min<int64_t>((items + per_block - 1) / per_block,
-                                    int64_t(dev.info().sm_count) * 32);
-      return Dim3{unsigned(std::max<int64_t>(b, 1)), 1, 1};
-    };
     switch (r.kind) {
       case OpRun::Pool: return;
       case OpRun::Concat: {
@@ -716,13 +724,13 @@ struct CudaExecutor::Impl {
       case OpRun::RowMean:
         r.fn = module->function("brrr_row_mean");
         r.block = {256, 1, 1};
-        r.grid = grid_for(r.rows, 256 / 32);
+        r.grid = helper_grid(r.rows, 256 / 32);
         r.argp = {&r.x, &r.y, &r.rows, &r.cols, &r.scale};
         return;
       case OpRun::ChannelScale:
         r.fn = module->function("brrr_channel_scale");
         r.block = {256, 1, 1};
-        r.grid = grid_for(r.n, 256);
+        r.grid = helper_grid(r.n, 256);
         r.argp = {&r.x, &r.sc, &r.y, &r.hw, &r.n};
         return;
     }
@@ -743,13 +751,18 @@ struct CudaExecutor::Impl {
     }
   }
 
-  void launch_helper(const std::string& name, std::vector<DevPtr> ptrs, int64_t n) {
-    Function f = module->function(name);
+  // Blocks for a grid-striding helper kernel over `items` work items, `per_block` per block.
+  Dim3 helper_grid(int64_t items, int64_t per_block) const {
+    int64_t b = std::min<int64_t>((items + per_block - 1) / per_block, int64_t(dev.info().sm_count) * 32);
+    return Dim3{unsigned(std::max<int64_t>(b, 1)), 1, 1};
+  }
+
+  // A grid-striding helper kernel f(ptrs..., n) of 256-thread blocks.
+  void launch_helper(const Function& f, std::vector<DevPtr> ptrs, int64_t n) {
     std::vector<void*> a;
     for (DevPtr& p : ptrs) a.push_back(&p);
     a.push_back(&n);
-    unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, int64_t(dev.info().sm_count) * 32));
-    launch(f, {std::max(blocks, 1u), 1, 1}, {256, 1, 1}, 0, stream, a.data());
+    launch(f, helper_grid(n, 256), {256, 1, 1}, 0, stream, a.data());
   }
 
   void exec(size_t i) {
@@ -761,21 +774,16 @@ struct CudaExecutor::Impl {
         return;
       case Step::Library: {
         Gemm& m = s.gemm;
-        const char* t = m.prec == GemmPrecision::kBf16 ? "bf16" : "f16";
-        if (m.a_src) launch_helper(fmt::format("brrr_cvt_f32_{}", t), {m.a_src, m.a}, m.na);
-        if (m.b_src) launch_helper(fmt::format("brrr_cvt_f32_{}", t), {m.b_src, m.b}, m.nb);
+        if (m.a_src) launch_helper(m.cvt_in, {m.a_src, m.a}, m.na);
+        if (m.b_src) launch_helper(m.cvt_in, {m.b_src, m.b}, m.nb);
         lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, s.what);
-        if (m.c_dst) launch_helper(fmt::format("brrr_cvt_{}_f32", t), {m.c, m.c_dst}, m.nc);
-        if (m.gelu_erf) {
-          const char* o = m.data == DType::bf16 ? "bf16" : m.data == DType::f16 ? "f16" : "f32";
-          launch_helper(fmt::format("brrr_gelu_erf_{}", o), {m.c_dst ? m.c_dst : m.c}, m.nc);
-        }
+        if (m.c_dst) launch_helper(m.cvt_out, {m.c, m.c_dst}, m.nc);
+        if (m.gelu_erf) launch_helper(m.gelu_fn, {m.c_dst ? m.c_dst : m.c}, m.nc);
         if (m.post_act) {  // brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n)
           DevPtr y = m.c_dst ? m.c_dst : m.c, none = 0;
           int64_t one = 1, n = m.nc;
           void* a[] = {&y, &none, &none, &one, &one, &m.post_act, &m.post_alpha, &m.post_beta, &n};
-          unsigned blocks = unsigned(std::min<int64_t>((n + 255) / 256, int64_t(dev.info().sm_count) * 32));
-          launch(m.post_fn, {std::max(blocks, 1u), 1, 1}, {256, 1, 1}, 0, stream, a);
+          launch(m.post_fn, helper_grid(n, 256), {256, 1, 1}, 0, stream, a);
         }
         return;
       }
