@@ -20,6 +20,13 @@ for c in 1 0 1 0; do BRRR_DISABLE_GEMM_CHAIN=$c timeout 60 $B/brrr bench --backe
   grep -E "^mlp" | sed "s/^/no_chain=$c /"; done
 echo "== GEMM chain depth (per-layer slope, fixed cost)"
 timeout 120 python3 scripts/gpu_chain_depth.py $B/brrr /tmp 2>&1 | tail -11
+echo "== models on cuda (--check against the PyTorch fp32 outputs), and what still runs on the host"
+for m in mlp_tiny bert_tiny squeezenet1_1 mobilenet_v3_small; do
+  r=$(timeout 120 $B/brrr run examples/$m/model.onnx --data examples/$m/test_data_set_0 --check \
+      --backend cuda 2>&1 | grep -E "check 0|error|runs on the host" | head -3 | tr '\n' ' ')
+  echo "$m: $r"
+done
+timeout 60 $B/brrr doctor examples/bert_tiny/model.onnx --backend cuda 2>&1 | grep -E "host|^wall|CUDA graph" | head -5
 [ "${NCU:-1}" = 0 ] && exit 0
 NCU_BIN=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 for w in cos_cos layernorm softmax gelu_bias mlp_b1; do

@@ -49,19 +49,24 @@ struct Group {
 };
 
 // Generated kernels compute in float32; with `float16` they may also load and store bfloat16
-// and float16 buffers (converted in registers; the CUDA emitter does, the C++ one does not).
-bool float_ok(DType t, bool float16) {
-  return t == DType::f32 || (float16 && (t == DType::bf16 || t == DType::f16));
+// and float16 buffers (converted in registers; the CUDA emitter does, the C++ one does not), and
+// with `booleans` bool buffers (0 or 1 in float32; stored as v != 0).
+struct TypeSet {
+  bool float16 = false, booleans = false;
+};
+bool float_ok(DType t, TypeSet ts) {
+  return t == DType::f32 || (ts.float16 && (t == DType::bf16 || t == DType::f16)) ||
+         (ts.booleans && t == DType::boolean);
 }
 
-bool all_float(const Graph& g, const Node& n, bool float16) {
+bool all_float(const Graph& g, const Node& n, TypeSet ts) {
   for (int i : n.inputs)
-    if (i >= 0 && !float_ok(g.value(i).dtype, float16)) return false;
+    if (i >= 0 && !float_ok(g.value(i).dtype, ts)) return false;
   for (int o : n.outputs)
-    if (o >= 0 && !float_ok(g.value(o).dtype, float16)) return false;
+    if (o >= 0 && !float_ok(g.value(o).dtype, ts)) return false;
   return true;
 }
-bool all_f32(const Graph& g, const Node& n) { return all_float(g, n, false); }
+bool all_f32(const Graph& g, const Node& n) { return all_float(g, n, {}); }
 
 // OpDef::pointwise must use only {0}, {1}, ... placeholders that exist.
 bool pointwise_code_ok(const std::string& code, size_t nin) {
@@ -120,15 +125,15 @@ bool channel_scale_between_convs(const Graph& g, const Node& n) {
   return consumers == 1 && conv;
 }
 
-NodeInfo classify(const Graph& g, const Node& n, bool float16) {
+NodeInfo classify(const Graph& g, const Node& n, TypeSet ts) {
   NodeInfo info;
   const std::string& op = n.op;
   bool f32 = all_f32(g, n);
-  bool gen = all_float(g, n, float16);  // generated kernels can read and write its tensors
+  bool gen = all_float(g, n, ts);  // generated kernels can read and write its tensors
   if (op.rfind("Reduce", 0) == 0 && !n.inputs.empty() && n.inputs[0] >= 0) {  // axes are int64
     f32 = g.value(n.inputs[0]).dtype == DType::f32 && g.value(n.outputs[0]).dtype == DType::f32;
-    gen = float_ok(g.value(n.inputs[0]).dtype, float16) &&
-          float_ok(g.value(n.outputs[0]).dtype, float16);
+    gen = float_ok(g.value(n.inputs[0]).dtype, ts) &&
+          float_ok(g.value(n.outputs[0]).dtype, ts);
   }
   auto other = [&](std::string why) {
     info.kind = NodeKind::Other;
@@ -173,8 +178,9 @@ NodeInfo classify(const Graph& g, const Node& n, bool float16) {
     }
   }
   if (!gen)
-    return other(fmt::format("{} is not float32{} (generated kernels compute in float32)", op,
-                             float16 ? ", bfloat16 or float16" : ""));
+    return other(fmt::format("{} is not float32{}{} (generated kernels compute in float32)", op,
+                             ts.float16 ? ", bfloat16, float16" : "",
+                             ts.booleans ? " or bool" : ""));
   size_t rank = n.inputs.empty() || n.inputs[0] < 0 ? 0 : g.value(n.inputs[0]).shape.size();
   if (n.def && !n.def->pointwise.empty()) {
     // Attributes become literals; omitted optional inputs become NAN ("no bound"); present
@@ -518,7 +524,7 @@ class Fuser {
   void place(int n) {
     if (absorbed_.count(n)) return;
     const Node& node = g_.nodes[n];
-    NodeInfo info = classify(g_, node, opts_.float16);
+    NodeInfo info = classify(g_, node, TypeSet{opts_.float16, opts_.booleans});
     bool fusible = info.kind == NodeKind::Pointwise || info.kind == NodeKind::Reduce ||
                    info.kind == NodeKind::Softmax || info.kind == NodeKind::LayerNorm ||
                    info.kind == NodeKind::Transpose;

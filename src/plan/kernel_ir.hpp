@@ -83,6 +83,9 @@ struct FusionOptions {
   // Generated kernels may load and store bfloat16/float16 buffers, computing in float32 (the
   // CUDA emitter converts in registers; the C++ emitter is float32 only).
   bool float16 = false;
+  // ... and bool buffers: read as 0 or 1, stored as v != 0 (the CUDA emitter; the C++ one reads
+  // and writes float32, bfloat16 and float16 only).
+  bool booleans = false;
 };
 
 // Groups a shape-inferred graph into kernels (src/plan/fusion.cpp).

@@ -126,6 +126,7 @@ void Session::Impl::build() {
   plan::FusionOptions fo;
   fo.enable = opts.fusion < 0 ? !plan::fusion_disabled_by_env() : opts.fusion != 0;
   fo.float16 = opts.backend == "cuda";  // the CUDA emitter reads and writes 16-bit floats
+  fo.booleans = opts.backend == "cuda";  // and bools (IsNaN -> Where after a softmax)
   plan = plan::build_plan(g, fo);
   if (opts.backend == "cuda") {
 #ifdef BRRR_HAVE_CUDA

@@ -439,6 +439,102 @@ TEST(CudaSession, Gelu16WithinOneUnitOfTheLastPlace) {
   }
 }
 
+// Bool buffers in generated kernels: read as 0 or 1, stored as v != 0; and IsNaN -> Where after
+// a softmax (BERT's attention masking) fused into the softmax kernel with no bool buffer at all.
+Graph bool_graph() {
+  GraphBuilder b;
+  int x = b.input("x", {3, 37});
+  int y = b.input("y", {3, 37});
+  int c = b.input("c", {3, 37}, DType::boolean);
+  b.output(b.node("Where", {c, x, y}));
+  b.output(b.node("Equal", {x, y}));
+  b.output(b.node("Not", {c}));
+  return b.g;
+}
+Graph softmax_nan_to_zero() {
+  GraphBuilder b;
+  int x = b.input("x", {4, 19});
+  int sm = b.node("Softmax", {x}, {{"axis", int64_t(-1)}});
+  b.output(b.node("Where", {b.node("IsNaN", {sm}), b.scalar(0.f), sm}));
+  return b.g;
+}
+
+TEST(CudaCodegen, BoolModulesCompileWithNvrtc) {
+  brrr::cuda::NvrtcCompiler nv("sm_90", "");
+  for (Graph g : {bool_graph(), softmax_nan_to_zero()}) {
+    infer_shapes(g, {});
+    plan::FusionOptions fo;
+    fo.float16 = fo.booleans = true;
+    plan::Plan p = plan::build_plan(g, fo);
+    for (const plan::Kernel& k : p.kernels) EXPECT_EQ(k.kind, plan::KernelKind::Fused) << p.print(g);
+    brrr::cuda::CudaSource src = brrr::cuda::generate_cuda(g, p, {});
+    EXPECT_NO_THROW(nv.compile(src.text, "bool_module")) << src.text;
+  }
+}
+
+TEST(CudaSession, BoolBuffersMatchReference) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  Graph g = bool_graph();
+  Tensor x = rnd({3, 37}), y = rnd({3, 37}), c = Tensor::empty(DType::boolean, {3, 37});
+  for (int64_t i = 0; i < 3 * 37; ++i) {
+    if (i % 5 == 0) y.data<float>()[i] = x.data<float>()[i];  // some equal pairs
+    c.data<bool>()[i] = (i * 7) % 3 == 0;
+  }
+  std::map<std::string, Tensor> in{{"x", x}, {"y", y}, {"c", c}};
+  Session s(g, cuda_opts());
+  EXPECT_EQ(s.plan_summary().find("host"), std::string::npos) << s.plan_summary();
+  std::vector<Tensor> got = s.run(in), want = run_reference(s.graph(), in);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    ASSERT_EQ(got[k].dtype(), want[k].dtype());
+    EXPECT_EQ(std::memcmp(got[k].raw(), want[k].raw(), got[k].nbytes()), 0) << "output " << k;
+  }
+}
+
+TEST(CudaSession, SoftmaxIsNaNWhereIsOneKernel) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  Tensor x = rnd({4, 19});
+  for (int64_t j = 0; j < 19; ++j) x.data<float>()[19 + j] = -INFINITY;  // row 1: NaN, then 0
+  std::map<std::string, Tensor> in{{"x", x}};
+  Session s(softmax_nan_to_zero(), cuda_opts());
+  EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();
+  brrr_test::expect_outputs_close(s.run(in), run_reference(s.graph(), in), 1e-5, 1e-7, s.plan_summary());
+}
+
+TEST(CudaSession, GatherRunsOnTheDevice) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  {  // an embedding lookup: float32 table, int64 ids (negative ones count from the end)
+    GraphBuilder b;
+    int ids = b.input("ids", {2, 5}, DType::i64);
+    b.output(b.node("Gather", {b.constant("table", rnd({50, 24})), ids}));
+    Session s(b.g, cuda_opts());
+    EXPECT_EQ(s.plan_summary().find("host"), std::string::npos) << s.plan_summary();
+    Tensor idx = Tensor::from_vector<int64_t>({2, 5}, {0, 49, -1, 7, 7, 3, -50, 12, 48, 1});
+    std::map<std::string, Tensor> in{{"ids", idx}};
+    std::vector<Tensor> want = run_reference(s.graph(), in);
+    brrr_test::expect_outputs_close(s.run(in), want, 0, 0, s.plan_summary());
+    // An id out of range is an error naming the Gather; the session stays usable.
+    Tensor bad = Tensor::from_vector<int64_t>({2, 5}, {0, 1, 2, 50, 4, 5, 6, 7, 8, 9});
+    try {
+      s.run({{"ids", bad}});
+      ADD_FAILURE() << "no error for id 50 of 50";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("Gather index out of range"), std::string::npos) << e.what();
+    }
+    brrr_test::expect_outputs_close(s.run(in), want, 0, 0, s.plan_summary());
+  }
+  {  // axis 1 of a bf16 tensor with int32 indices (2-byte slices: byte-wise copies)
+    GraphBuilder b;
+    int x = b.input("x", {4, 10, 3}, DType::bf16);
+    int i = b.input("i", {6}, DType::i32);
+    b.output(b.node("Gather", {x, i}, {{"axis", int64_t(1)}}));
+    Session s(b.g, cuda_opts());
+    std::map<std::string, Tensor> in{{"x", rnd({4, 10, 3}, DType::bf16)},
+                                     {"i", Tensor::from_vector<int32_t>({6}, {9, 0, -3, 4, 4, 1})}};
+    brrr_test::expect_outputs_close(s.run(in), run_reference(s.graph(), in), 0, 0, s.plan_summary());
+  }
+}
+
 TEST(CudaSession, BadPrecisionIsAnError) {
   SessionOptions o = cuda_opts("fp8");
   EXPECT_THROW(Session(pointwise(4), o), Error);

@@ -43,6 +43,9 @@ static __device__ __forceinline__ void brrr_st(brrr_bf16* p, float v) {
 static __device__ __forceinline__ void brrr_st(brrr_f16* p, float v) {
   unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v)); p->x = h;
 }
+// bool buffers (one byte): 0 or 1 in float32.
+static __device__ __forceinline__ float brrr_ld(const unsigned char* p) { return *p ? 1.0f : 0.0f; }
+static __device__ __forceinline__ void brrr_st(unsigned char* p, float v) { *p = v != 0.0f; }
 static __device__ __forceinline__ void brrr_ld4(float* d, const float* p) {
   const float4 t = *reinterpret_cast<const float4*>(p);
   d[0] = t.x; d[1] = t.y; d[2] = t.z; d[3] = t.w;
@@ -179,6 +182,7 @@ class KernelEmitter {
     switch (g_.value(v).dtype) {
       case DType::bf16: return "brrr_bf16";
       case DType::f16: return "brrr_f16";
+      case DType::boolean: return "unsigned char";
       default: return "float";
     }
   }
@@ -187,15 +191,19 @@ class KernelEmitter {
     return !k_.stores.empty() && std::all_of(k_.stores.begin(), k_.stores.end(),
                                              [&](const plan::Store& st) { return is16(st.value); });
   }
-  // 8 elements per vector access when a streamed operand is 16-bit (16 bytes), else 4.
+  // 8 elements per vector access when a streamed operand is 16-bit (16 bytes), else 4; none
+  // (1) when one is a bool (a byte: masks are small, scalar accesses do).
   int vector_width(bool level0_only) const {
-    bool any16 = false;
+    bool any16 = false, any8 = false;
+    auto note = [&](int v) {
+      any16 = any16 || is16(v);
+      any8 = any8 || dtype_size(g_.value(v).dtype) == 1;
+    };
     for (const Expr& e : k_.exprs)
-      if (e.kind == Expr::Load && !all_zero(e.strides) && (!level0_only || e.level == 0))
-        any16 = any16 || is16(e.value);
+      if (e.kind == Expr::Load && !all_zero(e.strides) && (!level0_only || e.level == 0)) note(e.value);
     for (const auto& st : k_.stores)
-      if (g_.value(st.value).shape == k_.space) any16 = any16 || is16(st.value);
-    return any16 ? 8 : 4;
+      if (g_.value(st.value).shape == k_.space) note(st.value);
+    return any8 ? 1 : any16 ? 8 : 4;
   }
 
   static bool all_zero(const std::vector<int64_t>& v) {
@@ -666,6 +674,23 @@ static __device__ __forceinline__ void brrr_gelu_erf_inplace(T* __restrict__ a, 
       "switch (act) { case 1: v = brrr_relu(v); break; case 2: v = brrr_hardswish(v); break; "
       "case 3: v = brrr_hardsigmoid(v, alpha, beta); break; "
       "case 4: v = brrr_clip(v, alpha, beta); break; default: break; } y[i] = v;");
+  // Gather: y[o, j, q] = x[o, idx[j], q] in units of 1, 4 or 16 bytes (`inner` units per
+  // slice, `axis` slices per outer step); indices int64 or int32, negative ones count from the
+  // end. An index out of [-axis, axis) writes zeros and raises *err, which the executor reads
+  // after the run and reports.
+  s += R"(template <class U>
+static __device__ __forceinline__ void brrr_gather_t(const U* __restrict__ x, const void* __restrict__ idx, U* __restrict__ y, i64 nidx, i64 axis, i64 inner, int idx64, int* __restrict__ err, i64 n) {
+  for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (i64)gridDim.x * blockDim.x) {
+    const i64 q = t % inner, j = (t / inner) % nidx, o = t / (inner * nidx);
+    i64 k = idx64 ? static_cast<const long long*>(idx)[j] : (i64)static_cast<const int*>(idx)[j];
+    if (k < 0) k += axis;
+    if (k < 0 || k >= axis) { *err = 1; y[t] = U{}; continue; }
+    y[t] = x[(o * axis + k) * inner + q];
+  }
+}
+)";
+  for (const auto& [u, t] : {std::pair{1, "unsigned char"}, std::pair{4, "unsigned"}, std::pair{16, "uint4"}})
+    s += fmt::format("extern \"C\" __global__ void brrr_gather_u{0}(const {1}* __restrict__ x, const void* __restrict__ idx, {1}* __restrict__ y, i64 nidx, i64 axis, i64 inner, int idx64, int* __restrict__ err, i64 n) {{ brrr_gather_t<{1}>(x, idx, y, nidx, axis, inner, idx64, err, n); }}\n", u, t);
   // Channel scale (squeeze-excite): y = x * s[row], one s per HW-long row of x (NCHW float32).
   s += loop(
       "brrr_channel_scale(const float* __restrict__ x, const float* __restrict__ s, "

@@ -141,7 +141,7 @@ struct CudaExecutor::Impl {
   // over trailing axes (brrr_row_mean) or a channel scale (brrr_channel_scale). Kernel
   // arguments live here, so argp stays valid for the step's lifetime.
   struct OpRun {
-    enum Kind { Pool, Concat, RowMean, ChannelScale } kind = Pool;
+    enum Kind { Pool, Concat, RowMean, ChannelScale, Gather } kind = Pool;
     PoolGeometry geo;
     std::unique_ptr<CudnnPool> pool;
     int vx = -1, vs = -1, vy = -1;
@@ -154,9 +154,11 @@ struct CudaExecutor::Impl {
       size_t width = 0;
     };
     std::vector<Copy> copies;
-    // brrr_row_mean(x, y, rows, cols, scale) / brrr_channel_scale(x, s, y, hw, n)
-    DevPtr x = 0, sc = 0, y = 0;
+    // brrr_row_mean(x, y, rows, cols, scale) / brrr_channel_scale(x, s, y, hw, n) /
+    // brrr_gather_u<unit>(x, idx (in sc), y, nidx (rows), axis (cols), inner (hw), idx64, err, n)
+    DevPtr x = 0, sc = 0, y = 0, err = 0;
     int64_t rows = 0, cols = 0, hw = 1, n = 0;
+    int unit = 4, idx64 = 1;
     float scale = 1.f;
     Function fn;
     Dim3 grid, block;
@@ -430,6 +432,36 @@ struct CudaExecutor::Impl {
     return n.op + " has no CUDA library path";
   }
 
+  // Why a Gather has no device path here ("" when it has one): any element type of 1, 2, 4 or 8
+  // bytes, int64 or int32 indices, static shapes.
+  std::string gather_plan(const plan::Kernel& k, OpRun* r) {
+    const Node& n = g.nodes[size_t(k.nodes[0])];
+    if (n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return "Gather without data or indices";
+    const Value &xv = g.value(n.inputs[0]), &iv = g.value(n.inputs[1]), &yv = g.value(n.outputs.at(0));
+    if (iv.dtype != DType::i64 && iv.dtype != DType::i32)
+      return fmt::format("Gather indices are {} (int64 or int32 on the GPU)", dtype_name(iv.dtype));
+    const int64_t rank = int64_t(xv.shape.size());
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (rank == 0 || axis < 0 || axis >= rank) return "Gather axis out of range";
+    size_t es = dtype_size(xv.dtype);
+    int64_t outer = 1, inner = int64_t(es);
+    for (int64_t d = 0; d < axis; ++d) outer *= xv.shape[size_t(d)];
+    for (int64_t d = axis + 1; d < rank; ++d) inner *= xv.shape[size_t(d)];
+    r->kind = OpRun::Gather;
+    r->vx = n.inputs[0], r->vs = n.inputs[1], r->vy = n.outputs[0];
+    r->unit = inner % 16 == 0 ? 16 : inner % 4 == 0 ? 4 : 1;
+    r->idx64 = iv.dtype == DType::i64;
+    r->rows = shape_numel(iv.shape);
+    r->cols = xv.shape[size_t(axis)];
+    r->hw = inner / r->unit;
+    r->n = outer * r->rows * r->hw;
+    if (shape_numel(yv.shape) * int64_t(es) != r->n * r->unit) return "Gather output size does not match";
+    r->who = fmt::format("{} (Gather {})", k.name, n.name);
+    r->desc = fmt::format("gather kernel: {} slices of {} B", outer * r->rows, inner);
+    return "";
+  }
+
   // Why a Conv kernel cannot run on cuDNN here ("" when it can); fills `cr` otherwise (the cuDNN
   // descriptors and algorithm included, so cuDNN's own refusals fall back to the host too).
   std::string conv_plan(const plan::Kernel& k, ConvRun* cr) {
@@ -513,6 +545,15 @@ struct CudaExecutor::Impl {
             steps[size_t(i)].op = std::move(r);
             continue;
           }
+        }
+      } else if (k.kind == KernelKind::Reference && k.nodes.size() == 1 &&
+                 g.nodes[size_t(k.nodes[0])].op == "Gather") {
+        auto r = std::make_shared<OpRun>();
+        why = gather_plan(k, r.get());
+        if (why.empty()) {
+          steps[size_t(i)].type = Step::Op;
+          steps[size_t(i)].op = std::move(r);
+          continue;
         }
       } else if (k.kind == KernelKind::Reference) {
         why = "no generated or library kernel for this op";
@@ -733,7 +774,38 @@ struct CudaExecutor::Impl {
         r.grid = helper_grid(r.n, 256);
         r.argp = {&r.x, &r.sc, &r.y, &r.hw, &r.n};
         return;
+      case OpRun::Gather:
+        if (!gather_err) {
+          gather_err = alloc(sizeof(int), "Gather index error flag");
+          int zero = 0;
+          copy_h2d(gather_err, &zero, sizeof zero, stream, "Gather index error flag");
+        }
+        r.err = gather_err;
+        r.fn = module->function(fmt::format("brrr_gather_u{}", r.unit));
+        r.block = {256, 1, 1};
+        r.grid = helper_grid(r.n, 256);
+        r.argp = {&r.x, &r.sc, &r.y, &r.rows, &r.cols, &r.hw, &r.idx64, &r.err, &r.n};
+        gathers.push_back(r.who);
+        return;
     }
+  }
+
+  // Raised by a Gather kernel on an index out of range; read after each run (the run syncs
+  // anyway), reported with the Gathers' names, and cleared.
+  DevPtr gather_err = 0;
+  std::vector<std::string> gathers;
+  void check_gather_indices() {
+    if (!gather_err) return;
+    int flag = 0;
+    copy_d2h(&flag, gather_err, sizeof flag, stream, "Gather index error flag");
+    stream.synchronize("Gather index check");
+    if (!flag) return;
+    int zero = 0;
+    copy_h2d(gather_err, &zero, sizeof zero, stream, "Gather index error flag");
+    stream.synchronize("Gather index check");
+    std::string names;
+    for (const std::string& w : gathers) names += (names.empty() ? "" : ", ") + w;
+    fail("Gather index out of range [-axis, axis) in {}", names);
   }
 
   void exec_op(OpRun& r) {
@@ -747,7 +819,8 @@ struct CudaExecutor::Impl {
         }
         return;
       case OpRun::RowMean:
-      case OpRun::ChannelScale: launch(r.fn, r.grid, r.block, 0, stream, r.argp.data()); return;
+      case OpRun::ChannelScale:
+      case OpRun::Gather: launch(r.fn, r.grid, r.block, 0, stream, r.argp.data()); return;
     }
   }
 
@@ -876,6 +949,7 @@ std::vector<Tensor> CudaExecutor::run(const std::map<std::string, Tensor>& input
       std::memcpy(outs.back().raw(), v.constant.contiguous().raw(), prev.nbytes());
   }
   m.stream.synchronize("copying outputs to the host");
+  m.check_gather_indices();
   return outs;
 }
 
