@@ -15,7 +15,7 @@ constexpr std::int64_t kMaxWeightsPerLane = 16; // one layer's weights in a lane
 // Per-layer work split. A group of `lpc` lanes (a power of two up to 32) computes one output
 // column: lane j of the group reads float4 chunks j, j+lpc, ... of the column's K weights and of
 // each input row, and the group sums by xor shuffles. A warp holds 32/lpc groups; `slots`
-// columns per group cover the CTA's nb = N/8 columns with `warps` warps.
+// columns per group cover the CTA's nb = N/ctas columns with `warps` warps.
 struct Layout {
   std::int64_t nb = 0, lpc = 32, chunks = 0, slots = 0;
   std::int64_t kp() const { return chunks * 4 * lpc; }  // K padded in the packed weights
@@ -54,8 +54,8 @@ std::int64_t lane_weight_regs(const GemmChainSpec& s) {
   }
   return most;
 }
-// Registers per thread the weights may take: 255 at most, 64K per SM over the CTA's threads, with
-// room for the rest of the kernel.
+// Registers per thread the weights may take: 160 at most (255 is the hardware limit), 64K per SM
+// over the CTA's threads, less 32 for the rest of the kernel.
 std::int64_t weight_reg_budget(const GemmChainSpec& s) {
   return std::min<std::int64_t>(160, 65536 / (32 * warps_for(s))) - 32;
 }
