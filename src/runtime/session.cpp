@@ -125,6 +125,11 @@ void Session::Impl::build() {
              "unknown precision '{}' (use fp32, tf32, bf16 or fp16)", opts.precision);
   plan::FusionOptions fo;
   fo.enable = opts.fusion < 0 ? !plan::fusion_disabled_by_env() : opts.fusion != 0;
+  // Partial convs pay off only when their Adds become sum post-ops, i.e. with fusion on.
+  const char* split_env = std::getenv("BRRR_DISABLE_CONCAT_SPLIT");
+  bool split = opts.concat_split < 0 ? fo.enable && !(split_env && std::string(split_env) != "0")
+                                     : opts.concat_split != 0;
+  if (opts.backend == "cpu" && split) distribute_concat(g);
   fo.float16 = opts.backend == "cuda";  // the CUDA emitter reads and writes 16-bit floats
   plan = plan::build_plan(g, fo);
   if (opts.backend == "cuda") {
