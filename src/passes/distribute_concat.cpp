@@ -4,6 +4,7 @@
 // The CPU fusion pass turns each Add into the next conv's sum post-op (squeezenet's fire modules).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "brrr/op.hpp"
@@ -111,20 +112,52 @@ void infer_node(Graph& g, Node& n) {
   }
 }
 
-// Adds a node whose outputs are fresh values named after `name` (or `out` when given).
-int add_node(Graph& g, std::vector<Node>& nodes, const Node& like, const std::string& op,
-             const std::string& name, std::vector<int> inputs, int out = -1) {
-  Node n;
-  n.op = op;
-  n.name = name;
-  n.inputs = std::move(inputs);
-  if (op == like.op) n.attrs = like.attrs;
-  if (out < 0) out = g.add_value(fresh_name(g, name + "_out"));
-  n.outputs = {out};
-  infer_node(g, n);
-  nodes.push_back(std::move(n));
-  return out;
-}
+// Collects the rewritten node list. A new node goes right after the last original node that
+// produces one of its inputs, so a partial conv (or pool) reads its part while it is in cache.
+class Placer {
+ public:
+  explicit Placer(Graph& g) : g_(g), after_(g.nodes.size() + 1), anchor_(g.values.size(), 0) {
+    for (size_t k = 0; k < g.nodes.size(); ++k)
+      for (int o : g.nodes[k].outputs)
+        if (o >= 0) anchor_[size_t(o)] = int(k) + 1;
+  }
+
+  // Adds a node whose output is `out`, or a fresh value named after the node.
+  int add(const Node& like, const std::string& op, const std::string& name,
+          std::vector<int> inputs, int out = -1) {
+    Node n;
+    n.op = op;
+    n.name = name;
+    n.inputs = std::move(inputs);
+    if (op == like.op) n.attrs = like.attrs;
+    if (out < 0) out = g_.add_value(fresh_name(g_, name + "_out"));
+    n.outputs = {out};
+    infer_node(g_, n);
+    int at = 0;
+    for (int i : n.inputs)
+      if (i >= 0 && size_t(i) < anchor_.size()) at = std::max(at, anchor_[size_t(i)]);
+    anchor_.resize(g_.values.size(), 0);
+    anchor_[size_t(out)] = at;
+    after_[size_t(at)].push_back(std::move(n));
+    return out;
+  }
+
+  // The original nodes (but those in `drop`) with the new ones in place.
+  void finish(const std::set<int>& drop) {
+    std::vector<Node> nodes;
+    for (Node& n : after_[0]) nodes.push_back(std::move(n));
+    for (size_t k = 0; k < g_.nodes.size(); ++k) {
+      if (!drop.count(int(k))) nodes.push_back(std::move(g_.nodes[k]));
+      for (Node& n : after_[k + 1]) nodes.push_back(std::move(n));
+    }
+    g_.nodes = std::move(nodes);
+  }
+
+ private:
+  Graph& g_;
+  std::vector<std::vector<Node>> after_;  // [k]: new nodes after original node k - 1
+  std::vector<int> anchor_;               // value -> 1 + its (original) producer, 0 if none
+};
 
 void set_producers(Graph& g) {
   for (auto& v : g.values) v.producer = -1;
@@ -148,32 +181,27 @@ bool push_concats_below_pools(Graph& g) {
     pool_parts[p] = parts;
   }
   if (pool_parts.empty()) return false;
-  std::vector<Node> nodes;
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    auto it = pool_parts.find(int(k));
-    if (it == pool_parts.end()) {
-      nodes.push_back(std::move(g.nodes[k]));
-      continue;
-    }
-    Node pool = std::move(g.nodes[k]);
+  Placer place(g);
+  std::set<int> drop;
+  for (const auto& [p, parts] : pool_parts) {
+    const Node& pool = g.nodes[size_t(p)];
+    drop.insert(p);
     std::vector<int> pooled;
-    for (size_t i = 0; i < it->second.size(); ++i)
-      pooled.push_back(add_node(g, nodes, pool, pool.op, fmt::format("{}/part{}", pool.name, i),
-                                {it->second[i]}));
+    for (size_t i = 0; i < parts.size(); ++i)
+      pooled.push_back(place.add(pool, pool.op, fmt::format("{}/part{}", pool.name, i), {parts[i]}));
     Node cat;
     cat.op = "Concat";
-    cat.name = pool.name + "/concat";
-    cat.inputs = pooled;
     cat.attrs["axis"] = int64_t(1);
-    add_node(g, nodes, cat, "Concat", cat.name, pooled, pool.outputs[0]);
+    place.add(cat, "Concat", pool.name + "/concat", pooled, pool.outputs[0]);
   }
-  g.nodes = std::move(nodes);  // the old concats are dead now
-  eliminate_dead_nodes(g);
+  place.finish(drop);
+  eliminate_dead_nodes(g);  // the old concats
   return true;
 }
 
-// Conv(Concat(parts), W, B) -> partial convs over W's channel slices, summed by Adds in part
-// order (the last partial carries the bias), so each Add's other input is computed first.
+// Conv(Concat(parts), W, B) -> partial convs over W's channel slices, summed by Adds (the last
+// partial carries the bias); each Add's other input is computed before its partial conv, so the
+// fusion pass folds the Add into that conv as a sum post-op.
 bool split_convs_over_concats(Graph& g) {
   Uses u = find_uses(g);
   std::map<int, std::vector<int>> concat_parts;  // concat node -> parts
@@ -186,45 +214,49 @@ bool split_convs_over_concats(Graph& g) {
     for (int c : u.consumers[size_t(v)]) conv_concat[c] = int(k);
   }
   if (concat_parts.empty()) return false;
-  std::vector<Node> nodes;
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    if (concat_parts.count(int(k))) continue;
-    auto it = conv_concat.find(int(k));
-    if (it == conv_concat.end()) {
-      nodes.push_back(std::move(g.nodes[k]));
-      continue;
-    }
-    Node conv = std::move(g.nodes[k]);
-    const std::vector<int>& parts = concat_parts[it->second];
+  Placer place(g);
+  std::set<int> drop;
+  for (const auto& [k, cat] : conv_concat) {
+    drop.insert(k);
+    drop.insert(cat);
+    const Node& conv = g.nodes[size_t(k)];
+    const std::vector<int>& parts = concat_parts[cat];
     const Tensor w = g.value(conv.inputs[1]).constant;
     int bias = conv.inputs.size() > 2 ? conv.inputs[2] : -1;
     std::string wname = g.value(conv.inputs[1]).name;
-    int64_t off = 0;
-    int sum = -1;
+    // Summed in the order the parts are computed, so each partial conv adds the previous ones.
+    std::vector<int64_t> off(parts.size() + 1, 0);
+    std::vector<size_t> order(parts.size());
     for (size_t i = 0; i < parts.size(); ++i) {
-      int64_t c = g.value(parts[i]).shape[1];
-      Tensor slice = w.slice(1, off, off + c, 1).contiguous();
-      off += c;
+      off[i + 1] = off[i] + g.value(parts[i]).shape[1];
+      order[i] = i;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return g.value(parts[a]).producer < g.value(parts[b]).producer;
+    });
+    int sum = -1;
+    for (size_t j = 0; j < parts.size(); ++j) {
+      size_t i = order[j];
+      Tensor slice = w.slice(1, off[i], off[i + 1], 1).contiguous();
       int wv = g.add_value(fresh_name(g, fmt::format("{}/part{}", wname, i)));
       Value& wval = g.value(wv);
       wval.dtype = slice.dtype();
       wval.shape = slice.shape();
       wval.constant = slice;
       wval.typed = true;
-      bool last = i + 1 == parts.size();
+      bool last = j + 1 == parts.size();
       std::vector<int> ins{parts[i], wv};
       if (last && bias >= 0) ins.push_back(bias);
-      std::string name = fmt::format("{}/part{}", conv.name, i);
-      int partial = add_node(g, nodes, conv, "Conv", name, ins);
+      int partial = place.add(conv, "Conv", fmt::format("{}/part{}", conv.name, i), ins);
       if (sum < 0) {
         sum = partial;
         continue;
       }
-      sum = add_node(g, nodes, conv, "Add", fmt::format("{}/sum{}", conv.name, i), {sum, partial},
-                     last ? conv.outputs[0] : -1);
+      sum = place.add(conv, "Add", fmt::format("{}/sum{}", conv.name, i), {sum, partial},
+                      last ? conv.outputs[0] : -1);
     }
   }
-  g.nodes = std::move(nodes);
+  place.finish(drop);
   set_producers(g);
   return true;
 }

@@ -101,6 +101,16 @@ TEST(DistributeConcat, ThreePartsNegativeAxis) {
   expect_no_concat(check(b.g), 2);
 }
 
+// Parts listed out of the order they are computed (one twice): every Add still becomes a sum.
+TEST(DistributeConcat, PartsOutOfComputeOrder) {
+  GraphBuilder b;
+  int x = b.input("x", {1, 4, 9, 9});
+  std::vector<int> p = branches(b, x, 4, {1, 3}, 12);
+  int cat = b.node("Concat", {p[1], p[0], p[1]}, {{"axis", int64_t(1)}});
+  b.output(b.node("Relu", {conv(b, cat, 36, 6, 1)}));
+  expect_no_concat(check(b.g), 2);
+}
+
 TEST(DistributeConcat, SpatialKernelWithStride) {
   GraphBuilder b;
   int x = b.input("x", {1, 6, 15, 13});
