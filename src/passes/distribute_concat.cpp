@@ -38,7 +38,8 @@ bool static_f32(const Value& v) {
 
 // The parts of a Concat along channels (axis 1) of static float32 activations, or empty.
 std::vector<int> channel_parts(const Graph& g, const Node& n) {
-  if (n.op != "Concat" || !n.domain.empty() || n.outputs.size() != 1 || n.inputs.size() < 2)
+  if (n.op != "Concat" || !n.domain.empty() || n.outputs.size() != 1 || n.outputs[0] < 0 ||
+      n.inputs.size() < 2)
     return {};
   const Value& out = g.value(n.outputs[0]);
   if (!static_f32(out)) return {};
@@ -58,14 +59,16 @@ std::vector<int> channel_parts(const Graph& g, const Node& n) {
 // Conv node c reads value x as its data input only, with group 1 and constant weights whose
 // input channels are x's.
 bool splittable_conv(const Graph& g, const Node& c, int x) {
-  if (c.op != "Conv" || !c.domain.empty() || c.outputs.size() != 1) return false;
-  if (c.inputs.size() < 2 || c.inputs[0] != x || c.attr_int("group", 1) != 1) return false;
+  if (c.op != "Conv" || !c.domain.empty() || c.outputs.size() != 1 || c.outputs[0] < 0)
+    return false;
+  if (c.inputs.size() < 2 || c.inputs[0] != x || c.inputs[1] < 0 || c.attr_int("group", 1) != 1)
+    return false;
   for (size_t i = 1; i < c.inputs.size(); ++i)
     if (c.inputs[i] == x) return false;
   const Value& w = g.value(c.inputs[1]);
   const Shape& xs = g.value(x).shape;
-  return c.inputs[1] >= 0 && w.constant.defined() && w.dtype == DType::f32 &&
-         w.shape.size() == xs.size() && w.shape[1] == xs[1] && static_f32(g.value(c.outputs[0]));
+  return w.constant.defined() && w.dtype == DType::f32 && w.shape.size() == xs.size() &&
+         w.shape[1] == xs[1] && static_f32(g.value(c.outputs[0]));
 }
 
 // A concat's output value v disappears when every use is a splittable conv and the partial sums
@@ -82,7 +85,8 @@ bool absorbable(const Graph& g, const Uses& u, int v, size_t parts) {
 
 // Pool node p (without an Indices output) is v's only consumer.
 bool per_channel_pool(const Graph& g, const Uses& u, const Node& p, int v) {
-  if ((p.op != "MaxPool" && p.op != "AveragePool") || !p.domain.empty() || p.inputs.size() != 1)
+  if ((p.op != "MaxPool" && p.op != "AveragePool") || !p.domain.empty() || p.inputs.size() != 1 ||
+      p.outputs.empty() || p.outputs[0] < 0)
     return false;
   for (size_t o = 1; o < p.outputs.size(); ++o)
     if (p.outputs[o] >= 0 && !g.value(p.outputs[o]).name.empty()) return false;
@@ -123,8 +127,8 @@ class Placer {
   }
 
   // Adds a node whose output is `out`, or a fresh value named after the node.
-  int add(const Node& like, const std::string& op, const std::string& name,
-          std::vector<int> inputs, int out = -1) {
+  int add(const Node& like, const std::string& op, const std::string& name, std::vector<int> inputs,
+          int out = -1) {
     Node n;
     n.op = op;
     n.name = name;
@@ -188,7 +192,8 @@ bool push_concats_below_pools(Graph& g) {
     drop.insert(p);
     std::vector<int> pooled;
     for (size_t i = 0; i < parts.size(); ++i)
-      pooled.push_back(place.add(pool, pool.op, fmt::format("{}/part{}", pool.name, i), {parts[i]}));
+      pooled.push_back(
+          place.add(pool, pool.op, fmt::format("{}/part{}", pool.name, i), {parts[i]}));
     Node cat;
     cat.op = "Concat";
     cat.attrs["axis"] = int64_t(1);
@@ -205,7 +210,7 @@ bool push_concats_below_pools(Graph& g) {
 bool split_convs_over_concats(Graph& g) {
   Uses u = find_uses(g);
   std::map<int, std::vector<int>> concat_parts;  // concat node -> parts
-  std::map<int, int> conv_concat;               // conv node -> its concat node
+  std::map<int, int> conv_concat;                // conv node -> its concat node
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     std::vector<int> parts = channel_parts(g, g.nodes[k]);
     int v = parts.empty() ? -1 : g.nodes[k].outputs[0];

@@ -173,7 +173,8 @@ TEST(DistributeConcat, OtherConsumerKeepsConcat) {
       b.output(b.node("Sigmoid", {p}));
     }
     if (variant == 3) {  // a grouped conv
-      b.output(b.node("Conv", {cat, b.constant("wg", rnd({32, 8, 1, 1}))}, {{"group", int64_t(4)}}));
+      b.output(
+          b.node("Conv", {cat, b.constant("wg", rnd({32, 8, 1, 1}))}, {{"group", int64_t(4)}}));
     }
     Session s = check(b.g);
     EXPECT_GE(count_ops(s.graph(), "Concat"), 1) << s.plan_summary();
