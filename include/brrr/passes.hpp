@@ -22,6 +22,12 @@ void infer_shapes(Graph& g, const InferOptions& opts);
 // Removes nodes whose outputs are all constant or unused by the graph outputs.
 void eliminate_dead_nodes(Graph& g);
 
+// Rewrites channel Concats whose every consumer is a group-1 Conv with constant weights (directly
+// or through a MaxPool/AveragePool) into partial convs over weight slices summed by Adds, when the
+// partial sums move fewer bytes than the concat; returns true when it changed the graph. Runs on
+// a shape-inferred graph (src/passes/distribute_concat.cpp).
+bool distribute_concat(Graph& g);
+
 // Prints the graph to stderr after a pass when BRRR_DEBUG >= 2.
 void debug_dump(const Graph& g, const char* after_pass);
 int debug_level();

@@ -22,6 +22,10 @@ struct SessionOptions {
   int graphs = -1;
   // -1: on unless BRRR_DISABLE_FUSION is set; 0: one kernel per op; 1: fused.
   int fusion = -1;
+  // CPU: distribute group-1 convs over the channel Concats they read (distribute_concat), so the
+  // concats vanish into partial convs chained by sum post-ops. -1: on when fusion is on, unless
+  // BRRR_DISABLE_CONCAT_SPLIT is set to something other than "0"; 0: off; 1: on.
+  int concat_split = -1;
   // Concrete shapes for graph inputs with symbolic dims.
   std::map<std::string, Shape> input_shapes;
   std::string cache_dir;  // kernel cache; empty: $XDG_CACHE_HOME/brrr or ~/.cache/brrr

@@ -125,6 +125,11 @@ void Session::Impl::build() {
              "unknown precision '{}' (use fp32, tf32, bf16 or fp16)", opts.precision);
   plan::FusionOptions fo;
   fo.enable = opts.fusion < 0 ? !plan::fusion_disabled_by_env() : opts.fusion != 0;
+  // Partial convs pay off only when their Adds become sum post-ops, i.e. with fusion on.
+  const char* split_env = std::getenv("BRRR_DISABLE_CONCAT_SPLIT");
+  bool split = opts.concat_split < 0 ? fo.enable && !(split_env && std::string(split_env) != "0")
+                                     : opts.concat_split != 0;
+  if (opts.backend == "cpu" && split) distribute_concat(g);
   fo.float16 = opts.backend == "cuda";  // the CUDA emitter reads and writes 16-bit floats
   fo.booleans = opts.backend == "cuda";  // and bools (IsNaN -> Where after a softmax)
   plan = plan::build_plan(g, fo);
@@ -166,12 +171,31 @@ void Session::Impl::build() {
   std::vector<int> last_use(g.values.size(), -1);
   for (size_t i = 0; i < plan.kernels.size(); ++i)
     for (int v : plan.kernels[i].inputs) last_use[size_t(v)] = int(i);
+  // A conv whose sum post-op reads a value for the last time writes its result over it, so the
+  // kernel skips copying the addend into its output (residuals, distribute_concat's partials).
+  std::vector<int> share(g.values.size(), -1), first_write(g.values.size(), -1);
+  for (size_t i = 0; i < plan.kernels.size(); ++i)
+    for (int v : plan.kernels[i].outputs) first_write[size_t(v)] = int(i);
+  auto nbytes = [&](int v) {
+    return size_t(shape_numel(g.value(v).shape)) * dtype_size(g.value(v).dtype);
+  };
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const plan::Kernel& k = plan.kernels[i];
+    if (k.kind != KernelKind::Library || k.sum < 0 || k.outputs.size() != 1) continue;
+    int s = k.sum, d = k.outputs[0];
+    const std::vector<int>& conv_in = g.nodes[size_t(k.nodes[0])].inputs;  // read while writing d
+    if (is_out[size_t(s)] || is_out[size_t(d)] || first_write[size_t(s)] < 0 ||
+        last_use[size_t(s)] != int(i) || nbytes(s) != nbytes(d) ||
+        std::find(conv_in.begin(), conv_in.end(), s) != conv_in.end())
+      continue;
+    int root = share[size_t(s)] >= 0 ? share[size_t(s)] : s;
+    share[size_t(d)] = root;
+    last_use[size_t(root)] = std::max(last_use[size_t(root)], last_use[size_t(d)]);
+  }
   for (size_t i = 0; i < plan.kernels.size(); ++i)
     for (int v : plan.kernels[i].outputs) {
-      if (is_out[size_t(v)]) continue;
-      const Value& val = g.value(v);
-      size_t bytes = size_t(shape_numel(val.shape)) * dtype_size(val.dtype);
-      reqs.push_back({bytes, int(i), std::max(int(i), last_use[size_t(v)])});
+      if (is_out[size_t(v)] || share[size_t(v)] >= 0) continue;
+      reqs.push_back({nbytes(v), int(i), std::max(int(i), last_use[size_t(v)])});
       req_value.push_back(v);
     }
   runtime::MemoryPlan mp = runtime::plan_memory(reqs);
@@ -181,6 +205,8 @@ void Session::Impl::build() {
   arena.reset(static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(mp.arena_bytes, 64))));
   BRRR_CHECK(arena != nullptr, "out of memory allocating a {}-byte arena", mp.arena_bytes);
   for (size_t r = 0; r < reqs.size(); ++r) slots[size_t(req_value[r])] = arena.get() + mp.offsets[r];
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (share[v] >= 0) slots[v] = slots[size_t(share[v])];
   for (size_t v = 0; v < g.values.size(); ++v)
     if (g.values[v].constant.defined()) {
       constants.push_back(g.values[v].constant.contiguous());

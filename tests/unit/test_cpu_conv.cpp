@@ -141,6 +141,27 @@ TEST(CpuConv, LateResidualIsNotFolded) {
   EXPECT_EQ(s.plan_summary().find("+sum"), std::string::npos);
 }
 
+// The residual's last reader is the conv: the result is written over it (no copy, one buffer
+// fewer), unless the conv also reads it as its input.
+TEST(CpuConv, ResidualBufferReused) {
+  for (bool self : {false, true}) {
+    SCOPED_TRACE(self ? "residual is the conv's input" : "residual from elsewhere");
+    GraphBuilder b;
+    int x = b.input("x", {1, 8, 10, 10});
+    int a = b.node("Relu", {x});
+    int r = self ? a : b.node("Sigmoid", {x});
+    int y = b.node("Conv", {a, b.constant("w", rnd({8, 8, 3, 3}))},
+                   {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    y = b.node("Relu", {b.node("Add", {y, r})});
+    b.output(b.node("Conv", {y, b.constant("w2", rnd({4, 8, 1, 1}))}));
+    Session s = check(b.g);
+    if (kDnnl) EXPECT_NE(s.plan_summary().find("+sum"), std::string::npos) << s.plan_summary();
+    // Elsewhere: Relu and Sigmoid's outputs, the sum written over Sigmoid's. Self: Relu's and the
+    // sum's (the values above check that the conv's input was not overwritten).
+    if (kDnnl) EXPECT_EQ(s.memory().num_buffers, 2u) << s.plan_summary();
+  }
+}
+
 // The conv output feeds two consumers: no epilogue folds, both read the same buffer.
 TEST(CpuConv, SharedOutputKeepsActivationSeparate) {
   GraphBuilder b;
