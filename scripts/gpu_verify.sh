@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call that checks everything GPU-side: scripts/gpu_full.sh (build, tests, bench, the
 # PyTorch side-by-side table), then the four example models on CUDA with --check, brrr probe and
-# brrr doctor on CUDA, and compute-sanitizer memcheck over the CUDA tests.
+# brrr doctor on CUDA, and compute-sanitizer memcheck over the CUDA tests (MEMCHECK_FILTER, a gtest
+# filter, narrows them to fit one device call; SKIP_TORCH=1 and SKIP_CPU_TESTS=1 pass through).
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 cd "$(dirname "$0")/.."
@@ -32,6 +33,6 @@ for m in squeezenet1_1 mobilenet_v3_small; do
   timeout 90 $B/brrr doctor examples/$m/model.onnx --backend cuda 2>&1 | grep -E "host|^wall|verdict|CUDA graph" | head -8
 done
 echo "== compute-sanitizer memcheck, CUDA tests"
-timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --print-limit 20 $B/tests/brrr_tests \
-  --gtest_filter='Cuda*:DoctorCuda*:-DoctorCuda.Probe*' > "$OUT/memcheck.log" 2>&1
+timeout ${MEMCHECK_S:-240} compute-sanitizer --tool memcheck --report-api-errors no --print-limit 20 $B/tests/brrr_tests \
+  --gtest_filter="${MEMCHECK_FILTER:-Cuda*:DoctorCuda*:-DoctorCuda.Probe*}" > "$OUT/memcheck.log" 2>&1
 echo "memcheck exit $?"; grep -E "ERROR SUMMARY|^\[  (PASSED|FAILED)" "$OUT/memcheck.log" | head
