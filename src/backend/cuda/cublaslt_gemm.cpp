@@ -2,11 +2,6 @@
 
 #include <cublasLt.h>
 
-#include <algorithm>
-#include <cstdlib>
-#include <vector>
-
-#include "backend/cuda/driver_api.hpp"
 #include "brrr/error.hpp"
 
 namespace brrr::cuda {
@@ -66,11 +61,7 @@ std::size_t element_bytes(GemmPrecision p) {
 struct LtGemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  // The heuristic's candidates, best-ranked first; `algo` is the one timed fastest on the first
-  // run (or the first candidate when timing is off or impossible).
-  std::vector<cublasLtMatmulAlgo_t> candidates;
   cublasLtMatmulAlgo_t algo{};
-  bool chosen = false;
   ~Plan() {
     if (op) cublasLtMatmulDescDestroy(op);
     if (a) cublasLtMatrixLayoutDestroy(a);
@@ -130,68 +121,18 @@ LtGemm::Plan& LtGemm::plan_for(GemmPrecision p, GemmEpilogue e, const GemmShape&
   const std::uint64_t ws = workspace_.size();
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                        sizeof(ws));
-  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_),
                                                      plan->op, plan->a, plan->b, plan->c,
-                                                     plan->c, pref, kCandidates, results, &found);
+                                                     plan->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   check_lt(st, "cublasLtMatmulAlgoGetHeuristic", what);
-  for (int i = 0; i < found; ++i)
-    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
-  if (plan->candidates.empty())
+  if (found == 0)
     fail("cuBLASLt has no algorithm for {} GEMM {}x{}x{} (batch {}) with epilogue {} [{}]",
          to_string(p), sh.m, sh.n, sh.k, sh.batch, to_string(e), what);
-  plan->algo = plan->candidates[0];
+  plan->algo = result.algo;
   return *plans_.emplace(key, std::move(plan)).first->second;
-}
-
-namespace {
-cublasStatus_t matmul(void* handle, const cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
-                      cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc,
-                      const cublasLtMatmulAlgo_t& algo, DevPtr a, DevPtr b, DevPtr c, DevPtr ws,
-                      std::size_t ws_bytes, const Stream& s) {
-  const float alpha = 1.0f, beta = 0.0f;
-  auto ptr = [](DevPtr x) { return reinterpret_cast<void*>(x); };
-  return cublasLtMatmul(static_cast<cublasLtHandle_t>(handle), op, &alpha, ptr(b), la, ptr(a), lb,
-                        &beta, ptr(c), lc, ptr(c), lc, &algo, ptr(ws), ws_bytes,
-                        reinterpret_cast<cudaStream_t>(s.get()));
-}
-bool autotune_enabled() {
-  const char* e = std::getenv("BRRR_LT_AUTOTUNE");
-  return !(e && std::string(e) == "0");
-}
-}  // namespace
-
-// Times each candidate on the real operands (1 warm-up, median of 3) and keeps the fastest, as
-// a tactic search would; beta is 0, so the extra runs only rewrite C. Skipped while the stream is
-// being captured into a graph (the executor's warm-up run comes first, outside capture).
-void LtGemm::choose(Plan& plan, DevPtr a, DevPtr b, DevPtr c, const Stream& s,
-                    const std::string& what) {
-  CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (driver().cuStreamIsCapturing(s.get(), &cap) != CUDA_SUCCESS || cap != CU_STREAM_CAPTURE_STATUS_NONE)
-    return;  // not chosen: the next run outside a capture times the candidates
-  plan.chosen = true;
-  if (plan.candidates.size() < 2 || !autotune_enabled()) return;
-  Event e0, e1;
-  float best = 0;
-  for (const cublasLtMatmulAlgo_t& algo : plan.candidates) {
-    if (matmul(handle_, plan.op, plan.a, plan.b, plan.c, algo, a, b, c, workspace_.ptr(),
-               workspace_.size(), s) != CUBLAS_STATUS_SUCCESS)
-      continue;  // this candidate cannot run these operands
-    std::vector<float> t;
-    for (int r = 0; r < 3; ++r) {
-      e0.record(s);
-      BRRR_LT(matmul(handle_, plan.op, plan.a, plan.b, plan.c, algo, a, b, c, workspace_.ptr(),
-                     workspace_.size(), s),
-              what);
-      e1.record(s);
-      e1.synchronize();
-      t.push_back(Event::elapsed_ms(e0, e1));
-    }
-    std::sort(t.begin(), t.end());
-    if (best == 0 || t[1] < best) best = t[1], plan.algo = algo;
-  }
 }
 
 void LtGemm::run(GemmPrecision p, GemmEpilogue e, const GemmShape& sh, DevPtr a, DevPtr b,
@@ -208,9 +149,12 @@ void LtGemm::run(GemmPrecision p, GemmEpilogue e, const GemmShape& sh, DevPtr a,
                                            sizeof(bp)),
             what);
   }
-  if (!plan.chosen) choose(plan, a, b, c, s, what);
-  BRRR_LT(matmul(handle_, plan.op, plan.a, plan.b, plan.c, plan.algo, a, b, c, workspace_.ptr(),
-                 workspace_.size(), s),
+  const float alpha = 1.0f, beta = 0.0f;
+  auto ptr = [](DevPtr x) { return reinterpret_cast<void*>(x); };
+  BRRR_LT(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan.op, &alpha, ptr(b), plan.a,
+                         ptr(a), plan.b, &beta, ptr(c), plan.c, ptr(c), plan.c, &plan.algo,
+                         ptr(workspace_.ptr()), workspace_.size(),
+                         reinterpret_cast<cudaStream_t>(s.get())),
           what);
 }
 

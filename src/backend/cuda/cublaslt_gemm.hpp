@@ -36,9 +36,8 @@ class LtGemm {
   LtGemm& operator=(const LtGemm&) = delete;
 
   // Enqueues on `s`. bias is required for the *Bias epilogues (N elements, output type) and
-  // ignored otherwise. Descriptors are cached per shape, with the fastest of the heuristic's
-  // first 8 algorithms, timed on the first run's operands (BRRR_LT_AUTOTUNE=0: the heuristic's
-  // first); not thread-safe (one LtGemm per stream). `what` names the node in errors.
+  // ignored otherwise. Descriptors and the heuristic's algorithm are cached per shape; not
+  // thread-safe (one LtGemm per stream). `what` names the node in errors.
   void run(GemmPrecision p, GemmEpilogue e, const GemmShape& shape, DevPtr a, DevPtr b, DevPtr c,
            DevPtr bias, const Stream& s, const std::string& what);
   std::size_t cached_plans() const { return plans_.size(); }
@@ -47,8 +46,6 @@ class LtGemm {
   struct Plan;
   using Key = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
   Plan& plan_for(GemmPrecision p, GemmEpilogue e, const GemmShape& shape, const std::string& what);
-  void choose(Plan& plan, DevPtr a, DevPtr b, DevPtr c, const Stream& s, const std::string& what);
-  static constexpr int kCandidates = 8;  // heuristic results timed per shape
 
   void* handle_ = nullptr;  // cublasLtHandle_t
   DeviceBuffer workspace_;
