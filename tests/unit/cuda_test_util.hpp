@@ -10,12 +10,24 @@
 #include <vector>
 
 #include "backend/cuda/cuda_runtime.hpp"
+#include "backend/cuda/cudnn_conv.hpp"
+#include "brrr/tensor.hpp"
 
 #define BRRR_REQUIRE_CUDA_DEVICE()                                     \
   do {                                                                 \
     std::string brrr_why_;                                             \
     if (!::brrr::cuda::cuda_device_available(&brrr_why_))              \
       GTEST_SKIP() << "no CUDA device: " << brrr_why_;                 \
+  } while (0)
+
+// Also skips when libcudnn cannot be loaded; `what` says what would have run on the host.
+#define BRRR_REQUIRE_CUDNN(what)                                                      \
+  do {                                                                                \
+    BRRR_REQUIRE_CUDA_DEVICE();                                                       \
+    std::string brrr_dnn_why_;                                                        \
+    if (!::brrr::cuda::cudnn_available(&brrr_dnn_why_))                               \
+      GTEST_SKIP() << "cuDNN could not be loaded, " what " would run on the host: "   \
+                   << brrr_dnn_why_;                                                  \
   } while (0)
 
 namespace brrr_cuda_test {
@@ -37,6 +49,21 @@ inline double rel_l2(const std::vector<float>& out, const std::vector<double>& r
     den += ref[i] * ref[i];
   }
   return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+// Per output: the same shape, and a relative L2 error within `tol` of the reference.
+inline void expect_rel_l2(const std::vector<brrr::Tensor>& got, const std::vector<brrr::Tensor>& want,
+                          double tol, const std::string& context) {
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
+    EXPECT_EQ(got[k].shape(), want[k].shape());
+    if (got[k].shape() != want[k].shape()) continue;
+    std::vector<float> out(size_t(got[k].numel()));
+    std::vector<double> ref(out.size());
+    for (int64_t i = 0; i < got[k].numel(); ++i)
+      out[size_t(i)] = float(got[k].at_double(i)), ref[size_t(i)] = want[k].at_double(i);
+    EXPECT_LE(rel_l2(out, ref), tol) << "output " << k << "\n" << context;
+  }
 }
 
 inline std::uint16_t f32_to_bf16_exact(float f) {  // caller passes bf16-representable values

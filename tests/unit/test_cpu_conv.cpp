@@ -9,6 +9,7 @@
 
 #include "brrr/reference.hpp"
 #include "expect_outputs.hpp"
+#include "random_tensor.hpp"
 #include "brrr/session.hpp"
 #include "runtime/graph_builder.hpp"
 
@@ -25,10 +26,7 @@ constexpr bool kDnnl = false;
 
 Tensor rnd(const Shape& s, float lo = -1.f, float hi = 1.f) {
   static std::mt19937 rng(1234);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(size_t(shape_numel(s)));
-  for (auto& x : v) x = d(rng);
-  return Tensor::from_vector<float>(s, v);
+  return brrr_test::uniform_f32(s, rng, lo, hi);
 }
 
 Session check(const Graph& g, float rtol = 1e-4f, float atol = 1e-4f) {

@@ -11,6 +11,7 @@
 
 #include "brrr/reference.hpp"
 #include "expect_outputs.hpp"
+#include "random_tensor.hpp"
 #include "brrr/session.hpp"
 #include "runtime/graph_builder.hpp"
 
@@ -18,23 +19,14 @@
 #include "backend/cuda/cudnn_conv.hpp"
 #include "cuda_test_util.hpp"
 
-#define REQUIRE_CUDNN()                                                                     \
-  do {                                                                                      \
-    BRRR_REQUIRE_CUDA_DEVICE();                                                             \
-    std::string brrr_dnn_why_;                                                              \
-    if (!::brrr::cuda::cudnn_available(&brrr_dnn_why_))                                     \
-      GTEST_SKIP() << "cuDNN could not be loaded, Conv would run on the host: " << brrr_dnn_why_; \
-  } while (0)
+#define REQUIRE_CUDNN() BRRR_REQUIRE_CUDNN("Conv")
 
 namespace brrr {
 namespace {
 
 Tensor rnd(const Shape& s, float lo = -1.f, float hi = 1.f) {
   static std::mt19937 rng(4321);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(size_t(shape_numel(s)));
-  for (auto& x : v) x = d(rng);
-  return Tensor::from_vector<float>(s, v);
+  return brrr_test::uniform_f32(s, rng, lo, hi);
 }
 
 SessionOptions cuda_opts(const std::string& precision = "fp32", int graphs = 1) {
@@ -57,16 +49,7 @@ Session check(const Graph& g, SessionOptions o = cuda_opts()) {
   if (o.precision == "fp32") {
     brrr_test::expect_outputs_close(got, want, 1e-4, 1e-4, s.plan_summary());
   } else {
-    EXPECT_EQ(got.size(), want.size());
-    for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
-      EXPECT_EQ(got[k].shape(), want[k].shape());
-      if (got[k].shape() != want[k].shape()) continue;
-      std::vector<float> out(size_t(got[k].numel()));
-      std::vector<double> ref(out.size());
-      for (int64_t i = 0; i < got[k].numel(); ++i)
-        out[size_t(i)] = float(got[k].at_double(i)), ref[size_t(i)] = want[k].at_double(i);
-      EXPECT_LE(brrr_cuda_test::rel_l2(out, ref), 3e-3) << "output " << k << "\n" << s.plan_summary();
-    }
+    brrr_cuda_test::expect_rel_l2(got, want, 3e-3, s.plan_summary());
   }
   brrr_test::expect_same_bytes(got, s.run(in));
   return s;

@@ -18,6 +18,7 @@
 #include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
 #include "expect_outputs.hpp"
+#include "random_tensor.hpp"
 #include "brrr/session.hpp"
 #include "plan/kernel_ir.hpp"
 #include "runtime/graph_builder.hpp"
@@ -28,13 +29,7 @@
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "cuda_test_util.hpp"
 
-#define REQUIRE_CUDNN_POOL()                                                                  \
-  do {                                                                                        \
-    BRRR_REQUIRE_CUDA_DEVICE();                                                               \
-    std::string brrr_dnn_why_;                                                                \
-    if (!::brrr::cuda::cudnn_available(&brrr_dnn_why_))                                       \
-      GTEST_SKIP() << "cuDNN could not be loaded, pools would run on the host: " << brrr_dnn_why_; \
-  } while (0)
+#define REQUIRE_CUDNN_POOL() BRRR_REQUIRE_CUDNN("pools")
 
 namespace brrr {
 namespace {
@@ -43,10 +38,7 @@ using V = std::vector<int64_t>;
 
 Tensor rnd(const Shape& s, float lo = -1.f, float hi = 1.f) {
   static std::mt19937 rng(9876);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(size_t(shape_numel(s)));
-  for (auto& x : v) x = d(rng);
-  return Tensor::from_vector<float>(s, v);
+  return brrr_test::uniform_f32(s, rng, lo, hi);
 }
 
 SessionOptions cuda_opts(int graphs = 1) {
@@ -322,13 +314,7 @@ TEST(CudaPool, ExampleModelsRunWithoutHostKernels) {
     }
     std::vector<Tensor> got = s.run(in), want = run_reference(s.graph(), in);
     ASSERT_EQ(got.size(), want.size());
-    for (size_t k = 0; k < got.size(); ++k) {
-      std::vector<float> out(size_t(got[k].numel()));
-      std::vector<double> ref(out.size());
-      for (int64_t i = 0; i < got[k].numel(); ++i)
-        out[size_t(i)] = float(got[k].at_double(i)), ref[size_t(i)] = want[k].at_double(i);
-      EXPECT_LE(brrr_cuda_test::rel_l2(out, ref), 1e-4) << "output " << k;
-    }
+    brrr_cuda_test::expect_rel_l2(got, want, 1e-4, sum);
   }
 }
 

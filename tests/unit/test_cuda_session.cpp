@@ -51,19 +51,7 @@ Session check(Graph g, SessionOptions o = cuda_opts(), double tol = 1e-5) {
   Session s(g, o);
   std::vector<Tensor> got = s.run(in);
   std::vector<Tensor> want = run_reference(s.graph(), in);
-  EXPECT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < got.size() && k < want.size(); ++k) {
-    EXPECT_EQ(got[k].shape(), want[k].shape());
-    if (got[k].shape() != want[k].shape()) continue;
-    std::vector<float> out(size_t(got[k].numel()));
-    std::vector<double> ref(out.size());
-    for (int64_t i = 0; i < got[k].numel(); ++i) {
-      out[size_t(i)] = float(got[k].at_double(i));
-      ref[size_t(i)] = want[k].at_double(i);
-    }
-    double err = brrr_cuda_test::rel_l2(out, ref);
-    EXPECT_LE(err, tol) << "output " << k << "\n" << s.plan_summary();
-  }
+  brrr_cuda_test::expect_rel_l2(got, want, tol, s.plan_summary());
   // A second run (graph replay, recycled buffers) gives the same answer.
   brrr_test::expect_same_bytes(got, s.run(in));
   return s;

@@ -11,6 +11,7 @@
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
 #include "expect_outputs.hpp"
+#include "random_tensor.hpp"
 #include "runtime/graph_builder.hpp"
 
 namespace brrr {
@@ -26,10 +27,7 @@ using I = std::vector<int64_t>;
 
 Tensor rnd(const Shape& s, float lo = -1.f, float hi = 1.f) {
   static std::mt19937 rng(4321);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(size_t(shape_numel(s)));
-  for (auto& x : v) x = d(rng);
-  return Tensor::from_vector<float>(s, v);
+  return brrr_test::uniform_f32(s, rng, lo, hi);
 }
 
 // Conv with weights scaled by 1/sqrt(fan-in) (activations stay O(1)) and a bias.

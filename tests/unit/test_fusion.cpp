@@ -6,6 +6,7 @@
 
 #include "brrr/reference.hpp"
 #include "expect_outputs.hpp"
+#include "random_tensor.hpp"
 #include "brrr/session.hpp"
 #include "runtime/graph_builder.hpp"
 
@@ -14,10 +15,7 @@ namespace {
 
 Tensor random_tensor(const Shape& s, float lo = -2.f, float hi = 2.f) {
   static std::mt19937 rng(std::random_device{}());
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(size_t(shape_numel(s)));
-  for (auto& x : v) x = d(rng);
-  return Tensor::from_vector<float>(s, v);
+  return brrr_test::uniform_f32(s, rng, lo, hi);
 }
 
 SessionOptions opts(int fusion = 1) {
