@@ -1,6 +1,7 @@
 // A Session loads a model, compiles it once into a static plan (kernels plus one arena with every
 // intermediate buffer placed ahead of time), then runs it many times.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,6 +52,13 @@ class Session {
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
   // Runs every kernel `reps` times (after a warm-up) and reports per-kernel median times.
   RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps = 10);
+  // Times `reps` whole-plan runs after a warm-up, inputs bound once (CUDA: CUDA events on the
+  // session's stream around each run, as it replays; CPU: wall clock), in ms. `between`, if set,
+  // is called before each run, outside the timed region: a benchmark runs its baseline there, so
+  // that both sides see the same clock and power state (an H200 under a long GEMM drops from
+  // 1980 to ~1200-1600 MHz at its power cap within a second).
+  std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
+                                const std::function<void()>& between = {});
   // Kernels with their ops, fusion boundaries with reasons, and memory.
   std::string plan_summary() const;
 

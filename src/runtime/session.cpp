@@ -335,6 +335,26 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
   return outs;
 }
 
+std::vector<double> Session::time_runs(const std::map<std::string, Tensor>& inputs, int reps,
+                                       const std::function<void()>& between) {
+  using clk = std::chrono::steady_clock;
+#ifdef BRRR_HAVE_CUDA
+  if (impl_->cuda) return impl_->cuda->time_runs(inputs, reps, between);
+#endif
+  Impl& m = *impl_;
+  run(inputs);  // warm-up
+  std::vector<Tensor> outs, keep;
+  m.bind(inputs, &outs, &keep);
+  std::vector<double> t;
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    if (between) between();
+    auto t0 = clk::now();
+    for (size_t i = 0; i < m.steps.size(); ++i) m.exec(i);
+    t.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+  }
+  return t;
+}
+
 RunProfile Session::profile(const std::map<std::string, Tensor>& inputs, int reps) {
   using clk = std::chrono::steady_clock;
   reps = std::max(reps, 1);

@@ -1094,6 +1094,29 @@ RunProfile CudaExecutor::profile(const std::map<std::string, Tensor>& inputs, in
   return prof;
 }
 
+std::vector<double> CudaExecutor::time_runs(const std::map<std::string, Tensor>& inputs, int reps,
+                                            const std::function<void()>& between) {
+  Impl& m = *impl_;
+  m.dev.make_current();
+  m.bind(inputs);
+  m.exec_all(true);  // warm-up
+  m.stream.synchronize("time_runs warm-up");
+  Event e0, e1;
+  std::vector<double> t;
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    if (between) {
+      between();
+      m.dev.make_current();
+    }
+    e0.record(m.stream);
+    m.exec_all(true);
+    e1.record(m.stream);
+    e1.synchronize();
+    t.push_back(Event::elapsed_ms(e0, e1));
+  }
+  return t;
+}
+
 std::string CudaExecutor::summary() const {
   const Impl& m = *impl_;
   std::string s = fmt::format("cuda: {} ({}), module {} ({}), CUDA graph {}\n", m.dev.info().name,

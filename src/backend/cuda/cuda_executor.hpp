@@ -2,6 +2,7 @@
 // kernels on cuBLASLt, its intermediates in one device arena, the whole plan captured once as a
 // CUDA graph and replayed per run. Header free of CUDA includes.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -32,6 +33,8 @@ class CudaExecutor {
   // Per-kernel CUDA-event medians (eager launches) and wall_ms = median of whole-plan runs
   // (graph replay when graphs are on), all on device-resident inputs.
   RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps);
+  std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
+                                const std::function<void()>& between);
   std::string summary() const;
   MemoryStats memory() const;
   bool graph_active() const;
