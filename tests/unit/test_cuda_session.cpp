@@ -279,6 +279,17 @@ TEST(CudaSession, ProfileHasEveryKernel) {
   EXPECT_GT(p.wall_ms, 0.0);
 }
 
+TEST(CudaSession, TimeRunsCallsBetweenBeforeEachRun) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  Session s(mlp(64, "relu"), cuda_opts());
+  int calls = 0;
+  std::vector<double> t = s.time_runs({{"x", rnd({64, 64})}}, 3, [&] { ++calls; });
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(calls, 3);
+  for (double ms : t) EXPECT_GT(ms, 0.0);
+  EXPECT_THROW(s.time_runs({{"x", rnd({63, 64})}}, 2), Error);
+}
+
 // NVRTC needs no device: the emitted module compiles for sm_90 on any machine with the toolkit.
 TEST(CudaCodegen, ModuleCompilesWithNvrtc) {
   std::vector<Graph> gs;

@@ -207,6 +207,24 @@ TEST(Fusion, ProfileRecordsEveryKernel) {
   EXPECT_GT(p.kernels[0].cost.special["exp"], 0);
 }
 
+TEST(Fusion, TimeRunsCallsBetweenBeforeEachRun) {
+  GraphBuilder b;
+  int x = b.input("x", {64, 64});
+  b.output(b.node("Softmax", {b.node("Cos", {x})}, {{"axis", int64_t(-1)}}));
+  Session s(b.g, opts());
+  Tensor in = random_tensor({64, 64});
+  int calls = 0;
+  std::vector<double> t = s.time_runs({{"x", in}}, 4, [&] { ++calls; });
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(calls, 4);
+  for (double ms : t) EXPECT_GT(ms, 0.0);
+  EXPECT_EQ(s.time_runs({{"x", in}}, 2).size(), 2u);  // no baseline
+  EXPECT_THROW(s.time_runs({{"x", random_tensor({5})}}, 2), Error);
+  // The session still runs right after timing.
+  brrr_test::expect_outputs_close(s.run({{"x", in}}), run_reference(s.graph(), {{"x", in}}), 1e-5f, 1e-6f,
+                                  s.plan_summary());
+}
+
 TEST(Fusion, WrongInputShapeIsAnError) {
   GraphBuilder b;
   int x = b.input("x", {4});
