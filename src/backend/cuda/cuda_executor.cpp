@@ -790,16 +790,17 @@ struct CudaExecutor::Impl {
     }
   }
 
-  // Raised by a Gather kernel on an index out of range; read after each run (the run syncs
-  // anyway), reported with the Gathers' names, and cleared.
+  // Raised by a Gather kernel on an index out of range. Each run copies it back with its outputs
+  // (same sync); check_gather_indices() then reports it with the Gathers' names and clears it.
   DevPtr gather_err = 0;
+  int gather_flag = 0;
   std::vector<std::string> gathers;
+  void fetch_gather_flag() {
+    if (gather_err) copy_d2h(&gather_flag, gather_err, sizeof gather_flag, stream, "Gather index error flag");
+  }
   void check_gather_indices() {
-    if (!gather_err) return;
-    int flag = 0;
-    copy_d2h(&flag, gather_err, sizeof flag, stream, "Gather index error flag");
-    stream.synchronize("Gather index check");
-    if (!flag) return;
+    if (!gather_err || !gather_flag) return;
+    gather_flag = 0;
     int zero = 0;
     copy_h2d(gather_err, &zero, sizeof zero, stream, "Gather index error flag");
     stream.synchronize("Gather index check");
@@ -948,6 +949,7 @@ std::vector<Tensor> CudaExecutor::run(const std::map<std::string, Tensor>& input
     else
       std::memcpy(outs.back().raw(), v.constant.contiguous().raw(), prev.nbytes());
   }
+  m.fetch_gather_flag();
   m.stream.synchronize("copying outputs to the host");
   m.check_gather_indices();
   return outs;
