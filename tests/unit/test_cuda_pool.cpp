@@ -1,7 +1,7 @@
 // The CUDA Session's other library kernels against the reference executor on random inputs:
 // MaxPool / AveragePool on cuDNN (pads, strides, ceil_mode, count_include_pad, 1-D, 3-D), Concat
 // as 2-D copies, GlobalAveragePool / trailing ReduceMean / ReduceSum and the squeeze-excite
-// channel scale as helper kernels, the host fallback (with its reason) for pools cuDNN cannot
+// channel scale as helper kernels, brrr's pool kernel (with the reason) for pools cuDNN cannot
 // express, and a small conv net with none of them on the host, captured as one CUDA graph.
 // Device tests skip without a GPU (pool tests also without a loadable libcudnn.so.9); the helper
 // kernel source and the pool geometry are checked without a device.
@@ -124,10 +124,10 @@ TEST(CudaPool, AveragePool2D) {
                      {{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}}, {"pads", V{1, 1, 0, 0}},
                       {"ceil_mode", int64_t(1)}}),
                 "cuDNN pool max 2x2");
-  expect_on_host(pool("AveragePool", {1, 2, 4, 4},
-                      {{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}}, {"pads", V{1, 1, 0, 0}},
-                       {"ceil_mode", int64_t(1)}, {"count_include_pad", int64_t(1)}}),
-                 "count_include_pad");
+  expect_on_gpu(pool("AveragePool", {1, 2, 4, 4},
+                     {{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}}, {"pads", V{1, 1, 0, 0}},
+                      {"ceil_mode", int64_t(1)}, {"count_include_pad", int64_t(1)}}),
+                "pool kernel, not cuDNN: count_include_pad");
   // ceil_mode that keeps the floor count
   expect_on_gpu(pool("AveragePool", {1, 4, 13, 13},
                      {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"ceil_mode", int64_t(1)},
@@ -150,22 +150,69 @@ TEST(CudaPool, OneDAndThreeD) {
                 "cuDNN pool average 3x3x3");
 }
 
-// What cuDNN's symmetric padding cannot give stays on the host, correctly, and says why.
-TEST(CudaPool, FallsBackToHostWithReason) {
-  REQUIRE_CUDNN_POOL();
+// What cuDNN's symmetric padding cannot give runs on brrr's pool kernel, matching the reference,
+// and the plan says why cuDNN was not used.
+TEST(CudaPool, PoolKernelTakesWhatCudnnCannot) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  const std::string k = "pool kernel, not cuDNN: ";
   // ceil_mode adding a window: 10 -> ceil((10-3)/2)+1 = 5, floor gives 4
-  expect_on_host(pool("MaxPool", {1, 2, 10, 10},
-                      {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"ceil_mode", int64_t(1)}}),
-                 "ceil_mode adds a window");
-  expect_on_host(pool("AveragePool", {1, 2, 10, 10},
-                      {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"ceil_mode", int64_t(1)}}),
-                 "ceil_mode adds a window");
-  expect_on_host(pool("MaxPool", {1, 2, 9, 9},
-                      {{"kernel_shape", V{2, 2}}, {"dilations", V{2, 2}}}),
-                 "dilations");
-  expect_on_host(pool("MaxPool", {1, 2, 8, 8},
-                      {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"pads", V{0, 0, 1, 1}}}),
-                 "asymmetric pads");
+  for (const char* op : {"MaxPool", "AveragePool"})
+    for (int64_t cip : {0, 1}) {
+      SCOPED_TRACE(fmt::format("{} count_include_pad {}", op, cip));
+      expect_on_gpu(pool(op, {2, 3, 10, 11},
+                         {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"ceil_mode", int64_t(1)},
+                          {"count_include_pad", cip}}),
+                    k + "ceil_mode adds a window");
+    }
+  expect_on_gpu(pool("MaxPool", {1, 2, 9, 9}, {{"kernel_shape", V{2, 2}}, {"dilations", V{2, 2}}}),
+                k + "dilations");
+  expect_on_gpu(pool("MaxPool", {1, 2, 8, 8},
+                     {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"pads", V{0, 0, 1, 1}}}),
+                k + "asymmetric pads");
+  expect_on_gpu(pool("AveragePool", {1, 2, 8, 9},
+                     {{"kernel_shape", V{3, 2}}, {"strides", V{2, 3}}, {"pads", V{0, 1, 2, 1}},
+                      {"count_include_pad", int64_t(1)}}),
+                k + "asymmetric pads");
+  // 1-D and 3-D with dilations and ceil_mode
+  expect_on_gpu(pool("MaxPool", {2, 3, 21},
+                     {{"kernel_shape", V{3}}, {"strides", V{2}}, {"dilations", V{2}}, {"ceil_mode", int64_t(1)}}),
+                k);
+  expect_on_gpu(pool("AveragePool", {1, 2, 5, 6, 7},
+                     {{"kernel_shape", V{2, 3, 2}}, {"strides", V{2, 2, 2}}, {"ceil_mode", int64_t(1)},
+                      {"pads", V{1, 0, 1, 0, 1, 0}}}),
+                k);
+}
+
+// 16-bit pools (cuDNN's path here is float32 only): max is exact; an average rounds once from a
+// float32 sum, the reference from a double one, so they may differ in the last bf16 / f16 bit.
+TEST(CudaPool, SixteenBitPoolsOnThePoolKernel) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  for (int64_t to : {int64_t(16), int64_t(10)}) {  // bfloat16, float16
+    for (const char* op : {"MaxPool", "AveragePool"}) {
+      SCOPED_TRACE(fmt::format("{} to {}", op, to));
+      GraphBuilder b;
+      int x = b.node("Cast", {b.input("x", {2, 4, 11, 12})}, {{"to", to}});
+      int y = b.node(op, {x}, {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"pads", V{1, 1, 1, 1}}});
+      b.output(b.node("Cast", {y}, {{"to", int64_t(1)}}));
+      std::map<std::string, Tensor> in{{"x", rnd({2, 4, 11, 12}, -2.f, 2.f)}};
+      Session s(b.g, cuda_opts());
+      std::vector<Tensor> got = s.run(in);
+      const double tol = std::string(op) == "MaxPool" ? 0.0 : 8e-3;
+      brrr_test::expect_outputs_close(got, run_reference(s.graph(), in), tol, tol, s.plan_summary());
+      expect_on_gpu(s, "pool kernel, not cuDNN");
+    }
+  }
+}
+
+// A used Indices output has no device path: the host runs the pool and the plan says why.
+TEST(CudaPool, MaxPoolIndicesStayOnTheHost) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  GraphBuilder b;
+  int y = b.node("MaxPool", {b.input("x", {1, 2, 10, 10})},
+                 {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"ceil_mode", int64_t(1)}}, 2);
+  b.output(y);
+  b.output(b.g.nodes.back().outputs[1]);
+  expect_on_host(check(b.g), "Indices output is used");
 }
 
 TEST(CudaConcat, AxisOneAndLastAxis) {
@@ -359,7 +406,7 @@ TEST(CudaPoolCodegen, HelperKernelsCompileWithNvrtc) {
   infer_shapes(b.g, {});
   plan::Plan p = plan::build_plan(b.g, {});
   cuda::CudaSource src = cuda::generate_cuda(b.g, p, {});
-  for (const char* k : {"brrr_row_mean", "brrr_channel_scale", "brrr_conv_epilogue"})
+  for (const char* k : {"brrr_row_mean", "brrr_channel_scale", "brrr_conv_epilogue", "brrr_pool_f32", "brrr_pool_bf16", "brrr_pool_f16"})
     EXPECT_NE(src.text.find(k), std::string::npos) << k;
   cuda::NvrtcCompiler nv("sm_90", "");
   EXPECT_NO_THROW(nv.compile(src.text, "pool_helpers")) << src.text;

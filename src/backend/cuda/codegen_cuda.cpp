@@ -664,6 +664,53 @@ static __device__ __forceinline__ void brrr_gelu_erf_inplace(T* __restrict__ a, 
   s += "extern \"C\" __global__ void brrr_gelu_erf_f32(float* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<float, 4>(a, n); }\n";
   for (const char* t : {"bf16", "f16"})
     s += fmt::format("extern \"C\" __global__ void brrr_gelu_erf_{0}(brrr_{0}* __restrict__ a, i64 n) {{ brrr_gelu_erf_inplace<brrr_{0}, 8>(a, n); }}\n", t);
+  // Pools cuDNN cannot express (a ceil_mode window past the end, asymmetric pads, dilations,
+  // 16-bit data, or no cuDNN): one thread per output over [planes, D, H, W] (1-D and 2-D pools
+  // padded to 3-D), with the reference's taps and order (src/ops/pooling.cpp): max keeps the
+  // first of equal values, an average divides by the taps inside the input (count_include_pad:
+  // inside input and explicit pads), accumulating in float32.
+  s += R"(struct brrr_pool_geo { i64 in[3], k[3], s[3], d[3], pb[3], pe[3], out[3]; };
+static __device__ __forceinline__ i64 brrr_floor_div(i64 a, i64 b) {
+  const i64 q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+template <class T>
+static __device__ __forceinline__ void brrr_pool_t(const T* __restrict__ x, T* __restrict__ y, const brrr_pool_geo& g, int is_max, int include_pad, i64 n) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+    i64 o[3], r = i;
+    for (int a = 2; a >= 0; --a) { o[a] = r % g.out[a]; r /= g.out[a]; }
+    i64 st[3], lo[3], hi[3], cnt = 1;
+    for (int a = 0; a < 3; ++a) {
+      st[a] = o[a] * g.s[a] - g.pb[a];
+      lo[a] = -brrr_floor_div(st[a], g.d[a]);
+      if (lo[a] < 0) lo[a] = 0;
+      hi[a] = brrr_floor_div(g.in[a] - 1 - st[a], g.d[a]) + 1;
+      if (hi[a] > g.k[a]) hi[a] = g.k[a];
+      if (hi[a] < lo[a]) hi[a] = lo[a];
+      i64 hp = brrr_floor_div(g.in[a] + g.pe[a] - 1 - st[a], g.d[a]) + 1;
+      if (hp > g.k[a]) hp = g.k[a];
+      cnt *= include_pad ? hp : hi[a] - lo[a];
+    }
+    const T* p = x + r * g.in[0] * g.in[1] * g.in[2];
+    float best = __int_as_float(0xff800000), sum = 0.0f;
+    bool any = false;
+    for (i64 kd = lo[0]; kd < hi[0]; ++kd)
+      for (i64 kh = lo[1]; kh < hi[1]; ++kh) {
+        const T* row = p + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2];
+        for (i64 kw = lo[2]; kw < hi[2]; ++kw) {
+          const float v = brrr_ld(row + kw * g.d[2]);
+          if (v > best || !any) best = v;
+          any = true;
+          sum += v;
+        }
+      }
+    brrr_st(y + i, is_max ? best : sum / (float)cnt);
+  }
+}
+)";
+  for (const char* t : {"f32", "bf16", "f16"})
+    s += fmt::format("extern \"C\" __global__ void brrr_pool_{0}(const {1}* __restrict__ x, {1}* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 n) {{ brrr_pool_t<{1}>(x, y, g, is_max, include_pad, n); }}\n",
+                     t, std::string(t) == "f32" ? "float" : fmt::format("brrr_{}", t));
   // After a cuDNN Conv (NCHW float32, in place): + bias[channel], + sum (a residual), then the
   // activation (0 none, 1 relu, 2 hardswish, 3 hardsigmoid(alpha, beta), 4 clip(alpha, beta)),
   // with the reference ops' scalar functions. bias and sum may be null.

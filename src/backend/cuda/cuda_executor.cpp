@@ -28,6 +28,7 @@
 #include "backend/cuda/cudnn_pool.hpp"
 #include "brrr/reference.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
+#include "ops/window.hpp"
 #include "brrr/op.hpp"
 #include "runtime/kernel_record.hpp"
 #include "runtime/memory_plan.hpp"
@@ -141,9 +142,16 @@ struct CudaExecutor::Impl {
   // over trailing axes (brrr_row_mean) or a channel scale (brrr_channel_scale). Kernel
   // arguments live here, so argp stays valid for the step's lifetime.
   struct OpRun {
-    enum Kind { Pool, Concat, RowMean, ChannelScale, Gather } kind = Pool;
+    enum Kind { Pool, PoolKernel, Concat, RowMean, ChannelScale, Gather } kind = Pool;
     PoolGeometry geo;
     std::unique_ptr<CudnnPool> pool;
+    // PoolKernel: brrr_pool_<type>(x, y, geometry, is_max, include_pad, n); the geometry has
+    // brrr_pool_geo's layout (3-D, unit dims in front).
+    struct PoolGeo {
+      int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], out[3];
+    } pg{};
+    int is_max = 1, include_pad = 0;
+    DType dt = DType::f32;
     int vx = -1, vs = -1, vy = -1;
     // Concat: the output is `outer` rows of out_row bytes, input q fills `part_bytes[q]` of each.
     std::vector<int> parts;
@@ -336,6 +344,41 @@ struct CudaExecutor::Impl {
            op == "GlobalAveragePool" || op == "ReduceMean" || op == "ReduceSum" || op == "Mul";
   }
 
+  // Why brrr's pool kernel cannot run MaxPool / AveragePool node n ("" when it can); fills the
+  // kernel's geometry in `r`.
+  std::string pool_kernel_plan(const Node& n, OpRun* r) {
+    if (n.op == "MaxPool" && n.outputs.size() > 1 && n.outputs[1] >= 0)
+      return "MaxPool's Indices output is used (the pool kernel has none)";
+    const Value &xv = g.value(n.inputs.at(0)), &yv = g.value(n.outputs.at(0));
+    if (xv.dtype != yv.dtype || !(xv.dtype == DType::f32 || xv.dtype == DType::bf16 || xv.dtype == DType::f16))
+      return fmt::format("the pool kernel takes float32, bfloat16 or float16, not {}", dtype_name(xv.dtype));
+    const Shape &xs = xv.shape, &ys = yv.shape;
+    if (xs.size() < 3 || xs.size() > 5 || ys.size() != xs.size())
+      return fmt::format("the pool kernel takes 1-D to 3-D pools, not {} to {}", shape_str(xs), shape_str(ys));
+    ops::Window w;
+    try {
+      w = ops::forward_window(n, {xs.begin() + 2, xs.end()}, n.attr_ints("kernel_shape", {}),
+                              n.attr_int("ceil_mode", 0) != 0);
+    } catch (const Error& e) {
+      return n.op + " window: " + e.what();
+    }
+    for (size_t i = 0; i < w.out.size(); ++i)
+      if (w.out[i] != ys[2 + i]) return n.op + " output shape disagrees with its window";
+    const ops::Window w3 = w.as3d();
+    auto& p = r->pg;
+    for (int a = 0; a < 3; ++a) {
+      p.in[a] = w3.in[size_t(a)], p.k[a] = w3.k[size_t(a)], p.s[a] = w3.s[size_t(a)];
+      p.d[a] = w3.d[size_t(a)], p.pb[a] = w3.pb[size_t(a)], p.pe[a] = w3.pe[size_t(a)];
+      p.out[a] = w3.out[size_t(a)];
+    }
+    r->kind = OpRun::PoolKernel;
+    r->dt = xv.dtype;
+    r->is_max = n.op == "MaxPool";
+    r->include_pad = n.op == "AveragePool" && n.attr_int("count_include_pad", 0) != 0;
+    r->n = shape_numel(ys);
+    return "";
+  }
+
   // Why a pool, Concat, trailing mean / sum or channel-scale Mul library kernel has no device
   // path here ("" when it has one); fills `r` otherwise (a pool's cuDNN descriptors included).
   std::string op_plan(const plan::Kernel& k, OpRun* r) {
@@ -350,14 +393,21 @@ struct CudaExecutor::Impl {
     if (n.op == "MaxPool" || n.op == "AveragePool") {
       r->kind = OpRun::Pool;
       r->vx = n.inputs.at(0);
-      if (std::string why = pool_geometry(n, g, &r->geo); !why.empty()) return why;
-      if (!open_dnn()) return dnn_why;
-      try {
-        r->pool = std::make_unique<CudnnPool>(*dnn, r->geo, r->who);
-      } catch (const Error& e) {
-        return e.what();
+      std::string why = pool_geometry(n, g, &r->geo);
+      if (why.empty() && open_dnn()) {
+        try {
+          r->pool = std::make_unique<CudnnPool>(*dnn, r->geo, r->who);
+          r->desc = "cuDNN pool " + r->pool->describe();
+          return "";
+        } catch (const Error& e) {
+          why = e.what();
+        }
+      } else if (why.empty()) {
+        why = dnn_why;
       }
-      r->desc = "cuDNN pool " + r->pool->describe();
+      // What cuDNN cannot do, brrr's pool kernel does.
+      if (std::string no = pool_kernel_plan(n, r); !no.empty()) return why + "; " + no;
+      r->desc = fmt::format("pool kernel, not cuDNN: {}", why);
       return "";
     }
     if (n.op == "Concat") {
@@ -754,6 +804,13 @@ struct CudaExecutor::Impl {
     r.x = at(r.vx), r.sc = at(r.vs), r.y = at(r.vy);
     switch (r.kind) {
       case OpRun::Pool: return;
+      case OpRun::PoolKernel:
+        r.fn = module->function(fmt::format(
+            "brrr_pool_{}", r.dt == DType::bf16 ? "bf16" : r.dt == DType::f16 ? "f16" : "f32"));
+        r.block = {256, 1, 1};
+        r.grid = helper_grid(r.n, 256);
+        r.argp = {&r.x, &r.y, &r.pg, &r.is_max, &r.include_pad, &r.n};
+        return;
       case OpRun::Concat: {
         size_t off = 0;
         for (size_t q = 0; q < r.parts.size(); ++q) {
@@ -819,6 +876,7 @@ struct CudaExecutor::Impl {
           else copy_2d_d2d(c.dst, r.out_row, c.src, c.width, c.width, r.outer, stream, what);
         }
         return;
+      case OpRun::PoolKernel:
       case OpRun::RowMean:
       case OpRun::ChannelScale:
       case OpRun::Gather: launch(r.fn, r.grid, r.block, 0, stream, r.argp.data()); return;
