@@ -153,10 +153,15 @@ NodeInfo classify(const Graph& g, const Node& n, TypeSet ts) {
     for (int o : n.outputs)
       if (o >= 0 && g.value(o).dtype != g.value(n.inputs[0]).dtype) same16 = false;
     bool single_out = n.outputs.size() == 1 || (n.outputs.size() > 1 && n.outputs[1] < 0);
-    if ((f32 && (!pool || single_out)) || same16) {
+    // 16-bit pools: a library kernel where generated kernels take 16-bit data (CUDA's pool
+    // kernel); the CPU runs them by reference.
+    bool pool16 = pool && ts.float16 && gen && single_out && !f32;
+    if ((f32 && (!pool || single_out)) || same16 || pool16) {
       info.kind = NodeKind::Library;
       return info;
     }
+    if (pool && !single_out)
+      return other("MaxPool's Indices output is used: only the reference kernel computes it");
 #endif
     return other(fmt::format("{} runs as a library or reference kernel", op));
   }
