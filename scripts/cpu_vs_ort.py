@@ -3,7 +3,9 @@
 
 Each round runs `brrr bench MODEL --reps N --json F` and then ONNX Runtime (N timed runs after a
 warm-up) on the same model, interleaved model by model, so that load from other processes hits both
-alike; the table reports the median over rounds of each side's per-round median.
+alike. The table reports the median over rounds of each side's per-round median, and the ratio as
+the median of the rounds' own ratios (each round's two sides ran seconds apart, so a machine that
+speeds up or slows down between rounds moves both), with the rounds' range.
 
 Needs a python with onnxruntime and numpy. setup.sh does not install onnxruntime; install it with
     .venv/bin/pip install onnxruntime
@@ -112,15 +114,17 @@ def main():
             b.append(time_brrr(a.brrr, path, reps, a.threads, not a.passive))
             o.append(time_ort(sess, feed, reps))
         bm, om = statistics.median(b), statistics.median(o)
-        rows.append((os.path.basename(os.path.dirname(path)) if not a.models else m, bm, om))
+        ratios = [x / y for x, y in zip(b, o)]
+        rows.append((os.path.basename(os.path.dirname(path)) if not a.models else m, bm, om,
+                     statistics.median(ratios), min(ratios), max(ratios)))
         print(f"  {rows[-1][0]}: brrr {[round(x, 3) for x in b]} ort {[round(x, 3) for x in o]}",
               file=sys.stderr)
     print(f"threads={a.threads}, median of {reps} runs per round, median over {a.rounds} "
           f"interleaved rounds; onnxruntime {ort.__version__}; brrr OMP_WAIT_POLICY="
           f"{os.environ.get('OMP_WAIT_POLICY', 'default') if not a.passive else os.environ.get('OMP_WAIT_POLICY', 'passive')}")
-    print(f"{'model':<22} {'brrr ms':>10} {'ORT ms':>10} {'ratio':>8}")
-    for name, bm, om in rows:
-        print(f"{name:<22} {bm:>10.3f} {om:>10.3f} {bm / om:>7.2f}x")
+    print(f"{'model':<22} {'brrr ms':>10} {'ORT ms':>10} {'ratio':>8}  rounds' ratios")
+    for name, bm, om, r, lo, hi in rows:
+        print(f"{name:<22} {bm:>10.3f} {om:>10.3f} {r:>7.2f}x  {lo:.2f}-{hi:.2f}")
 
 
 if __name__ == "__main__":
