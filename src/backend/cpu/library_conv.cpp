@@ -1,6 +1,7 @@
 // oneDNN convolution and pooling (f32, 2-D, NCHW at the graph boundary). Conv weights are
-// reordered once, at plan build, into the layout oneDNN picks; activations are NCHW in the arena
-// and reordered in and out per call only where the chosen implementation wants a blocked layout.
+// reordered once, at plan build, into the layout oneDNN picks; activations are stored in the
+// layout the session chose for them (NCHW, NHWC or channel-blocked, library.hpp) and reordered in
+// and out per call only where the chosen implementation wants another one.
 #ifdef BRRR_HAVE_DNNL
 #include <cstdlib>
 #include <cstring>
