@@ -51,8 +51,8 @@ struct Session::Impl {
 #endif
   double compile_ms = 0;
   bool from_cache = false;
-  int num_nhwc = 0;     // values stored NHWC between library kernels
-  int num_blocked = 0;  // ...and channel-blocked (nChw16c)
+  int num_nhwc = 0;      // values stored NHWC between library kernels
+  int num_blocked = 0;   // ...and channel-blocked (nChw16c)
   cpu::Layouts layouts;  // per value (choose_layouts)
 
   void build();
@@ -72,7 +72,8 @@ void Session::Impl::choose_layouts() {
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const plan::Kernel& k = plan.kernels[i];
     std::vector<int> ins, outs, whole;
-    if (k.kind == KernelKind::Library) cpu::relayout_capable_values(g, k, &ins, &outs, &ties, &whole);
+    if (k.kind == KernelKind::Library)
+      cpu::relayout_capable_values(g, k, &ins, &outs, &ties, &whole);
     for (int v : outs) produced_ok[size_t(v)] = 1;
     for (int v : whole) unpadded[size_t(v)] = 1;
     // A read by anything else (or of another input slot of this kernel) needs NCHW.

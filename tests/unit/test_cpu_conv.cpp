@@ -192,6 +192,30 @@ TEST(CpuPool, MaxPoolCeilMode) {
   run_pool("MaxPool", {1, 4, 10, 10},
            {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"ceil_mode", int64_t(1)}});
 }
+// MaxPool between two convs, so that it reads and writes channel-blocked data (its own kernel):
+// negative values next to pads, padding channels (c = 20), strides, ceil mode, batch 2.
+void run_blocked_max_pool(Shape x, int64_t c, std::map<std::string, AttrValue> at) {
+  SCOPED_TRACE(shape_str(x) + " c " + std::to_string(c));
+  brrr_test::EnvVar env("BRRR_CONV_LAYOUT", "blocked");
+  GraphBuilder b;
+  int v = b.input("x", x);
+  v = b.node("Conv", {v, b.constant("w0", rnd({c, x[1], 1, 1})), b.constant("b0", rnd({c}))});
+  v = b.node("MaxPool", {v}, at);
+  b.output(b.node("Conv", {v, b.constant("w1", rnd({8, c, 1, 1}))}));
+  Session s = check(b.g);
+  if (!kDnnl) return;
+  EXPECT_EQ(s.num_kernels("library"), 3) << s.plan_summary();
+  EXPECT_NE(s.plan_summary().find("kept channel-blocked"), std::string::npos) << s.plan_summary();
+}
+TEST(CpuPool, BlockedMaxPool) {
+  run_blocked_max_pool({1, 3, 13, 13}, 32, {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}});
+  run_blocked_max_pool({2, 5, 12, 10}, 20,
+                       {{"kernel_shape", I{3, 2}}, {"strides", I{2, 1}}, {"pads", I{1, 0, 1, 1}}});
+  run_blocked_max_pool({1, 4, 11, 9}, 16, {{"kernel_shape", I{2, 3}}, {"pads", I{1, 2, 1, 2}}});
+  // 64 x 57 x 57: rows split over threads.
+  run_blocked_max_pool({1, 3, 57, 57}, 64,
+                       {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"ceil_mode", int64_t(1)}});
+}
 TEST(CpuPool, AveragePool) {
   run_pool("AveragePool", {1, 8, 9, 9}, {{"kernel_shape", I{3, 3}}, {"pads", I{1, 1, 1, 1}}});
   run_pool("AveragePool", {1, 8, 9, 9},

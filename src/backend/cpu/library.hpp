@@ -53,7 +53,9 @@ void relayout_capable_values(const Graph& g, const plan::Kernel& k, std::vector<
                              std::vector<int>* outs, std::vector<std::vector<int>>* ties,
                              std::vector<int>* unpadded);
 
-// The two providers make_library_kernel asks, in this order (nullptr: not this one).
+// The providers make_library_kernel asks, in this order (nullptr: not this one).
+std::unique_ptr<LibraryKernel> make_cpu_pool(const Graph& g, const plan::Kernel& k,
+                                             const Layouts& layouts);
 std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kernel& k,
                                                const Layouts& layouts);
 std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k,

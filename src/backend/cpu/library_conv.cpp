@@ -85,12 +85,14 @@ tag user_tag(const Layouts& l, int v) {
 }
 
 // oneDNN's reference implementations are orders of magnitude slower than its jit ones.
-bool is_reference_impl(const char* info) { return std::strncmp(info, "ref", 3) == 0; }
+bool is_reference_impl(const char* info) {
+  return std::strncmp(info, "ref", 3) == 0;
+}
 
 }  // namespace
 
 std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel& k,
-                                             const Layouts& layouts) {
+                                              const Layouts& layouts) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
   if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return nullptr;
   int vx = n.inputs[0], vw = n.inputs[1], vout = k.outputs.at(0);
@@ -125,7 +127,8 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
   tag src_tag = plain ? tag::nchw : blocked && is_blocked(layouts, vx) ? tag::nChw16c : tag::any;
   tag dst_tag = plain ? tag::nchw : blocked ? tag::nChw16c : tag::any;
   try {
-    dnnl::memory::desc xmd(xd, dt::f32, user_tag(layouts, vx)), omd(od, dt::f32, user_tag(layouts, vout));
+    dnnl::memory::desc xmd(xd, dt::f32, user_tag(layouts, vx)),
+        omd(od, dt::f32, user_tag(layouts, vout));
     dnnl::memory::desc wuser(wd, dt::f32, G == 1 ? tag::oihw : tag::goihw);
     dnnl::memory::desc xany(xd, dt::f32, src_tag), oany(od, dt::f32, dst_tag);
     dnnl::memory::desc wany = wconst.defined() ? dnnl::memory::desc(wd, dt::f32, tag::any) : wuser;
@@ -139,8 +142,9 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
     auto alg = dnnl::algorithm::convolution_direct;
     auto pk = dnnl::prop_kind::forward_inference;
     auto make_desc = [&](const dnnl::memory::desc& x, const dnnl::memory::desc& o) {
-      return vb >= 0 ? dnnl::convolution_forward::desc(pk, alg, x, wany, bmd, o, strides, dil, pl, pr)
-                     : dnnl::convolution_forward::desc(pk, alg, x, wany, o, strides, dil, pl, pr);
+      return vb >= 0
+                 ? dnnl::convolution_forward::desc(pk, alg, x, wany, bmd, o, strides, dil, pl, pr)
+                 : dnnl::convolution_forward::desc(pk, alg, x, wany, o, strides, dil, pl, pr);
     };
     double flops = 2.0 * double(shape_numel(os)) * double(ws[1] * ws[2] * ws[3]);
     double bytes = 4.0 * double(shape_numel(xs) + shape_numel(ws) + shape_numel(os));
@@ -232,7 +236,7 @@ class DnnlPool : public LibraryKernel {
 }  // namespace
 
 std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel& k,
-                                             const Layouts& layouts) {
+                                              const Layouts& layouts) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
   int vx = n.inputs.at(0), vout = k.outputs.at(0);
   const Shape &xs = g.value(vx).shape, &os = g.value(vout).shape;
@@ -260,7 +264,8 @@ std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel
                   : n.attr_int("count_include_pad", 0) ? dnnl::algorithm::pooling_avg_include_padding
                                                        : dnnl::algorithm::pooling_avg_exclude_padding;
   try {
-    dnnl::memory::desc xmd(xd, dt::f32, user_tag(layouts, vx)), omd(od, dt::f32, user_tag(layouts, vout));
+    dnnl::memory::desc xmd(xd, dt::f32, user_tag(layouts, vx)),
+        omd(od, dt::f32, user_tag(layouts, vout));
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, alg, xmd, omd, strides,

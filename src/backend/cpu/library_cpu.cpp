@@ -50,9 +50,9 @@ class RowMeanKernel : public LibraryKernel {
   float scale = 1;
 
   int64_t channels = 0, images = 0;  // NHWC input: [images, cols, channels]
-  bool blocked = false;                // ...or blocked: [images, channels / 16, cols, 16]
-  int nt = 1;                          // threads (1: small enough for the calling thread)
-  std::vector<float> partial;          // NHWC: nt rows of per-thread channel sums
+  bool blocked = false;              // ...or blocked: [images, channels / 16, cols, 16]
+  int nt = 1;                        // threads (1: small enough for the calling thread)
+  std::vector<float> partial;        // NHWC: nt rows of per-thread channel sums
 
   void run(void* const* slots) override {
     const float* x = static_cast<const float*>(slots[in]);
@@ -68,7 +68,8 @@ class RowMeanKernel : public LibraryKernel {
 #pragma omp simd
           for (int64_t c = 0; c < B; ++c) acc[c] += xb[p * B + c];
         const int64_t i = ib / nb, c0 = ib % nb * B;  // padding lanes are not channels
-        for (int64_t c = 0; c < B && c0 + c < channels; ++c) y[i * channels + c0 + c] = acc[c] * scale;
+        for (int64_t c = 0; c < B && c0 + c < channels; ++c)
+          y[i * channels + c0 + c] = acc[c] * scale;
       }
       return;
     }
@@ -139,7 +140,9 @@ class ChannelScaleKernel : public LibraryKernel {
     // (image, row) pairs split over the threads: a row is one pixel's channels (NHWC), one
     // channel's pixels (NCHW) or one channel block's pixels (blocked).
     const bool nhwc = layout == kNHWC, blocked = layout == kBlocked16;
-    int64_t per = nhwc ? pixels : blocked ? (channels + kChannelBlock - 1) / kChannelBlock : channels;
+    int64_t per = nhwc      ? pixels
+                  : blocked ? (channels + kChannelBlock - 1) / kChannelBlock
+                            : channels;
     int64_t len = nhwc ? channels : blocked ? pixels * kChannelBlock : pixels;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t ir = 0; ir < images * per; ++ir) {
@@ -249,6 +252,7 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
 
 std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k,
                                                    const Layouts& layouts) {
+  if (auto p = make_cpu_pool(g, k, layouts)) return p;
   if (auto p = make_cpu_kernel(g, k, layouts)) return p;
   return make_dnnl_kernel(g, k, layouts);
 }
