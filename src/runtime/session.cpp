@@ -51,7 +51,9 @@ struct Session::Impl {
 #endif
   double compile_ms = 0;
   bool from_cache = false;
-  int num_nhwc = 0;  // values stored NHWC between library kernels
+  int num_nhwc = 0;      // values stored NHWC between library kernels
+  int num_blocked = 0;   // ...and channel-blocked (nChw16c)
+  cpu::Layouts layouts;  // per value (choose_layouts)
 
   void build();
   void choose_layouts();
@@ -60,18 +62,20 @@ struct Session::Impl {
   void exec(size_t i);
 };
 
-// Rank-4 values that only library kernels produce and read are kept NHWC (oneDNN's preferred
-// layout on AVX-512), so chains of convs and pools skip their per-call reorders. Kernels that
-// touch such a value are made again with the layouts.
+// Rank-4 values that only library kernels produce and read are kept channel-blocked (AVX-512) or
+// NHWC, oneDNN's fast layouts, so chains of convs and pools skip their per-call reorders.
+// Kernels that touch such a value are made again with the layouts.
 void Session::Impl::choose_layouts() {
   size_t nv = g.values.size();
-  std::vector<char> produced_ok(nv, 0), read_bad(nv, 0);
+  std::vector<char> produced_ok(nv, 0), read_bad(nv, 0), unpadded(nv, 0);
   std::vector<std::vector<int>> ties;
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const plan::Kernel& k = plan.kernels[i];
-    std::vector<int> ins, outs;
-    if (k.kind == KernelKind::Library) cpu::nhwc_capable_values(g, k, &ins, &outs, &ties);
+    std::vector<int> ins, outs, whole;
+    if (k.kind == KernelKind::Library)
+      cpu::relayout_capable_values(g, k, &ins, &outs, &ties, &whole);
     for (int v : outs) produced_ok[size_t(v)] = 1;
+    for (int v : whole) unpadded[size_t(v)] = 1;
     // A read by anything else (or of another input slot of this kernel) needs NCHW.
     for (int v : k.inputs)
       if (std::find(ins.begin(), ins.end(), v) == ins.end()) read_bad[size_t(v)] = 1;
@@ -80,36 +84,49 @@ void Session::Impl::choose_layouts() {
         if (e.kind == plan::Expr::Load) read_bad[size_t(e.value)] = 1;
   }
   for (int o : g.outputs) read_bad[size_t(o)] = 1;
-  cpu::Layouts nhwc(nv, 0);
+  layouts.assign(nv, cpu::kNCHW);
   for (size_t v = 0; v < nv; ++v) {
     const Shape& s = g.values[v].shape;
-    nhwc[v] = produced_ok[v] && !read_bad[v] && s.size() == 4 && s[2] * s[3] > 1;
+    if (produced_ok[v] && !read_bad[v] && s.size() == 4 && s[2] * s[3] > 1) layouts[v] = cpu::kNHWC;
   }
-  // Values tied to one layout: all NHWC or none (H*W == 1 values are the same bytes either way).
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (const auto& t : ties) {
-      bool all = true;
-      for (int v : t) {
-        const Shape& s = g.value(v).shape;
-        all = all && (nhwc[size_t(v)] || s[2] * s[3] <= 1);
+  // Channel-blocked where enabled: any channel count, except for kernels that need whole blocks.
+  if (cpu::blocked_layouts_enabled())
+    for (size_t v = 0; v < nv; ++v)
+      if (layouts[v] == cpu::kNHWC &&
+          (!unpadded[v] || g.values[v].shape[1] % cpu::kChannelBlock == 0))
+        layouts[v] = cpu::kBlocked16;
+  // Values tied to one layout share it: the blocked ones step down to NHWC where a member cannot
+  // be blocked, then NHWC ones to NCHW where a member cannot be NHWC (H*W == 1 values are the same
+  // bytes in every layout).
+  for (char from : {cpu::kBlocked16, cpu::kNHWC})
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const auto& t : ties) {
+        bool all = true;
+        for (int v : t) {
+          const Shape& s = g.value(v).shape;
+          all = all && (layouts[size_t(v)] >= from || s[2] * s[3] <= 1);
+        }
+        if (all) continue;
+        for (int v : t)
+          if (layouts[size_t(v)] == from) layouts[size_t(v)] = char(from - 1), changed = true;
       }
-      if (all) continue;
-      for (int v : t)
-        if (nhwc[size_t(v)]) nhwc[size_t(v)] = 0, changed = true;
     }
+  if (std::getenv("BRRR_NO_NHWC")) {  // for comparison
+    layouts.assign(nv, cpu::kNCHW);
+    return;
   }
-  if (std::getenv("BRRR_NO_NHWC")) return;  // for comparison
-  num_nhwc = int(std::count(nhwc.begin(), nhwc.end(), 1));
+  num_nhwc = int(std::count(layouts.begin(), layouts.end(), cpu::kNHWC));
+  num_blocked = int(std::count(layouts.begin(), layouts.end(), cpu::kBlocked16));
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const plan::Kernel& k = plan.kernels[i];
     if (k.kind != KernelKind::Library) continue;
     bool touches = false;
-    for (int v : k.inputs) touches = touches || nhwc[size_t(v)];
-    for (int v : k.outputs) touches = touches || nhwc[size_t(v)];
+    for (int v : k.inputs) touches = touches || layouts[size_t(v)] != cpu::kNCHW;
+    for (int v : k.outputs) touches = touches || layouts[size_t(v)] != cpu::kNCHW;
     if (!touches) continue;
-    steps[i].lib = cpu::make_library_kernel(g, k, nhwc);
-    BRRR_ASSERT(steps[i].lib != nullptr, "library kernel failed with NHWC layouts");
+    steps[i].lib = cpu::make_library_kernel(g, k, layouts);
+    BRRR_ASSERT(steps[i].lib != nullptr, "library kernel failed with NHWC/blocked layouts");
   }
 }
 
@@ -176,9 +193,7 @@ void Session::Impl::build() {
   std::vector<int> share(g.values.size(), -1), first_write(g.values.size(), -1);
   for (size_t i = 0; i < plan.kernels.size(); ++i)
     for (int v : plan.kernels[i].outputs) first_write[size_t(v)] = int(i);
-  auto nbytes = [&](int v) {
-    return size_t(shape_numel(g.value(v).shape)) * dtype_size(g.value(v).dtype);
-  };
+  auto nbytes = [&](int v) { return cpu::value_bytes(g, v, layouts); };
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const plan::Kernel& k = plan.kernels[i];
     if (k.kind != KernelKind::Library || k.sum < 0 || k.outputs.size() != 1) continue;
@@ -410,6 +425,9 @@ std::string Session::plan_summary() const {
   if (m.cuda) s += m.cuda->summary();
 #endif
   if (m.num_nhwc) s += fmt::format("layout: {} value(s) kept NHWC between library kernels\n", m.num_nhwc);
+  if (m.num_blocked)
+    s += fmt::format("layout: {} value(s) kept channel-blocked (nChw16c) between library kernels\n",
+                     m.num_blocked);
   if (m.module)
     s += fmt::format("code: {} ({})\n", m.module->path(),
                      m.from_cache ? "from cache" : fmt::format("compiled in {:.0f} ms", m.compile_ms));

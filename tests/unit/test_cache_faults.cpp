@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 
+#include "env_var.hpp"
 #include "backend/cpu/compiler.hpp"
 #include "brrr/error.hpp"
 
@@ -46,24 +47,7 @@ void replace_file(const std::string& path, const std::string& bytes) {
   fs::rename(path + ".new", path);
 }
 
-// Sets an environment variable for one scope.
-struct EnvVar {
-  std::string name;
-  std::string old;
-  bool had;
-  EnvVar(const std::string& n, const std::string& v) : name(n) {
-    const char* o = std::getenv(n.c_str());
-    had = o != nullptr;
-    if (had) old = o;
-    setenv(n.c_str(), v.c_str(), 1);
-  }
-  ~EnvVar() {
-    if (had)
-      setenv(name.c_str(), old.c_str(), 1);
-    else
-      unsetenv(name.c_str());
-  }
-};
+using brrr_test::EnvVar;
 
 std::string error_of(const std::function<void()>& f) {
   try {

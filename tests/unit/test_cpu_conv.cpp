@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "brrr/reference.hpp"
+#include "env_var.hpp"
 #include "expect_outputs.hpp"
 #include "random_tensor.hpp"
 #include "brrr/session.hpp"
@@ -191,6 +192,30 @@ TEST(CpuPool, MaxPoolCeilMode) {
   run_pool("MaxPool", {1, 4, 10, 10},
            {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"ceil_mode", int64_t(1)}});
 }
+// MaxPool between two convs, so that it reads and writes channel-blocked data (its own kernel):
+// negative values next to pads, padding channels (c = 20), strides, ceil mode, batch 2.
+void run_blocked_max_pool(Shape x, int64_t c, std::map<std::string, AttrValue> at) {
+  SCOPED_TRACE(shape_str(x) + " c " + std::to_string(c));
+  brrr_test::EnvVar env("BRRR_CONV_LAYOUT", "blocked");
+  GraphBuilder b;
+  int v = b.input("x", x);
+  v = b.node("Conv", {v, b.constant("w0", rnd({c, x[1], 1, 1})), b.constant("b0", rnd({c}))});
+  v = b.node("MaxPool", {v}, at);
+  b.output(b.node("Conv", {v, b.constant("w1", rnd({8, c, 1, 1}))}));
+  Session s = check(b.g);
+  if (!kDnnl) return;
+  EXPECT_EQ(s.num_kernels("library"), 3) << s.plan_summary();
+  EXPECT_NE(s.plan_summary().find("kept channel-blocked"), std::string::npos) << s.plan_summary();
+}
+TEST(CpuPool, BlockedMaxPool) {
+  run_blocked_max_pool({1, 3, 13, 13}, 32, {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}});
+  run_blocked_max_pool({2, 5, 12, 10}, 20,
+                       {{"kernel_shape", I{3, 2}}, {"strides", I{2, 1}}, {"pads", I{1, 0, 1, 1}}});
+  run_blocked_max_pool({1, 4, 11, 9}, 16, {{"kernel_shape", I{2, 3}}, {"pads", I{1, 2, 1, 2}}});
+  // 64 x 57 x 57: rows split over threads.
+  run_blocked_max_pool({1, 3, 57, 57}, 64,
+                       {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"ceil_mode", int64_t(1)}});
+}
 TEST(CpuPool, AveragePool) {
   run_pool("AveragePool", {1, 8, 9, 9}, {{"kernel_shape", I{3, 3}}, {"pads", I{1, 1, 1, 1}}});
   run_pool("AveragePool", {1, 8, 9, 9},
@@ -217,9 +242,11 @@ TEST(CpuConcat, Channels) {
   }
 }
 
-// A chain of library kernels (kept NHWC between them): conv, pool, fire-style concat, residual
-// sum, a mean over H,W and a fused elementwise consumer that needs NCHW again.
-void nhwc_chain(int64_t hw, float tol = 1e-4f) {
+// A chain of library kernels (kept NHWC or channel-blocked between them): conv, pool, fire-style
+// concat, residual sum, a mean over H,W and a fused elementwise consumer that needs NCHW again.
+// Blocked, channel counts 8 and 24 get padding channels, except where a Concat needs whole blocks.
+void layout_chain(int64_t hw, const std::string& layout, float tol = 1e-4f) {
+  brrr_test::EnvVar env("BRRR_CONV_LAYOUT", layout);
   GraphBuilder b;
   using I = std::vector<int64_t>;
   auto conv = [&](int x, int64_t cin, int64_t cout, int64_t k, int64_t group = 1) {
@@ -243,18 +270,68 @@ void nhwc_chain(int64_t hw, float tol = 1e-4f) {
   int m = b.node("ReduceMean", {r}, {{"axes", I{2, 3}}, {"keepdims", int64_t(1)}});
   int sc = b.node("HardSigmoid", {conv(m, 24, 24, 1)});
   b.output(b.node("Mul", {r, sc}));
-  // Squeeze-excite between convs: the channel scale runs NHWC as a library kernel.
+  // Squeeze-excite between convs: the channel scale runs NHWC or blocked as a library kernel.
   int dw = conv(r, 24, 24, 3, 24);
   int se = b.node("HardSigmoid", {conv(b.node("GlobalAveragePool", {dw}), 24, 24, 1)});
   b.output(conv(b.node("Mul", {se, dw}), 24, 8, 1));
   b.output(b.node("GlobalAveragePool", {conv(r, 24, 10, 1)}));
   Session s = check(b.g, tol, tol);
   if (kDnnl) EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
-  if (kDnnl) EXPECT_NE(s.plan_summary().find("kept NHWC"), std::string::npos) << s.plan_summary();
+  const char* kept = layout == "blocked" ? "kept channel-blocked" : "kept NHWC";
+  if (kDnnl) EXPECT_NE(s.plan_summary().find(kept), std::string::npos) << s.plan_summary();
+  if (layout == "nhwc")
+    EXPECT_EQ(s.plan_summary().find("kept channel-blocked"), std::string::npos) << s.plan_summary();
 }
-TEST(CpuConv, NhwcChain) { nhwc_chain(23); }
+TEST(CpuConv, NhwcChain) { layout_chain(23, "nhwc"); }
 // 24 x 40 x 40 activations: the channel scale and the means split over threads.
-TEST(CpuConv, NhwcChainThreaded) { nhwc_chain(80); }
+TEST(CpuConv, NhwcChainThreaded) { layout_chain(80, "nhwc"); }
+TEST(CpuConv, BlockedChain) { layout_chain(23, "blocked"); }
+TEST(CpuConv, BlockedChainThreaded) { layout_chain(80, "blocked"); }
+
+// A squeezenet-style network in whole channel blocks: a stem conv reading NCHW, pools, fire
+// modules whose 3x3 expand convs run as Winograd on blocked data, a residual sum, squeeze-excite
+// and a classifier conv whose 40 channels are blocked with padding, then a global mean. Checked
+// with each layout, and with Winograd off.
+void blocked_fire_net(const std::string& layout, bool winograd) {
+  brrr_test::EnvVar env("BRRR_CONV_LAYOUT", layout);
+  brrr_test::EnvVar wino("BRRR_DISABLE_WINOGRAD", winograd ? "0" : "1");
+  GraphBuilder b;
+  using I = std::vector<int64_t>;
+  auto conv = [&](int x, int64_t cin, int64_t cout, int64_t k, int64_t stride = 1, int64_t group = 1) {
+    int64_t p = stride == 1 ? k / 2 : 0;
+    float r = 1.0f / std::sqrt(float(cin / group * k * k));
+    return b.node("Conv", {x, b.constant("w" + std::to_string(b.count), rnd({cout, cin / group, k, k}, -r, r)),
+                           b.constant("b" + std::to_string(b.count), rnd({cout}))},
+                  {{"pads", I{p, p, p, p}}, {"strides", I{stride, stride}}, {"group", group}});
+  };
+  auto pool = [&](int x) {
+    return b.node("MaxPool", {x}, {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"ceil_mode", int64_t(1)}});
+  };
+  auto fire = [&](int x, int64_t cin, int64_t s, int64_t e) {
+    int q = b.node("Relu", {conv(x, cin, s, 1)});
+    return b.node("Concat", {b.node("Relu", {conv(q, s, e, 1)}), b.node("Relu", {conv(q, s, e, 3)})},
+                  {{"axis", int64_t(1)}});
+  };
+  int x = b.input("x", {1, 3, 57, 57});
+  int v = pool(b.node("Relu", {conv(x, 3, 32, 3, 2)}));  // 28 x 28 -> 14 x 14
+  v = fire(v, 32, 16, 32);
+  v = fire(v, 64, 16, 32);
+  v = pool(v);  // 7 x 7
+  v = fire(v, 64, 32, 48);
+  int res = b.node("Add", {v, conv(b.node("Relu", {conv(v, 96, 32, 1)}), 32, 96, 3)});
+  int c = b.node("Relu", {conv(res, 96, 40, 1)});  // 40 channels: blocked with 8 padding channels
+  int se = b.node("HardSigmoid", {conv(b.node("GlobalAveragePool", {c}), 40, 40, 1)});
+  int y = b.node("Relu", {conv(b.node("Mul", {c, se}), 40, 40, 3)});
+  b.output(b.node("GlobalAveragePool", {y}));
+  Session s = check(b.g);
+  if (!kDnnl) return;
+  EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
+  bool blocked = s.plan_summary().find("kept channel-blocked") != std::string::npos;
+  EXPECT_EQ(blocked, layout == "blocked") << s.plan_summary();
+}
+TEST(CpuConv, BlockedFireNetWinograd) { blocked_fire_net("blocked", true); }
+TEST(CpuConv, BlockedFireNetDirect) { blocked_fire_net("blocked", false); }
+TEST(CpuConv, NhwcFireNet) { blocked_fire_net("nhwc", true); }
 
 // mobilenet's classifier: Gemm with its own bias C, then HardSwish as a matmul post-op.
 TEST(CpuGemm, BiasedGemmHardSwishIsOneKernel) {

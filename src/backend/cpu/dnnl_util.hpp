@@ -45,8 +45,8 @@ inline dnnl::engine& engine() {
 }
 
 std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel& k,
-                                             const Layouts& nhwc);
+                                             const Layouts& layouts);
 std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel& k,
-                                             const Layouts& nhwc);
+                                             const Layouts& layouts);
 
 }  // namespace brrr::cpu

@@ -14,28 +14,51 @@ class LibraryKernel {
   virtual void run(void* const* slots) = 0;
 };
 
-// Rank-4 activations between library kernels may be stored NHWC (what oneDNN's AVX-512
-// convolutions use) instead of the graph's NCHW, so that a chain of convs and pools needs no
-// reorders. nhwc[v] says so for value v; empty means all NCHW. Values with H*W == 1 are the same
-// bytes either way.
+// Rank-4 activations between library kernels may be stored in another layout than the graph's
+// NCHW, so that a chain of convs and pools needs no reorders: NHWC (what oneDNN's brgconv kernels
+// use), or channel-blocked nChw16c ([N][ceil(C/16)][H][W][16], ONNX Runtime's NCHWc), on which
+// oneDNN has its AVX-512 direct, 1x1 and Winograd convolutions. layouts[v] is the Layout of value
+// v; empty means all NCHW. Values with H*W == 1 are the same bytes in all three. A blocked value
+// whose C is not a multiple of 16 is padded with zero channels (oneDNN's own convention).
+enum Layout : char { kNCHW = 0, kNHWC = 1, kBlocked16 = 2 };  // in order of preference
+constexpr int64_t kChannelBlock = 16;
 using Layouts = std::vector<char>;
-inline bool is_nhwc(const Layouts& l, int v) { return v >= 0 && size_t(v) < l.size() && l[size_t(v)]; }
+inline char layout_of(const Layouts& l, int v) {
+  return v >= 0 && size_t(v) < l.size() ? l[size_t(v)] : char(kNCHW);
+}
+inline bool is_nhwc(const Layouts& l, int v) { return layout_of(l, v) == kNHWC; }
+inline bool is_blocked(const Layouts& l, int v) { return layout_of(l, v) == kBlocked16; }
+// Bytes of value v's buffer in its layout (blocked channels padded to whole blocks).
+size_t value_bytes(const Graph& g, int v, const Layouts& l);
+
+// Whether to use channel-blocked layouts: with oneDNN on a CPU with AVX-512, unless
+// BRRR_CONV_LAYOUT is "nhwc" or "plain" (for comparison); BRRR_CONV_LAYOUT=blocked forces them.
+bool blocked_layouts_enabled();
+
+// Whether 3x3 stride-1 convs on blocked data may use oneDNN's Winograd kernel (fewer multiplies;
+// results differ from direct convolution by rounding only, ~1e-6 relative). On unless
+// BRRR_DISABLE_WINOGRAD is set to something other than "0".
+bool winograd_enabled();
 
 // A ready-to-run primitive for a Library kernel, or nullptr when the library cannot do this case
 // (the session then runs the kernel's nodes with their reference kernels).
 std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k,
-                                                   const Layouts& nhwc = {});
+                                                   const Layouts& layouts = {});
 
-// The values of kernel k that may be stored NHWC (inputs it reads and outputs it writes), given
-// that make_library_kernel succeeded for it; `ties` gets groups of values that must share one
-// layout (a Concat's inputs and output, a Conv's residual and output).
-void nhwc_capable_values(const Graph& g, const plan::Kernel& k, std::vector<int>* ins,
-                         std::vector<int>* outs, std::vector<std::vector<int>>* ties);
+// The values of kernel k that may be stored NHWC or channel-blocked (inputs it reads and outputs
+// it writes), given that make_library_kernel succeeded for it; `ties` gets groups of values that
+// must share one layout (a Concat's inputs and output, a Conv's residual and output), `unpadded`
+// values that may be blocked only with whole blocks of channels.
+void relayout_capable_values(const Graph& g, const plan::Kernel& k, std::vector<int>* ins,
+                             std::vector<int>* outs, std::vector<std::vector<int>>* ties,
+                             std::vector<int>* unpadded);
 
-// The two providers make_library_kernel asks, in this order (nullptr: not this one).
+// The providers make_library_kernel asks, in this order (nullptr: not this one).
+std::unique_ptr<LibraryKernel> make_cpu_pool(const Graph& g, const plan::Kernel& k,
+                                             const Layouts& layouts);
 std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kernel& k,
-                                               const Layouts& nhwc);
+                                               const Layouts& layouts);
 std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k,
-                                                const Layouts& nhwc);
+                                                const Layouts& layouts);
 
 }  // namespace brrr::cpu

@@ -50,12 +50,29 @@ class RowMeanKernel : public LibraryKernel {
   float scale = 1;
 
   int64_t channels = 0, images = 0;  // NHWC input: [images, cols, channels]
-  int nt = 1;                          // threads (1: small enough for the calling thread)
-  std::vector<float> partial;          // NHWC: nt rows of per-thread channel sums
+  bool blocked = false;              // ...or blocked: [images, channels / 16, cols, 16]
+  int nt = 1;                        // threads (1: small enough for the calling thread)
+  std::vector<float> partial;        // NHWC: nt rows of per-thread channel sums
 
   void run(void* const* slots) override {
     const float* x = static_cast<const float*>(slots[in]);
     float* y = static_cast<float*>(slots[out]);
+    if (blocked) {  // a row of 16 lanes per pixel of each (image, channel block)
+      constexpr int64_t B = kChannelBlock;
+      const int64_t nb = (channels + B - 1) / B;
+#pragma omp parallel for schedule(static) if (nt > 1)
+      for (int64_t ib = 0; ib < images * nb; ++ib) {
+        const float* xb = x + ib * cols * B;
+        float acc[B] = {};
+        for (int64_t p = 0; p < cols; ++p)
+#pragma omp simd
+          for (int64_t c = 0; c < B; ++c) acc[c] += xb[p * B + c];
+        const int64_t i = ib / nb, c0 = ib % nb * B;  // padding lanes are not channels
+        for (int64_t c = 0; c < B && c0 + c < channels; ++c)
+          y[i * channels + c0 + c] = acc[c] * scale;
+      }
+      return;
+    }
     if (channels) {
       for (int64_t i = 0; i < images; ++i) {
         const float* xi = x + i * cols * channels;
@@ -108,27 +125,39 @@ class RowMeanKernel : public LibraryKernel {
   }
 };
 
-// y = x * s with s one value per (image, channel), x NCHW or NHWC (y alike).
+// y = x * s with s one value per (image, channel), x NCHW, NHWC or channel-blocked (y alike).
 class ChannelScaleKernel : public LibraryKernel {
  public:
   int x = -1, s = -1, out = -1;
   int64_t images = 0, channels = 0, pixels = 0;
-  bool nhwc = false;
+  char layout = kNCHW;
   bool par = false;  // enough elements to be worth a parallel region
 
   void run(void* const* slots) override {
     const float* xp = static_cast<const float*>(slots[x]);
     const float* sp = static_cast<const float*>(slots[s]);
     float* yp = static_cast<float*>(slots[out]);
-    // (image, row) pairs split over the threads: a row is one pixel's channels (NHWC) or one
-    // channel's pixels (NCHW).
-    int64_t per = nhwc ? pixels : channels, len = nhwc ? channels : pixels;
+    // (image, row) pairs split over the threads: a row is one pixel's channels (NHWC), one
+    // channel's pixels (NCHW) or one channel block's pixels (blocked).
+    const bool nhwc = layout == kNHWC, blocked = layout == kBlocked16;
+    int64_t per = nhwc      ? pixels
+                  : blocked ? (channels + kChannelBlock - 1) / kChannelBlock
+                            : channels;
+    int64_t len = nhwc ? channels : blocked ? pixels * kChannelBlock : pixels;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t ir = 0; ir < images * per; ++ir) {
       int64_t i = ir / per, r = ir % per;
       const float* xr = xp + ir * len;
       float* yr = yp + ir * len;
-      if (nhwc) {
+      if (blocked) {  // padding lanes (past the last channel) are scaled by 0: they stay 0
+        float si[kChannelBlock] = {};
+        for (int64_t c = 0; c < kChannelBlock && r * kChannelBlock + c < channels; ++c)
+          si[c] = sp[i * channels + r * kChannelBlock + c];
+        for (int64_t p = 0; p < pixels; ++p)
+#pragma omp simd
+          for (int64_t c = 0; c < kChannelBlock; ++c)
+            yr[p * kChannelBlock + c] = xr[p * kChannelBlock + c] * si[c];
+      } else if (nhwc) {
         const float* si = sp + i * channels;
 #pragma omp simd
         for (int64_t c = 0; c < len; ++c) yr[c] = xr[c] * si[c];
@@ -144,7 +173,7 @@ class ChannelScaleKernel : public LibraryKernel {
 }  // namespace
 
 std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kernel& k,
-                                               const Layouts& nhwc) {
+                                               const Layouts& layouts) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
   if (k.nodes.size() != 1 || n.outputs.size() != 1) return nullptr;
   int vout = n.outputs[0];
@@ -157,8 +186,9 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     auto kern = std::make_unique<ConcatKernel>();
     kern->out = vout;
     size_t es = dtype_size(ov.dtype);
-    // NHWC (inputs and output alike, channel concat): each pixel's channels in turn.
-    if (is_nhwc(nhwc, vout)) kern->outer = ov.shape[0] * ov.shape[2] * ov.shape[3];
+    // NHWC (inputs and output alike, channel concat): each pixel's channels in turn. Blocked
+    // (every part a whole number of channel blocks): each image's blocks in turn, as NCHW.
+    if (is_nhwc(layouts, vout)) kern->outer = ov.shape[0] * ov.shape[2] * ov.shape[3];
     else
       for (int64_t i = 0; i < axis; ++i) kern->outer *= ov.shape[size_t(i)];
     kern->out_chunk = size_t(shape_numel(ov.shape) / std::max<int64_t>(kern->outer, 1)) * es;
@@ -167,6 +197,9 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
       if (v < 0) return nullptr;
       const Value& iv = g.value(v);
       if (iv.dtype != ov.dtype || iv.shape.size() != ov.shape.size()) return nullptr;
+      if (is_blocked(layouts, vout) &&
+          (axis != 1 || !is_blocked(layouts, v) || iv.shape[1] % kChannelBlock))
+        return nullptr;
       size_t chunk = size_t(shape_numel(iv.shape) / std::max<int64_t>(kern->outer, 1)) * es;
       if (shape_numel(iv.shape) == 0) continue;
       kern->parts.push_back({v, chunk});
@@ -184,8 +217,8 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     auto kern = std::make_unique<ChannelScaleKernel>();
     kern->x = a, kern->s = b, kern->out = vout;
     kern->images = xs[0], kern->channels = xs[1], kern->pixels = xs[2] * xs[3];
-    kern->nhwc = is_nhwc(nhwc, vout);
-    if (is_nhwc(nhwc, a) != kern->nhwc) return nullptr;
+    kern->layout = layout_of(layouts, vout);
+    if (layout_of(layouts, a) != kern->layout) return nullptr;
     kern->par = shape_numel(xs) >= kParallelElems;
     return kern;
   }
@@ -196,10 +229,11 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     if (rows <= 0 || numel <= 0 || numel % rows) return nullptr;
     if (n.op == "GlobalAveragePool" && g.value(vin).shape.size() < 3) return nullptr;
     auto kern = std::make_unique<RowMeanKernel>();
-    if (is_nhwc(nhwc, vin)) {  // [N, HW, C]: a mean down the columns per image
+    if (is_nhwc(layouts, vin) || is_blocked(layouts, vin)) {  // a mean down the columns per image
       const Shape& xs = g.value(vin).shape;
       kern->channels = xs[1];
       kern->images = xs[0];
+      kern->blocked = is_blocked(layouts, vin);
     }
     kern->in = vin;
     kern->out = vout;
@@ -208,7 +242,8 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     kern->scale = n.op == "ReduceSum" ? 1.f : 1.f / float(kern->cols);
     if (numel >= kParallelElems && omp_get_max_threads() > 1) {
       kern->nt = omp_get_max_threads();
-      if (kern->channels) kern->partial.assign(size_t(kern->nt * kern->channels), 0.f);
+      if (kern->channels && !kern->blocked)
+        kern->partial.assign(size_t(kern->nt * kern->channels), 0.f);
     }
     return kern;
   }
@@ -216,9 +251,10 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
 }
 
 std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k,
-                                                   const Layouts& nhwc) {
-  if (auto p = make_cpu_kernel(g, k, nhwc)) return p;
-  return make_dnnl_kernel(g, k, nhwc);
+                                                   const Layouts& layouts) {
+  if (auto p = make_cpu_pool(g, k, layouts)) return p;
+  if (auto p = make_cpu_kernel(g, k, layouts)) return p;
+  return make_dnnl_kernel(g, k, layouts);
 }
 
 namespace {
@@ -228,8 +264,16 @@ bool spatial4(const Graph& g, int v) {
 }
 }  // namespace
 
-void nhwc_capable_values(const Graph& g, const plan::Kernel& k, std::vector<int>* ins,
-                         std::vector<int>* outs, std::vector<std::vector<int>>* ties) {
+size_t value_bytes(const Graph& g, int v, const Layouts& l) {
+  const Value& val = g.value(v);
+  Shape s = val.shape;
+  if (is_blocked(l, v)) s[1] = (s[1] + kChannelBlock - 1) / kChannelBlock * kChannelBlock;
+  return size_t(shape_numel(s)) * dtype_size(val.dtype);
+}
+
+void relayout_capable_values(const Graph& g, const plan::Kernel& k, std::vector<int>* ins,
+                             std::vector<int>* outs, std::vector<std::vector<int>>* ties,
+                             std::vector<int>* unpadded) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
   int out = k.outputs.empty() ? -1 : k.outputs[0];
   if (out < 0 || !spatial4(g, out) || k.outputs.size() != 1) return;
@@ -251,6 +295,7 @@ void nhwc_capable_values(const Graph& g, const plan::Kernel& k, std::vector<int>
     ins->insert(ins->end(), tie.begin() + 1, tie.end());
     outs->push_back(out);
     ties->push_back(tie);
+    unpadded->insert(unpadded->end(), tie.begin(), tie.end());
   } else if (n.op == "Mul") {
     int x = g.value(n.inputs[0]).shape == g.value(out).shape ? n.inputs[0] : n.inputs[1];
     if (!spatial4(g, x)) return;

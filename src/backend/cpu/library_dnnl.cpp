@@ -60,10 +60,10 @@ dims strides_of(const dims& d, bool trans) {
 }  // namespace
 
 std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k,
-                                                const Layouts& nhwc) {
+                                                const Layouts& layouts) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
-  if (n.op == "Conv") return make_dnnl_conv(g, k, nhwc);
-  if (n.op == "MaxPool" || n.op == "AveragePool") return make_dnnl_pool(g, k, nhwc);
+  if (n.op == "Conv") return make_dnnl_conv(g, k, layouts);
+  if (n.op == "MaxPool" || n.op == "AveragePool") return make_dnnl_pool(g, k, layouts);
   if (n.op != "MatMul" && n.op != "Gemm") return nullptr;
   for (int v : n.inputs)  // 16-bit GEMMs are library kernels for CUDA; here they run by reference
     if (v >= 0 && g.value(v).dtype != DType::f32) return nullptr;
@@ -163,6 +163,9 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
 std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph&, const plan::Kernel&, const Layouts&) {
   return nullptr;
 }
+
+bool blocked_layouts_enabled() { return false; }
+bool winograd_enabled() { return false; }
 
 #endif
 

@@ -1,0 +1,128 @@
+// MaxPool on channel-blocked (nChw16c) activations, separably: per output row, the max over the
+// window's input rows into a one-row buffer, then the max over the window's columns. A block of
+// 16 channels is one SIMD register. On squeezenet's first pool (64 x 111 x 111 -> 55 x 55, 3x3
+// stride 2, 2 threads) this takes about 0.05 ms against 0.12 ms for oneDNN 2.6's jit pooling.
+#include <omp.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/library.hpp"
+#include "ops/window.hpp"
+
+namespace brrr::cpu {
+
+namespace {
+
+// Below this many input elements the pool runs on the calling thread.
+constexpr int64_t kParallelPoolElems = 32768;
+
+// 16 floats: one AVX-512 register, two AVX2 ones (GCC's generic vectors; loads by memcpy).
+typedef float V16 __attribute__((vector_size(kChannelBlock * sizeof(float))));
+
+struct PoolGeometry {
+  int64_t blocks = 0;  // images * channel blocks
+  int64_t h = 0, w = 0, oh = 0, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+};
+
+// Output rows [r0, r1) in the order (output row, block): a thread's band of rows reads the input
+// rows that the conv before it wrote on that thread (oneDNN splits rows), in its cache (0.14 ->
+// 0.10 ms in place against block-major bands). `row` holds w vectors. The clones let this loop
+// use AVX-512 where the machine has it (as oneDNN's jit code does) in a portable build.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_rows(
+    const PoolGeometry& p, const float* x, float* y, float* row, int64_t r0, int64_t r1) {
+  constexpr int64_t B = kChannelBlock;
+  const V16 lowest = V16{} - std::numeric_limits<float>::infinity();
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t oh = r / p.blocks, b = r % p.blocks;
+    const float* xb = x + b * p.h * p.w * B;
+    // Rows of the window inside the input (pads never win a max), then their max per column.
+    const int64_t hb = oh * p.sh - p.ph;
+    int64_t i0 = 0, i1 = p.kh;
+    while (i0 < i1 && hb + i0 < 0) ++i0;
+    while (i1 > i0 && hb + i1 - 1 >= p.h) --i1;
+    for (int64_t c = 0; c < p.w; ++c) {
+      V16 acc = lowest, v;
+      for (int64_t i = i0; i < i1; ++i) {
+        __builtin_memcpy(&v, xb + ((hb + i) * p.w + c) * B, sizeof v);
+        acc = acc < v ? v : acc;
+      }
+      __builtin_memcpy(row + c * B, &acc, sizeof acc);
+    }
+    float* yr = y + (b * p.oh + oh) * p.ow * B;
+    for (int64_t ow = 0; ow < p.ow; ++ow) {
+      const int64_t wb = ow * p.sw - p.pw;
+      int64_t j0 = 0, j1 = p.kw;
+      while (j0 < j1 && wb + j0 < 0) ++j0;
+      while (j1 > j0 && wb + j1 - 1 >= p.w) --j1;
+      V16 acc = lowest, v;
+      for (int64_t j = j0; j < j1; ++j) {
+        __builtin_memcpy(&v, row + (wb + j) * B, sizeof v);
+        acc = acc < v ? v : acc;
+      }
+      __builtin_memcpy(yr + ow * B, &acc, sizeof acc);
+    }
+  }
+}
+
+class BlockedMaxPoolKernel : public LibraryKernel {
+ public:
+  PoolGeometry p;
+  int in = -1, out = -1;
+  int nt = 1;               // threads (1: the calling thread)
+  std::vector<float> rows;  // one row buffer per thread
+
+  void run(void* const* slots) override {
+    const float* x = static_cast<const float*>(slots[in]);
+    float* y = static_cast<float*>(slots[out]);
+    const int64_t n = p.blocks * p.oh;
+    if (nt == 1) {
+      max_pool_rows(p, x, y, rows.data(), 0, n);
+      return;
+    }
+#pragma omp parallel num_threads(nt)
+    {
+      int64_t t = omp_get_thread_num(), k = omp_get_num_threads();
+      max_pool_rows(p, x, y, rows.data() + t * p.w * kChannelBlock, n * t / k, n * (t + 1) / k);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<LibraryKernel> make_cpu_pool(const Graph& g, const plan::Kernel& k,
+                                             const Layouts& layouts) {
+  const Node& n = g.nodes[size_t(k.nodes[0])];
+  if (n.op != "MaxPool" || k.nodes.size() != 1 || k.outputs.size() != 1) return nullptr;
+  int vx = n.inputs.at(0), vout = k.outputs[0];
+  if (!is_blocked(layouts, vx) || !is_blocked(layouts, vout)) return nullptr;  // else oneDNN's
+  const Value &xv = g.value(vx), &ov = g.value(vout);
+  if (xv.dtype != DType::f32 || ov.dtype != DType::f32 || xv.shape.size() != 4 ||
+      ov.shape.size() != 4 || n.attr_int("storage_order", 0) != 0)
+    return nullptr;
+  std::vector<int64_t> ks = n.attr_ints("kernel_shape");
+  if (ks.size() != 2) return nullptr;
+  ops::Window w;
+  try {
+    w = ops::forward_window(n, {xv.shape[2], xv.shape[3]}, ks, n.attr_int("ceil_mode", 0) != 0);
+  } catch (const Error&) {
+    return nullptr;
+  }
+  if (w.out[0] != ov.shape[2] || w.out[1] != ov.shape[3] || w.d[0] != 1 || w.d[1] != 1)
+    return nullptr;
+  auto kern = std::make_unique<BlockedMaxPoolKernel>();
+  PoolGeometry& p = kern->p;
+  // Padding channels are 0 in the input and come out 0 (max of zeros).
+  p.blocks = xv.shape[0] * ((xv.shape[1] + kChannelBlock - 1) / kChannelBlock);
+  p.h = xv.shape[2], p.w = xv.shape[3], p.oh = ov.shape[2], p.ow = ov.shape[3];
+  p.kh = ks[0], p.kw = ks[1], p.sh = w.s[0], p.sw = w.s[1], p.ph = w.pb[0], p.pw = w.pb[1];
+  kern->in = vx, kern->out = vout;
+  if (shape_numel(xv.shape) >= kParallelPoolElems && p.blocks * p.oh > 1)
+    kern->nt = std::max(1, omp_get_max_threads());
+  kern->rows.assign(size_t(kern->nt * p.w * kChannelBlock), 0.f);
+  return kern;
+}
+
+}  // namespace brrr::cpu

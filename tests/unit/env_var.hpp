@@ -1,0 +1,28 @@
+// Sets an environment variable for one scope (switches that brrr reads when a Session is built).
+#pragma once
+#include <cstdlib>
+#include <string>
+
+namespace brrr_test {
+
+struct EnvVar {
+  std::string name;
+  std::string old;
+  bool had;
+  EnvVar(const std::string& n, const std::string& v) : name(n) {
+    const char* o = std::getenv(n.c_str());
+    had = o != nullptr;
+    if (had) old = o;
+    setenv(n.c_str(), v.c_str(), 1);
+  }
+  ~EnvVar() {
+    if (had)
+      setenv(name.c_str(), old.c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+  EnvVar(const EnvVar&) = delete;
+  EnvVar& operator=(const EnvVar&) = delete;
+};
+
+}  // namespace brrr_test
