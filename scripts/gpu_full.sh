@@ -37,7 +37,7 @@ if [ "${SKIP_CPU_TESTS:-0}" != 1 ]; then
   REST=$!
 fi
 if [ "${SKIP_CUDA_TESTS:-0}" != 1 ]; then
-  timeout 150 $B/tests/brrr_tests --gtest_filter='Cuda*' 2>&1 | tee "$OUT/tests_cuda.log" |
+  timeout ${CUDA_TESTS_S:-240} $B/tests/brrr_tests --gtest_filter='Cuda*' 2>&1 | tee "$OUT/tests_cuda.log" |
     grep -E '^\[  (FAILED|SKIPPED) |^\[==========\]|^\[  PASSED|Failure|Expected|Which is|error|output' | head -60
 fi
 echo "== tests done at $(( $(date +%s) - T0 )) s"
