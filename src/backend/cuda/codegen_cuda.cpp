@@ -276,8 +276,7 @@ class KernelEmitter {
   //   loaded before any math (0.511 ms, the speed of cudaMemcpy, against 0.554 ms grid-striding
   //   over sm_count x 32 blocks of 256);
   // - periodic operands: a grid-striding loop whose stride is a multiple of every period, so
-  //   each thread's slice of the bias is loaded once, before the loop; each iteration loads two
-  //   vectors (v and v + stride) before any math.
+  //   each thread's slice of the bias is loaded once, before the loop.
   std::string emit_flat() {
     int64_t n = shape_numel(k_.space);
     int V = vector_width(false);  // buffers are 256-byte aligned; offsets must keep it
@@ -345,16 +344,14 @@ class KernelEmitter {
       }
       return b;
     };
-    // Periodic loads hoisted out of the loop keep their unsuffixed names (l<id>).
     auto compute = [&](const std::string& base, int width, const std::string& ind, const std::string& x) {
       std::string b;
       for (const auto& st : k_.stores) b += fmt::format("{}float o{}[{}];\n", ind, st.value, width);
       b += fmt::format("{}#pragma unroll\n{}for (int q = 0; q < {}; ++q) {{\n", ind, ind, width);
       for (size_t id = 0; id < k_.exprs.size(); ++id) {
         const Expr& e = k_.exprs[id];
-        const std::string xx = hoist && streamed(e) && period(e) != n ? "" : x;
         std::string ld = e.kind == Expr::Load
-                             ? (all_zero(e.strides) ? fmt::format("s{}", id) : fmt::format("l{}{}[q]", id, xx))
+                             ? (all_zero(e.strides) ? fmt::format("s{}", id) : fmt::format("l{}{}[q]", id, x))
                              : "";
         b += fmt::format("{}  const float e{} = {};\n", ind, id, value_of(int(id), ld));
       }
@@ -382,22 +379,11 @@ class KernelEmitter {
     }
     s += "  const i64 stride = (i64)gridDim.x * blockDim.x;\n";
     s += "  const i64 v0 = (i64)blockIdx.x * blockDim.x + threadIdx.x;\n";
-    if (hoist) {
-      // Two vectors per iteration, v and v + stride (the same bias slice), both loaded before any
-      // math, as in the flat form: twice the loads in flight per thread.
-      s += decl(V, "  ", "", 1) + load(base_of("v0"), V, "  ", "", 1);
-      s += fmt::format("  for (i64 v = v0; v < {}LL; v += 2 * stride) {{\n", nv);
-      s += "    const i64 w = v + stride;\n";
-      s += decl(V, "    ", "_0", 2) + decl(V, "    ", "_1", 2) + load(base_of("v"), V, "    ", "_0", 2);
-      s += fmt::format("    if (w < {}LL) {{\n", nv) + load(base_of("w"), V, "      ", "_1", 2) + "    }\n";
-      s += "    {\n" + compute(base_of("v"), V, "      ", "_0") + "    }\n";
-      s += fmt::format("    if (w < {}LL) {{\n", nv) + compute(base_of("w"), V, "      ", "_1") + "    }\n";
-      s += "  }\n";
-    } else {
-      s += fmt::format("  for (i64 v = v0; v < {}LL; v += stride) {{\n", nv);
-      s += decl(V, "    ", "") + load(base_of("v"), V, "    ", "");
-      s += compute(base_of("v"), V, "    ", "") + "  }\n";
-    }
+    if (hoist) s += decl(V, "  ", "", 1) + load(base_of("v0"), V, "  ", "", 1);
+    s += fmt::format("  for (i64 v = v0; v < {}LL; v += stride) {{\n", nv);
+    s += hoist ? decl(V, "    ", "", 2) + load(base_of("v"), V, "    ", "", 2)
+               : decl(V, "    ", "") + load(base_of("v"), V, "    ", "");
+    s += compute(base_of("v"), V, "    ", "") + "  }\n";
     if (V > 1 && n % V) {
       s += fmt::format("  for (i64 i = {}LL + v0; i < {}LL; i += stride) {{\n", nv * V, n);
       s += decl(1, "    ", "") + load("i", 1, "    ", "") + compute("i", 1, "    ", "");
