@@ -76,8 +76,8 @@ TEST(CudaSession, PointwiseVec4AndTail) {
 TEST(CudaSession, BiasBroadcastStaysVectorized) {
   BRRR_REQUIRE_CUDA_DEVICE();
   // x [R, C] + b [C] (and [1, C] over [R, 1, C]): periodic loads, 4 or 8 per access, and a tail.
-  // [2200, 4096] is past one grid's worth of vectors: the loop runs two vectors per iteration,
-  // the second one out of range for some threads.
+  // [2200, 4096] is past one grid's worth of vectors: the grid-striding loop runs more than once,
+  // fewer times for some threads than for others.
   for (DType t : {DType::f32, DType::bf16}) {
     for (Shape xs : {Shape{33, 1000}, Shape{7, 1, 72}, Shape{5, 13}, Shape{2200, 4096}}) {
       GraphBuilder b;
