@@ -36,7 +36,8 @@ size_t value_bytes(const Graph& g, int v, const Layouts& l);
 bool blocked_layouts_enabled();
 
 // Whether 3x3 stride-1 convs on blocked data may use oneDNN's Winograd kernel (fewer multiplies;
-// results differ from direct convolution by rounding only, ~1e-6 relative). On unless
+// results differ from direct convolution by rounding only: on squeezenet1_1, max abs error 3.0e-7
+// against PyTorch with it, 3.6e-7 without, outputs up to 0.95). On unless
 // BRRR_DISABLE_WINOGRAD is set to something other than "0".
 bool winograd_enabled();
 
