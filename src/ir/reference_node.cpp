@@ -29,6 +29,9 @@ std::vector<Tensor> run_node_reference(const Graph& g, const Node& n, std::vecto
   KernelCtx ctx{n, std::move(inputs), {}};
   for (int o : n.outputs) {
     const Value& v = g.value(o);
+    // Omitted optional outputs the op does not produce stay untyped (infer_shapes allows them
+    // only unnamed and after the ones it produces): the kernel gets no tensor for them.
+    if (!v.typed && v.name.empty()) break;
     BRRR_ASSERT(v.typed, "output not typed");
     ctx.outputs.push_back(Tensor::empty(v.dtype, v.shape));
   }
