@@ -9,6 +9,7 @@
 
 #include "brrr/reference.hpp"
 #include "env_var.hpp"
+#include "dnnl_flag.hpp"
 #include "expect_outputs.hpp"
 #include "random_tensor.hpp"
 #include "brrr/session.hpp"
@@ -17,13 +18,7 @@
 namespace brrr {
 namespace {
 
-// Without oneDNN (a build on a machine without libdnnl) conv and pooling run on reference
-// kernels: the values are still checked, the kernel structure is not.
-#ifdef BRRR_HAVE_DNNL
-constexpr bool kDnnl = true;
-#else
-constexpr bool kDnnl = false;
-#endif
+using brrr_test::kDnnl;
 
 Tensor rnd(const Shape& s, float lo = -1.f, float hi = 1.f) {
   static std::mt19937 rng(1234);

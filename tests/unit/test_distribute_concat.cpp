@@ -10,6 +10,7 @@
 #include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
+#include "dnnl_flag.hpp"
 #include "expect_outputs.hpp"
 #include "random_tensor.hpp"
 #include "runtime/graph_builder.hpp"
@@ -17,11 +18,7 @@
 namespace brrr {
 namespace {
 
-#ifdef BRRR_HAVE_DNNL
-constexpr bool kDnnl = true;
-#else
-constexpr bool kDnnl = false;
-#endif
+using brrr_test::kDnnl;
 
 using I = std::vector<int64_t>;
 
