@@ -106,13 +106,22 @@ static __device__ __forceinline__ void brrr_st8(T* p, const float* s) {
 // is the correctly rounded value or its neighbour (tests/unit/test_cuda_session.cpp). It is a
 // third of the instructions of libdevice's erff, which made 16-bit GELU ALU-bound: GELU(x+b) on
 // 16384x4096 bf16 took 0.086 ms with the 1.2e-7 Chebyshev fit and 0.077 ms with this one (H200).
+// Written for few instructions: z = |x|/sqrt(2) folded into the constants, exp as ex2 with
+// log2(e) and the 1/2 of Phi folded into P, the reciprocal and ex2 as the hardware's
+// approximations (rcp.approx, ex2.approx; relative errors near 2^-23). 0.0765 -> 0.0726 ms on
+// that shape (a scratch microbenchmark, H200), and the same results: +inf gives +inf, and -inf
+// and NaN give NaN, as the reference does.
 static __device__ __forceinline__ float brrr_gelu_erf16(float x) {
-  const float z = fabsf(x) * 0.70710678118654752f;
-  const float t = __fdividef(1.0f, 1.0f + 0.5f * z);
-  const float p = -1.2580070495605469f + t * (0.9155017137527466f + t * (0.6871874332427979f +
-                  t * -0.3443854749202728f));
-  const float half_erfc = 0.5f * t * __expf(p - z * z);
-  return x >= 0.0f ? x * (1.0f - half_erfc) : x * half_erfc;
+  const float a = fabsf(x);
+  float t, e;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(fmaf(a, 0.35355339059327376f, 1.0f)));
+  const float q = fmaf(t, fmaf(t, fmaf(t, -0.3443854749202728f * 1.4426950408889634f,
+                                       0.6871874332427979f * 1.4426950408889634f),
+                               0.9155017137527466f * 1.4426950408889634f),
+                       -1.2580070495605469f * 1.4426950408889634f - 1.0f);
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(fmaf(x * x, -0.5f * 1.4426950408889634f, q)));
+  const float half_erfc = t * e;
+  return x * (x >= 0.0f ? 1.0f - half_erfc : half_erfc);
 }
 template <int MAX>
 static __device__ __forceinline__ float brrr_warp_reduce(float v) {
