@@ -129,6 +129,7 @@ struct Remedy {
   double gain_ms = 0;                 // predicted saving on wall time
   double predicted_ms = 0;            // predicted wall time with this remedy alone
   std::optional<double> measured_ms;  // from --compare, when that profile applied it
+  bool in_effect = false;             // the profiled run already has it (gain 0, detail says so)
 };
 
 struct Verdict {

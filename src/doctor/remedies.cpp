@@ -22,7 +22,8 @@ bool fusable(OpClass p, OpClass c) {
 
 struct FusionEstimate {
   double bytes = 0;
-  double ms = 0;  // time those bytes cost in the kernels that move them now
+  double ms = 0;        // time those bytes cost in the kernels that move them now
+  double fixed_ms = 0;  // per-kernel time of launch-bound kernels that merging removes
   int merges = 0, groups = 0, kernels_in_groups = 0;
 };
 
@@ -30,6 +31,11 @@ struct FusionEstimate {
 // priced at the bandwidth their kernel measurably reaches when it is memory-bound (never above
 // the ceiling): a kernel at 60% of the copy rate saves time at 60% of it. Other kernels are
 // priced at the ceiling.
+// Each merge also removes a kernel. When either side is overhead-bound (too small to reach its
+// roofline: launch, ramp-up and memory latency), the merged kernel costs about what the larger
+// of the two did, so the merge saves the smaller one's time beyond its floor. Between kernels that
+// reach their rooflines a merge saves only bytes (the per-kernel fixed cost is the static plan's
+// remedy, or already paid by a CUDA graph node).
 FusionEstimate estimate_fusion(const RunProfile& p, const std::vector<KernelAnalysis>& ks,
                                const Ceilings& c) {
   const double ceiling = c.bandwidth_gbs * 1e9;
@@ -39,6 +45,7 @@ FusionEstimate estimate_fusion(const RunProfile& p, const std::vector<KernelAnal
       return std::min(ceiling, r.cost.bytes / (r.time_ms * 1e-3));
     return ceiling;
   };
+  auto beyond_floor = [&](size_t k) { return std::max(0.0, p.kernels[k].time_ms - ks[k].floor_ms); };
   FusionEstimate e;
   size_t n = p.kernels.size();
   std::map<std::string, int> producer;
@@ -62,7 +69,13 @@ FusionEstimate estimate_fusion(const RunProfile& p, const std::vector<KernelAnal
       int a = find(int(k)), b = find(c);
       e.bytes += 2 * w.bytes;  // written once and read once, both gone when fused
       e.ms += (w.bytes / rate(k) + w.bytes / rate(size_t(c))) * 1e3;
-      if (a != b) parent[b] = a, e.merges++;
+      if (a != b) {
+        parent[b] = a, e.merges++;
+        const size_t ck = size_t(c);
+        if (k < ks.size() && ck < ks.size() &&
+            (ks[k].regime == Regime::overhead || ks[ck].regime == Regime::overhead))
+          e.fixed_ms += std::min(beyond_floor(k), beyond_floor(ck));
+      }
     }
   std::map<int, int> sizes;
   for (size_t k = 0; k < n; ++k) sizes[find(int(k))]++;
@@ -99,13 +112,16 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
   FusionEstimate f = estimate_fusion(p, ks, c);
   double at_ceiling_ms = f.bytes / (c.bandwidth_gbs * 1e9) * 1e3;
   if (f.merges > 0)
-    add("fusion", f.ms,
+    add("fusion", f.ms + f.fixed_ms,
         fmt::format("fusing {} kernels into {} removes {} of intermediate traffic, about {:.3f} ms "
-                    "at the bandwidth those kernels reach ({:.3f} ms at the {:.1f} GB/s ceiling; "
-                    "and {} kernel calls)",
+                    "at the bandwidth those kernels reach ({:.3f} ms at the {:.1f} GB/s ceiling), "
+                    "and {} kernel call{}{}",
                     f.kernels_in_groups, f.groups, human_bytes(f.bytes), f.ms, at_ceiling_ms,
-                    c.bandwidth_gbs, f.merges),
-        at_ceiling_ms);
+                    c.bandwidth_gbs, f.merges, f.merges == 1 ? "" : "s",
+                    f.fixed_ms > 0 ? fmt::format(", about {:.3f} ms of launch-bound kernel time",
+                                                 f.fixed_ms)
+                                   : std::string()),
+        at_ceiling_ms + f.fixed_ms);
   else
     add("fusion", 0,
         p.kernels.empty() || (p.kernels[0].reads.empty() && p.kernels[0].writes.empty())
@@ -113,20 +129,36 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
             : "no single-consumer intermediates left to fuse");
 
   // Static plan: every kernel keeps its call but loses the executor's dispatch, and the host
-  // gaps between kernels go away.
-  // On the GPU the static plan is one CUDA graph: each kernel then costs a graph node.
+  // gaps between kernels go away. On the GPU the static plan is one CUDA graph: each kernel then
+  // costs a graph node. A compiled CPU plan is static already, and so is a CUDA plan replayed as
+  // a graph: then the remedy is in effect, and what is left of the fixed cost is said instead.
   const bool gpu = c.backend == "cuda";
+  const bool graphed = gpu && !p.kernels.empty() &&
+                       std::all_of(p.kernels.begin(), p.kernels.end(),
+                                   [](const KernelRecord& k) { return k.graph_node; });
   double static_us = c.per_kernel_overhead_us("fused", gpu);
-  double per_kernel_saving_ms = 0;
-  for (const auto& k : ks) per_kernel_saving_ms += std::max(0.0, k.overhead_ms - static_us * 1e-3);
-  double plan_ms = per_kernel_saving_ms + a.gap_ms;
-  add("static_plan", plan_ms,
-      fmt::format(fmt::runtime(gpu ? "a CUDA graph replaces {} launches ({:.3f} -> {:.3f} us each) and removes "
-                        "{:.3f} ms of idle GPU gaps, about {:.3f} ms"
-                      : "a static plan removes {} dispatches ({:.3f} -> {:.3f} us each) and {:.3f} ms "
-                  "of host gaps, about {:.3f} ms"),
-                  ks.size(), ks.empty() ? 0.0 : ks[0].overhead_ms * 1e3, static_us, a.gap_ms,
-                  plan_ms));
+  if (p.backend == "cpu" || graphed) {
+    add("static_plan", 0,
+        fmt::format(fmt::runtime(graphed
+                                     ? "in effect: the plan is replayed as one CUDA graph ({} "
+                                       "nodes at {:.3f} us each); {:.3f} ms of the wall is outside "
+                                       "kernels"
+                                     : "in effect: the plan is static ({} kernel calls at {:.3f} "
+                                       "us each); {:.3f} ms of the wall is host gaps"),
+                    ks.size(), static_us, a.gap_ms));
+    out.back().in_effect = true;
+  } else {
+    double per_kernel_saving_ms = 0;
+    for (const auto& k : ks) per_kernel_saving_ms += std::max(0.0, k.overhead_ms - static_us * 1e-3);
+    double plan_ms = per_kernel_saving_ms + a.gap_ms;
+    add("static_plan", plan_ms,
+        fmt::format(fmt::runtime(gpu ? "a CUDA graph replaces {} launches ({:.3f} -> {:.3f} us each) "
+                                       "and removes {:.3f} ms of idle GPU gaps, about {:.3f} ms"
+                                     : "a static plan removes {} dispatches ({:.3f} -> {:.3f} us "
+                                       "each) and {:.3f} ms of host gaps, about {:.3f} ms"),
+                    ks.size(), ks.empty() ? 0.0 : ks[0].overhead_ms * 1e3, static_us, a.gap_ms,
+                    plan_ms));
+  }
 
   // Faster units: compute-bound kernels at the fastest measured ceiling.
   std::string unit = "fp32";
@@ -152,9 +184,10 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
                     100 * a.share(Regime::compute)));
   else
     add("faster_units", units_ms,
-        fmt::format("{} compute-bound kernels take {:.3f} ms; at the {} ceiling ({:.1f} GFLOP/s) "
-                    "their floor is {:.3f} ms",
-                    n_cb, cb_ms, unit, peak / 1e9, cb_new_ms));
+        fmt::format("{} compute-bound kernel{} take{} {:.3f} ms; at the {} ceiling ({:.1f} "
+                    "GFLOP/s) {} floor is {:.3f} ms",
+                    n_cb, n_cb == 1 ? "" : "s", n_cb == 1 ? "s" : "", cb_ms, unit, peak / 1e9,
+                    n_cb == 1 ? "its" : "their", cb_new_ms));
   return out;
 }
 
@@ -169,13 +202,21 @@ Verdict make_verdict(const Attribution& a, const std::vector<Remedy>& rs,
       if (r.name == n) return r.gain_ms;
     return 0.0;
   };
+  auto in_effect = [&](const std::string& n) {
+    for (const auto& r : rs)
+      if (r.name == n) return r.in_effect;
+    return false;
+  };
   std::string s;
   if (v.regime == Regime::overhead)
     s = fmt::format(
-        "overhead-bound: {:.0f}% of the time is fixed per-kernel cost and host gaps. A static plan "
-        "saves about {:.3f} ms; fusion (fewer kernels) {:.3f} ms. Faster units cannot help: "
-        "compute is {:.0f}% of the time.",
-        100 * so, gain("static_plan"), gain("fusion"), 100 * sc);
+        "overhead-bound: {:.0f}% of the time is fixed per-kernel cost and host gaps. {}; fusion "
+        "(fewer kernels) {:.3f} ms. Faster units cannot help: compute is {:.0f}% of the time.",
+        100 * so,
+        in_effect("static_plan")
+            ? std::string("The plan is static already, so fewer kernels is what is left")
+            : fmt::format("A static plan saves about {:.3f} ms", gain("static_plan")),
+        gain("fusion"), 100 * sc);
   else if (v.regime == Regime::memory)
     s = fmt::format(
         "memory-bound: {:.0f}% of the time moves bytes. Fusion saves about {:.3f} ms; faster "

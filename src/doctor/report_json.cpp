@@ -90,6 +90,7 @@ json report_json(const Report& r) {
          {"gain_ms", rm.gain_ms},
          {"predicted_ms", rm.predicted_ms},
          {"measured_ms", rm.measured_ms ? json(*rm.measured_ms) : json(nullptr)},
+         {"in_effect", rm.in_effect},
          {"detail", rm.detail}});
   j["verdict"] = {{"regime", regime_name(r.verdict.regime)}, {"advice", r.verdict.advice}};
   if (r.after) {

@@ -97,6 +97,34 @@ TEST(DoctorCudaRules, IdleGapsAreOverheadAndSharesAddUp) {
   EXPECT_NE(render_table(r).find("idle gaps"), std::string::npos);
 }
 
+// Replayed as a CUDA graph, the static plan is in effect; launched eagerly, a graph is offered.
+TEST(DoctorCudaRules, StaticPlanIsInEffectWhenTheRunIsAGraph) {
+  Ceilings c = h200_like();
+  RunProfile p;
+  p.backend = "cuda";
+  p.wall_ms = 0.03;
+  for (int i = 0; i < 10; ++i) {
+    KernelRecord k = rec("fused", 100, 4096, 0.003);
+    k.graph_node = true;
+    p.kernels.push_back(k);
+  }
+  const Remedy* s = nullptr;
+  Report r = diagnose(p, c);
+  for (const auto& rm : r.remedies)
+    if (rm.name == "static_plan") s = &rm;
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->in_effect);
+  EXPECT_EQ(s->gain_ms, 0);
+  EXPECT_NE(s->detail.find("CUDA graph"), std::string::npos) << s->detail;
+  for (auto& k : p.kernels) k.graph_node = false;
+  Report e = diagnose(p, c);
+  for (const auto& rm : e.remedies)
+    if (rm.name == "static_plan") {
+      EXPECT_FALSE(rm.in_effect);
+      EXPECT_NE(rm.detail.find("a CUDA graph replaces 10 launches"), std::string::npos) << rm.detail;
+    }
+}
+
 TEST(DoctorCudaRules, CeilingsJsonKeepsTheGpuFields) {
   Ceilings c = h200_like();
   Ceilings d = ceilings_from_json(ceilings_to_json(c));

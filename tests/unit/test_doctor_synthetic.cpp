@@ -204,6 +204,52 @@ TEST(DoctorRemedies, FusionStaticPlanAndFasterUnits) {
               1e-9);
 }
 
+// A compiled CPU plan is a static plan already: the remedy is reported in effect, with no gain,
+// and the verdict does not offer it.
+TEST(DoctorRemedies, StaticPlanInEffectOnACompiledPlan) {
+  Ceilings c = fixed_ceilings();
+  RunProfile p;
+  p.backend = "cpu";
+  p.wall_ms = 0.0105;
+  for (int i = 0; i < 5; ++i) p.kernels.push_back(kernel("k", OpClass::elementwise, 10, 80, 0.002, "fused"));
+  Report r = diagnose(p, c);
+  const Remedy& s = find(r.remedies, "static_plan");
+  EXPECT_TRUE(s.in_effect);
+  EXPECT_EQ(s.gain_ms, 0);
+  EXPECT_NE(s.detail.find("in effect"), std::string::npos) << s.detail;
+  EXPECT_EQ(r.verdict.regime, Regime::overhead);
+  EXPECT_NE(r.verdict.advice.find("static already"), std::string::npos) << r.verdict.advice;
+  // The reference executor dispatches each op: there the remedy is offered.
+  p.backend = "reference";
+  for (auto& k : p.kernels) k.kind = "reference";
+  const Remedy& s2 = find(diagnose(p, c).remedies, "static_plan");
+  EXPECT_FALSE(s2.in_effect);
+  EXPECT_GT(s2.gain_ms, 0);
+}
+
+// Kernels too small to reach their roofline: fusing them saves kernels, not just bytes. Three
+// launch-bound 3 us kernels in a chain (floors of 0.08 ns) fused into one save two of them.
+TEST(DoctorRemedies, FusionPricesTheLaunchBoundKernelsItRemoves) {
+  Ceilings c = fixed_ceilings();
+  RunProfile p;
+  p.backend = "cpu";
+  const char* names[] = {"x", "a", "b", "y"};
+  for (int i = 0; i < 3; ++i) {
+    auto k = kernel(names[i + 1], OpClass::elementwise, 0, 8, 0.003, "fused");
+    k.reads = {{names[i], 4}};
+    k.writes = {{names[i + 1], 4}};
+    p.kernels.push_back(k);
+  }
+  p.wall_ms = 0.009;
+  Report r = diagnose(p, c);
+  for (const auto& k : r.kernels) ASSERT_EQ(k.regime, Regime::overhead);
+  const Remedy& f = find(r.remedies, "fusion");
+  const double floor_ms = 8 / 100e9 * 1e3, bytes_ms = 4 * 4 / 100e9 * 1e3;
+  EXPECT_NEAR(f.gain_ms, 2 * (0.003 - floor_ms) + bytes_ms, 1e-12);
+  EXPECT_NE(f.detail.find("launch-bound kernel time"), std::string::npos) << f.detail;
+  EXPECT_NE(r.verdict.advice.find("fewer kernels"), std::string::npos) << r.verdict.advice;
+}
+
 TEST(DoctorRemedies, FasterUnitsUsesFastestMeasuredCeiling) {
   Ceilings c = fixed_ceilings();
   c.peak_gflops["bf16"] = 4000;
@@ -249,7 +295,7 @@ TEST(DoctorOutputs, JsonKeysAreStable) {
   for (const char* k : {"name", "ops", "class", "flops", "bytes", "time_ms", "floor_ms",
                         "efficiency", "regime", "fused_from"})
     EXPECT_TRUE(j["kernels"][0].contains(k)) << k;
-  for (const char* k : {"name", "predicted_ms", "measured_ms"})
+  for (const char* k : {"name", "predicted_ms", "measured_ms", "in_effect"})
     EXPECT_TRUE(j["remedies"][0].contains(k)) << k;
   EXPECT_TRUE(j["verdict"].contains("regime"));
   EXPECT_TRUE(j["verdict"].contains("advice"));
