@@ -92,8 +92,8 @@ TEST(CudaSession, BiasBroadcastStaysVectorized) {
 
 // [2200, 4096] is past one grid's worth of vectors: the grid-striding loop runs more than once,
 // fewer times for some threads than for others. (A SIGSEGV seen once on the H200 in this case, on
-// 2026-11-30, did not come back in seven runs of the same code on a fresh machine, alone and in the
-// whole Cuda* suite, in Release and RelWithDebInfo builds, nor under ASan or compute-sanitizer.)
+// 2026-11-30, did not come back on fresh machines: nine filtered runs and two runs of the whole
+// Cuda* suite, in Release and RelWithDebInfo builds, under ASan and under compute-sanitizer.)
 TEST(CudaSession, BiasBroadcastPastOneGrid) {
   BRRR_REQUIRE_CUDA_DEVICE();
   for (DType t : {DType::f32, DType::bf16}) {
