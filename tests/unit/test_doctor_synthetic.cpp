@@ -223,7 +223,8 @@ TEST(DoctorRemedies, StaticPlanInEffectOnACompiledPlan) {
   // The reference executor dispatches each op: there the remedy is offered.
   p.backend = "reference";
   for (auto& k : p.kernels) k.kind = "reference";
-  const Remedy& s2 = find(diagnose(p, c).remedies, "static_plan");
+  Report ref = diagnose(p, c);
+  const Remedy& s2 = find(ref.remedies, "static_plan");
   EXPECT_FALSE(s2.in_effect);
   EXPECT_GT(s2.gain_ms, 0);
 }
