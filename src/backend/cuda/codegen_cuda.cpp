@@ -649,14 +649,18 @@ std::string helper_kernels_source() {
               "b[i] = brrr_ld(a + i);");
   }
   // In-place erf GELU after a GEMM (cuBLASLt's GELU epilogue is the tanh form): 16-byte
-  // accesses when the pointer allows, a scalar tail.
+  // accesses when the pointer allows, a scalar tail. The vectors are walked from the end, which
+  // the GEMM (or the cast after it) most likely wrote last and L2 may still hold (bf16 8192^3 on
+  // the H200, two alternating pairs: 1.021 and 1.020x the plain GEMM walking backwards, 1.026 and
+  // 1.023x forwards).
   s += R"(template <class T, int V>
 static __device__ __forceinline__ void brrr_gelu_erf_inplace(T* __restrict__ a, i64 n) {
   const i64 stride = (i64)gridDim.x * blockDim.x, t0 = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   i64 head = 0;
   if ((reinterpret_cast<unsigned long long>(a) & 15) == 0) {
     head = n / V * V;
-    for (i64 v = t0; v < n / V; v += stride) {
+    for (i64 u = t0; u < n / V; u += stride) {
+      const i64 v = n / V - 1 - u;
       float x[V];
       if (V == 8) brrr_ld8(x, a + v * V); else brrr_ld4(x, a + v * V);
 #pragma unroll
