@@ -194,23 +194,20 @@ Verdict make_verdict(const Attribution& a, const std::vector<Remedy>& rs,
   double sc = a.share(Regime::compute), sm = a.share(Regime::memory),
          so = a.share(Regime::overhead);
   v.regime = so >= sc && so >= sm ? Regime::overhead : sc >= sm ? Regime::compute : Regime::memory;
-  auto gain = [&](const std::string& n) {
+  auto remedy = [&](const std::string& n) -> const Remedy& {
+    static const Remedy none;
     for (const auto& r : rs)
-      if (r.name == n) return r.gain_ms;
-    return 0.0;
+      if (r.name == n) return r;
+    return none;
   };
-  auto in_effect = [&](const std::string& n) {
-    for (const auto& r : rs)
-      if (r.name == n) return r.in_effect;
-    return false;
-  };
+  auto gain = [&](const std::string& n) { return remedy(n).gain_ms; };
   std::string s;
   if (v.regime == Regime::overhead)
     s = fmt::format(
         "overhead-bound: {:.0f}% of the time is fixed per-kernel cost and host gaps. {}; fusion "
         "(fewer kernels) {:.3f} ms. Faster units cannot help: compute is {:.0f}% of the time.",
         100 * so,
-        in_effect("static_plan")
+        remedy("static_plan").in_effect
             ? std::string("The plan is static already, so fewer kernels is what is left")
             : fmt::format("A static plan saves about {:.3f} ms", gain("static_plan")),
         gain("fusion"), 100 * sc);

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <iterator>
 #include <random>
 
 #include "brrr/reference.hpp"
@@ -437,6 +436,26 @@ TEST(CudaSession, Float16FusedKernelsMatchReference) {
   }
 }
 
+// Gelu over `xs` rounded to the 16-bit type `dt`: the input, the CUDA result and the reference's.
+struct Gelu16Run {
+  Tensor in, got, want;
+};
+Gelu16Run gelu16(DType dt, const std::vector<float>& xs) {
+  const int64_t n = int64_t(xs.size());
+  GraphBuilder b;
+  int x = b.input("x", {n}, dt);
+  b.output(b.node("Gelu", {x}));
+  Tensor in = Tensor::empty(dt, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    if (dt == DType::bf16) in.data<bf16>()[i] = bf16(xs[size_t(i)]);
+    else in.data<f16>()[i] = f16(xs[size_t(i)]);
+  }
+  Session s(b.g, cuda_opts());
+  Tensor got = s.run({{"x", in}})[0];
+  Tensor want = run_reference(s.graph(), {{"x", in}})[0];
+  return {in, got, want};
+}
+
 TEST(CudaSession, Gelu16WithinOneUnitOfTheLastPlace) {
   BRRR_REQUIRE_CUDA_DEVICE();
   // 16-bit GELU uses a degree-3 erfc fit (fractional error <= 3e-4, under half a unit of bf16 and
@@ -445,18 +464,11 @@ TEST(CudaSession, Gelu16WithinOneUnitOfTheLastPlace) {
   // is the true value or its neighbour; simulated on the host, 2.2% (bf16) and 7.7% (f16) of this
   // grid round to the neighbour.
   const int64_t n = 1 << 16;
+  std::vector<float> xs(size_t(n), 0.0f);
+  for (int64_t i = 0; i < n; ++i) xs[size_t(i)] = -9.0f + 18.0f * float(i) / float(n);
   for (DType dt : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(dt));
-    GraphBuilder b;
-    int x = b.input("x", {n}, dt);
-    b.output(b.node("Gelu", {x}));
-    Tensor in = Tensor::empty(dt, {n});
-    for (int64_t i = 0; i < n; ++i) {
-      float v = -9.0f + 18.0f * float(i) / float(n);
-      if (dt == DType::bf16) in.data<bf16>()[i] = bf16(v); else in.data<f16>()[i] = f16(v);
-    }
-    Session s(b.g, cuda_opts());
-    Tensor got = s.run({{"x", in}})[0];
+    const auto [in, got, want] = gelu16(dt, xs);
     int64_t off = 0, far = 0;
     for (int64_t i = 0; i < n; ++i) {
       double xv = in.at_double(i);
@@ -483,20 +495,11 @@ TEST(CudaSession, Gelu16WithinOneUnitOfTheLastPlace) {
 // and for NaN, and signed zeros kept.
 TEST(CudaSession, Gelu16SpecialValues) {
   BRRR_REQUIRE_CUDA_DEVICE();
-  const float vals[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 65504.0f, -65504.0f};
-  const int64_t n = int64_t(std::size(vals));
+  const std::vector<float> vals = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 65504.0f, -65504.0f};
+  const int64_t n = int64_t(vals.size());
   for (DType dt : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(dt));
-    GraphBuilder b;
-    int x = b.input("x", {n}, dt);
-    b.output(b.node("Gelu", {x}));
-    Tensor in = Tensor::empty(dt, {n});
-    for (int64_t i = 0; i < n; ++i) {
-      if (dt == DType::bf16) in.data<bf16>()[i] = bf16(vals[i]); else in.data<f16>()[i] = f16(vals[i]);
-    }
-    Session s(b.g, cuda_opts());
-    Tensor got = s.run({{"x", in}})[0];
-    Tensor want = run_reference(s.graph(), {{"x", in}})[0];
+    const auto [in, got, want] = gelu16(dt, vals);
     for (int64_t i = 0; i < n; ++i) {
       const double g = got.at_double(i), w = want.at_double(i);
       SCOPED_TRACE(vals[i]);

@@ -109,8 +109,8 @@ static __device__ __forceinline__ void brrr_st8(T* p, const float* s) {
 // Written for few instructions: z = |x|/sqrt(2) folded into the constants, exp as ex2 with
 // log2(e) and the 1/2 of Phi folded into P, the reciprocal and ex2 as the hardware's
 // approximations (rcp.approx, ex2.approx; relative errors near 2^-23). 0.0765 -> 0.0726 ms on
-// that shape (a scratch microbenchmark, H200), and the same results: +inf gives +inf, and -inf
-// and NaN give NaN, as the reference does.
+// that shape (a scratch microbenchmark, H200) with the same error bound (2.97e-4 over every finite
+// bf16 and f16 input); +inf gives +inf, and -inf and NaN give NaN, as the reference does.
 static __device__ __forceinline__ float brrr_gelu_erf16(float x) {
   const float a = fabsf(x);
   float t, e;
