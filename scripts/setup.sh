@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Sets up a fresh clone: Debian packages (chromium renders the doctor's HTML in a test; clang
-# builds the sanitizer and fuzz targets), the pinned Python venv (.venv, for generating test data),
+# builds the sanitizer and fuzz targets; Debian's oneDNN is built with its OpenCL GPU runtime, so
+# its CMake config needs the OpenCL headers and ICD loader, which libdnnl-dev only recommends), the pinned Python venv (.venv, for generating test data),
 # and the build in build/. Idempotent: each step is skipped when already done.
 #   BRRR_JOBS=N  build parallelism (default: number of cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(g++ cmake ninja-build python3-venv libprotobuf-dev protobuf-compiler libonnx-dev
-  libdnnl-dev libsleef-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libsleef-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libbenchmark-dev clang libclang-rt-14-dev chromium)
 ONNX_VERSION=1.23.2
 NUMPY_VERSION=2.4.6
