@@ -11,25 +11,7 @@ cd "$(dirname "$0")/.."
 export XDG_CACHE_HOME=/tmp/brrr_xdg
 T0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
-P=/opt/deps
-if [ ! -d $P/usr ]; then mkdir -p $P && for f in .devdeps/*.deb; do dpkg -x "$f" $P; done; fi
-L=$P/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$L:${LD_LIBRARY_PATH:-} LIBRARY_PATH=$L:${LIBRARY_PATH:-} CPATH=$P/usr/include/x86_64-linux-gnu:$P/usr/include
-# cuDNN from pip (nvidia-cudnn-cu13) when the toolkit has none: headers for the build, the
-# library for dlopen at run time.
-CUDNN_DIR=$(python3 -c "import nvidia.cudnn as m; print(list(m.__path__)[0])" 2>/dev/null)
-if [ -n "$CUDNN_DIR" ] && [ -f "$CUDNN_DIR/include/cudnn.h" ]; then
-  export CUDNN_INCLUDE_DIR=$CUDNN_DIR/include LD_LIBRARY_PATH=$CUDNN_DIR/lib:$LD_LIBRARY_PATH
-fi
-B=/tmp/brrr_build
-GT=$(dirname "$(find $P -name GTestConfig.cmake | head -1)")
-cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$P/usr \
-  -DCMAKE_LIBRARY_PATH=$L -DCMAKE_INCLUDE_PATH="$P/usr/include;$P/usr/include/x86_64-linux-gnu" \
-  -DProtobuf_INCLUDE_DIR=$P/usr/include -DProtobuf_LIBRARY=$L/libprotobuf.so \
-  -DGTest_DIR=$GT $([ -d /usr/local/cuda ] && echo -DCUDAToolkit_ROOT=/usr/local/cuda) >"$OUT/cmake.log" 2>&1 ||
-  { tail -40 "$OUT/cmake.log"; exit 1; }
-grep -E "brrr: (CUDA|cuDNN|no cudnn)" "$OUT/cmake.log"
-ninja -C $B -j16 brrr_cli brrr_tests >"$OUT/build.log" 2>&1 || { grep -B2 -A10 -m10 'error' "$OUT/build.log"; exit 1; }
+source scripts/gpu_build.sh
 echo "== built in $(( $(date +%s) - T0 )) s"
 # CPU tests in the background (they use no GPU) while the CUDA tests and the bench run.
 if [ "${SKIP_CPU_TESTS:-0}" != 1 ]; then

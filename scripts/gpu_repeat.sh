@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# One device call: builds brrr (Release, -O3 plus -g) and runs a gtest filter of the CUDA tests
+# REPEAT times in a row, each run with a fault handler preloaded (scripts/gpu_tools/
+# segv_backtrace.c) and core dumps on; any crash's backtrace is resolved with addr2line and, where
+# a core was written, cuda-gdb prints every thread's stack. Prints one line per run and a summary.
+#   FILTER (default 'Cuda*:DoctorCuda*')  REPEAT (default 10)  then optionally FILTER2/REPEAT2
+set -u -o pipefail
+OUT=${OUT:-/tmp/brrr_gpu_out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+export XDG_CACHE_HOME=/tmp/brrr_xdg
+T0=$(date +%s)
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
+EXTRA_CMAKE="-DCMAKE_CXX_FLAGS=-g ${EXTRA_CMAKE:-}" source scripts/gpu_build.sh
+echo "== built in $(( $(date +%s) - T0 )) s"
+gcc -O1 -g -shared -fPIC -o /tmp/segv_backtrace.so scripts/gpu_tools/segv_backtrace.c || exit 1
+ulimit -c unlimited 2>/dev/null
+mkdir -p /tmp/cores && (echo '/tmp/cores/core.%p' > /proc/sys/kernel/core_pattern) 2>/dev/null
+echo "core_pattern: $(cat /proc/sys/kernel/core_pattern 2>/dev/null)"
+
+mkdir -p /tmp/brrr_runs
+loop() {  # loop FILTER REPEAT TAG
+  local filter=$1 reps=$2 tag=$3 pass=0 fail=0
+  for i in $(seq 1 "$reps"); do
+    local log="/tmp/brrr_runs/${tag}_$i.log" t=$(date +%s)
+    LD_PRELOAD=/tmp/segv_backtrace.so timeout 400 "$B/tests/brrr_tests" --gtest_filter="$filter" \
+      >"$log" 2>&1
+    local rc=$?
+    local summary
+    summary=$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+|^\[  SKIPPED \] [0-9]+' "$log" | tr '\n' ' ')
+    echo "$tag run $i: rc $rc, $(( $(date +%s) - t )) s; $summary"
+    if [ $rc -eq 0 ]; then pass=$((pass + 1)); else
+      fail=$((fail + 1))
+      [ $fail -le 3 ] && cp "$log" "$OUT/"
+      grep -E '^\[ RUN      \]' "$log" | tail -1
+      grep -E 'Failure|FAILED' "$log" | head -5
+      if grep -q 'segv_backtrace' "$log"; then
+        sed -n '/=== brrr segv_backtrace/,/=== end of backtrace/p' "$log" | head -60
+        # Resolve frames inside brrr_tests (PIE offsets) to functions and lines.
+        grep -oE 'brrr_tests\(\+0x[0-9a-f]+\)' "$log" | grep -oE '0x[0-9a-f]+' |
+          xargs -r addr2line -f -C -i -e "$B/tests/brrr_tests" | paste - - | head -40
+      fi
+      for c in /tmp/cores/core.*; do
+        [ -f "$c" ] || continue
+        echo "-- core $c"
+        timeout 120 cuda-gdb -batch -ex 'info threads' -ex 'thread apply all bt 25' \
+          "$B/tests/brrr_tests" "$c" 2>&1 | grep -v '^\[New' | head -150
+        rm -f "$c"
+      done
+    fi
+  done
+  echo "== $tag: $pass of $reps runs passed, $fail failed"
+}
+loop "${FILTER:-Cuda*:DoctorCuda*}" "${REPEAT:-10}" main
+[ -n "${FILTER2:-}" ] && loop "$FILTER2" "${REPEAT2:-10}" second
+echo "== total $(( $(date +%s) - T0 )) s"
