@@ -2,9 +2,15 @@
 #include <gtest/gtest.h>
 
 #ifdef BRRR_HAVE_CUDA
-#include "cuda_test_util.hpp"
+#include <cstdlib>
+#include <filesystem>
+#include <map>
 
 #include "brrr/error.hpp"
+#include "brrr/session.hpp"
+#include "cuda_test_util.hpp"
+#include "random_tensor.hpp"
+#include "runtime/graph_builder.hpp"
 
 using namespace brrr::cuda;
 using brrr_cuda_test::test_device;
@@ -78,6 +84,90 @@ TEST(CudaRuntime, OutOfMemoryIsAnErrorAndSessionStaysUsable) {
   EXPECT_EQ(h, back);
 }
 
+// ---- the primary context's lifetime ----
+// Tests that need a process where nothing else holds the primary context (test_device() keeps
+// one for the whole binary) run as a child: this binary again, filtered to one CudaChild test.
+namespace {
+
+bool is_child(const char* test) {
+  return ::testing::GTEST_FLAG(filter) == std::string("CudaChild.") + test;
+}
+
+int run_child(const char* test) {
+  std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::string cmd = "'" + self + "' --gtest_filter=CudaChild." + test;
+  return std::system(cmd.c_str());
+}
+
+}  // namespace
+
+// The last Device going away used to release the primary context, destroying it between two
+// sessions (and with it cuDNN's and cuBLASLt's per-context state). It now lives as long as the
+// process.
+TEST(CudaRuntime, PrimaryContextOutlivesEveryDevice) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  EXPECT_EQ(run_child("PrimaryContextStaysActive"), 0);
+}
+
+TEST(CudaChild, PrimaryContextStaysActive) {
+  if (!is_child("PrimaryContextStaysActive"))
+    GTEST_SKIP() << "runs only in its own process (CudaRuntime.PrimaryContextOutlivesEveryDevice)";
+  { Device d(0); }
+  EXPECT_TRUE(primary_context_active(0)) << "the primary context was destroyed with the Device";
+  { Device d(0); }
+  EXPECT_TRUE(primary_context_active(0));
+}
+
+// Sessions of every library kind (cuDNN conv, cuBLASLt GEMM, a fused NVRTC kernel) created and
+// destroyed in turn, in a fresh process: each builds on the state the last one left.
+TEST(CudaRuntime, SessionsComeAndGo) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  EXPECT_EQ(run_child("SessionsComeAndGo"), 0);
+}
+
+TEST(CudaChild, SessionsComeAndGo) {
+  if (!is_child("SessionsComeAndGo"))
+    GTEST_SKIP() << "runs only in its own process (CudaRuntime.SessionsComeAndGo)";
+  using namespace brrr;
+  std::mt19937 rng(7);
+  auto conv = [&] {
+    GraphBuilder b;
+    int x = b.input("x", {1, 4, 8, 8});
+    b.output(b.node(
+        "Relu",
+        {b.node("Conv", {x, b.constant("w", brrr_test::uniform_f32({8, 4, 3, 3}, rng, -1.f, 1.f))},
+                {{"pads", std::vector<int64_t>{1, 1, 1, 1}}})}));
+    return b.g;
+  };
+  auto gemm = [&] {
+    GraphBuilder b;
+    int x = b.input("x", {64, 96});
+    b.output(
+        b.node("MatMul", {x, b.constant("w", brrr_test::uniform_f32({96, 48}, rng, -1.f, 1.f))}));
+    return b.g;
+  };
+  auto fused = [&] {
+    GraphBuilder b;
+    int x = b.input("x", {1000});
+    b.output(b.node("Tanh", {b.node("Exp", {x})}));
+    return b.g;
+  };
+  SessionOptions o;
+  o.backend = "cuda";
+  for (int round = 0; round < 6; ++round)
+    for (const Graph& g : {conv(), gemm(), fused()}) {
+      Session s(g, o);
+      std::map<std::string, Tensor> in;
+      for (int id : g.inputs)
+        in[g.value(id).name] = brrr_test::uniform_f32(g.value(id).shape, rng, -1.f, 1.f);
+      std::vector<Tensor> got = s.run(in);
+      ASSERT_EQ(got.size(), 1u);
+      EXPECT_GT(got[0].numel(), 0);
+    }
+}
+
 #else
-TEST(CudaRuntime, NotBuilt) { GTEST_SKIP() << "no CUDA device: built without the CUDA toolkit"; }
+TEST(CudaRuntime, NotBuilt) {
+  GTEST_SKIP() << "no CUDA device: built without the CUDA toolkit";
+}
 #endif

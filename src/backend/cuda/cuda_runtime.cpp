@@ -1,5 +1,7 @@
 #include "backend/cuda/cuda_runtime.hpp"
 
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "backend/cuda/driver_api.hpp"
@@ -18,6 +20,25 @@ bool cuda_device_available(std::string* reason) {
 
 // ---- Device ----
 
+namespace {
+
+// The device's primary context, retained once and never released, as the CUDA runtime and
+// PyTorch do. Releasing it with the last Device destroyed the context between two sessions (the
+// H200 showed it: CudaRuntime.PrimaryContextOutlivesEveryDevice), so every session paid context
+// creation again and cuDNN's and cuBLASLt's per-context state was thrown away under them.
+CUcontext process_primary_context(CUdevice dev) {
+  static std::mutex mu;
+  static std::map<CUdevice, CUcontext> retained;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = retained.find(dev);
+  if (it != retained.end()) return it->second;
+  CUcontext ctx = nullptr;
+  BRRR_CU(driver().cuDevicePrimaryCtxRetain(&ctx, dev), "primary context");
+  return retained[dev] = ctx;
+}
+
+}  // namespace
+
 Device::Device(int ordinal) {
   const DriverApi& d = driver();
   int n = 0;
@@ -26,8 +47,7 @@ Device::Device(int ordinal) {
   CUdevice dev;
   BRRR_CU(d.cuDeviceGet(&dev, ordinal), "device " + std::to_string(ordinal));
   dev_ = dev;
-  CUcontext ctx = nullptr;
-  BRRR_CU(d.cuDevicePrimaryCtxRetain(&ctx, dev), "primary context");
+  CUcontext ctx = process_primary_context(dev);
   ctx_ = ctx;
   BRRR_CU(d.cuCtxSetCurrent(ctx), "primary context");
 
@@ -52,8 +72,16 @@ Device::Device(int ordinal) {
   BRRR_CU(d.cuDriverGetVersion(&info_.driver_version), "driver version");
 }
 
-Device::~Device() {
-  if (const DriverApi* d = try_driver()) d->cuDevicePrimaryCtxRelease(dev_);
+// The primary context is retained for the life of the process (process_primary_context).
+Device::~Device() = default;
+
+bool primary_context_active(int ordinal) {
+  CUdevice dev;
+  BRRR_CU(driver().cuDeviceGet(&dev, ordinal), "device " + std::to_string(ordinal));
+  unsigned flags = 0;
+  int active = 0;
+  BRRR_CU(driver().cuDevicePrimaryCtxGetState(dev, &flags, &active), "primary context state");
+  return active != 0;
 }
 
 void Device::make_current() const {

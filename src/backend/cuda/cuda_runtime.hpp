@@ -34,8 +34,12 @@ struct DeviceInfo {
 
 class Stream;
 
-// The device's primary context (shared with cudart and cuBLASLt), made current on the thread
-// that constructs it. One per device per process is enough; copies are not allowed.
+// Whether device `ordinal`'s primary context exists now (cuDevicePrimaryCtxGetState).
+bool primary_context_active(int ordinal);
+
+// The device's primary context (shared with cudart, cuBLASLt and cuDNN), made current on the
+// thread that constructs it. The context is retained once per process and never released (see
+// cuda_runtime.cpp), so Devices may come and go; copies are not allowed.
 class Device {
  public:
   explicit Device(int ordinal = 0);

@@ -13,7 +13,8 @@ namespace brrr::cuda {
 #define BRRR_CU_FUNCS(X)                                                                     \
   X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)      \
   X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)                    \
-  X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuGetErrorName)      \
+  X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxGetState) X(cuCtxSetCurrent)              \
+  X(cuCtxSynchronize) X(cuGetErrorName)                                                       \
   X(cuGetErrorString) X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpyHtoDAsync)        \
   X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpy2DAsync) X(cuMemsetD8Async)            \
   X(cuMemsetD32Async)                                                                         \
