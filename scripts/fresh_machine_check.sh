@@ -63,8 +63,11 @@ rm -f "$root.debootstrap.log"
 # Registry settings as a fresh machine of this kind has them: pip's configuration, the CA bundle.
 step "copying pip configuration and CA certificates"
 [[ -f /etc/pip.conf ]] && cp /etc/pip.conf "$root/etc/pip.conf"
-mkdir -p "$root/etc/ssl/certs"
+# The bundle goes in twice: as the system bundle, and as a local CA file so that the bundle
+# apt's ca-certificates package regenerates on install still holds this machine's registry CAs.
+mkdir -p "$root/etc/ssl/certs" "$root/usr/local/share/ca-certificates"
 cp -L /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+cp -L /etc/ssl/certs/ca-certificates.crt "$root/usr/local/share/ca-certificates/host-bundle.crt"
 cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 pip_env=()
 while IFS='=' read -r k v; do pip_env+=("$k=$v"); done < <(env | grep -E '^(PIP_|SSL_CERT_|REQUESTS_CA_BUNDLE=)' || true)
