@@ -156,6 +156,21 @@ TEST(CpuConv, ResidualBufferReused) {
   }
 }
 
+// A 1-D conv is planned as a library kernel with its residual sum and ReLU, but oneDNN's conv
+// here takes 2-D only: it runs on the reference kernel, and the plan claims no fused epilogue.
+TEST(CpuConv, ReferenceFallbackShowsNoEpilogue) {
+  GraphBuilder b;
+  int x = b.input("x", {1, 4, 10});
+  int r = b.node("Tanh", {b.input("r", {1, 4, 10})});
+  int y = b.node("Conv", {x, b.constant("w", rnd({4, 4, 3})), b.constant("b", rnd({4}))},
+                 {{"pads", std::vector<int64_t>{1, 1}}});
+  b.output(b.node("Relu", {b.node("Add", {r, y})}));
+  Session s = check(b.g);
+  EXPECT_EQ(s.num_kernels("library"), 0) << s.plan_summary();
+  for (const char* claim : {"+bias", "+sum", "+relu"})
+    EXPECT_EQ(s.plan_summary().find(claim), std::string::npos) << claim << "\n" << s.plan_summary();
+}
+
 // The conv output feeds two consumers: no epilogue folds, both read the same buffer.
 TEST(CpuConv, SharedOutputKeepsActivationSeparate) {
   GraphBuilder b;
