@@ -34,9 +34,13 @@ function(expect_undefined name define)
   endif()
 endfunction()
 
-# Stale paths, as a moved or half-removed install leaves them.
-configure_case(broken_paths -DSLEEF_LIB=/nonexistent/libsleef.so -DCUDNN_INCLUDE_DIR=/nonexistent)
+# Stale paths, as a moved or half-removed install leaves them, and a oneDNN config that fails.
+file(WRITE "${WORK}/broken-dnnl/dnnlConfig.cmake" "message(FATAL_ERROR \"broken dnnl config\")\n")
+configure_case(broken_paths -DSLEEF_LIB=/nonexistent/libsleef.so -DCUDNN_INCLUDE_DIR=/nonexistent
+  -Ddnnl_DIR=${WORK}/broken-dnnl)
+expect_one_line(broken_paths "brrr: oneDNN not usable")
 expect_one_line(broken_paths "brrr: no libsleef")
+expect_undefined(broken_paths BRRR_HAVE_DNNL)
 expect_undefined(broken_paths BRRR_HAVE_SLEEF)
 if(OUT MATCHES "brrr: CUDA toolkit [^\n]* found; CUDA backend enabled")
   expect_one_line(broken_paths "brrr: no cudnn.h")
