@@ -8,9 +8,16 @@ function(brrr_probe_package name result_var)
   file(WRITE "${dir}/src/CMakeLists.txt"
     "cmake_minimum_required(VERSION 3.22)\nproject(probe_${name} LANGUAGES C CXX)\n"
     "find_package(${name} CONFIG REQUIRED)\n")
+  # The probe looks where find_package will: <name>_DIR / <name>_ROOT when the user set them.
+  set(hints "")
+  foreach(var ${name}_DIR ${name}_ROOT)
+    if(DEFINED ${var} AND ${var})
+      list(APPEND hints "-D${var}=${${var}}")
+    endif()
+  endforeach()
   execute_process(
     COMMAND ${CMAKE_COMMAND} -S "${dir}/src" -B "${dir}/build" -G "${CMAKE_GENERATOR}"
-            "-DCMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH}"
+            "-DCMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH}" ${hints}
             "-DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}" "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}"
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(rc EQUAL 0)

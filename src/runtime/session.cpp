@@ -173,6 +173,9 @@ void Session::Impl::build() {
     steps[i].lib = cpu::make_library_kernel(g, k);
     if (steps[i].lib) continue;
     k.kind = steps[i].kind = KernelKind::Reference;
+    // Its nodes run one by one: no library epilogue, so the plan shows no +bias, +sum or +relu.
+    k.bias = k.sum = -1;
+    k.activation.clear();
     k.outputs.clear();
     for (int n : k.nodes)
       for (int o : g.nodes[size_t(n)].outputs)

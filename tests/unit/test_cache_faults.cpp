@@ -219,6 +219,27 @@ TEST(CacheFaults, ChangingTheCompilerMissesTheCache) {
   }
 }
 
+// libsleef3 without libsleef-dev has libsleefgnuabi.so.3 but no libsleefgnuabi.so, so the linker
+// cannot resolve -lsleefgnuabi: the vector-math link names the file the loader found instead.
+TEST(CompilerFaults, VectorMathLinksWithoutTheDevSymlink) {
+  if (!cpu::sleef_gnuabi_available())
+    GTEST_SKIP() << "libsleefgnuabi cannot be loaded: generated kernels use scalar libm";
+  EXPECT_TRUE(fs::path(cpu::sleef_gnuabi_path()).is_absolute()) << cpu::sleef_gnuabi_path();
+  EXPECT_TRUE(fs::exists(cpu::sleef_gnuabi_path())) << cpu::sleef_gnuabi_path();
+  fs::path d = fresh_dir("nodev");
+  // A compiler whose linker has no libsleefgnuabi.so, like a machine without libsleef-dev.
+  std::string w = script(d, "g++-without-sleef-dev",
+                         "for a in \"$@\"; do [ \"$a\" = -lsleefgnuabi ] && "
+                         "{ echo 'ld: cannot find -lsleefgnuabi' >&2; exit 1; }; done\n"
+                         "exec g++ \"$@\"\n");
+  EnvVar cxx("BRRR_CXX", w);
+  cpu::CompileOptions o;
+  o.cache_dir = (d / "cache").string();
+  o.vector_math = true;
+  auto m = cpu::compile_cpp(src_returning(5), o);
+  EXPECT_EQ(value(*m), 5);
+}
+
 TEST(CompilerFaults, MissingCompiler) {
   fs::path d = fresh_dir("missing");
   cpu::CompileOptions o;

@@ -18,7 +18,9 @@
 namespace brrr {
 namespace {
 
+using brrr_test::expect_reference_contractions;
 using brrr_test::kDnnl;
+using brrr_test::kNoDnnl;
 
 Tensor rnd(const Shape& s, float lo = -1.f, float hi = 1.f) {
   static std::mt19937 rng(1234);
@@ -77,6 +79,7 @@ void run_conv(const ConvCase& c) {
     b2.output(y2);
     Session s = check(b2.g);
     if (kDnnl) EXPECT_NE(s.plan_summary().find("+sum"), std::string::npos) << s.plan_summary();
+    if (!kDnnl) expect_reference_contractions(s);
     return;
   }
   if (c.post == "Clip") {
@@ -88,8 +91,9 @@ void run_conv(const ConvCase& c) {
   }
   b.output(y);
   Session s = check(b.g);
-  if (kDnnl) EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();  // the activation is a post-op
-  if (kDnnl) EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+  if (!kDnnl) return expect_reference_contractions(s);
+  EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();  // the activation is a post-op
+  EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
 }
 
 TEST(CpuConv, Plain) { run_conv({{1, 3, 17, 19}, 8, 3, 3, 1, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, ""}); }
@@ -149,11 +153,30 @@ TEST(CpuConv, ResidualBufferReused) {
     y = b.node("Relu", {b.node("Add", {y, r})});
     b.output(b.node("Conv", {y, b.constant("w2", rnd({4, 8, 1, 1}))}));
     Session s = check(b.g);
-    if (kDnnl) EXPECT_NE(s.plan_summary().find("+sum"), std::string::npos) << s.plan_summary();
+    if (!kDnnl) {
+      expect_reference_contractions(s);
+      continue;
+    }
+    EXPECT_NE(s.plan_summary().find("+sum"), std::string::npos) << s.plan_summary();
     // Elsewhere: Relu and Sigmoid's outputs, the sum written over Sigmoid's. Self: Relu's and the
     // sum's (the values above check that the conv's input was not overwritten).
-    if (kDnnl) EXPECT_EQ(s.memory().num_buffers, 2u) << s.plan_summary();
+    EXPECT_EQ(s.memory().num_buffers, 2u) << s.plan_summary();
   }
+}
+
+// A 1-D conv is planned as a library kernel with its residual sum and ReLU, but oneDNN's conv
+// here takes 2-D only: it runs on the reference kernel, and the plan claims no fused epilogue.
+TEST(CpuConv, ReferenceFallbackShowsNoEpilogue) {
+  GraphBuilder b;
+  int x = b.input("x", {1, 4, 10});
+  int r = b.node("Tanh", {b.input("r", {1, 4, 10})});
+  int y = b.node("Conv", {x, b.constant("w", rnd({4, 4, 3})), b.constant("b", rnd({4}))},
+                 {{"pads", std::vector<int64_t>{1, 1}}});
+  b.output(b.node("Relu", {b.node("Add", {r, y})}));
+  Session s = check(b.g);
+  EXPECT_EQ(s.num_kernels("library"), 0) << s.plan_summary();
+  for (const char* claim : {"+bias", "+sum", "+relu"})
+    EXPECT_EQ(s.plan_summary().find(claim), std::string::npos) << claim << "\n" << s.plan_summary();
 }
 
 // The conv output feeds two consumers: no epilogue folds, both read the same buffer.
@@ -172,7 +195,11 @@ void run_pool(const std::string& op, Shape x, std::map<std::string, AttrValue> a
   int v = b.input("x", x);
   b.output(b.node(op, {v}, at));
   Session s = check(b.g);
-  if (kDnnl) EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+  // Global means are brrr's own kernels; MaxPool and AveragePool are oneDNN's.
+  if (kDnnl || op == "GlobalAveragePool" || op == "ReduceMean")
+    EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+  else
+    expect_reference_contractions(s);
 }
 
 using I = std::vector<int64_t>;
@@ -198,11 +225,11 @@ void run_blocked_max_pool(Shape x, int64_t c, std::map<std::string, AttrValue> a
   v = b.node("MaxPool", {v}, at);
   b.output(b.node("Conv", {v, b.constant("w1", rnd({8, c, 1, 1}))}));
   Session s = check(b.g);
-  if (!kDnnl) return;
   EXPECT_EQ(s.num_kernels("library"), 3) << s.plan_summary();
   EXPECT_NE(s.plan_summary().find("kept channel-blocked"), std::string::npos) << s.plan_summary();
 }
 TEST(CpuPool, BlockedMaxPool) {
+  if (!kDnnl) GTEST_SKIP() << kNoDnnl << ": no channel-blocked convs, so no blocked MaxPool";
   run_blocked_max_pool({1, 3, 13, 13}, 32, {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}});
   run_blocked_max_pool({2, 5, 12, 10}, 20,
                        {{"kernel_shape", I{3, 2}}, {"strides", I{2, 1}}, {"pads", I{1, 0, 1, 1}}});
@@ -233,7 +260,7 @@ TEST(CpuConcat, Channels) {
     int r = b.node("Relu", {c});
     b.output(b.node("Concat", {a, r, a}, {{"axis", axis}}));
     Session s = check(b.g);
-    if (kDnnl) EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+    EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();  // brrr's own concat kernel
   }
 }
 
@@ -271,17 +298,30 @@ void layout_chain(int64_t hw, const std::string& layout, float tol = 1e-4f) {
   b.output(conv(b.node("Mul", {se, dw}), 24, 8, 1));
   b.output(b.node("GlobalAveragePool", {conv(r, 24, 10, 1)}));
   Session s = check(b.g, tol, tol);
-  if (kDnnl) EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
+  if (!kDnnl) {
+    // Still brrr's own kernels: the concat, the mean, both global means and the channel scale.
+    EXPECT_EQ(s.num_kernels("library"), 5) << s.plan_summary();
+    return expect_reference_contractions(s);
+  }
+  EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
   const char* kept = layout == "blocked" ? "kept channel-blocked" : "kept NHWC";
-  if (kDnnl) EXPECT_NE(s.plan_summary().find(kept), std::string::npos) << s.plan_summary();
+  EXPECT_NE(s.plan_summary().find(kept), std::string::npos) << s.plan_summary();
   if (layout == "nhwc")
     EXPECT_EQ(s.plan_summary().find("kept channel-blocked"), std::string::npos) << s.plan_summary();
 }
 TEST(CpuConv, NhwcChain) { layout_chain(23, "nhwc"); }
 // 24 x 40 x 40 activations: the channel scale and the means split over threads.
 TEST(CpuConv, NhwcChainThreaded) { layout_chain(80, "nhwc"); }
-TEST(CpuConv, BlockedChain) { layout_chain(23, "blocked"); }
-TEST(CpuConv, BlockedChainThreaded) { layout_chain(80, "blocked"); }
+// Without oneDNN nothing is blocked: these would repeat the NHWC chains exactly.
+TEST(CpuConv, BlockedChain) {
+  if (!kDnnl) GTEST_SKIP() << kNoDnnl << ": no channel-blocked layouts (NhwcChain covers it)";
+  layout_chain(23, "blocked");
+}
+TEST(CpuConv, BlockedChainThreaded) {
+  if (!kDnnl)
+    GTEST_SKIP() << kNoDnnl << ": no channel-blocked layouts (NhwcChainThreaded covers it)";
+  layout_chain(80, "blocked");
+}
 
 // A squeezenet-style network in whole channel blocks: a stem conv reading NCHW, pools, fire
 // modules whose 3x3 expand convs run as Winograd on blocked data, a residual sum, squeeze-excite
@@ -319,13 +359,19 @@ void blocked_fire_net(const std::string& layout, bool winograd) {
   int y = b.node("Relu", {conv(b.node("Mul", {c, se}), 40, 40, 3)});
   b.output(b.node("GlobalAveragePool", {y}));
   Session s = check(b.g);
-  if (!kDnnl) return;
+  if (!kDnnl) return expect_reference_contractions(s);
   EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
   bool blocked = s.plan_summary().find("kept channel-blocked") != std::string::npos;
   EXPECT_EQ(blocked, layout == "blocked") << s.plan_summary();
 }
-TEST(CpuConv, BlockedFireNetWinograd) { blocked_fire_net("blocked", true); }
-TEST(CpuConv, BlockedFireNetDirect) { blocked_fire_net("blocked", false); }
+TEST(CpuConv, BlockedFireNetWinograd) {
+  if (!kDnnl) GTEST_SKIP() << kNoDnnl << ": no channel-blocked layouts or Winograd convs";
+  blocked_fire_net("blocked", true);
+}
+TEST(CpuConv, BlockedFireNetDirect) {
+  if (!kDnnl) GTEST_SKIP() << kNoDnnl << ": no channel-blocked layouts (NhwcFireNet covers it)";
+  blocked_fire_net("blocked", false);
+}
 TEST(CpuConv, NhwcFireNet) { blocked_fire_net("nhwc", true); }
 
 // mobilenet's classifier: Gemm with its own bias C, then HardSwish as a matmul post-op.
@@ -336,8 +382,9 @@ TEST(CpuGemm, BiasedGemmHardSwishIsOneKernel) {
                  {{"transB", int64_t(1)}});
   b.output(b.node("HardSwish", {y}));
   Session s = check(b.g);
-  if (kDnnl) EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();
-  if (kDnnl) EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+  if (!kDnnl) return expect_reference_contractions(s);
+  EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();
+  EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
 }
 
 }  // namespace

@@ -329,4 +329,6 @@ TEST(CudaConvGeometry, RefusesWhatCudnnCannotExpress) {
 
 }  // namespace
 }  // namespace brrr
+#else
+TEST(CudaConv, NotBuilt) { GTEST_SKIP() << "no CUDA device: built without the CUDA toolkit"; }
 #endif

@@ -491,4 +491,6 @@ TEST(CudaPoolGeometry, RefusesWhatCudnnCannotExpress) {
 
 }  // namespace
 }  // namespace brrr
+#else
+TEST(CudaPool, NotBuilt) { GTEST_SKIP() << "no CUDA device: built without the CUDA toolkit"; }
 #endif

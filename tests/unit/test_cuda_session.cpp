@@ -614,4 +614,6 @@ TEST(CudaSession, BadPrecisionIsAnError) {
 
 }  // namespace
 }  // namespace brrr
+#else
+TEST(CudaSession, NotBuilt) { GTEST_SKIP() << "no CUDA device: built without the CUDA toolkit"; }
 #endif

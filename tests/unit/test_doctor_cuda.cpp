@@ -235,6 +235,8 @@ TEST(DoctorCuda, SmallMlpAtBatchOneIsOverheadBound) {
   EXPECT_EQ(r.verdict.regime, Regime::overhead) << render_table(r);
 }
 
+#else
+TEST(DoctorCuda, NotBuilt) { GTEST_SKIP() << "no CUDA device: built without the CUDA toolkit"; }
 #endif
 
 }  // namespace

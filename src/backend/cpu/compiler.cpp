@@ -162,16 +162,25 @@ std::string resolve_cache_dir(const CompileOptions& opts) {
   return temp_cache_dir();  // read-only or unusable: a private temp dir for this process
 }
 
-bool sleef_gnuabi_available() {
-  static const bool ok = [] {
-    void* h = dlopen("libsleefgnuabi.so.3", RTLD_LAZY | RTLD_LOCAL);
-    if (!h) h = dlopen("libsleefgnuabi.so", RTLD_LAZY | RTLD_LOCAL);
-    if (!h) return false;
-    bool has = dlsym(h, "_ZGVdN8v_expf") != nullptr;
-    dlclose(h);
-    return has;
+const std::string& sleef_gnuabi_path() {
+  static const std::string path = [] {
+    for (const char* name : {"libsleefgnuabi.so.3", "libsleefgnuabi.so"}) {
+      void* h = dlopen(name, RTLD_LAZY | RTLD_LOCAL);
+      if (!h) continue;
+      std::string p;
+      Dl_info info{};
+      if (void* f = dlsym(h, "_ZGVdN8v_expf"); f && dladdr(f, &info) && info.dli_fname)
+        p = info.dli_fname;
+      dlclose(h);
+      if (!p.empty() && p[0] == '/') return p;
+    }
+    return std::string();
   }();
-  return ok;
+  return path;
+}
+
+bool sleef_gnuabi_available() {
+  return !sleef_gnuabi_path().empty();
 }
 
 CompiledModule::~CompiledModule() {
@@ -189,7 +198,9 @@ void* CompiledModule::symbol(const std::string& name) const {
 std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const CompileOptions& opts) {
   std::string cxx = compiler();
   std::string flags = kFlags;
-  std::string libs = opts.vector_math ? " -lsleefgnuabi" : "";
+  std::string libs;
+  if (opts.vector_math)  // unloadable: -lsleefgnuabi, so the link error names the library
+    libs = " " + (sleef_gnuabi_available() ? quote(sleef_gnuabi_path()) : "-lsleefgnuabi");
   std::string dump = opts.dump_dir;
   if (dump.empty())
     if (const char* d = std::getenv("BRRR_DUMP_DIR")) dump = d;

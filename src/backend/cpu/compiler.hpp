@@ -36,6 +36,9 @@ std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const Com
 
 // True when SLEEF's GNU-ABI vector library can be loaded (its _ZGV* symbols resolve).
 bool sleef_gnuabi_available();
+// The file the loader found for it ("" when it cannot be loaded): generated kernels link this
+// path, since libsleef3 without libsleef-dev has no libsleefgnuabi.so for -lsleefgnuabi.
+const std::string& sleef_gnuabi_path();
 // The cache key: every input that changes the object (source, compiler --version text, flags and
 // libraries, CPU model and flags). The entry's .hash file holds hash(key, object bytes).
 std::string cache_key(const std::string& source, const std::string& compiler_id,
