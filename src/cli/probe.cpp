@@ -6,6 +6,7 @@
 #include "brrr/doctor.hpp"
 #include "brrr/error.hpp"
 #include "cli/commands.hpp"
+#include "core/file_io.hpp"
 
 namespace brrr::cli {
 
@@ -20,6 +21,7 @@ void setup_probe(CLI::App& app) {
   cmd->add_option("--json", opts->json, "also write the ceilings as JSON to this file");
   cmd->add_flag("--refresh", opts->refresh, "measure again even when cached");
   cmd->callback([opts] {
+    if (!opts->json.empty()) check_output_path(opts->json, "--json");
     bool cached = false;
     doctor::Ceilings c = doctor::load_or_probe(opts->backend, opts->refresh, true, &cached);
     if (cached)
@@ -27,9 +29,7 @@ void setup_probe(CLI::App& app) {
                  doctor::ceilings_cache_path(opts->backend));
     fmt::print("{}", doctor::render_ceilings(c));
     if (!opts->json.empty()) {
-      std::ofstream f(opts->json);
-      BRRR_CHECK(f.good(), "cannot write '{}'", opts->json);
-      f << doctor::ceilings_to_json(c).dump(2) << "\n";
+      write_file(opts->json, doctor::ceilings_to_json(c).dump(2) + "\n");
     }
   });
 }
