@@ -1,5 +1,6 @@
 // Every environment variable brrr reads: the BRRR_* switches are declared once in a table
-// (env.cpp) with their type, default and help, and parsed by one rule; nothing else calls getenv.
+// (env.cpp) with their type, default and help, and parsed by one rule; nothing else reads the
+// environment.
 #pragma once
 #include <cstddef>
 #include <cstdint>
