@@ -32,7 +32,7 @@ size_t size(const char* name);      // Size: bytes, > 0
 int seconds(const char* name);      // Seconds: 1..86400
 std::string text(const char* name);  // Path or Enum: the value, else the default
 
-// Variables that are not brrr's own, read through here so that getenv lives in one file.
+// Variables that are not brrr's own, read through here too (env.cpp is the only reader).
 std::optional<std::string> raw(const char* name);
 // $XDG_CACHE_HOME/brrr, else $HOME/.cache/brrr; "" when neither is set.
 std::string user_cache_dir();
