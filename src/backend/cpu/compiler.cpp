@@ -17,6 +17,7 @@
 #include "brrr/error.hpp"
 #include "core/cleanup.hpp"
 #include "core/env.hpp"
+#include "core/failed_compile.hpp"
 #include "core/file_io.hpp"
 #include "core/kernel_cache.hpp"
 #include "core/subprocess.hpp"
@@ -28,28 +29,12 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFlags = "-O3 -march=native -fopenmp -fno-math-errno -shared -fPIC";
-constexpr int kFailuresKept = 4;  // <cache>/failed keeps the sources and logs of the latest few
 
 std::vector<std::string> split_flags(const std::string& flags) {
   std::vector<std::string> out;
   std::istringstream in(flags);
   for (std::string f; in >> f;) out.push_back(f);
   return out;
-}
-
-// The first line that says "error" (else the first non-empty one), for a one-line message.
-std::string first_error_line(const std::string& log) {
-  std::string first, line;
-  std::istringstream in(log);
-  while (std::getline(in, line)) {
-    if (first.empty() && line.find_first_not_of(" \t\r") != std::string::npos) first = line;
-    if (line.find("error") != std::string::npos) {
-      first = line;
-      break;
-    }
-  }
-  if (first.size() > 300) first = first.substr(0, 300) + "...";
-  return first.empty() ? "(no output)" : first;
 }
 
 std::string not_found_text(const std::string& cxx, int err) {
@@ -84,40 +69,6 @@ std::string cpu_features() {
     return model + "\n" + flags;
   }();
   return f;
-}
-
-// Where a failed compile's source and log are kept: the dump folder when set (every source is
-// there anyway), else <cache>/failed with only the latest kFailuresKept failures.
-struct Kept {
-  std::string source, log;
-};
-
-Kept keep_failure(const std::string& dump, const std::string& cache_dir, const std::string& name,
-                  const std::string& src_file, const std::string& source, const std::string& log) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  std::error_code ec;
-  std::string dir = dump.empty() ? cache_dir + "/failed" : dump;
-  fs::create_directories(dir, ec);
-  if (dump.empty()) {
-    std::vector<std::pair<fs::file_time_type, fs::path>> old;
-    for (const auto& e : fs::directory_iterator(dir, ec))
-      if (e.path().extension() == ".cpp") old.push_back({e.last_write_time(ec), e.path()});
-    std::sort(old.begin(), old.end());
-    for (size_t i = 0; i + kFailuresKept <= old.size(); ++i) {
-      fs::remove(old[i].second, ec);
-      fs::remove(fs::path(old[i].second).replace_extension(".log"), ec);
-    }
-  }
-  Kept k{fmt::format("{}/brrr_{}.cpp", dir, name), fmt::format("{}/brrr_{}.log", dir, name)};
-  std::string why;
-  bool have = !dump.empty() && fs::is_regular_file(k.source, ec);
-  if (!have && !src_file.empty() && ::rename(src_file.c_str(), k.source.c_str()) == 0) have = true;
-  if (!have && !try_write_file(k.source, source, &why)) k.source = "(not kept: " + why + ")";
-  if (!src_file.empty()) ::unlink(src_file.c_str());
-  if (log.empty() || !try_write_file(k.log, log, &why))
-    k.log = log.empty() ? "(none)" : "(not kept: " + why + ")";
-  return k;
 }
 
 }  // namespace
@@ -167,8 +118,8 @@ std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const Com
     identity = compiler_identity(cxx, timeout);
   } catch (const Error& e) {
     // No key without a compiler: keep the source (named by its own hash) for the report.
-    Kept k = keep_failure(dump, KernelCache::writable_dir(opts.cache_dir), content_hash(source),
-                          "", source, "");
+    KeptFailure k = keep_failed_compile(dump, KernelCache::writable_dir(opts.cache_dir),
+                                        "brrr_" + content_hash(source) + ".cpp", "", source, "");
     fail("{}; source: {}", e.what(), k.source);
   }
   std::string key = cache_key(source, identity, flags + libs, cpu_features());
@@ -208,7 +159,8 @@ std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const Com
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (r.exec_errno || r.timed_out || r.exit_code != 0) {
     ::unlink(tmp.c_str());
-    Kept k = keep_failure(dump, cache.dir(), key, src, source, r.output);
+    KeptFailure k =
+        keep_failed_compile(dump, cache.dir(), "brrr_" + key + ".cpp", src, source, r.output);
     if (r.exec_errno) fail("{}; source: {}", not_found_text(cxx, r.exec_errno), k.source);
     if (r.timed_out)
       fail(

@@ -8,6 +8,7 @@
 
 #include "brrr/error.hpp"
 #include "core/env.hpp"
+#include "core/failed_compile.hpp"
 #include "core/file_io.hpp"
 #include "core/kernel_cache.hpp"
 
@@ -91,8 +92,13 @@ CompiledKernel NvrtcCompiler::compile(const std::string& source, const std::stri
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   if (cr != NVRTC_SUCCESS) {
     nvrtcDestroyProgram(&prog);
-    fail("NVRTC failed to compile kernel {} for {}: {}\n{}", name, arch_, nvrtcGetErrorString(cr),
-         log);
+    // One line: the first error, and where the source and NVRTC's whole log are kept.
+    std::string folder = cache_dir_.empty() ? KernelCache::private_temp_dir()
+                                            : KernelCache::writable_dir(cache_dir_);
+    std::string file = dump.empty() ? name + "_" + key + ".cu" : name + ".cu";
+    KeptFailure kept = keep_failed_compile(dump, folder, file, "", source, log);
+    fail("NVRTC failed to compile kernel {} for {}: {}: {}; log: {}; source: {}", name, arch_,
+         nvrtcGetErrorString(cr), first_error_line(log), kept.log, kept.source);
   }
   size_t n = 0;
   CompiledKernel k;
