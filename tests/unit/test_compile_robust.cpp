@@ -217,6 +217,29 @@ TEST(CompilerFaults, FailedSourcesAreBounded) {
   EXPECT_GE(sources, 1) << "the latest failure's source is kept";
 }
 
+// compile_cpp from several threads at once (fusion may compile a model's parts in parallel):
+// distinct and identical sources into one cache, every result right, no temp files left.
+TEST(CompilerThreads, ParallelCompilesShareOneCache) {
+  cpu::CompileOptions o;
+  o.cache_dir = fresh("threads").string();
+  std::vector<std::thread> ts;
+  std::vector<int> got(8, -1);
+  for (int i = 0; i < 8; ++i)
+    ts.emplace_back([&, i] {
+      try {
+        got[size_t(i)] = value(*cpu::compile_cpp(src_returning(i % 2 ? 100 : 200 + i), o));
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(got[size_t(i)], i % 2 ? 100 : 200 + i) << i;
+  for (const auto& e : fs::recursive_directory_iterator(o.cache_dir)) {
+    std::string n = e.path().filename().string();
+    EXPECT_EQ(n.find(".tmp"), std::string::npos) << n;
+  }
+}
+
 // A read-only cache: every run shares one private temp folder instead of leaving a new one.
 TEST(CacheFaults, UnusableCacheReusesOnePrivateTempDir) {
   fs::path d = fresh("rotmp");
