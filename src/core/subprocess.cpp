@@ -90,7 +90,10 @@ ProcessResult run_process(const std::vector<std::string>& argv, int timeout_s,
   ::setpgid(pid, pid);  // also here, so the group exists before anyone signals it
   std::optional<ChildGroupGuard> guard(std::in_place, pid);
   int e = 0;
-  if (::read(err[0], &e, sizeof e) == sizeof e) r.exec_errno = e;
+  ssize_t n;
+  while ((n = ::read(err[0], &e, sizeof e)) < 0 && errno == EINTR) {
+  }
+  if (n == sizeof e) r.exec_errno = e;
   ::close(err[0]);
 
   using Clock = std::chrono::steady_clock;
@@ -131,7 +134,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, int timeout_s,
   ::kill(-pid, SIGKILL);  // whatever the program left running in its group
   guard.reset();
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
   if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   return r;
 }
