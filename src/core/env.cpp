@@ -84,7 +84,9 @@ bool flag(const char* name) {
   fail("{}='{}' is not valid: expected 1 (on), 0 or unset (off)", s.name, v);
 }
 
-int64_t integer(const char* name) { return number(find(name, Kind::Int), "a whole number"); }
+int64_t integer(const char* name) {
+  return number(find(name, Kind::Int), "a whole number");
+}
 
 size_t size(const char* name) {
   return size_t(number(find(name, Kind::Size), "a size in bytes"));

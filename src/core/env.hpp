@@ -27,9 +27,9 @@ const std::vector<Switch>& switches();
 // Flags: unset, "" or "0" false, "1" true. Numbers: strict decimal within the declared range.
 // A bad value throws brrr::Error naming the variable, its value and what is accepted.
 bool flag(const char* name);
-int64_t integer(const char* name);  // Int
-size_t size(const char* name);      // Size: bytes, > 0
-int seconds(const char* name);      // Seconds: 1..86400
+int64_t integer(const char* name);   // Int
+size_t size(const char* name);       // Size: bytes, > 0
+int seconds(const char* name);       // Seconds: 1..86400
 std::string text(const char* name);  // Path or Enum: the value, else the default
 
 // Variables that are not brrr's own, read through here too (env.cpp is the only reader).

@@ -36,8 +36,7 @@ std::string resolve(const std::string& prog) {
 
 }  // namespace
 
-ProcessResult run_process(const std::vector<std::string>& argv, int timeout_s,
-                          size_t max_output) {
+ProcessResult run_process(const std::vector<std::string>& argv, int timeout_s, size_t max_output) {
   ProcessResult r;
   std::string exe = argv.empty() ? "" : resolve(argv[0]);
   if (exe.empty()) {

@@ -65,9 +65,16 @@ TEST(CacheTamper, NonRegularOrHugeEntriesAreMisses) {
     ASSERT_EQ(mkfifo(p.c_str(), 0644), 0);
   };
   std::vector<Case> cases = {
-      {"so -> /dev/zero", [&] { fs::remove(so); fs::create_symlink("/dev/zero", so); }},
+      {"so -> /dev/zero",
+       [&] {
+         fs::remove(so);
+         fs::create_symlink("/dev/zero", so);
+       }},
       {"hash -> /dev/zero",
-       [&] { fs::remove(so + ".hash"); fs::create_symlink("/dev/zero", so + ".hash"); }},
+       [&] {
+         fs::remove(so + ".hash");
+         fs::create_symlink("/dev/zero", so + ".hash");
+       }},
       {"so is a FIFO", [&] { fifo(so); }},
       {"hash is a FIFO", [&] { fifo(so + ".hash"); }},
       {"so is 4 GiB (sparse)", [&] { fs::resize_file(so, uintmax_t(4) << 30); }},
@@ -158,8 +165,8 @@ TEST(CompilerSignals, KilledBrrrLeavesNoCompilerAndNoTempFiles) {
     // The shell and a child of its own, as g++ runs cc1plus.
     std::string cxx = script(d, "slow-g++",
                              "if [ \"$1\" = --version ]; then echo 'slow g++ 1'; exit 0; fi\n"
-                             "sleep 120 &\necho $$ $! >> '" + (d / "pids").string() +
-                                 "'\nwait\n");
+                             "sleep 120 &\necho $$ $! >> '" +
+                                 (d / "pids").string() + "'\nwait\n");
     for (pid_t p : kill_during_compile(d, cxx, sig, 2))
       EXPECT_FALSE(alive(p)) << "signal " << sig << ": compiler process " << p << " survived";
     for (const auto& e : fs::recursive_directory_iterator(d / "xdg")) {
@@ -175,7 +182,8 @@ TEST(CompilerSignals, SigkilledBrrrTakesTheCompilerWithIt) {
   fs::path d = fresh("sigkill");
   std::string cxx = script(d, "slow-g++",
                            "if [ \"$1\" = --version ]; then echo 'slow g++ 1'; exit 0; fi\n"
-                           "echo $$ >> '" + (d / "pids").string() + "'\nexec sleep 120\n");
+                           "echo $$ >> '" +
+                               (d / "pids").string() + "'\nexec sleep 120\n");
   for (pid_t p : kill_during_compile(d, cxx, SIGKILL, 1))
     EXPECT_FALSE(alive(p)) << "compiler process " << p << " survived";
 }

@@ -21,7 +21,9 @@ namespace fs = std::filesystem;
 using brrr_test::EnvVar;
 using hostile::run_cli;
 
-std::string cli_data() { return std::string(BRRR_TEST_DATA) + "/cli"; }
+std::string cli_data() {
+  return std::string(BRRR_TEST_DATA) + "/cli";
+}
 
 std::set<std::string> readme_switches() {
   std::ifstream f(fs::path(BRRR_TEST_DATA).parent_path().parent_path() / "README.md");
@@ -56,9 +58,8 @@ TEST(EnvSwitches, BadCompileTimeoutIsAOneLineError) {
   o.cache_dir = (hostile::scratch() / "env_timeout").string();
   for (const char* bad : {"abc", "-5", "0", "99999999999999999999", "3s", " 3"}) {
     EnvVar t("BRRR_COMPILE_TIMEOUT", bad);
-    std::string m = hostile::error_of([&] {
-      cpu::compile_cpp("extern \"C\" int brrr_env_t() { return 1; }\n", o);
-    });
+    std::string m = hostile::error_of(
+        [&] { cpu::compile_cpp("extern \"C\" int brrr_env_t() { return 1; }\n", o); });
     EXPECT_NE(m.find(fmt::format("BRRR_COMPILE_TIMEOUT='{}'", bad)), std::string::npos) << m;
     EXPECT_NE(m.find("1 to 86400"), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;

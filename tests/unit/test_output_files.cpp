@@ -21,7 +21,9 @@ namespace fs = std::filesystem;
 using doctor::Ceilings;
 using hostile::run_cli;
 
-std::string model() { return std::string(BRRR_TEST_DATA) + "/cli/add_relu.onnx"; }
+std::string model() {
+  return std::string(BRRR_TEST_DATA) + "/cli/add_relu.onnx";
+}
 
 Ceilings fixed_ceilings() {
   Ceilings c;
@@ -112,11 +114,11 @@ TEST(CeilingsCache, DegenerateValuesAreRejected) {
   };
   EXPECT_NO_THROW(doctor::ceilings_from_json(doctor::ceilings_to_json(fixed_ceilings())));
   for (auto [key, v] : std::vector<std::pair<const char*, double>>{{"bandwidth_gbs", -5},
-                                                                  {"bandwidth_gbs", 0},
-                                                                  {"bandwidth_gbs", 1e300},
-                                                                  {"dispatch_us", -1},
-                                                                  {"fork_join_us", 1e200},
-                                                                  {"threads", 0}})
+                                                                   {"bandwidth_gbs", 0},
+                                                                   {"bandwidth_gbs", 1e300},
+                                                                   {"dispatch_us", -1},
+                                                                   {"fork_join_us", 1e200},
+                                                                   {"threads", 0}})
     EXPECT_THROW(doctor::ceilings_from_json(with(key, v)), Error) << key << " = " << v;
   nlohmann::json j = doctor::ceilings_to_json(fixed_ceilings());
   j["peak_gflops"]["fp32"] = -1;
