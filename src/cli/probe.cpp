@@ -23,7 +23,9 @@ void setup_probe(CLI::App& app) {
   cmd->callback([opts] {
     if (!opts->json.empty()) check_output_path(opts->json, "--json");
     bool cached = false;
-    doctor::Ceilings c = doctor::load_or_probe(opts->backend, opts->refresh, true, &cached);
+    std::string cache_error;
+    doctor::Ceilings c =
+        doctor::load_or_probe(opts->backend, opts->refresh, true, &cached, &cache_error);
     if (cached)
       fmt::print(stderr, "probe: cached ceilings from {} (--refresh measures again)\n",
                  doctor::ceilings_cache_path(opts->backend));
@@ -31,6 +33,8 @@ void setup_probe(CLI::App& app) {
     if (!opts->json.empty()) {
       write_file(opts->json, doctor::ceilings_to_json(c).dump(2) + "\n");
     }
+    // Caching is this command's job: failing to is an error (doctor only warns).
+    if (!cache_error.empty()) fail("probe: the ceilings were not cached: {}", cache_error);
   });
 }
 

@@ -128,7 +128,8 @@ std::string ceilings_cache_path(const std::string& backend) {
   return (dir / fmt::format("ceilings-{}-{}.json", host, backend)).string();
 }
 
-Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, bool* from_cache) {
+Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, bool* from_cache,
+                       std::string* cache_error) {
   BRRR_CHECK(backend == "cpu" || backend == "cuda",
              "probe: unknown backend '{}' (expected cpu or cuda)", backend);
   std::string path = ceilings_cache_path(backend);
@@ -151,8 +152,10 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   std::string why;
-  if (!try_replace_file(path, ceilings_to_json(c).dump(2) + "\n", &why))
+  if (!try_replace_file(path, ceilings_to_json(c).dump(2) + "\n", &why)) {
     fmt::print(stderr, "probe: could not cache the ceilings: {}\n", why);
+    if (cache_error) *cache_error = why;
+  }
   return c;
 }
 

@@ -2,6 +2,7 @@
 // never exit 0 with an empty file; output paths are checked before any work. The ceilings cache
 // is validated when read, and the HTML roofline stays bounded on degenerate ceilings.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -68,6 +69,42 @@ TEST(OutputFiles, FullDiskIsAnErrorForEveryOutput) {
   auto b = run_cli(fmt::format("bench '{}' --reps 1 --json '{}'", model(), link.string()));
   EXPECT_EQ(b.code, 2) << b.err;
   EXPECT_NE(b.err.find("No space left on device"), std::string::npos) << b.err;
+}
+
+// A regular file that cannot grow (RLIMIT_FSIZE, as on a full disk): the error names the file,
+// nothing partial is published, and an older file under the name stays whole.
+TEST(OutputFiles, WriteThatRunsOutOfSpaceIsAnErrorAndPublishesNothing) {
+  cache_ceilings(doctor::ceilings_to_json(fixed_ceilings()));
+  fs::path out = hostile::scratch() / "limited_report.json";
+  fs::remove(out);
+  ASSERT_EQ(run_cli(fmt::format("doctor '{}' --reps 1", model())).code, 0);  // kernels cached
+  // Only brrr runs under the limit; its stderr goes through a pipe (which the limit spares).
+  auto limited = [&](const std::string& args) {
+    fs::path err = hostile::scratch() / "limited_err", rc = hostile::scratch() / "limited_rc";
+    std::string cmd = fmt::format(
+        "(ulimit -f 1; trap '' XFSZ; XDG_CACHE_HOME='{}' '{}' {} 2>&1 >/dev/null; echo $? >&3) "
+        "3>'{}' | cat >'{}'",
+        (hostile::scratch() / "xdg").string(), BRRR_CLI, args, rc.string(), err.string());
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    return std::make_pair(std::atoi(hostile::slurp(rc).c_str()), hostile::slurp(err));
+  };
+  auto [code, err] =
+      limited(fmt::format("doctor '{}' --reps 1 --json '{}'", model(), out.string()));
+  EXPECT_EQ(code, 2) << err;
+  EXPECT_NE(err.find("cannot write '" + out.string() + "': File too large"), std::string::npos)
+      << err;
+  EXPECT_FALSE(fs::exists(out)) << "a partial report was published";
+  // probe: the cache file keeps its old (valid) content and the command fails.
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  fs::path cached = hostile::scratch() / "xdg" / "brrr" / fmt::format("ceilings-{}-cpu.json", host);
+  std::string before = hostile::slurp(cached);
+  auto [pcode, perr] = limited("probe --refresh");
+  EXPECT_EQ(pcode, 2) << perr;
+  EXPECT_NE(perr.find("File too large"), std::string::npos) << perr;
+  EXPECT_EQ(hostile::slurp(cached), before) << "the ceilings cache was damaged";
+  for (const auto& e : fs::directory_iterator(cached.parent_path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 }
 
 TEST(OutputFiles, BadOutputPathFailsBeforeProfiling) {
