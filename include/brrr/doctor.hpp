@@ -63,9 +63,10 @@ Ceilings probe_cpu(bool progress, bool quick = false);
 // Measures the GPU ceilings of device 0 (< ~20 s). Throws brrr::Error "no CUDA device: <reason>"
 // without a device (or in a build without the CUDA toolkit).
 Ceilings probe_cuda(bool progress);
-// Cached ceilings for this machine, measured (and cached) when absent or when `refresh`.
+// Cached ceilings for this machine, measured (and cached) when absent or when `refresh`. A cache
+// that cannot be written is a warning line, and its reason goes to *cache_error when given.
 Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress,
-                       bool* from_cache = nullptr);
+                       bool* from_cache = nullptr, std::string* cache_error = nullptr);
 std::string render_ceilings(const Ceilings& c);
 
 // The probe's special-function kernel, exposed so tests can build known-regime runs with the

@@ -17,6 +17,8 @@
 #include "cli/commands.hpp"
 #include "cli/inputs.hpp"
 #include "runtime/graph_builder.hpp"
+#include "core/env.hpp"
+#include "core/file_io.hpp"
 
 namespace brrr::cli {
 
@@ -118,7 +120,7 @@ Result measure(const std::string& name, Session& s, int reps) {
   res.gbps = bytes / (res.ms * 1e-3) / 1e9;
   res.gflops = flops / (res.ms * 1e-3) / 1e9;
   res.kernels = s.num_kernels();
-  if (std::getenv("BRRR_DEBUG")) fmt::print(stderr, "{}", s.plan_summary());
+  if (env::integer("BRRR_DEBUG") > 0) fmt::print(stderr, "{}", s.plan_summary());
   return res;
 }
 
@@ -153,6 +155,7 @@ void setup_bench(CLI::App& app) {
   cmd->add_option("--reps", args->reps, "timed repetitions (median is reported)")->check(CLI::Range(1, 10000));
   cmd->add_flag("--list", args->list, "list built-in workloads");
   cmd->callback([args] {
+    if (!args->json.empty()) check_output_path(args->json, "--json");
     if (args->backend == "cuda") {
       CudaBenchArgs ca{args->items, args->json, args->precision, args->no_graphs, args->list,
                        std::max(args->reps, 20)};
@@ -197,9 +200,7 @@ void setup_bench(CLI::App& app) {
       for (const auto& r : results)
         j.push_back({{"workload", r.workload}, {"variant", r.variant}, {"ms", r.ms}, {"gbps", r.gbps},
                      {"gflops", r.gflops}});
-      std::ofstream out(args->json);
-      BRRR_CHECK(out.good(), "cannot write {}", args->json);
-      out << j.dump(2) << "\n";
+      write_file(args->json, j.dump(2) + "\n");
     }
   });
 }

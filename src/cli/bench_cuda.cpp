@@ -22,6 +22,8 @@
 #include "backend/cuda/cublaslt_gemm.hpp"
 #include "backend/cuda/cuda_graph.hpp"
 #include "backend/cuda/cuda_runtime.hpp"
+#include "core/env.hpp"
+#include "core/file_io.hpp"
 #endif
 
 namespace brrr::cli {
@@ -305,7 +307,7 @@ void bench_cuda(const CudaBenchArgs& args) {
       std::string variant = gm ? "graphs" : "no-graphs";
       fmt::print("{:<16} {:<10} {:>10.4f} {:>9.0f} {:>9.2f} {:>7.1f}% {:>8}  {}\n", w->name, variant,
                  ms, gbps, tflops, 100.0 * gbps / copy, s.num_kernels(), note);
-      if (std::getenv("BRRR_DEBUG")) fmt::print(stderr, "{}", s.plan_summary());
+      if (env::integer("BRRR_DEBUG") > 0) fmt::print(stderr, "{}", s.plan_summary());
       out.push_back({{"workload", w->name}, {"torch", w->torch}, {"variant", variant}, {"ms", ms},
                      {"gbps", gbps}, {"tflops", tflops}, {"copy_frac", gbps / copy},
                      {"kernels", s.num_kernels()}, {"copy_gbps", copy}, {"lt_direct_ms", lt_ms},
@@ -313,9 +315,7 @@ void bench_cuda(const CudaBenchArgs& args) {
     }
   }
   if (!args.json.empty()) {
-    std::ofstream f(args.json);
-    BRRR_CHECK(f.good(), "cannot write {}", args.json);
-    f << out.dump(2) << "\n";
+    write_file(args.json, out.dump(2) + "\n");
   }
 #endif
 }

@@ -17,6 +17,7 @@
 #include "brrr/session.hpp"
 #include "cli/commands.hpp"
 #include "cli/inputs.hpp"
+#include "core/file_io.hpp"
 
 namespace brrr::cli {
 
@@ -63,12 +64,6 @@ Graph prepare(const Graph& loaded, const InferOptions& opts) {
   infer_shapes(g, opts);
   eliminate_dead_nodes(g);
   return g;
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  BRRR_CHECK(f.good(), "cannot write '{}'", path);
-  f << text;
 }
 
 // Profiles the model as `backend` runs it: the compiled static plan (fused or one kernel per op)
@@ -120,6 +115,12 @@ doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
 }
 
 void run_doctor(const DoctorArgs& a) {
+  // Output paths first: a bad one fails now, not after minutes of profiling.
+  const std::pair<const std::string*, const char*> outputs[] = {
+      {&a.json, "--json"}, {&a.trace, "--trace"}, {&a.html, "--html"},
+      {&a.save_profile, "--save-profile"}};
+  for (const auto& [path, what] : outputs)
+    if (!path->empty()) check_output_path(*path, what);
   Graph loaded = load_onnx(a.model);
   InferOptions opts;
   for (const auto& s : a.shapes) {

@@ -1,4 +1,5 @@
 #include "brrr/tensor.hpp"
+#include "core/env.hpp"
 
 #include <array>
 #include <cstdlib>
@@ -54,9 +55,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
 
 size_t max_tensor_bytes() {
   static size_t limit = [] {
-    const char* e = std::getenv("BRRR_MAX_TENSOR_BYTES");
-    if (e && *e) return size_t(std::strtoull(e, nullptr, 10));
-    return size_t(8) << 30;
+    return env::size("BRRR_MAX_TENSOR_BYTES");
   }();
   return limit;
 }

@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "brrr/doctor.hpp"
 #include "brrr/error.hpp"
+#include "core/env.hpp"
+#include "core/file_io.hpp"
+#include "core/kernel_cache.hpp"
 
 namespace brrr::doctor {
 
@@ -36,6 +40,36 @@ double Ceilings::peak_flops_per_s(const std::string& precision) const {
   if (it != peak_gflops.end() && it->second > 0) return it->second * 1e9;
   return 1e9;
 }
+
+namespace {
+
+// Sane bounds: a rate is positive and below any machine's (1e8 GB/s, 1e9 GFLOP/s); a time is
+// 0 (not measured on this backend) up to a second.
+void check_range(const std::string& what, double v, double lo, double hi) {
+  if (!std::isfinite(v) || v < lo || v > hi)
+    fail("ceilings: {} = {} is outside [{}, {}]", what, v, lo, hi);
+}
+
+void validate_ceilings(const Ceilings& c) {
+  BRRR_CHECK(c.threads >= 1 && c.threads <= 1 << 20, "ceilings: threads = {} is not sane",
+             c.threads);
+  check_range("bandwidth_gbs", c.bandwidth_gbs, 1e-3, 1e8);
+  check_range("memcpy_gbs", c.memcpy_gbs, 0, 1e8);
+  BRRR_CHECK(!c.peak_gflops.empty(), "ceilings: no peak_gflops");
+  for (const auto& [k, v] : c.peak_gflops) check_range("peak_gflops." + k, v, 1e-3, 1e9);
+  for (const auto& [k, v] : c.special_gops) check_range("special_gops." + k, v, 1e-6, 1e9);
+  for (const auto& [k, v] : c.special_scalar_gops)
+    check_range("special_scalar_gops." + k, v, 0, 1e9);
+  for (const auto& [k, v] : c.datasheet) check_range("datasheet_estimates." + k, v, 0, 1e12);
+  const std::pair<const char*, double> times[] = {
+      {"dispatch_us", c.dispatch_us},       {"fork_join_us", c.fork_join_us},
+      {"kernel_call_us", c.kernel_call_us}, {"launch_us", c.launch_us},
+      {"graph_node_us", c.graph_node_us}};
+  for (const auto& [k, v] : times) check_range(k, v, 0, 1e6);
+  check_range("probe_seconds", c.probe_seconds, 0, 1e6);
+}
+
+}  // namespace
 
 json ceilings_to_json(const Ceilings& c) {
   return json{{"backend", c.backend},
@@ -82,52 +116,46 @@ Ceilings ceilings_from_json(const json& j) {
   } catch (const json::exception& e) {
     fail("ceilings file is malformed: {}", e.what());
   }
+  validate_ceilings(c);
   return c;
 }
 
 std::string ceilings_cache_path(const std::string& backend) {
-  fs::path dir;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
-    dir = fs::path(x) / "brrr";
-  } else if (const char* h = std::getenv("HOME"); h && *h) {
-    dir = fs::path(h) / ".cache" / "brrr";
-  } else {
-    dir = fs::temp_directory_path() / "brrr-cache";
-  }
+  std::string user = env::user_cache_dir();
+  fs::path dir = user.empty() ? KernelCache::private_temp_dir() : user;
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   return (dir / fmt::format("ceilings-{}-{}.json", host, backend)).string();
 }
 
-Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, bool* from_cache) {
+Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, bool* from_cache,
+                       std::string* cache_error) {
   BRRR_CHECK(backend == "cpu" || backend == "cuda",
              "probe: unknown backend '{}' (expected cpu or cuda)", backend);
   std::string path = ceilings_cache_path(backend);
   if (from_cache) *from_cache = false;
   if (!refresh && fs::exists(path)) {
     try {
-      std::ifstream f(path);
-      Ceilings c = ceilings_from_json(json::parse(f));
+      std::string text;
+      BRRR_CHECK(read_regular_file(path, 1 << 20, &text), "not a regular file of at most 1 MiB");
+      Ceilings c = ceilings_from_json(json::parse(text));
       BRRR_CHECK(c.backend == backend, "it holds '{}' ceilings", c.backend);
       if (from_cache) *from_cache = true;
       return c;
     } catch (const std::exception& e) {
-      if (progress)
-        fmt::print(stderr, "probe: ignoring unreadable cache {} ({})\n", path, e.what());
+      fmt::print(stderr, "probe: ignoring the cached ceilings {} ({}); measuring again\n", path,
+                 e.what());
     }
   }
   Ceilings c = backend == "cuda" ? probe_cuda(progress) : probe_cpu(progress);
-  // Write to a temp file and rename, so a concurrent reader never sees half a file.
+  // Temp file and rename: a concurrent reader never sees half a file, a full disk none at all.
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
-  {
-    std::ofstream f(tmp);
-    f << ceilings_to_json(c).dump(2) << "\n";
+  std::string why;
+  if (!try_replace_file(path, ceilings_to_json(c).dump(2) + "\n", &why)) {
+    fmt::print(stderr, "probe: could not cache the ceilings: {}\n", why);
+    if (cache_error) *cache_error = why;
   }
-  fs::rename(tmp, path, ec);
-  if (ec && progress)
-    fmt::print(stderr, "probe: could not cache ceilings in {}: {}\n", path, ec.message());
   return c;
 }
 

@@ -48,6 +48,13 @@ std::string roofline_svg(const Report& r) {
   const Ceilings& c = r.ceilings;
   const double W = 720, H = 440, L = 70, R = 20, T = 20, B = 50;
   double peak = c.peak_flops_per_s("fp32") / 1e9, bw = c.bandwidth_gbs;
+  // Validated ceilings never get here degenerate, but a Report built otherwise must not make the
+  // decade loops below run without bound.
+  auto sane = [](double v) { return std::isfinite(v) && v > 1e-30 && v < 1e30; };
+  if (!sane(peak) || !sane(bw))
+    return fmt::format("<p id=\"roofline\">No roofline: the ceilings are not usable ({:g} GFLOP/s, "
+                       "{:g} GB/s).</p>\n",
+                       peak, bw);
   struct Pt {
     double x, y;
     const KernelAnalysis* k;
@@ -56,7 +63,8 @@ std::string roofline_svg(const Report& r) {
   for (const auto& k : r.kernels) {
     double f = equivalent_flops(k, c);
     if (k.rec.cost.bytes <= 0 || f <= 0 || k.rec.time_ms <= 0) continue;
-    pts.push_back({f / k.rec.cost.bytes, f / (k.rec.time_ms * 1e-3) / 1e9, &k});
+    Pt p{f / k.rec.cost.bytes, f / (k.rec.time_ms * 1e-3) / 1e9, &k};
+    if (sane(p.x) && sane(p.y)) pts.push_back(p);
   }
   double ridge = peak / bw;
   double xmin = ridge / 100, xmax = ridge * 100, ymin = peak / 1e4, ymax = peak * 4;

@@ -10,6 +10,7 @@
 #include "brrr/onnx.hpp"
 #include "frontend/onnx_schema_check.hpp"
 #include "frontend/onnx_tensor.hpp"
+#include "core/file_io.hpp"
 
 namespace brrr {
 namespace fs = std::filesystem;
@@ -216,8 +217,9 @@ void save_tensor_pb(const std::string& path, const Tensor& t, const std::string&
   for (int64_t d : t.shape()) p.add_dims(d);
   Tensor c = t.contiguous();
   p.set_raw_data(std::string(static_cast<const char*>(c.raw()), c.nbytes()));
-  std::ofstream out(path, std::ios::binary);
-  if (!out || !p.SerializeToOstream(&out)) fail("cannot write '{}'", path);
+  std::string bytes;
+  if (!p.SerializeToString(&bytes)) fail("cannot serialize tensor '{}' for '{}'", name, path);
+  write_file(path, bytes);
 }
 
 }  // namespace brrr

@@ -8,14 +8,12 @@
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
+#include "core/env.hpp"
 
 namespace brrr {
 
 int debug_level() {
-  static int lvl = [] {
-    const char* e = std::getenv("BRRR_DEBUG");
-    return e ? std::atoi(e) : 0;
-  }();
+  static int lvl = int(env::integer("BRRR_DEBUG"));
   return lvl;
 }
 

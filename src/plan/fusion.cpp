@@ -13,12 +13,12 @@
 #include "brrr/op.hpp"
 #include "plan/kernel_ir.hpp"
 #include "plan/value_range.hpp"
+#include "core/env.hpp"
 
 namespace brrr::plan {
 
 bool fusion_disabled_by_env() {
-  const char* e = std::getenv("BRRR_DISABLE_FUSION");
-  return e && *e && std::string(e) != "0";
+  return env::flag("BRRR_DISABLE_FUSION");
 }
 
 namespace {

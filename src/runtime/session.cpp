@@ -23,6 +23,7 @@
 #include "plan/kernel_ir.hpp"
 #include "runtime/kernel_record.hpp"
 #include "runtime/memory_plan.hpp"
+#include "core/env.hpp"
 
 namespace brrr {
 
@@ -112,7 +113,7 @@ void Session::Impl::choose_layouts() {
           if (layouts[size_t(v)] == from) layouts[size_t(v)] = char(from - 1), changed = true;
       }
     }
-  if (std::getenv("BRRR_NO_NHWC")) {  // for comparison
+  if (env::flag("BRRR_NO_NHWC")) {  // for comparison
     layouts.assign(nv, cpu::kNCHW);
     return;
   }
@@ -143,8 +144,7 @@ void Session::Impl::build() {
   plan::FusionOptions fo;
   fo.enable = opts.fusion < 0 ? !plan::fusion_disabled_by_env() : opts.fusion != 0;
   // Partial convs pay off only when their Adds become sum post-ops, i.e. with fusion on.
-  const char* split_env = std::getenv("BRRR_DISABLE_CONCAT_SPLIT");
-  bool split = opts.concat_split < 0 ? fo.enable && !(split_env && std::string(split_env) != "0")
+  bool split = opts.concat_split < 0 ? fo.enable && !env::flag("BRRR_DISABLE_CONCAT_SPLIT")
                                      : opts.concat_split != 0;
   if (opts.backend == "cpu" && split) distribute_concat(g);
   fo.float16 = opts.backend == "cuda";  // the CUDA emitter reads and writes 16-bit floats
@@ -154,9 +154,9 @@ void Session::Impl::build() {
 #ifdef BRRR_HAVE_CUDA
     cuda::CudaExecOptions co;
     co.precision = opts.precision;
-    const char* env = std::getenv("BRRR_DISABLE_GRAPHS");
-    co.graphs = opts.graphs < 0 ? !(env && std::string(env) != "0") : opts.graphs != 0;
+    co.graphs = opts.graphs < 0 ? !env::flag("BRRR_DISABLE_GRAPHS") : opts.graphs != 0;
     co.cache_dir = opts.cache_dir;
+    co.dump_dir = opts.dump_dir;
     cuda = std::make_unique<cuda::CudaExecutor>(g, plan, co);
     mem = cuda->memory();
     return;

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/env.hpp"
+
 namespace brrr_test {
 
 struct EnvVar {
@@ -10,9 +12,9 @@ struct EnvVar {
   std::string old;
   bool had;
   EnvVar(const std::string& n, const std::string& v) : name(n) {
-    const char* o = std::getenv(n.c_str());
-    had = o != nullptr;
-    if (had) old = o;
+    auto o = brrr::env::raw(n.c_str());
+    had = o.has_value();
+    if (had) old = *o;
     setenv(n.c_str(), v.c_str(), 1);
   }
   ~EnvVar() {

@@ -7,9 +7,11 @@
 #include <fstream>
 #include <random>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend/cuda/bench_kernels.hpp"
+#include "bounded_run.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "brrr/error.hpp"
 #include "brrr/scalar_ops.h"
@@ -84,6 +86,69 @@ TEST(CudaNvrtc, CompileErrorCarriesTheLog) {
     EXPECT_NE(msg.find("bad_kernel"), std::string::npos) << msg;
     EXPECT_NE(msg.find("undeclared_thing"), std::string::npos) << msg;
   }
+}
+
+TEST(CudaNvrtc, CompileErrorIsOneLineNamingLogAndSource) {
+  fs::path dir = fresh_cache_dir("oneline");
+  NvrtcCompiler c("sm_90", dir.string());
+  const std::string bad = "extern \"C\" __global__ void bad(float* x) { x[0] = undeclared_thing; }";
+  std::string msg;
+  try {
+    c.compile(bad, "bad_kernel");
+  } catch (const brrr::Error& e) {
+    msg = e.what();
+  }
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_NE(msg.find("undeclared_thing"), std::string::npos) << msg;
+  size_t l = msg.find("log: "), s = msg.find("; source: ");
+  ASSERT_NE(l, std::string::npos) << msg;
+  ASSERT_NE(s, std::string::npos) << msg;
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p);
+    return std::string{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  };
+  EXPECT_NE(slurp(msg.substr(l + 5, s - l - 5)).find("undeclared_thing"), std::string::npos);
+  EXPECT_EQ(slurp(msg.substr(s + 10)), bad);
+  fs::remove_all(dir);
+}
+
+// The session's dump_dir reaches the CUDA compiler (it used to read only BRRR_DUMP_DIR).
+TEST(CudaNvrtc, DumpDirOptionIsHonoured) {
+  fs::path dump = fresh_cache_dir("dump");
+  NvrtcCompiler c("sm_90", "", dump.string());
+  c.compile(kGeluSrc, "gelu");
+  std::ifstream f(dump / "gelu.cu");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()),
+            kGeluSrc);
+  fs::remove_all(dump);
+}
+
+// A FIFO or a symlink to /dev/zero in place of a cubin is a miss and is replaced (the shared
+// KernelCache opens regular files only).
+TEST(CudaNvrtc, NonRegularCacheEntriesAreMisses) {
+  fs::path dir = fresh_cache_dir("tamper");
+  NvrtcCompiler c("sm_90", dir.string());
+  CompiledKernel k1 = c.compile(kGeluSrc, "gelu");
+  fs::path cubin;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".cubin") cubin = e.path();
+  ASSERT_FALSE(cubin.empty());
+  for (int round = 0; round < 2; ++round) {
+    fs::remove(cubin);
+    if (round == 0)
+      fs::create_symlink("/dev/zero", cubin);
+    else
+      ASSERT_EQ(mkfifo(cubin.c_str(), 0644), 0);
+    std::string r = brrr_test::run_bounded(
+        [&] {
+          CompiledKernel k = c.compile(kGeluSrc, "gelu");
+          return k.from_cache || k.cubin != k1.cubin ? std::string("wrong result") : "";
+        },
+        60, size_t(3) << 30);
+    EXPECT_EQ(r, "") << round;
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(cubin))) << round;
+  }
+  fs::remove_all(dir);
 }
 
 TEST(CudaNvrtc, BenchKernelsCompile) {

@@ -1,7 +1,8 @@
 // Compiles a generated C++ translation unit with the system compiler into a shared object and
-// loads it with dlopen. Results are cached on disk by hash of (source, compiler identity, flags,
-// CPU features); entries are written to a temporary file and renamed, and each .so has a hash
-// file beside it (bound to the key) so that truncated, corrupt or swapped entries are rebuilt.
+// loads it with dlopen. Results live in a KernelCache (core/kernel_cache.hpp) keyed by hash of
+// (source, compiler identity, flags, CPU features). The compiler runs without a shell in its own
+// process group (core/subprocess.hpp). Errors are one line naming the kept source and log.
+// Callable from several threads at once.
 #pragma once
 #include <memory>
 #include <string>
@@ -10,7 +11,7 @@ namespace brrr::cpu {
 
 struct CompileOptions {
   std::string cache_dir;     // empty: $XDG_CACHE_HOME/brrr, else ~/.cache/brrr
-  std::string dump_dir;      // empty: $BRRR_DUMP_DIR (if set) receives every generated source
+  std::string dump_dir;      // empty: $BRRR_DUMP_DIR; receives every source (and failed logs)
   int timeout_s = 0;         // 0: $BRRR_COMPILE_TIMEOUT, else 300
   bool vector_math = false;  // link SLEEF's GNU-ABI vector math library
 };

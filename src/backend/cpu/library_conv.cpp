@@ -9,6 +9,7 @@
 
 #include "backend/cpu/dnnl_util.hpp"
 #include "ops/window.hpp"
+#include "core/env.hpp"
 
 namespace brrr::cpu {
 
@@ -118,8 +119,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
     pr[size_t(i)] = (od[size_t(2 + i)] - 1) * strides[size_t(i)] + dk - xd[size_t(2 + i)] - pl[size_t(i)];
   }
   const Tensor& wconst = g.value(vw).constant;
-  const char* lay = std::getenv("BRRR_CONV_LAYOUT");  // "plain": NCHW activations (for comparison)
-  bool plain = lay && std::string(lay) == "plain";
+  bool plain = env::text("BRRR_CONV_LAYOUT") == "plain";  // NCHW activations (for comparison)
   // A blocked output asks for a blocked kernel (oneDNN's own pick for `any` is brgconv, NHWC, which
   // is slower here); a blocked input too, unless the output is not blocked (then the input is
   // reordered for the NHWC kernel). Otherwise oneDNN chooses and the ports reorder.
@@ -197,8 +197,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
 }
 
 bool blocked_layouts_enabled() {
-  const char* lay = std::getenv("BRRR_CONV_LAYOUT");
-  std::string l = lay ? lay : "";
+  std::string l = env::text("BRRR_CONV_LAYOUT");
   if (l == "nhwc" || l == "plain") return false;
   if (l == "blocked") return true;
   // dnnl_cpu_isa_avx512_core's bits: set in every AVX-512 (core) ISA oneDNN dispatches to.
@@ -207,8 +206,7 @@ bool blocked_layouts_enabled() {
 }
 
 bool winograd_enabled() {
-  const char* e = std::getenv("BRRR_DISABLE_WINOGRAD");
-  return !(e && std::string(e) != "0");
+  return !env::flag("BRRR_DISABLE_WINOGRAD");
 }
 
 namespace {

@@ -4,6 +4,7 @@
 
 #ifdef BRRR_HAVE_DNNL
 #include "backend/cpu/dnnl_util.hpp"
+#include "core/env.hpp"
 #endif
 
 #include <cstdlib>
@@ -101,7 +102,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
     // Constant weights let the primitive pick its own layout (the reorder is done once, below):
     // with the stored layout, brgemm repacks B into its scratchpad on every run.
     const Tensor& wconst = g.value(vb).constant;
-    bool prepack = wconst.defined() && !std::getenv("BRRR_NO_PREPACK");
+    bool prepack = wconst.defined() && !env::flag("BRRR_NO_PREPACK");
     dnnl::memory::desc bany = prepack ? dnnl::memory::desc(bd, dt::f32, tag::any) : bmd;
     dnnl::memory::desc omd(od, dt::f32, strides_of(od, false));
     dnnl::post_ops po;

@@ -32,6 +32,7 @@
 #include "brrr/op.hpp"
 #include "runtime/kernel_record.hpp"
 #include "runtime/memory_plan.hpp"
+#include "core/env.hpp"
 
 namespace brrr::cuda {
 
@@ -276,8 +277,7 @@ struct CudaExecutor::Impl {
   // Runs of two or more float32 GEMMs at batch <= 8 where each reads the previous one's output
   // and multiplies by constant weights become one cluster kernel; returns their source.
   std::string find_gemm_chains(const std::vector<Gemm>& gemms) {
-    if (const char* e = std::getenv("BRRR_DISABLE_GEMM_CHAIN"); e && *e && std::string(e) != "0")
-      return "";
+    if (env::flag("BRRR_DISABLE_GEMM_CHAIN")) return "";
     if (dev.info().cc_major < 9) return "";  // thread-block clusters start with Hopper
     const int nk = int(plan.kernels.size());
     auto layer_ok = [&](int i) {
@@ -667,7 +667,9 @@ struct CudaExecutor::Impl {
     co.sm_count = info.sm_count;
     src = generate_cuda(g, plan, co);
     src.text += chain_src;
-    NvrtcCompiler nv(info.arch(), opts.cache_dir.empty() ? default_cuda_cache_dir() : opts.cache_dir + "/cuda");
+    NvrtcCompiler nv(info.arch(),
+                     opts.cache_dir.empty() ? default_cuda_cache_dir() : opts.cache_dir + "/cuda",
+                     opts.dump_dir);
     CompiledKernel ck = nv.compile(src.text, "brrr_model");
     compile_ms = ck.compile_ms;
     from_cache = ck.from_cache;
@@ -1052,7 +1054,8 @@ RunProfile CudaExecutor::profile(const std::map<std::string, Tensor>& inputs, in
   if (!m.spin_module) {
     NvrtcCompiler nv(m.dev.info().arch(), m.opts.cache_dir.empty()
                                               ? default_cuda_cache_dir()
-                                              : m.opts.cache_dir + "/cuda");
+                                              : m.opts.cache_dir + "/cuda",
+                     m.opts.dump_dir);
     m.spin_module = std::make_unique<Module>(nv.compile(kSpinSource, "brrr_spin").cubin, "spin");
     m.spin = m.spin_module->function("brrr_spin");
   }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "brrr/error.hpp"
+#include "core/env.hpp"
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
@@ -20,8 +21,7 @@ struct Loaded {
 
 Loaded load() {
   Loaded l;
-  std::string name = "libcudnn.so.9";
-  if (const char* env = std::getenv("BRRR_CUDNN_LIB"); env && *env) name = env;
+  std::string name = env::text("BRRR_CUDNN_LIB");
   void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* e = dlerror();

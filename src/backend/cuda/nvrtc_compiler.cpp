@@ -1,77 +1,32 @@
 #include "backend/cuda/nvrtc_compiler.hpp"
 
 #include <nvrtc.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <string_view>
 
 #include "brrr/error.hpp"
+#include "core/env.hpp"
+#include "core/failed_compile.hpp"
+#include "core/file_io.hpp"
+#include "core/kernel_cache.hpp"
 
 namespace brrr::cuda {
 namespace fs = std::filesystem;
 
 namespace {
 
-// FNV-1a 64 with a seed; two seeds give the 128-bit cache key.
-std::uint64_t fnv1a(const std::string& s, std::uint64_t h) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-std::string hex128(const std::string& s) {
-  return fmt::format("{:016x}{:016x}", fnv1a(s, 0xcbf29ce484222325ull),
-                     fnv1a(s, 0x84222325cbf29ce4ull));
-}
-
 void check_nvrtc(nvrtcResult r, const char* call, const std::string& name) {
   if (r != NVRTC_SUCCESS)
     fail("NVRTC call {} failed for kernel {}: {}", call, name, nvrtcGetErrorString(r));
 }
 
-bool read_file(const fs::path& p, std::string& out) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) return false;
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  out = ss.str();
-  return static_cast<bool>(f) || f.eof();
-}
-
-// Write to a unique temp file in the same folder, then rename: readers never see a partial file
-// and concurrent writers of the same key both end with a whole one.
-void write_atomic(const fs::path& p, const std::string& data) {
-  static std::atomic<int> counter{0};
-  fs::path tmp = p;
-  tmp += fmt::format(".tmp.{}.{}", ::getpid(), counter++);
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) return;  // an unwritable cache is not an error: we still have the cubin
-    f.write(data.data(), static_cast<std::streamsize>(data.size()));
-    if (!f) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return;
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, p, ec);
-  if (ec) fs::remove(tmp, ec);
-}
-
 }  // namespace
 
 std::string default_cuda_cache_dir() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/brrr/cuda";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/brrr/cuda";
-  return "";
+  std::string d = env::user_cache_dir();
+  return d.empty() ? "" : d + "/cuda";
 }
 
 std::string nvrtc_version() {
@@ -80,8 +35,8 @@ std::string nvrtc_version() {
   return fmt::format("{}.{}", major, minor);
 }
 
-NvrtcCompiler::NvrtcCompiler(std::string arch, std::string cache_dir)
-    : arch_(std::move(arch)), cache_dir_(std::move(cache_dir)) {
+NvrtcCompiler::NvrtcCompiler(std::string arch, std::string cache_dir, std::string dump_dir)
+    : arch_(std::move(arch)), cache_dir_(std::move(cache_dir)), dump_dir_(std::move(dump_dir)) {
   BRRR_CHECK(arch_.rfind("sm_", 0) == 0, "NVRTC target '{}' is not of the form sm_XX", arch_);
 }
 
@@ -96,30 +51,28 @@ std::vector<std::string> NvrtcCompiler::flags(const CompileOptions& opts) const 
 CompiledKernel NvrtcCompiler::compile(const std::string& source, const std::string& name,
                                       const CompileOptions& opts) const {
   const std::vector<std::string> fl = flags(opts);
-  if (const char* dump = std::getenv("BRRR_DUMP_DIR"); dump && *dump) {
+  std::string dump = dump_dir_.empty() ? env::text("BRRR_DUMP_DIR") : dump_dir_;
+  if (!dump.empty()) {
     std::error_code ec;
     fs::create_directories(dump, ec);
-    std::ofstream(fs::path(dump) / (name + ".cu")) << source;
+    std::string why;
+    if (!try_write_file((fs::path(dump) / (name + ".cu")).string(), source, &why))
+      fail("BRRR_DUMP_DIR: {}", why);
   }
 
   std::string key_text = "brrr-cuda-v1\n" + nvrtc_version() + "\n" + arch_ + "\n";
   for (const auto& f : fl) key_text += f + "\n";
   key_text += scalar_ops_header_text();
   key_text += "\n--source--\n" + source;
-  const std::string key = hex128(key_text);
+  const std::string key = content_hash(key_text);
 
-  const bool use_cache = !cache_dir_.empty() && !std::getenv("BRRR_DISABLE_CACHE");
-  const fs::path bin = fs::path(cache_dir_) / (key + ".cubin");
-  const fs::path sum = fs::path(cache_dir_) / (key + ".hash");
-  if (use_cache) {
-    std::string data, stored;
-    // The hash beside the cubin catches truncated or corrupted files: mismatch -> recompile.
-    if (read_file(bin, data) && read_file(sum, stored) && !data.empty() && stored == hex128(data)) {
-      CompiledKernel k;
-      k.cubin.assign(data.begin(), data.end());
-      k.from_cache = true;
-      return k;
-    }
+  // A read-only cache folder still serves hits; publishing into it fails quietly.
+  KernelCache cache(cache_dir_, ".cubin");
+  if (auto hit = cache.lookup(key)) {
+    CompiledKernel k;
+    k.cubin.assign(hit->begin(), hit->end());
+    k.from_cache = true;
+    return k;
   }
 
   auto t0 = std::chrono::steady_clock::now();
@@ -139,8 +92,13 @@ CompiledKernel NvrtcCompiler::compile(const std::string& source, const std::stri
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   if (cr != NVRTC_SUCCESS) {
     nvrtcDestroyProgram(&prog);
-    fail("NVRTC failed to compile kernel {} for {}: {}\n{}", name, arch_, nvrtcGetErrorString(cr),
-         log);
+    // One line: the first error, and where the source and NVRTC's whole log are kept.
+    std::string folder = cache_dir_.empty() ? KernelCache::private_temp_dir()
+                                            : KernelCache::writable_dir(cache_dir_);
+    std::string file = dump.empty() ? name + "_" + key + ".cu" : name + ".cu";
+    KeptFailure kept = keep_failed_compile(dump, folder, file, "", source, log);
+    fail("NVRTC failed to compile kernel {} for {}: {}: {}; log: {}; source: {}", name, arch_,
+         nvrtcGetErrorString(cr), first_error_line(log), kept.log, kept.source);
   }
   size_t n = 0;
   CompiledKernel k;
@@ -155,13 +113,7 @@ CompiledKernel NvrtcCompiler::compile(const std::string& source, const std::stri
   k.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
-  if (use_cache) {
-    std::error_code ec;
-    fs::create_directories(cache_dir_, ec);
-    const std::string data(k.cubin.begin(), k.cubin.end());
-    write_atomic(bin, data);
-    write_atomic(sum, hex128(data));  // written second: a reader that sees it sees the cubin
-  }
+  cache.publish(key, std::string_view(k.cubin.data(), k.cubin.size()));
   return k;
 }
 

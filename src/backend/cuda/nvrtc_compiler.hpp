@@ -1,5 +1,5 @@
-// CUDA C++ source -> cubin (SASS for the present device) through NVRTC, cached on disk like the
-// CPU backend's objects: key = hash(source, embedded headers, NVRTC version, options, arch).
+// CUDA C++ source -> cubin (SASS for the present device) through NVRTC, cached in the KernelCache
+// the CPU backend uses too: key = hash(source, embedded headers, NVRTC version, options, arch).
 #pragma once
 #include <string>
 #include <vector>
@@ -29,9 +29,11 @@ const char* scalar_ops_header_text();
 class NvrtcCompiler {
  public:
   // arch like "sm_90" (DeviceInfo::arch()); NVRTC needs no device, so this works anywhere.
-  explicit NvrtcCompiler(std::string arch, std::string cache_dir = default_cuda_cache_dir());
-  // Compile errors throw brrr::Error with the kernel name and NVRTC's log. BRRR_DUMP_DIR, when
-  // set, receives <name>.cu.
+  // cache_dir "" (or BRRR_DISABLE_CACHE=1): no cache. dump_dir "": $BRRR_DUMP_DIR; when set, it
+  // receives <name>.cu.
+  explicit NvrtcCompiler(std::string arch, std::string cache_dir = default_cuda_cache_dir(),
+                         std::string dump_dir = "");
+  // Compile errors throw brrr::Error with the kernel name and NVRTC's log.
   CompiledKernel compile(const std::string& source, const std::string& name,
                          const CompileOptions& opts = {}) const;
   const std::string& arch() const { return arch_; }
@@ -42,6 +44,7 @@ class NvrtcCompiler {
  private:
   std::string arch_;
   std::string cache_dir_;
+  std::string dump_dir_;
 };
 
 }  // namespace brrr::cuda

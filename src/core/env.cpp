@@ -1,0 +1,144 @@
+#include "core/env.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "brrr/error.hpp"
+
+namespace brrr::env {
+
+namespace {
+
+constexpr int64_t kMaxI = std::numeric_limits<int64_t>::max();
+
+const Switch kSwitches[] = {
+    {"BRRR_DEBUG", Kind::Int, "0", "", 0, 2,
+     "1: one line per kernel on stderr; 2: also the IR after each pass"},
+    {"BRRR_DUMP_DIR", Kind::Path, "", "", 0, 0,
+     "writes every generated kernel source (C++ and CUDA) there, and keeps failed ones"},
+    {"BRRR_DISABLE_FUSION", Kind::Flag, "0", "", 0, 0, "one generated kernel per op"},
+    {"BRRR_DISABLE_GRAPHS", Kind::Flag, "0", "", 0, 0, "CUDA: no CUDA Graphs"},
+    {"BRRR_DISABLE_CONCAT_SPLIT", Kind::Flag, "0", "", 0, 0,
+     "CPU: keep channel Concats that feed group-1 convs"},
+    {"BRRR_MAX_TENSOR_BYTES", Kind::Size, "8589934592", "", 1, kMaxI,
+     "largest tensor brrr allocates, in bytes"},
+    {"BRRR_COMPILE_TIMEOUT", Kind::Seconds, "300", "", 1, 86400,
+     "time limit of one run-time C++ compile"},
+    {"BRRR_CXX", Kind::Path, "", "", 0, 0,
+     "C++ compiler for generated kernels (else $CXX, else g++)"},
+    {"BRRR_DISABLE_CACHE", Kind::Flag, "0", "", 0, 0,
+     "never read or write the on-disk kernel caches"},
+    {"BRRR_DISABLE_GEMM_CHAIN", Kind::Flag, "0", "", 0, 0,
+     "CUDA: small-batch GEMM chains as one cuBLASLt call per layer"},
+    {"BRRR_CUDNN_LIB", Kind::Path, "libcudnn.so.9", "", 0, 0, "CUDA: the cuDNN library to load"},
+    {"BRRR_DISABLE_WINOGRAD", Kind::Flag, "0", "", 0, 0, "CPU: no Winograd 3x3 convs"},
+    {"BRRR_CONV_LAYOUT", Kind::Enum, "", "nhwc|blocked|plain", 0, 0,
+     "CPU: activation layout between library kernels (default: by CPU)"},
+    {"BRRR_NO_NHWC", Kind::Flag, "0", "", 0, 0, "CPU: every activation NCHW"},
+    {"BRRR_NO_PREPACK", Kind::Flag, "0", "", 0, 0,
+     "CPU: oneDNN matmuls read constant weights as stored"},
+};
+
+const Switch& find(const char* name, Kind want) {
+  for (const Switch& s : kSwitches)
+    if (std::strcmp(s.name, name) == 0) {
+      BRRR_ASSERT(s.kind == want, "switch read with the wrong type");
+      return s;
+    }
+  BRRR_ASSERT(false, "switch not declared in core/env.cpp");
+  __builtin_unreachable();
+}
+
+// The value, or "" when unset (an empty value means unset too).
+std::string value_of(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// Strict decimal: digits only (no sign, spaces or suffix), within [lo, hi].
+int64_t number(const Switch& s, const char* what) {
+  std::string v = value_of(s.name);
+  if (v.empty()) v = s.default_value;
+  bool digits = !v.empty() && v.size() <= 19 && v.find_first_not_of("0123456789") == v.npos;
+  errno = 0;
+  long long n = digits ? std::strtoll(v.c_str(), nullptr, 10) : 0;
+  if (!digits || errno != 0 || n < s.lo || n > s.hi)
+    fail("{}='{}' is not valid: expected {} from {} to {}", s.name, v, what, s.lo, s.hi);
+  return n;
+}
+
+}  // namespace
+
+const std::vector<Switch>& switches() {
+  static const std::vector<Switch> all(std::begin(kSwitches), std::end(kSwitches));
+  return all;
+}
+
+bool flag(const char* name) {
+  const Switch& s = find(name, Kind::Flag);
+  std::string v = value_of(s.name);
+  if (v.empty() || v == "0") return false;
+  if (v == "1") return true;
+  fail("{}='{}' is not valid: expected 1 (on), 0 or unset (off)", s.name, v);
+}
+
+int64_t integer(const char* name) {
+  return number(find(name, Kind::Int), "a whole number");
+}
+
+size_t size(const char* name) {
+  return size_t(number(find(name, Kind::Size), "a size in bytes"));
+}
+
+int seconds(const char* name) {
+  return int(number(find(name, Kind::Seconds), "a whole number of seconds"));
+}
+
+std::string text(const char* name) {
+  const Switch* s = nullptr;
+  for (const Switch& e : kSwitches)
+    if (std::strcmp(e.name, name) == 0) s = &e;
+  BRRR_ASSERT(s && (s->kind == Kind::Path || s->kind == Kind::Enum), "switch is not text");
+  std::string v = value_of(s->name);
+  if (v.empty()) return s->default_value;
+  if (s->kind == Kind::Enum) {
+    std::string acc = s->accepted;
+    bool ok = false;
+    for (size_t p = 0; p <= acc.size();) {
+      size_t q = acc.find('|', p);
+      if (q == acc.npos) q = acc.size();
+      ok = ok || acc.compare(p, q - p, v) == 0 && q - p == v.size();
+      p = q + 1;
+    }
+    if (!ok) fail("{}='{}' is not valid: expected one of {} (or unset)", s->name, v, acc);
+  }
+  return v;
+}
+
+std::optional<std::string> raw(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return std::nullopt;
+  return std::string(v);
+}
+
+std::string user_cache_dir() {
+  std::string x = value_of("XDG_CACHE_HOME"), h = value_of("HOME");
+  if (!x.empty()) return x + "/brrr";
+  if (!h.empty()) return h + "/.cache/brrr";
+  return "";
+}
+
+std::string temp_dir() {
+  std::string t = value_of("TMPDIR");
+  return t.empty() ? "/tmp" : t;
+}
+
+std::string cxx() {
+  std::string b = text("BRRR_CXX"), c = value_of("CXX");
+  if (!b.empty()) return b;
+  return c.empty() ? "g++" : c;
+}
+
+}  // namespace brrr::env

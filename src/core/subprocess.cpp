@@ -1,0 +1,142 @@
+#include "core/subprocess.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <optional>
+
+#include "core/cleanup.hpp"
+#include "core/env.hpp"
+
+namespace brrr {
+
+namespace {
+
+// The program's path, found on $PATH here: the child may only make async-signal-safe calls.
+std::string resolve(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) return prog;
+  std::string path = env::raw("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
+  for (size_t p = 0; p <= path.size();) {
+    size_t q = path.find(':', p);
+    if (q == std::string::npos) q = path.size();
+    std::string dir = q > p ? path.substr(p, q - p) : ".";
+    std::string cand = dir + "/" + prog;
+    if (::access(cand.c_str(), X_OK) == 0) return cand;
+    p = q + 1;
+  }
+  return "";
+}
+
+}  // namespace
+
+ProcessResult run_process(const std::vector<std::string>& argv, int timeout_s, size_t max_output) {
+  ProcessResult r;
+  std::string exe = argv.empty() ? "" : resolve(argv[0]);
+  if (exe.empty()) {
+    r.exec_errno = ENOENT;
+    return r;
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  int out[2], err[2];  // output; exec's errno (closed by a successful exec)
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    r.exec_errno = errno;
+    return r;
+  }
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    r.exec_errno = errno;
+    ::close(out[0]), ::close(out[1]);
+    return r;
+  }
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // Child: async-signal-safe calls only. The death signal follows the forking thread, which
+    // waits for this process, so it fires exactly when brrr dies.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // brrr died before prctl took effect
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::sigaction(s, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    ::execv(exe.c_str(), args.data());
+    int e = errno;
+    (void)!::write(err[1], &e, sizeof e);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  if (pid < 0) {
+    r.exec_errno = errno;
+    ::close(out[0]), ::close(err[0]);
+    return r;
+  }
+  ::setpgid(pid, pid);  // also here, so the group exists before anyone signals it
+  std::optional<ChildGroupGuard> guard(std::in_place, pid);
+  int e = 0;
+  ssize_t n;
+  while ((n = ::read(err[0], &e, sizeof e)) < 0 && errno == EINTR) {
+  }
+  if (n == sizeof e) r.exec_errno = e;
+  ::close(err[0]);
+
+  using Clock = std::chrono::steady_clock;
+  auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  bool eof = false, exited = false;
+  while (!(eof && exited)) {
+    // Not reaped yet (WNOWAIT): while it is a zombie its pid, the group id, cannot be reused.
+    siginfo_t info{};
+    if (!exited && ::waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == pid) {
+      exited = true;
+      ::kill(-pid, SIGKILL);  // strays it left in its group would hold the pipe open
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0 && !r.timed_out) {
+      r.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      deadline = Clock::now() + std::chrono::seconds(5);  // to reap it and drain the pipe
+      continue;
+    }
+    if (left.count() <= 0) break;  // the group is gone but something still holds the pipe
+    if (eof) {
+      ::usleep(10000);
+      continue;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    if (::poll(&p, 1, int(std::min<long long>(left.count(), 50))) <= 0) continue;
+    char buf[8192];
+    ssize_t got = ::read(out[0], buf, sizeof buf);
+    if (got > 0) {
+      size_t room = max_output - std::min(max_output, r.output.size());
+      r.output.append(buf, std::min(size_t(got), room));
+    } else if (got == 0 || errno != EINTR) {
+      eof = true;
+    }
+  }
+  ::close(out[0]);
+  ::kill(-pid, SIGKILL);  // whatever the program left running in its group
+  guard.reset();
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  return r;
+}
+
+}  // namespace brrr
