@@ -6,6 +6,8 @@
 #   BRRR_JOBS=N  build parallelism (default: number of cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+T0=$(date +%s)
+since() { echo "$(( $(date +%s) - T0 )) s"; }
 
 PACKAGES=(g++ cmake ninja-build python3-venv libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libsleef-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
@@ -23,6 +25,7 @@ if ((${#missing[@]})); then
   [[ $(id -u) -ne 0 ]] && SUDO=sudo
   $SUDO apt-get update
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+  echo "setup: Debian packages installed at $(since)"
 fi
 
 # The venv generates the ONNX node tests and CLI fixtures; brrr itself does not need Python.
@@ -36,8 +39,9 @@ if [[ "$have" != "$want" ]]; then
   "$PY" -m venv .venv
   .venv/bin/python -m pip install --quiet --disable-pip-version-check \
     "onnx==$ONNX_VERSION" "numpy==$NUMPY_VERSION"
+  echo "setup: .venv ready at $(since)"
 fi
 
 [[ -f build/build.ninja ]] || cmake -S . -B build -G Ninja
 ninja -C build -j"${BRRR_JOBS:-$(nproc)}"
-echo "setup: done; the CLI is ./build/brrr"
+echo "setup: done at $(since); the CLI is ./build/brrr"
