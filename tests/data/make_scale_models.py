@@ -7,7 +7,11 @@
   reshape_transpose  Transpose(perm 1,0) and Reshape back, alternating (N nodes)
   add_const          x -> Add(c_1) -> Add(c_2) -> ... (N distinct [64] initializers)
 
-usage: make_scale_models.py OUT_DIR N [SHAPE ...]   (writes OUT_DIR/SHAPE_N.onnx)
+Each model gets a test_data_set_0 (a random input, and the output numpy computes in the same
+order of float32 operations), so `brrr run MODEL --data DIR --check` checks the result.
+
+usage: make_scale_models.py OUT_DIR N [SHAPE ...]
+       (writes OUT_DIR/SHAPE_N/model.onnx and OUT_DIR/SHAPE_N/test_data_set_0/)
 """
 import os
 import sys
@@ -30,7 +34,7 @@ def model(name, nodes, inits, x_shape, y_shape, y_name):
 
 def relu_chain(n):
     nodes = [helper.make_node("Relu", ["x" if i == 0 else f"t{i-1}"], [f"t{i}"]) for i in range(n)]
-    return model("relu_chain", nodes, [], [1, W], [1, W], f"t{n-1}")
+    return model("relu_chain", nodes, [], [1, W], [1, W], f"t{n-1}"), lambda x: np.maximum(x, 0)
 
 
 def wide(n):
@@ -42,6 +46,7 @@ def wide(n):
         nodes.append(helper.make_node("Mul", ["x", f"s{i}"], [f"m{i}"]))
         level.append(f"m{i}")
     k = 0
+    tree = [level]  # names per level, for the expected output
     while len(level) > 1:
         nxt = []
         for j in range(0, len(level) - 1, 2):
@@ -51,7 +56,14 @@ def wide(n):
         if len(level) % 2:
             nxt.append(level[-1])
         level = nxt
-    return model("wide", nodes, inits, [1, W], [1, W], level[0])
+
+    def expect(x):
+        vals = [x * numpy_helper.to_array(t) for t in inits]
+        while len(vals) > 1:
+            nxt = [vals[j] + vals[j + 1] for j in range(0, len(vals) - 1, 2)]
+            vals = nxt + ([vals[-1]] if len(vals) % 2 else [])
+        return vals[0]
+    return model("wide", nodes, inits, [1, W], [1, W], level[0]), expect
 
 
 def sum_inputs(n):
@@ -59,7 +71,12 @@ def sum_inputs(n):
     inits = [numpy_helper.from_array(rng.uniform(-1, 1, W).astype(np.float32), f"c{i}")
              for i in range(1, n)]
     nodes = [helper.make_node("Sum", ["x"] + [f"c{i}" for i in range(1, n)], ["y"])]
-    return model("sum", nodes, inits, [1, W], [1, W], "y")
+
+    def expect(x):
+        for t in inits:
+            x = x + numpy_helper.to_array(t)
+        return x
+    return model("sum", nodes, inits, [1, W], [1, W], "y"), expect
 
 
 def reshape_transpose(n):
@@ -71,7 +88,8 @@ def reshape_transpose(n):
         else:
             nodes.append(helper.make_node("Reshape", [prev, "shape"], [f"t{i}"]))
         prev = f"t{i}"
-    return model("reshape_transpose", nodes, [shape], [8, 8], [8, 8], prev)
+    return (model("reshape_transpose", nodes, [shape], [8, 8], [8, 8], prev),
+            lambda x: x.T.copy() if (n + 1) // 2 % 2 else x)
 
 
 def add_const(n):
@@ -80,7 +98,11 @@ def add_const(n):
              for i in range(n)]
     nodes = [helper.make_node("Add", ["x" if i == 0 else f"t{i-1}", f"c{i}"], [f"t{i}"])
              for i in range(n)]
-    return model("add_const", nodes, inits, [1, W], [1, W], f"t{n-1}")
+    def expect(x):
+        for t in inits:
+            x = x + numpy_helper.to_array(t)
+        return x
+    return model("add_const", nodes, inits, [1, W], [1, W], f"t{n-1}"), expect
 
 
 SHAPES = {"relu_chain": relu_chain, "wide": wide, "sum": sum_inputs,
@@ -91,8 +113,17 @@ def main():
     out, n = sys.argv[1], int(sys.argv[2])
     os.makedirs(out, exist_ok=True)
     for s in sys.argv[3:] or SHAPES:
-        m = SHAPES[s](n)
-        onnx.save(m, os.path.join(out, f"{s}_{n}.onnx"))
+        m, expect = SHAPES[s](n)
+        d = os.path.join(out, f"{s}_{n}")
+        os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+        onnx.save(m, os.path.join(d, "model.onnx"))
+        shape = [v.dim_value for v in m.graph.input[0].type.tensor_type.shape.dim]
+        x = np.random.default_rng(n).uniform(-1, 1, shape).astype(np.float32)
+        y = expect(x).astype(np.float32)
+        for name, t in (("input_0.pb", numpy_helper.from_array(x, "x")),
+                        ("output_0.pb", numpy_helper.from_array(y, m.graph.output[0].name))):
+            with open(os.path.join(d, "test_data_set_0", name), "wb") as f:
+                f.write(t.SerializeToString())
 
 
 if __name__ == "__main__":
