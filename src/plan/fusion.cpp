@@ -55,7 +55,7 @@ struct Group {
 // The largest fused kernel, in expressions: g++ takes superlinear time on one huge function, so
 // a longer chain continues in a new kernel (whose body is usually identical to the last one's and
 // so is generated once, see codegen_cpp.cpp).
-constexpr size_t kMaxKernelExprs = 256;
+constexpr size_t kMaxKernelExprs = 128;
 
 // Generated kernels compute in float32; with `float16` they may also load and store bfloat16
 // and float16 buffers (converted in registers; the CUDA emitter does, the C++ one does not), and
