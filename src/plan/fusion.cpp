@@ -359,18 +359,24 @@ class Fuser {
   }
 
   // Does kernel h read (transitively) from kernel g?
-  bool depends_on(int h, int g) const {
-    std::vector<int> stack{h};
-    std::set<int> seen;
-    while (!stack.empty()) {
-      int k = stack.back();
-      stack.pop_back();
+  bool depends_on(int h, int g) {
+    // Visited marks are a stamp per kernel, not a set per call (wide graphs ask this often).
+    seen_.resize(groups_.size(), 0);
+    ++stamp_;
+    stack_.assign(1, h);
+    while (!stack_.empty()) {
+      int k = stack_.back();
+      stack_.pop_back();
       if (k == g) return true;
-      if (!seen.insert(k).second) continue;
-      for (int r : reads_[size_t(k)]) stack.push_back(r);
+      if (seen_[size_t(k)] == stamp_) continue;
+      seen_[size_t(k)] = stamp_;
+      for (int r : reads_[size_t(k)]) stack_.push_back(r);
     }
     return false;
   }
+  std::vector<unsigned> seen_;
+  std::vector<int> stack_;
+  unsigned stamp_ = 0;
   void note_reads(int gi, const Node& node) {
     for (int i : node.inputs)
       if (i >= 0 && kernel_of_value_[i] >= 0 && kernel_of_value_[i] != gi)

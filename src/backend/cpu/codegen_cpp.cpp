@@ -340,11 +340,7 @@ CppSource generate_cpp(const Graph& g, const plan::Plan& p, const CodegenOptions
     }
     if (part.empty()) part = pre;
     part_of[f] = int(src.parts.size());
-    const Kernel& k0 = p.kernels[users[f][0]];
-    part += users[f].size() == 1
-                ? fmt::format("// {}\n", k0.name)
-                : fmt::format("// {} and {} more\n", k0.name, users[f].size() - 1);
-    part += funcs[f];
+    part += funcs[f];  // no kernel names: models with the same functions share cache entries
   }
   src.parts.push_back(std::move(part));
   for (size_t f = 0; f < funcs.size(); ++f)
