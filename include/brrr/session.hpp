@@ -31,8 +31,10 @@ struct SessionOptions {
   std::map<std::string, Shape> input_shapes;
   std::string cache_dir;  // kernel cache; empty: $XDG_CACHE_HOME/brrr or ~/.cache/brrr
   std::string dump_dir;   // empty: $BRRR_DUMP_DIR
-  // CPU: source bytes of generated functions per translation unit; 0: the default (1 MiB).
+  // CPU: a large generated module is split into one translation unit per cpp_part_bytes of
+  // source (0: 128 KiB), at most cpp_max_parts (0: one per hardware thread), compiled in parallel.
   size_t cpp_part_bytes = 0;
+  int cpp_max_parts = 0;
 };
 
 struct MemoryStats {

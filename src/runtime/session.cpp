@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #ifdef BRRR_HAVE_CUDA
 #include "backend/cuda/cuda_executor.hpp"
@@ -258,6 +259,8 @@ void Session::Impl::build() {
     cpu::CodegenOptions co;
     co.vector_math = cpu::sleef_gnuabi_available();
     if (opts.cpp_part_bytes > 0) co.part_bytes = opts.cpp_part_bytes;
+    co.max_parts = opts.cpp_max_parts > 0 ? opts.cpp_max_parts
+                                          : int(std::max(1u, std::thread::hardware_concurrency()));
     cpu::CppSource src = cpu::generate_cpp(g, plan, co);
     phase("codegen");
     cpu::CompileOptions cc;

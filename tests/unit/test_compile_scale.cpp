@@ -141,9 +141,12 @@ TEST(CompileScale, LargeModuleSplitsIntoTranslationUnits) {
   }
   SessionOptions o;
   o.cpp_part_bytes = 1;
+  o.cpp_max_parts = 64;
   Session s = check(b.g, o);
   EXPECT_EQ(s.num_generated_functions(), 6);
   EXPECT_EQ(s.num_translation_units(), 6);
+  o.cpp_max_parts = 4;  // ...or as many as allowed, each with whole functions
+  EXPECT_EQ(check(b.g, o).num_translation_units(), 4);
   SessionOptions one;  // the default keeps a module this small in one unit
   EXPECT_EQ(check(b.g, one).num_translation_units(), 1);
 }

@@ -328,16 +328,26 @@ CppSource generate_cpp(const Graph& g, const plan::Plan& p, const CodegenOptions
   }
   src.num_functions = funcs.size();
   if (funcs.empty()) return src;
-  // A large module becomes several translation units (compiled in parallel, cached one by one):
-  // consecutive functions up to part_bytes of source each.
+  // A large module becomes several translation units compiled in parallel (each also pays for
+  // the preamble, about 1 s with immintrin.h): one per part_bytes of functions, at most
+  // max_parts, of about equal size.
   const std::string pre = preamble(opts);
+  size_t total = 0;
+  for (const auto& f : funcs) total += f.size();
+  size_t parts = std::clamp<size_t>((total + opts.part_bytes - 1) / std::max<size_t>(opts.part_bytes, 1),
+                                    1, size_t(std::max(opts.max_parts, 1)));
+  // Function f goes to the part its midpoint falls in (whole functions; empty parts vanish).
   std::string part;
   std::vector<int> part_of(funcs.size());
+  size_t before = 0, last = 0;
   for (size_t f = 0; f < funcs.size(); ++f) {
-    if (!part.empty() && part.size() - pre.size() + funcs[f].size() > opts.part_bytes) {
+    size_t want = std::min(parts - 1, (before + funcs[f].size() / 2) * parts / std::max<size_t>(total, 1));
+    before += funcs[f].size();
+    if (!part.empty() && want != last) {
       src.parts.push_back(std::move(part));
       part.clear();
     }
+    last = want;
     if (part.empty()) part = pre;
     part_of[f] = int(src.parts.size());
     part += funcs[f];  // no kernel names: models with the same functions share cache entries

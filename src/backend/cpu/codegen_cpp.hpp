@@ -25,8 +25,10 @@ struct CppSource {
 
 struct CodegenOptions {
   bool vector_math = true;  // declare libm functions `omp declare simd` (SLEEF GNU-ABI vectors)
-  // Source bytes of functions per translation unit (one function may exceed it).
-  size_t part_bytes = size_t(1) << 20;
+  // A module is split into one translation unit per part_bytes of functions (g++ takes about
+  // 1 s per 64 KB at -O3), at most max_parts of them (compile_parts runs one per core).
+  size_t part_bytes = size_t(128) << 10;
+  int max_parts = 1;
 };
 
 CppSource generate_cpp(const Graph& g, const plan::Plan& p, const CodegenOptions& opts);
