@@ -28,6 +28,11 @@ void eliminate_dead_nodes(Graph& g);
 // a shape-inferred graph (src/passes/distribute_concat.cpp).
 bool distribute_concat(Graph& g);
 
+// Rewrites float32 Sum, Min and Max nodes with more than 8 inputs into chains of nodes with at most
+// 8 inputs, folding in the same order; returns true when it changed the graph. Runs on a
+// shape-inferred graph (src/passes/split_variadic.cpp).
+bool split_variadic(Graph& g);
+
 // Prints the graph to stderr after a pass when BRRR_DEBUG >= 2.
 void debug_dump(const Graph& g, const char* after_pass);
 int debug_level();

@@ -31,6 +31,10 @@ struct SessionOptions {
   std::map<std::string, Shape> input_shapes;
   std::string cache_dir;  // kernel cache; empty: $XDG_CACHE_HOME/brrr or ~/.cache/brrr
   std::string dump_dir;   // empty: $BRRR_DUMP_DIR
+  // CPU: a large generated module is split into one translation unit per cpp_part_bytes of
+  // source (0: 128 KiB), at most cpp_max_parts (0: one per hardware thread), compiled in parallel.
+  size_t cpp_part_bytes = 0;
+  int cpp_max_parts = 0;
 };
 
 struct MemoryStats {
@@ -69,6 +73,10 @@ class Session {
   int num_kernels(const std::string& kind) const;
   // Nodes per kernel, in execution order (node indices into graph()).
   std::vector<std::vector<int>> kernel_nodes() const;
+  // CPU: distinct generated functions (fused kernels with the same body share one), and the
+  // translation units they were compiled in.
+  int num_generated_functions() const;
+  int num_translation_units() const;
 
  private:
   struct Impl;

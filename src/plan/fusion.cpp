@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "brrr/op.hpp"
 #include "plan/kernel_ir.hpp"
@@ -46,7 +47,15 @@ struct Group {
   Kernel k;
   std::map<int, KVal> vals;  // graph value id -> in-kernel value
   bool fused = false;        // a Fused kernel others may join
+  // (buffer, offset, level, strides) -> the Load expression reading it, so a kernel with many
+  // loads finds its duplicates without a scan.
+  std::map<std::tuple<int, int64_t, int, std::vector<int64_t>>, int> loads;
 };
+
+// The largest fused kernel, in expressions: g++ takes superlinear time on one huge function, so
+// a longer chain continues in a new kernel (whose body is usually identical to the last one's and
+// so is generated once, see codegen_cpp.cpp).
+constexpr size_t kMaxKernelExprs = 128;
 
 // Generated kernels compute in float32; with `float16` they may also load and store bfloat16
 // and float16 buffers (converted in registers; the CUDA emitter does, the C++ one does not), and
@@ -290,6 +299,7 @@ class Fuser {
       c.kind = Expr::Const;
       c.level = 1;
       c.constant = float(val.constant.at_double(0));
+      c.value = v;  // the C++ emitter reads it through its pointer (kernels then share code)
       if (!std::isnan(c.constant)) c.lo = c.hi = c.constant;
       return add_expr(G, c);
     }
@@ -316,14 +326,10 @@ class Fuser {
     e.offset = off;
     e.level = (!st.empty() && st.back() != 0) ? 0 : 1;
     if (S.empty()) e.level = 0;
-    for (size_t i = 0; i < G.k.exprs.size(); ++i) {  // one load per buffer view, however many readers
-      const Expr& x = G.k.exprs[i];
-      if (x.kind == Expr::Load && x.value == e.value && x.strides == e.strides &&
-          x.offset == e.offset && x.level == e.level)
-        return int(i);
-    }
-    int id = add_expr(G, e);
-    return id;
+    // One load per buffer view, however many readers.
+    auto [it, fresh] = G.loads.try_emplace({e.value, e.offset, e.level, e.strides}, -1);
+    if (fresh) it->second = add_expr(G, std::move(e));
+    return it->second;
   }
 
   int pw(Group& G, std::string code, std::vector<int> args) {
@@ -353,18 +359,24 @@ class Fuser {
   }
 
   // Does kernel h read (transitively) from kernel g?
-  bool depends_on(int h, int g) const {
-    std::vector<int> stack{h};
-    std::set<int> seen;
-    while (!stack.empty()) {
-      int k = stack.back();
-      stack.pop_back();
+  bool depends_on(int h, int g) {
+    // Visited marks are a stamp per kernel, not a set per call (wide graphs ask this often).
+    seen_.resize(groups_.size(), 0);
+    ++stamp_;
+    stack_.assign(1, h);
+    while (!stack_.empty()) {
+      int k = stack_.back();
+      stack_.pop_back();
       if (k == g) return true;
-      if (!seen.insert(k).second) continue;
-      for (int r : reads_[size_t(k)]) stack.push_back(r);
+      if (seen_[size_t(k)] == stamp_) continue;
+      seen_[size_t(k)] = stamp_;
+      for (int r : reads_[size_t(k)]) stack_.push_back(r);
     }
     return false;
   }
+  std::vector<unsigned> seen_;
+  std::vector<int> stack_;
+  unsigned stamp_ = 0;
   void note_reads(int gi, const Node& node) {
     for (int i : node.inputs)
       if (i >= 0 && kernel_of_value_[i] >= 0 && kernel_of_value_[i] != gi)
@@ -384,6 +396,9 @@ class Fuser {
   std::string can_join(const Group& G, int gi, int n, const NodeInfo& info) {
     const Node& node = g_.nodes[n];
     const Shape& S = G.k.space;
+    if (G.k.exprs.size() >= kMaxKernelExprs)
+      return fmt::format("the kernel has {} expressions, the most one generated function gets",
+                         G.k.exprs.size());
     for (int i : node.inputs) {
       if (i < 0 || in_group(G, i)) continue;
       int pk = kernel_of_value_[i];

@@ -25,7 +25,7 @@ struct Expr {
   int value = -1;
   std::vector<int64_t> strides;
   int64_t offset = 0;
-  float constant = 0;       // Const
+  float constant = 0;       // Const (value: the scalar initializer it came from, or -1)
   std::string code;         // Pointwise: C expression over {0}, {1}, ... (OpDef::pointwise)
   std::vector<int> args;    // Pointwise arguments, or the single Reduce argument (expr ids)
   ReduceKind reduce = ReduceKind::Sum;

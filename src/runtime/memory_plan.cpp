@@ -5,6 +5,66 @@
 
 namespace brrr::runtime {
 
+namespace {
+
+// The requests whose lifetimes overlap a given one, without looking at all others: those alive at
+// its first kernel (a segment tree over kernel indices, each lifetime stored in O(log T) nodes),
+// plus those that start later within it (a range of the requests sorted by first kernel).
+class Lifetimes {
+ public:
+  explicit Lifetimes(const std::vector<BufferRequest>& reqs) : reqs_(reqs) {
+    for (const auto& r : reqs) span_ = std::max(span_, r.last + 1);
+    tree_.resize(size_t(4) * size_t(std::max(span_, 1)));
+    by_first_.resize(reqs.size());
+    std::iota(by_first_.begin(), by_first_.end(), size_t(0));
+    std::stable_sort(by_first_.begin(), by_first_.end(),
+                     [&](size_t a, size_t b) { return reqs[a].first < reqs[b].first; });
+    for (size_t r = 0; r < reqs.size(); ++r)
+      if (reqs[r].first <= reqs[r].last) insert(1, 0, span_ - 1, r);
+  }
+
+  // Calls f(q) once for every request q != r whose lifetime overlaps r's.
+  template <typename F>
+  void overlapping(size_t r, F&& f) const {
+    const BufferRequest& R = reqs_[r];
+    if (R.first > R.last) return;
+    // Alive at R.first (first <= R.first <= last).
+    for (int node = 1, lo = 0, hi = span_ - 1;;) {
+      for (size_t q : tree_[size_t(node)])
+        if (q != r) f(q);
+      if (lo == hi) break;
+      int mid = (lo + hi) / 2;
+      if (R.first <= mid) node = 2 * node, hi = mid;
+      else node = 2 * node + 1, lo = mid + 1;
+    }
+    // Starting in (R.first, R.last].
+    auto it = std::upper_bound(by_first_.begin(), by_first_.end(), R.first,
+                               [&](int t, size_t q) { return t < reqs_[q].first; });
+    for (; it != by_first_.end() && reqs_[*it].first <= R.last; ++it)
+      if (*it != r && reqs_[*it].first <= reqs_[*it].last) f(*it);
+  }
+
+ private:
+  const std::vector<BufferRequest>& reqs_;
+  int span_ = 0;
+  std::vector<std::vector<size_t>> tree_;
+  std::vector<size_t> by_first_;
+
+  void insert(int node, int lo, int hi, size_t r) {
+    const BufferRequest& R = reqs_[r];
+    if (R.last < lo || hi < R.first) return;
+    if (R.first <= lo && hi <= R.last) {
+      tree_[size_t(node)].push_back(r);
+      return;
+    }
+    int mid = (lo + hi) / 2;
+    insert(2 * node, lo, mid, r);
+    insert(2 * node + 1, mid + 1, hi, r);
+  }
+};
+
+}  // namespace
+
 MemoryPlan plan_memory(const std::vector<BufferRequest>& reqs) {
   MemoryPlan p;
   p.offsets.assign(reqs.size(), 0);
@@ -13,15 +73,17 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& reqs) {
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return reqs[a].bytes > reqs[b].bytes; });
-  std::vector<size_t> placed;
+  Lifetimes life(reqs);
+  std::vector<char> placed(reqs.size(), 0);
+  std::vector<std::pair<size_t, size_t>> busy;
   for (size_t r : order) {
     size_t need = align(reqs[r].bytes);
     p.total_bytes += need;
     // Occupied ranges of buffers alive at the same time, sorted by offset.
-    std::vector<std::pair<size_t, size_t>> busy;
-    for (size_t q : placed)
-      if (reqs[q].first <= reqs[r].last && reqs[r].first <= reqs[q].last)
-        busy.push_back({p.offsets[q], p.offsets[q] + align(reqs[q].bytes)});
+    busy.clear();
+    life.overlapping(r, [&](size_t q) {
+      if (placed[q]) busy.push_back({p.offsets[q], p.offsets[q] + align(reqs[q].bytes)});
+    });
     std::sort(busy.begin(), busy.end());
     size_t off = 0;
     for (const auto& [lo, hi] : busy) {
@@ -30,7 +92,7 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& reqs) {
     }
     p.offsets[r] = off;
     p.arena_bytes = std::max(p.arena_bytes, off + need);
-    placed.push_back(r);
+    placed[r] = 1;
   }
   return p;
 }

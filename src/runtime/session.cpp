@@ -10,11 +10,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #ifdef BRRR_HAVE_CUDA
 #include "backend/cuda/cuda_executor.hpp"
 #endif
 #include "backend/cpu/codegen_cpp.hpp"
+#include "backend/cpu/compile_parts.hpp"
 #include "backend/cpu/compiler.hpp"
 #include "backend/cpu/library.hpp"
 #include "brrr/onnx.hpp"
@@ -33,10 +35,12 @@ struct Session::Impl {
   Graph g;
   SessionOptions opts;
   plan::Plan plan;
-  std::shared_ptr<cpu::CompiledModule> module;
+  std::vector<std::shared_ptr<cpu::CompiledModule>> modules;  // translation units of fused code
+  size_t num_functions = 0;                                    // distinct generated functions
   struct Step {
     KernelKind kind;
-    void (*fn)(void* const*) = nullptr;
+    cpu::KernelFn fn = nullptr;
+    std::vector<int32_t> args;  // Fused: the slot ids fn reads and writes
     std::unique_ptr<cpu::LibraryKernel> lib;
     int src = -1, dst = -1;  // Copy
     size_t bytes = 0;
@@ -58,6 +62,10 @@ struct Session::Impl {
 
   void build();
   void choose_layouts();
+  size_t num_kernels_fused() const {
+    return size_t(std::count_if(plan.kernels.begin(), plan.kernels.end(),
+                                [](const plan::Kernel& k) { return k.kind == KernelKind::Fused; }));
+  }
   void bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
             std::vector<Tensor>* keep);
   void exec(size_t i);
@@ -132,10 +140,23 @@ void Session::Impl::choose_layouts() {
 }
 
 void Session::Impl::build() {
+  // BRRR_DEBUG=1: how long each build step took (compile time must stay near-linear in size).
+  auto t_last = std::chrono::steady_clock::now();
+  auto phase = [&](const char* what) {
+    auto now = std::chrono::steady_clock::now();
+    if (debug_level() >= 1)
+      fmt::print(stderr, "brrr: build {:<14} {:9.1f} ms\n", what,
+                 std::chrono::duration<double, std::milli>(now - t_last).count());
+    t_last = now;
+  };
   InferOptions io;
   io.input_shapes = opts.input_shapes;
   infer_shapes(g, io);
+  phase("infer_shapes");
   eliminate_dead_nodes(g);
+  phase("dead_nodes");
+  split_variadic(g);
+  phase("split_variadic");
   BRRR_CHECK(opts.backend == "cpu" || opts.backend == "cuda",
              "unknown backend '{}' (use cpu or cuda)", opts.backend);
   BRRR_CHECK(opts.precision == "fp32" || opts.precision == "tf32" || opts.precision == "bf16" ||
@@ -147,9 +168,11 @@ void Session::Impl::build() {
   bool split = opts.concat_split < 0 ? fo.enable && !env::flag("BRRR_DISABLE_CONCAT_SPLIT")
                                      : opts.concat_split != 0;
   if (opts.backend == "cpu" && split) distribute_concat(g);
+  phase("concat_split");
   fo.float16 = opts.backend == "cuda";  // the CUDA emitter reads and writes 16-bit floats
   fo.booleans = opts.backend == "cuda";  // and bools (IsNaN -> Where after a softmax)
   plan = plan::build_plan(g, fo);
+  phase("fusion");
   if (opts.backend == "cuda") {
 #ifdef BRRR_HAVE_CUDA
     cuda::CudaExecOptions co;
@@ -182,6 +205,7 @@ void Session::Impl::build() {
         if (o >= 0) k.outputs.push_back(o);
   }
   choose_layouts();
+  phase("library+layout");
   // Memory: every kernel output that is not a graph output lives in the arena.
   slots.assign(g.values.size(), nullptr);
   std::vector<bool> is_out(g.values.size(), false);
@@ -230,23 +254,36 @@ void Session::Impl::build() {
       constants.push_back(g.values[v].constant.contiguous());
       slots[v] = constants.back().raw();
     }
-  // Generated code: one translation unit for all fused kernels.
+  phase("memory_plan");
+  // Generated code: one function per distinct fused kernel, in one or more translation units.
   bool any_fused = std::any_of(plan.kernels.begin(), plan.kernels.end(),
                                [](const plan::Kernel& k) { return k.kind == KernelKind::Fused; });
   if (any_fused) {
     cpu::CodegenOptions co;
     co.vector_math = cpu::sleef_gnuabi_available();
+    if (opts.cpp_part_bytes > 0) co.part_bytes = opts.cpp_part_bytes;
+    co.max_parts = opts.cpp_max_parts > 0 ? opts.cpp_max_parts
+                                          : int(std::max(1u, std::thread::hardware_concurrency()));
     cpu::CppSource src = cpu::generate_cpp(g, plan, co);
+    phase("codegen");
     cpu::CompileOptions cc;
     cc.cache_dir = opts.cache_dir;
     cc.dump_dir = opts.dump_dir;
     cc.vector_math = co.vector_math;
-    module = cpu::compile_cpp(src.text, cc);
-    compile_ms = module->compile_ms();
-    from_cache = module->from_cache();
+    auto t0 = std::chrono::steady_clock::now();
+    modules = cpu::compile_parts(src.parts, cc);
+    compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    from_cache = std::all_of(modules.begin(), modules.end(),
+                             [](const auto& m) { return m->from_cache(); });
+    num_functions = src.num_functions;
     for (size_t i = 0; i < plan.kernels.size(); ++i)
-      if (!src.symbols[i].empty())
-        steps[i].fn = reinterpret_cast<void (*)(void* const*)>(module->symbol(src.symbols[i]));
+      if (!src.symbols[i].empty()) {
+        steps[i].fn = reinterpret_cast<cpu::KernelFn>(
+            modules[size_t(src.part[i])]->symbol(src.symbols[i]));
+        steps[i].args = std::move(src.args[i]);
+      }
+    phase("compile+load");
   }
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const plan::Kernel& k = plan.kernels[i];
@@ -283,7 +320,7 @@ void Session::Impl::bind(const std::map<std::string, Tensor>& inputs, std::vecto
 void Session::Impl::exec(size_t i) {
   Step& s = steps[i];
   switch (s.kind) {
-    case KernelKind::Fused: s.fn(slots.data()); return;
+    case KernelKind::Fused: s.fn(slots.data(), s.args.data()); return;
     case KernelKind::Library: s.lib->run(slots.data()); return;
     case KernelKind::Copy:
       if (s.bytes) std::memcpy(slots[size_t(s.dst)], slots[size_t(s.src)], s.bytes);
@@ -431,15 +468,24 @@ std::string Session::plan_summary() const {
   if (m.num_blocked)
     s += fmt::format("layout: {} value(s) kept channel-blocked (nChw16c) between library kernels\n",
                      m.num_blocked);
-  if (m.module)
-    s += fmt::format("code: {} ({})\n", m.module->path(),
-                     m.from_cache ? "from cache" : fmt::format("compiled in {:.0f} ms", m.compile_ms));
+  if (!m.modules.empty()) {
+    std::string how =
+        m.from_cache ? "from cache" : fmt::format("compiled in {:.0f} ms", m.compile_ms);
+    if (m.modules.size() == 1) s += fmt::format("code: {} ({})\n", m.modules[0]->path(), how);
+    else
+      s += fmt::format("code: {} translation units, first {} ({})\n", m.modules.size(),
+                       m.modules[0]->path(), how);
+    s += fmt::format("code: {} generated function(s) for {} fused kernel(s)\n", m.num_functions,
+                     m.num_kernels_fused());
+  }
   return s;
 }
 
 const Graph& Session::graph() const { return impl_->g; }
 MemoryStats Session::memory() const { return impl_->mem; }
 int Session::num_kernels() const { return int(impl_->plan.kernels.size()); }
+int Session::num_generated_functions() const { return int(impl_->num_functions); }
+int Session::num_translation_units() const { return int(impl_->modules.size()); }
 int Session::num_kernels(const std::string& kind) const {
   int n = 0;
   for (const auto& k : impl_->plan.kernels) n += plan::kernel_kind_name(k.kind) == kind;

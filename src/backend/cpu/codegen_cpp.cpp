@@ -10,6 +10,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <unordered_map>
+#include <map>
 
 namespace brrr::cpu {
 
@@ -41,27 +43,45 @@ const char* kVectorMath[] = {"expf",  "logf",  "cosf",  "sinf",  "tanhf", "erff"
 using plan::float_lit;
 using plan::subst;
 
+// Emits one kernel as a function body over local buffers b0, b1, ... (numbered in order of
+// first use; slots[a[j]] is bj), so kernels that differ only in which buffers they touch have the
+// same text and share one function.
 class KernelEmitter {
  public:
-  KernelEmitter(const Graph& g, const Kernel& k, std::string sym) : g_(g), k_(k), sym_(sym) {}
+  KernelEmitter(const Graph& g, const Kernel& k) : g_(g), k_(k) {
+    for (const Expr& e : k_.exprs)
+      if (e.kind == Expr::Load || (e.kind == Expr::Const && e.value >= 0)) local(e.value);
+    num_inputs_ = args_.size();
+    for (const auto& st : k_.stores) local(st.value);
+  }
 
+  // The function's text after its name, the same for kernels that may share the function.
   std::string emit() {
-    out_ += fmt::format("extern \"C\" void {}(void* const* slots) {{\n", sym_);
-    for (int v : k_.inputs)
-      out_ += fmt::format("  const float* __restrict b{0} = (const float*)slots[{0}];\n", v);
-    for (int v : k_.outputs)
-      out_ += fmt::format("  float* __restrict b{0} = (float*)slots[{0}];\n", v);
+    out_ = "(void* const* slots, const int32_t* a) {\n";
+    for (size_t j = 0; j < args_.size(); ++j)
+      out_ += j < num_inputs_
+                  ? fmt::format("  const float* __restrict b{0} = (const float*)slots[a[{0}]];\n", j)
+                  : fmt::format("  float* __restrict b{0} = (float*)slots[a[{0}]];\n", j);
     if (flat()) emit_flat();
     else emit_rows();
     out_ += "}\n\n";
     return out_;
   }
+  // Slot ids of b0, b1, ...: inputs (loads and tensor constants), then outputs.
+  const std::vector<int32_t>& args() const { return args_; }
 
  private:
   const Graph& g_;
   const Kernel& k_;
-  std::string sym_;
   std::string out_;
+  std::map<int, int> local_;  // graph value id -> j of bj
+  std::vector<int32_t> args_;
+  size_t num_inputs_ = 0;
+
+  void local(int v) {
+    if (local_.try_emplace(v, int(args_.size())).second) args_.push_back(v);
+  }
+  std::string buf(int v) const { return fmt::format("b{}", local_.at(v)); }
 
   bool flat() const {
     if (k_.has_reduction()) return false;
@@ -84,8 +104,10 @@ class KernelEmitter {
   std::string value_of(int id, const std::string& idx) const {
     const Expr& e = k_.exprs[size_t(id)];
     switch (e.kind) {
-      case Expr::Const: return float_lit(e.constant);
-      case Expr::Load: return fmt::format("b{}[{}]", e.value, idx);
+      // A constant taken from an initializer is read through its pointer, so kernels that differ
+      // only in such constants share code; attributes and derived constants stay literals.
+      case Expr::Const: return e.value >= 0 ? buf(e.value) + "[0]" : float_lit(e.constant);
+      case Expr::Load: return fmt::format("{}[{}]", buf(e.value), idx);
       case Expr::Pointwise: return subst(e.code, e.args);
       case Expr::Reduce: break;
     }
@@ -124,7 +146,7 @@ class KernelEmitter {
       for (size_t j = 0; j < k_.stores.size(); ++j) {
         const auto& st = k_.stores[j];
         b += tile ? fmt::format("{}  t{}[i - s0] = e{};\n", ind, j, st.expr)
-                  : fmt::format("{}  b{}[i] = e{};\n", ind, st.value, st.expr);
+                  : fmt::format("{}  {}[i] = e{};\n", ind, buf(st.value), st.expr);
       }
       return b;
     };
@@ -132,7 +154,8 @@ class KernelEmitter {
     if (stream) {
       std::string aligned;
       for (const auto& st : k_.stores)
-        aligned += fmt::format("{}brrr_stream_ok(b{} + lo)", aligned.empty() ? "" : " && ", st.value);
+        aligned +=
+            fmt::format("{}brrr_stream_ok({} + lo)", aligned.empty() ? "" : " && ", buf(st.value));
       out_ += "    int64_t s0 = lo;\n";
       out_ += fmt::format("    if ({}) {{\n", aligned);
       out_ += "      for (; s0 + 16 <= hi; s0 += 16) {\n";
@@ -141,7 +164,7 @@ class KernelEmitter {
       out_ += "#pragma omp simd\n        for (int64_t i = s0; i < s0 + 16; ++i) {\n";
       out_ += body("        ", true) + "        }\n";
       for (size_t j = 0; j < k_.stores.size(); ++j)
-        out_ += fmt::format("        brrr_stream16(b{} + s0, t{});\n", k_.stores[j].value, j);
+        out_ += fmt::format("        brrr_stream16({} + s0, t{});\n", buf(k_.stores[j].value), j);
       out_ += "      }\n    }\n";
       from = "s0";  // the rest (a tail, or a block whose output is not aligned): plain stores
     }
@@ -205,13 +228,13 @@ class KernelEmitter {
       out_ += elem_stmts(closure(elem_targets), "      ");
       for (const auto& s : k_.stores)
         if (g_.value(s.value).shape == S)
-          out_ += fmt::format("      b{}[r * C + c] = e{};\n", s.value, s.expr);
+          out_ += fmt::format("      {}[r * C + c] = e{};\n", buf(s.value), s.expr);
       out_ += "    }\n";
     }
     for (const auto& s : k_.stores)
       if (g_.value(s.value).shape != S) {
         BRRR_ASSERT(shape_numel(g_.value(s.value).shape) == R, "row store of a non-row value");
-        out_ += fmt::format("    b{}[r] = e{};\n", s.value, s.expr);
+        out_ += fmt::format("    {}[r] = e{};\n", buf(s.value), s.expr);
       }
     out_ += "  }\n";
   }
@@ -231,12 +254,11 @@ class KernelEmitter {
   }
 };
 
-}  // namespace
-
-CppSource generate_cpp(const Graph& g, const plan::Plan& p, const CodegenOptions& opts) {
-  CppSource src;
-  std::string& t = src.text;
-  t += "// Generated by brrr: one function per fused kernel. Do not edit.\n";
+// What every translation unit starts with: includes, streaming-store helpers, vector math
+// declarations and the scalar ops.
+std::string preamble(const CodegenOptions& opts) {
+  std::string t;
+  t += "// Generated by brrr: one function per distinct fused kernel. Do not edit.\n";
   t += "#include <math.h>\n#include <stdint.h>\n#include <immintrin.h>\n\n";
   // Streaming (non-temporal) store of one 16-float tile; the caller checks alignment once per
   // block (brrr_stream_ok) and uses plain stores where the target has no vector stream.
@@ -276,16 +298,63 @@ static inline void brrr_stream_fence(void) {
   }
   t += scalar_ops_text();
   t += "\n";
+  return t;
+}
+
+}  // namespace
+
+CppSource generate_cpp(const Graph& g, const plan::Plan& p, const CodegenOptions& opts) {
+  CppSource src;
+  src.symbols.assign(p.kernels.size(), "");
+  src.args.assign(p.kernels.size(), {});
+  src.part.assign(p.kernels.size(), -1);
+  // Kernels with the same body (same structure, shapes and attributes; other buffers) share one
+  // function: a 100k-op chain is a few functions called many times, not 100k to compile.
+  std::unordered_map<std::string, size_t> by_body;
+  std::vector<std::string> funcs;
+  std::vector<std::vector<size_t>> users;
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     const Kernel& k = p.kernels[i];
-    if (k.kind != KernelKind::Fused) {
-      src.symbols.push_back("");
-      continue;
+    if (k.kind != KernelKind::Fused) continue;
+    KernelEmitter em(g, k);
+    auto [it, fresh] = by_body.try_emplace(em.emit(), funcs.size());
+    if (fresh) {
+      funcs.push_back(fmt::format("extern \"C\" void brrr_f{}{}", funcs.size(), it->first));
+      users.emplace_back();
     }
-    std::string sym = fmt::format("brrr_k{}", i);
-    t += KernelEmitter(g, k, sym).emit();
-    src.symbols.push_back(sym);
+    users[it->second].push_back(i);
+    src.symbols[i] = fmt::format("brrr_f{}", it->second);
+    src.args[i] = em.args();
   }
+  src.num_functions = funcs.size();
+  if (funcs.empty()) return src;
+  // A large module becomes several translation units compiled in parallel (each also pays for
+  // the preamble, about 1 s with immintrin.h): one per part_bytes of functions, at most
+  // max_parts, of about equal size.
+  const std::string pre = preamble(opts);
+  size_t total = 0;
+  for (const auto& f : funcs) total += f.size();
+  size_t parts = std::clamp<size_t>((total + opts.part_bytes - 1) / std::max<size_t>(opts.part_bytes, 1),
+                                    1, size_t(std::max(opts.max_parts, 1)));
+  // Function f goes to the part its midpoint falls in (whole functions; empty parts vanish).
+  std::string part;
+  std::vector<int> part_of(funcs.size());
+  size_t before = 0, last = 0;
+  for (size_t f = 0; f < funcs.size(); ++f) {
+    size_t want = std::min(parts - 1, (before + funcs[f].size() / 2) * parts / std::max<size_t>(total, 1));
+    before += funcs[f].size();
+    if (!part.empty() && want != last) {
+      src.parts.push_back(std::move(part));
+      part.clear();
+    }
+    last = want;
+    if (part.empty()) part = pre;
+    part_of[f] = int(src.parts.size());
+    part += funcs[f];  // no kernel names: models with the same functions share cache entries
+  }
+  src.parts.push_back(std::move(part));
+  for (size_t f = 0; f < funcs.size(); ++f)
+    for (size_t i : users[f]) src.part[i] = part_of[f];
   return src;
 }
 
