@@ -125,6 +125,18 @@ bool channel_scale_between_convs(const Graph& g, const Node& n) {
   return consumers == 1 && conv;
 }
 
+// A run-time input or an output with no elements (batch 0, K = 0): library set-up may divide by
+// the size (oneDNN's matmul does) and a device launch would have an empty grid.
+bool has_zero_size(const Graph& g, const Node& n) {
+  for (int i : n.inputs)
+    if (i >= 0 && !g.value(i).constant.defined() && g.value(i).typed &&
+        shape_numel(g.value(i).shape) == 0)
+      return true;
+  for (int o : n.outputs)
+    if (o >= 0 && g.value(o).typed && shape_numel(g.value(o).shape) == 0) return true;
+  return false;
+}
+
 NodeInfo classify(const Graph& g, const Node& n, TypeSet ts) {
   NodeInfo info;
   const std::string& op = n.op;
@@ -141,6 +153,7 @@ NodeInfo classify(const Graph& g, const Node& n, TypeSet ts) {
     return info;
   };
   if (!n.domain.empty()) return other(fmt::format("{} is in domain '{}'", op, n.domain));
+  if (has_zero_size(g, n)) return other(fmt::format("{} has a tensor with no elements", op));
   bool pool = op == "MaxPool" || op == "AveragePool";
   if (op == "MatMul" || op == "Gemm" || op == "Conv" || pool) {
 #if defined(BRRR_HAVE_DNNL) || defined(BRRR_HAVE_CUDA)
