@@ -19,6 +19,7 @@ namespace {
 constexpr int kMinIrVersion = 3;
 constexpr int kMaxIrVersion = 14;
 constexpr int kMaxOpset = 28;
+constexpr size_t kMaxProtobufBytes = size_t(INT32_MAX);  // protobuf's limit for one message
 
 std::string read_file(const std::string& path, size_t max_bytes) {
   std::error_code ec;
@@ -28,7 +29,9 @@ std::string read_file(const std::string& path, size_t max_bytes) {
   if (!fs::is_regular_file(st)) fail("'{}' is not a regular file", path);
   uintmax_t size = fs::file_size(path, ec);
   if (ec) fail("cannot read size of '{}': {}", path, ec.message());
-  if (size > max_bytes) fail("'{}' is {} bytes, over the limit of {} bytes", path, size, max_bytes);
+  if (size > max_bytes)
+    fail("'{}' is {} bytes, over the limit of {} bytes{}", path, size, max_bytes,
+         max_bytes == kMaxProtobufBytes ? " (protobuf reads at most 2 GiB - 1 per message)" : "");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open '{}' for reading", path);
   std::string bytes(size_t(size), '\0');
@@ -178,7 +181,7 @@ struct Loader {
 Graph load_from_bytes(const std::string& bytes, const std::string& what, fs::path dir) {
   if (bytes.empty()) fail("'{}' is empty, not an ONNX model", what);
   onnx::ModelProto m;
-  if (bytes.size() > size_t(INT32_MAX) || !m.ParseFromArray(bytes.data(), int(bytes.size())))
+  if (bytes.size() > kMaxProtobufBytes || !m.ParseFromArray(bytes.data(), int(bytes.size())))
     fail("'{}' is not a valid ONNX model (protobuf parse failed: truncated or not a model file)",
          what);
   Loader l;
@@ -191,7 +194,7 @@ Graph load_from_bytes(const std::string& bytes, const std::string& what, fs::pat
 }  // namespace
 
 Graph load_onnx(const std::string& path) {
-  std::string bytes = read_file(path, size_t(INT32_MAX));
+  std::string bytes = read_file(path, kMaxProtobufBytes);
   fs::path dir = fs::absolute(fs::path(path)).parent_path();
   return load_from_bytes(bytes, path, dir);
 }
@@ -201,7 +204,11 @@ Graph load_onnx_bytes(const std::string& bytes, const std::string& what) {
 }
 
 Tensor load_tensor_pb(const std::string& path, std::string* name) {
-  std::string bytes = read_file(path, max_tensor_bytes() + (size_t(1) << 20));
+  // Refused on size before reading: protobuf parses at most 2 GiB - 1 bytes in one message.
+  size_t budget = max_tensor_bytes();
+  std::string bytes = read_file(path, budget >= kMaxProtobufBytes - (size_t(1) << 20)
+                                          ? kMaxProtobufBytes
+                                          : budget + (size_t(1) << 20));
   onnx::TensorProto t;
   if (bytes.empty() || !t.ParseFromArray(bytes.data(), int(bytes.size())))
     fail("'{}' is not a valid serialized TensorProto", path);
