@@ -166,6 +166,7 @@ struct Loader {
         n.attrs.emplace(a.name(), attribute(a, n.label()));
       }
       check_node_arity(n, g);
+      check_node_attributes(n, g);
       g.nodes.push_back(std::move(n));
     }
     for (const auto& out : gp.output()) {

@@ -196,7 +196,7 @@ void add_mod(OpTable& t) {
     return cost_per_output(flt ? 0 : 1, flt ? std::map<std::string, double>{{"fmod", 1}}
                                             : std::map<std::string, double>{})(g, n);
   };
-  d.pointwise = "brrr_mod_{fmod=0}({0}, {1})";  // brrr_mod_0 (numpy mod) or brrr_mod_1 (fmodf)
+  d.pointwise = "brrr_mod_{fmod@0,1}({0}, {1})";  // brrr_mod_0 (numpy mod) or brrr_mod_1 (fmodf)
   t.add(std::move(d));
 }
 
