@@ -38,7 +38,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_rows(
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t oh = r / p.blocks, b = r % p.blocks;
     const float* xb = x + b * p.h * p.w * B;
-    // Rows of the window inside the input (pads never win a max), then their max per column.
+    // Rows of the window inside the input (pads never win a max), then their max per column; a
+    // NaN wins and stays (a max propagates NaN, as the reference does).
     const int64_t hb = oh * p.sh - p.ph;
     int64_t i0 = 0, i1 = p.kh;
     while (i0 < i1 && hb + i0 < 0) ++i0;
@@ -47,7 +48,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_rows(
       V16 acc = lowest, v;
       for (int64_t i = i0; i < i1; ++i) {
         __builtin_memcpy(&v, xb + ((hb + i) * p.w + c) * B, sizeof v);
-        acc = acc < v ? v : acc;
+        acc = (acc < v) | (v != v) ? v : acc;
       }
       __builtin_memcpy(row + c * B, &acc, sizeof acc);
     }
@@ -60,7 +61,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_rows(
       V16 acc = lowest, v;
       for (int64_t j = j0; j < j1; ++j) {
         __builtin_memcpy(&v, row + (wb + j) * B, sizeof v);
-        acc = acc < v ? v : acc;
+        acc = (acc < v) | (v != v) ? v : acc;
       }
       __builtin_memcpy(yr + ow * B, &acc, sizeof acc);
     }

@@ -128,7 +128,7 @@ static __device__ __forceinline__ float brrr_warp_reduce(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = MAX ? (w > v ? w : v) : v + w;
+    v = MAX ? (w > v || w != w ? w : v) : v + w;  // a max propagates NaN
   }
   return v;
 }
@@ -593,7 +593,8 @@ class KernelEmitter {
       if (e.kind == Expr::Reduce) {
         bool mx = e.reduce == ReduceKind::Max;
         s += fmt::format("  float e{} = {};\n  {{\n", id, mx ? "-INFINITY" : "0.0f");
-        std::string acc = mx ? fmt::format("          e{0} = e{1} > e{0} ? e{1} : e{0};\n", id, e.args[0])
+        std::string acc = mx ? fmt::format("          e{0} = e{1} > e{0} || e{1} != e{1} ? e{1} : e{0};\n",
+                                           id, e.args[0])
                              : fmt::format("          e{} += e{};\n", id, e.args[0]);
         s += pass({e.args[0]}, acc);
         s += fmt::format("  }}\n  e{0} = {1}(e{0}{2});\n", id,
