@@ -83,7 +83,10 @@ std::map<std::string, Tensor> load_inputs(const Graph& g, const std::vector<std:
   std::map<std::string, Tensor> out;
   for (size_t i = 0; i < slot.size(); ++i) {
     const std::string& name = g.value(g.inputs[i]).name;
-    if (!slot[i].defined()) fail("the data folder gives no data for model input '{}'", name);
+    if (!slot[i].defined()) {
+      if (g.value(g.inputs[i]).default_value.defined()) continue;  // its initializer is used
+      fail("the data folder gives no data for model input '{}'", name);
+    }
     out[name] = std::move(slot[i]);
   }
   return out;

@@ -65,7 +65,11 @@ struct Loader {
       fail("{}: value '{}' is not a tensor (sequence, map and optional types are unsupported)",
            what, vi.name());
     const auto& tt = ty.tensor_type();
-    v.dtype = dtype_from_onnx(tt.elem_type());
+    try {
+      v.dtype = dtype_from_onnx(tt.elem_type());
+    } catch (const Error& e) {
+      fail("{}: value '{}': {}", what, vi.name(), e.what());
+    }
     v.shape.clear();
     v.dim_names.clear();
     if (!tt.has_shape()) return;
@@ -133,9 +137,19 @@ struct Loader {
     for (const auto& in : gp.input()) {
       int id = value_id(in.name());
       Value& v = g.value(id);
-      if (v.constant.defined()) continue;  // IR < 4: initializers are listed as inputs too
       if (std::find(g.inputs.begin(), g.inputs.end(), id) != g.inputs.end())
         fail("{}: graph input '{}' is listed twice", what, in.name());
+      if (v.constant.defined()) {
+        if (irv < 4) continue;  // IR < 4 lists every initializer as an input: constants
+        // IR >= 4: an initializer named like a graph input is that input's default value; fed
+        // data overrides it.
+        v.default_value = std::move(v.constant);
+        v.constant = Tensor();
+        v.typed = false;
+        if (in.has_type()) read_type(in, v);
+        g.inputs.push_back(id);
+        continue;
+      }
       if (!in.has_type()) fail("{}: graph input '{}' has no type", what, in.name());
       read_type(in, v);
       g.inputs.push_back(id);
