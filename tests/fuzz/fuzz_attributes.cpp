@@ -5,6 +5,8 @@
 #include <fuzzer/FuzzedDataProvider.h>
 #include <onnx/onnx_pb.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 
@@ -18,6 +20,7 @@
 namespace {
 
 constexpr const char* kMarker = "Zq7";
+std::string cache_dir;  // per process, removed at exit
 
 struct OpSpec {
   const char* op;
@@ -140,6 +143,13 @@ std::string model_bytes(FuzzedDataProvider& p, brrr::Shape* shape) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   setenv("BRRR_MAX_TENSOR_BYTES", "67108864", 1);
   setenv("BRRR_CACHE_QUIET", "1", 1);
+  cache_dir = (std::filesystem::temp_directory_path() /
+               ("brrr_fuzz_attributes_" + std::to_string(getpid())))
+                  .string();
+  std::atexit([] {
+    std::error_code ec;
+    std::filesystem::remove_all(cache_dir, ec);
+  });
   return 0;
 }
 
@@ -168,7 +178,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     run_reference(g, in);
     SessionOptions so;
-    so.cache_dir = (std::filesystem::temp_directory_path() / "brrr_fuzz_attributes_cache").string();
+    so.cache_dir = cache_dir;
     Session s(std::move(g), so);
     s.run(in);
   } catch (const Error&) {

@@ -19,6 +19,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   path = (std::filesystem::temp_directory_path() /
           ("brrr_fuzz_tensor_pb_" + std::to_string(getpid()) + ".pb"))
              .string();
+  std::atexit([] { std::remove(path.c_str()); });
   return 0;
 }
 
