@@ -168,6 +168,9 @@ TEST(NanSemantics, MaxMinReluClipKeepNaN) {
   check({"Relu", {}, {6}, x, {6}, {kNaN, 1, 2, kNaN, 0, kInf}});
   check({"Clip", {}, {6}, x, {6}, {kNaN, 1, 1.5, kNaN, 0, 1.5}, DType::f32,
          {Tensor::scalar<float>(0), Tensor::scalar<float>(1.5f)}});
+  // A NaN bound is no bound (ONNX Runtime's behaviour; an omitted bound is NaN to the helpers).
+  check({"Clip", {}, {6}, x, {6}, {kNaN, 1, 1.5, kNaN, -kInf, 1.5}, DType::f32,
+         {Tensor::scalar<float>(kNaN), Tensor::scalar<float>(1.5f)}});
 }
 
 }  // namespace
