@@ -24,7 +24,7 @@ const onnx::OpSchema* schema_of(const Node& n, const Graph& g) {
 
 onnx::AttributeProto::AttributeType type_of(const AttrValue& v) {
   using A = onnx::AttributeProto;
-  constexpr A::AttributeType by_index[] = {A::INT,  A::FLOAT,   A::STRING, A::INTS,
+  constexpr A::AttributeType by_index[] = {A::INT,    A::FLOAT,   A::STRING, A::INTS,
                                            A::FLOATS, A::STRINGS, A::TENSOR};
   static_assert(std::variant_size_v<AttrValue> == std::size(by_index));
   return by_index[v.index()];

@@ -20,7 +20,8 @@ void call_reference(const Node& n, KernelCtx& ctx) {
     for (size_t i = 0; i < ctx.inputs.size(); ++i) {
       const Tensor& t = ctx.inputs[i];
       ins += i ? ", " : "";
-      ins += t.defined() ? fmt::format("{}{}", dtype_name(t.dtype()), shape_str(t.shape())) : "<none>";
+      ins +=
+          t.defined() ? fmt::format("{}{}", dtype_name(t.dtype()), shape_str(t.shape())) : "<none>";
     }
     throw Error(fmt::format("{}: {} (inputs: {})", n.label(), msg, ins));
   }

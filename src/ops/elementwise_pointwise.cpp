@@ -68,9 +68,12 @@ std::string attr_choice(const Node& n, const std::string& name, const std::strin
   auto it = n.attrs.find(name);
   if (it == n.attrs.end()) return choices[0];
   std::string got;
-  if (const auto* s = std::get_if<std::string>(&it->second)) got = *s;
-  else if (const auto* i = std::get_if<int64_t>(&it->second)) got = std::to_string(*i);
-  else fail("{}: attribute '{}' has the wrong type for the pointwise expression", n.label(), name);
+  if (const auto* s = std::get_if<std::string>(&it->second))
+    got = *s;
+  else if (const auto* i = std::get_if<int64_t>(&it->second))
+    got = std::to_string(*i);
+  else
+    fail("{}: attribute '{}' has the wrong type for the pointwise expression", n.label(), name);
   for (const auto& c : choices)
     if (c == got) return c;
   fail("{}: attribute '{}' = '{}' is not one of {}", n.label(), name, got.substr(0, 40), words);

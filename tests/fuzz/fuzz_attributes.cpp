@@ -4,7 +4,6 @@
 // carry the marker kMarker) must never appear in generated source.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <onnx/onnx_pb.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -57,11 +56,16 @@ const std::vector<OpSpec>& ops() {
 
 float fuzzed_float(FuzzedDataProvider& p) {
   switch (p.ConsumeIntegralInRange(0, 5)) {
-    case 0: return NAN;
-    case 1: return INFINITY;
-    case 2: return -INFINITY;
-    case 3: return -0.f;
-    default: return p.ConsumeFloatingPoint<float>();
+    case 0:
+      return NAN;
+    case 1:
+      return INFINITY;
+    case 2:
+      return -INFINITY;
+    case 3:
+      return -0.f;
+    default:
+      return p.ConsumeFloatingPoint<float>();
   }
 }
 
@@ -77,7 +81,8 @@ void fuzzed_attribute(FuzzedDataProvider& p, onnx::NodeProto* n, const std::stri
   switch (p.ConsumeIntegralInRange(0, 5)) {
     case 0:
       a->set_type(A::INT);
-      a->set_i(p.ConsumeBool() ? p.ConsumeIntegralInRange<int64_t>(-3, 3) : p.ConsumeIntegral<int64_t>());
+      a->set_i(p.ConsumeBool() ? p.ConsumeIntegralInRange<int64_t>(-3, 3)
+                               : p.ConsumeIntegral<int64_t>());
       break;
     case 1:
       a->set_type(A::FLOAT);
@@ -134,7 +139,8 @@ std::string model_bytes(FuzzedDataProvider& p, brrr::Shape* shape) {
   g->add_output()->set_name("y");
   for (const char* a : spec.attrs)
     if (p.ConsumeBool()) fuzzed_attribute(p, node, a);
-  if (p.ConsumeIntegralInRange(0, 7) == 0) fuzzed_attribute(p, node, p.ConsumeRandomLengthString(8));
+  if (p.ConsumeIntegralInRange(0, 7) == 0)
+    fuzzed_attribute(p, node, p.ConsumeRandomLengthString(8));
   return m.SerializeAsString();
 }
 

@@ -1,5 +1,6 @@
 // libFuzzer target: the data-file reader (test_data_set input_N.pb) on fuzzed bytes. Every input
-// ends in a tensor or a brrr::Error; a crash, sanitizer report, timeout or huge allocation is a bug.
+// ends in a tensor or a brrr::Error; a crash, sanitizer report, timeout or huge allocation is a
+// bug.
 #include <unistd.h>
 
 #include <cstdio>

@@ -63,8 +63,10 @@ struct Model {
     auto* sh = tt->mutable_shape();
     for (int64_t d : dims) {
       auto* dim = sh->add_dim();
-      if (d < 0) dim->set_dim_param("N");
-      else dim->set_dim_value(d);
+      if (d < 0)
+        dim->set_dim_param("N");
+      else
+        dim->set_dim_value(d);
     }
   }
 };

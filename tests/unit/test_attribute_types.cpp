@@ -101,7 +101,9 @@ TEST(AttributeTypes, ModelTextNeverReachesGeneratedCode) {
   mod.op = "Mod";
   mod.name = "mod";
   mod.attrs["fmod"] = std::string("1(");
-  std::string err = error_of([&] { expand_pointwise(*OpTable::get().find("", "Mod"), mod, {"a", "b"}); });
+  std::string err = error_of([&] {
+    expand_pointwise(*OpTable::get().find("", "Mod"), mod, {"a", "b"});
+  });
   EXPECT_NE(err.find("'fmod'"), std::string::npos) << err;
   Node clip;
   clip.op = "Clip";

@@ -40,22 +40,34 @@ void check(const Case& c) {
     SessionOptions so = session_options();
     so.fusion = fusion;
     Session s(b.g, so);
-    expect_same(s.run(in)[0], want, fmt::format("{} compiled fusion={}\n{}", what, fusion,
-                                                s.plan_summary()), 2);
+    expect_same(s.run(in)[0], want,
+                fmt::format("{} compiled fusion={}\n{}", what, fusion, s.plan_summary()), 2);
   }
 }
 
-const std::vector<float> kRows = {1, kNaN, 3, -1, -kInf, -kInf, -kInf, -kInf, 1, 2, kNaN, kInf,
-                                  5, 2, -kInf, 4};
+const std::vector<float> kRows = {1, kNaN, 3,    -1,   -kInf, -kInf, -kInf, -kInf,
+                                  1, 2,    kNaN, kInf, 5,     2,     -kInf, 4};
 
 TEST(NanSemantics, ReduceMaxMinPropagateNaN) {
   Shape s{4, 4};
   using V = std::vector<int64_t>;
-  check({"ReduceMax", {{"axes", V{-1}}, {"keepdims", int64_t(0)}}, s, kRows, {4},
+  check({"ReduceMax",
+         {{"axes", V{-1}}, {"keepdims", int64_t(0)}},
+         s,
+         kRows,
+         {4},
          {kNaN, -kInf, kNaN, 5}});
-  check({"ReduceMin", {{"axes", V{-1}}, {"keepdims", int64_t(0)}}, s, kRows, {4},
+  check({"ReduceMin",
+         {{"axes", V{-1}}, {"keepdims", int64_t(0)}},
+         s,
+         kRows,
+         {4},
          {kNaN, -kInf, kNaN, -kInf}});
-  check({"ReduceMax", {{"axes", V{0}}, {"keepdims", int64_t(0)}}, s, kRows, {4},
+  check({"ReduceMax",
+         {{"axes", V{0}}, {"keepdims", int64_t(0)}},
+         s,
+         kRows,
+         {4},
          {5, kNaN, kNaN, kInf}});
   check({"ReduceMax", {{"keepdims", int64_t(0)}}, {4}, {1, kNaN, 3, -1}, {}, {kNaN}});
   check({"ReduceMax", {{"keepdims", int64_t(0)}}, {4}, {1, 3, -1, kNaN}, {}, {kNaN}});
@@ -63,23 +75,44 @@ TEST(NanSemantics, ReduceMaxMinPropagateNaN) {
 
 TEST(NanSemantics, ArgMaxArgMinPickNaN) {
   Shape s{4, 4};
-  check({"ArgMax", {{"axis", int64_t(-1)}, {"keepdims", int64_t(0)}}, s, kRows, {4}, {1, 0, 2, 0},
+  check({"ArgMax",
+         {{"axis", int64_t(-1)}, {"keepdims", int64_t(0)}},
+         s,
+         kRows,
+         {4},
+         {1, 0, 2, 0},
          DType::i64});
-  check({"ArgMin", {{"axis", int64_t(-1)}, {"keepdims", int64_t(0)}}, s, kRows, {4}, {1, 0, 2, 2},
+  check({"ArgMin",
+         {{"axis", int64_t(-1)}, {"keepdims", int64_t(0)}},
+         s,
+         kRows,
+         {4},
+         {1, 0, 2, 2},
          DType::i64});
 }
 
 TEST(NanSemantics, MaxPoolAndGlobalMaxPoolPropagateNaN) {
   using V = std::vector<int64_t>;
   std::vector<float> x = {1, kNaN, 3, -1, 2, 5, 4, 0};
-  check({"MaxPool", {{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}}}, {1, 1, 2, 4}, x,
-         {1, 1, 1, 2}, {kNaN, 4}});
-  check({"MaxPool", {{"kernel_shape", V{1, 2}}}, {1, 1, 2, 4}, x, {1, 1, 2, 3},
+  check({"MaxPool",
+         {{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}}},
+         {1, 1, 2, 4},
+         x,
+         {1, 1, 1, 2},
+         {kNaN, 4}});
+  check({"MaxPool",
+         {{"kernel_shape", V{1, 2}}},
+         {1, 1, 2, 4},
+         x,
+         {1, 1, 2, 3},
          {kNaN, kNaN, 3, 5, 5, 4}});
   // Windows partly in the padding: padding never wins (-inf is the identity), inf survives.
-  check({"MaxPool", {{"kernel_shape", V{2, 2}}, {"pads", V{1, 1, 1, 1}}}, {1, 1, 2, 2},
-         {-kInf, -kInf, -kInf, kInf}, {1, 1, 3, 3}, {-kInf, -kInf, -kInf, -kInf, kInf, kInf,
-                                                    -kInf, kInf, kInf}});
+  check({"MaxPool",
+         {{"kernel_shape", V{2, 2}}, {"pads", V{1, 1, 1, 1}}},
+         {1, 1, 2, 2},
+         {-kInf, -kInf, -kInf, kInf},
+         {1, 1, 3, 3},
+         {-kInf, -kInf, -kInf, -kInf, kInf, kInf, -kInf, kInf, kInf}});
   // 16 channels: oneDNN's own (blocked or NHWC) pooling kernels.
   std::vector<float> big(16 * 4 * 4);
   std::vector<double> pooled(16 * 2 * 2);
@@ -96,9 +129,17 @@ TEST(NanSemantics, MaxPoolAndGlobalMaxPoolPropagateNaN) {
           }
         pooled[size_t(c * 4 + r * 2 + q)] = m;
       }
-  check({"MaxPool", {{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}}}, {1, 16, 4, 4}, big,
-         {1, 16, 2, 2}, pooled});
-  check({"GlobalMaxPool", {}, {1, 2, 2, 2}, {1, kNaN, 3, -1, -kInf, -kInf, 7, 0}, {1, 2, 1, 1},
+  check({"MaxPool",
+         {{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}}},
+         {1, 16, 4, 4},
+         big,
+         {1, 16, 2, 2},
+         pooled});
+  check({"GlobalMaxPool",
+         {},
+         {1, 2, 2, 2},
+         {1, kNaN, 3, -1, -kInf, -kInf, 7, 0},
+         {1, 2, 1, 1},
          {kNaN, 7}});
 }
 
@@ -116,8 +157,9 @@ TEST(NanSemantics, MaxPoolAfterConvPropagatesNaNInEveryLayout) {
     GraphBuilder b;
     int in = b.input("x", {1, C, H, H});
     int conv = b.node("Conv", {in, b.constant("w", Tensor::from_vector<float>({C, C, 1, 1}, eye))});
-    int pool = b.node("MaxPool", {conv}, {{"kernel_shape", std::vector<int64_t>{2, 2}},
-                                          {"strides", std::vector<int64_t>{2, 2}}});
+    int pool = b.node(
+        "MaxPool", {conv},
+        {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}});
     b.output(pool);
     Session s(b.g, session_options());
     Tensor y = s.run({{"x", Tensor::from_vector<float>({1, C, H, H}, x)}})[0];
@@ -126,11 +168,14 @@ TEST(NanSemantics, MaxPoolAfterConvPropagatesNaNInEveryLayout) {
         for (int64_t q = 0; q < 3; ++q) {
           float m = -kInf;
           for (int64_t i = 0; i < 2; ++i)
-            for (int64_t j = 0; j < 2; ++j) m = std::max(m, x[size_t((c * H + 2 * r + i) * H + 2 * q + j)]);
+            for (int64_t j = 0; j < 2; ++j)
+              m = std::max(m, x[size_t((c * H + 2 * r + i) * H + 2 * q + j)]);
           bool nan_window = r == 1 && q == 1;
           float got = y.data<float>()[(c * 3 + r) * 3 + q];
-          if (nan_window) EXPECT_TRUE(std::isnan(got)) << layout << "\n" << s.plan_summary();
-          else EXPECT_EQ(got, m) << layout << " c" << c << " " << r << "," << q;
+          if (nan_window)
+            EXPECT_TRUE(std::isnan(got)) << layout << "\n" << s.plan_summary();
+          else
+            EXPECT_EQ(got, m) << layout << " c" << c << " " << r << "," << q;
         }
   }
 }
@@ -140,9 +185,9 @@ TEST(NanSemantics, MaxPoolPadsNotSmallerThanTheKernelAreAnError) {
   // padding has no element to take the max of.
   GraphBuilder b;
   int x = b.input("x", {1, 1, 2, 2});
-  b.output(b.node("MaxPool", {x},
-                  {{"kernel_shape", std::vector<int64_t>{2, 2}},
-                   {"pads", std::vector<int64_t>{2, 2, 2, 2}}}));
+  b.output(b.node(
+      "MaxPool", {x},
+      {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"pads", std::vector<int64_t>{2, 2, 2, 2}}}));
   std::string err = error_of([&] { Session s(b.g, session_options()); });
   EXPECT_NE(err.find("MaxPool"), std::string::npos) << err;
   EXPECT_NE(err.find("smaller than the kernel"), std::string::npos) << err;
@@ -150,10 +195,18 @@ TEST(NanSemantics, MaxPoolPadsNotSmallerThanTheKernelAreAnError) {
 
 TEST(NanSemantics, SoftmaxOfInfOrNaNRowsIsNaN) {
   std::vector<float> x = {1, kInf, 3, -kInf, -kInf, -kInf, kNaN, 0, 1, -kInf, 0, 1};
-  check({"Softmax", {{"axis", int64_t(-1)}}, {4, 3}, x, {4, 3},
+  check({"Softmax",
+         {{"axis", int64_t(-1)}},
+         {4, 3},
+         x,
+         {4, 3},
          {kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, 0, 0.2689414213699951,
           0.7310585786300049}});
-  check({"LogSoftmax", {{"axis", int64_t(-1)}}, {4, 3}, x, {4, 3},
+  check({"LogSoftmax",
+         {{"axis", int64_t(-1)}},
+         {4, 3},
+         x,
+         {4, 3},
          {kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, -kInf, -1.3132616875182228,
           -0.3132616875182228}});
   // Over a non-last axis (the reference kernel's other path).
@@ -166,10 +219,22 @@ TEST(NanSemantics, MaxMinReluClipKeepNaN) {
   check({"Max", {}, {6}, x, {6}, {kNaN, kNaN, 3, kNaN, 0, kInf}, DType::f32, {other}});
   check({"Min", {}, {6}, x, {6}, {kNaN, kNaN, 2, kNaN, -kInf, 0}, DType::f32, {other}});
   check({"Relu", {}, {6}, x, {6}, {kNaN, 1, 2, kNaN, 0, kInf}});
-  check({"Clip", {}, {6}, x, {6}, {kNaN, 1, 1.5, kNaN, 0, 1.5}, DType::f32,
+  check({"Clip",
+         {},
+         {6},
+         x,
+         {6},
+         {kNaN, 1, 1.5, kNaN, 0, 1.5},
+         DType::f32,
          {Tensor::scalar<float>(0), Tensor::scalar<float>(1.5f)}});
   // A NaN bound is no bound (ONNX Runtime's behaviour; an omitted bound is NaN to the helpers).
-  check({"Clip", {}, {6}, x, {6}, {kNaN, 1, 1.5, kNaN, -kInf, 1.5}, DType::f32,
+  check({"Clip",
+         {},
+         {6},
+         x,
+         {6},
+         {kNaN, 1, 1.5, kNaN, -kInf, 1.5},
+         DType::f32,
          {Tensor::scalar<float>(kNaN), Tensor::scalar<float>(1.5f)}});
 }
 

@@ -49,8 +49,8 @@ TEST(ZeroSize, ContractionOverKZeroGivesZerosOrBias) {
   int w = b.input("w", {0, 3});
   b.output(b.node("MatMul", {x, w}));
   b.output(b.node("Gemm", {x, w, b.constant("c", filled({3}, 1.f))}));
-  auto out = run_both(b.g, {{"x", Tensor::empty(DType::f32, {2, 0})},
-                            {"w", Tensor::empty(DType::f32, {0, 3})}});
+  auto out = run_both(
+      b.g, {{"x", Tensor::empty(DType::f32, {2, 0})}, {"w", Tensor::empty(DType::f32, {0, 3})}});
   ASSERT_EQ(out.size(), 2u);
   for (int64_t i = 0; i < 6; ++i) {
     EXPECT_EQ(out[0].data<float>()[i], 0.f) << i;
@@ -72,8 +72,8 @@ TEST(ZeroSize, EveryKernelKindOnBatchZero) {
   b.output(b.node("ReduceSum", {f}, {{"axes", std::vector<int64_t>{0}}}));  // over 0 rows: zeros
   b.output(b.node("Concat", {x, b.input("y", {2, 3, 6, 6})}, {{"axis", int64_t(0)}}));
   b.output(b.node("Transpose", {x}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}}));
-  auto out = run_both(b.g, {{"x", Tensor::empty(DType::f32, {0, 3, 6, 6})},
-                            {"y", filled({2, 3, 6, 6})}});
+  auto out =
+      run_both(b.g, {{"x", Tensor::empty(DType::f32, {0, 3, 6, 6})}, {"y", filled({2, 3, 6, 6})}});
   ASSERT_EQ(out.size(), 6u);
   EXPECT_EQ(out[0].shape(), (Shape{0, 4, 5, 5}));
   ASSERT_EQ(out[3].shape(), (Shape{1, 100}));
