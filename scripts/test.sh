@@ -21,7 +21,8 @@ if [[ ! -f build-san/build.ninja ]]; then
     -DBRRR_SANITIZE=ON -DBRRR_FUZZ=ON -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON \
     -DBRRR_FUZZ_SECONDS="${BRRR_FUZZ_SECONDS:-60}"
 fi
-ninja -C build-san -j"$jobs" brrr_tests brrr_cli brrr_fuzz_model brrr_sanitizer_canary
+ninja -C build-san -j"$jobs" brrr_tests brrr_cli brrr_fuzz_model brrr_fuzz_attributes brrr_fuzz_tensor_pb \
+  brrr_sanitizer_canary
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 ctest --test-dir build-san --output-on-failure -j"$jobs" \

@@ -21,6 +21,9 @@ struct Value {
   bool typed = false;       // dtype and shape known
   std::vector<std::string> dim_names;  // symbolic names of declared graph-input dims ("" if fixed)
   Tensor constant;          // defined for initializers and folded values
+  // A graph input that an initializer of the same name shadows (IR >= 4): its value when the
+  // caller feeds none (ONNX: the initializer is the input's default).
+  Tensor default_value;
   int producer = -1;        // node index, -1 for graph inputs and constants
 };
 
@@ -49,7 +52,7 @@ struct Graph {
   int opset = 0;  // default-domain opset
   std::vector<Value> values;
   std::vector<Node> nodes;
-  std::vector<int> inputs;   // graph inputs that are not initializers
+  std::vector<int> inputs;   // graph inputs that are not initializers (or have them as defaults)
   std::vector<int> outputs;
 
   int add_value(const std::string& name);

@@ -67,8 +67,9 @@ struct OpDef {
   std::function<Cost(const Graph&, const Node&)> cost;
   // Pointwise ops: a C expression over inputs {0}, {1}, ... using functions from
   // include/brrr/scalar_ops.h, shared by the CPU and CUDA code generators. Empty if not pointwise.
-  // Placeholders: {name=default} is the node's attribute `name` (default when absent) as a C
-  // literal; {i|name} is input i, else attribute `name`; see expand_pointwise() below.
+  // Placeholders: {name=default} is the node's number attribute `name` (default when absent) as
+  // a C literal; {name@w0,w1} is the word, of the template's own, that a STRING/INT attribute
+  // equals (w0 when absent); {i|name} is input i, else attribute `name`; see expand_pointwise().
   std::string pointwise;
   // Constant folding may run this op at load time (false for ops with huge or random outputs).
   bool foldable = true;
@@ -93,9 +94,10 @@ Cost op_cost(const Graph& g, const Node& n);
 
 // The C expression of a pointwise node: def.pointwise with {i} replaced by args[i], an omitted
 // optional input (node input -1 or i >= args.size()) by NAN ("no bound" to the helpers), {i|name}
-// by input i or else attribute `name`, and {name=default} by the attribute as a float, int or
-// identifier literal. Sum/Min/Max fold their two-input form over all args. Throws brrr::Error
-// for an op with no pointwise form.
+// by input i or else attribute `name`, {name=default} by the attribute as a float or int literal,
+// {name@w0,...} by the matching template word: no text of the model reaches the expression.
+// Sum/Min/Max fold their two-input form over all args. Throws brrr::Error for an op with no
+// pointwise form.
 std::string expand_pointwise(const OpDef& def, const Node& n, const std::vector<std::string>& args);
 
 // One registration function per op family (src/ops/<family>.cpp).

@@ -23,6 +23,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b);
 // Largest tensor brrr will allocate (BRRR_MAX_TENSOR_BYTES, default 8 GiB): a model asking for more
 // gets a clear error instead of an allocation that takes the machine down.
 size_t max_tensor_bytes();
+// "N bytes" for `elems` elements of `elem_size` bytes, or "more than 2^64-1 bytes" when the
+// product overflows (size errors must not print a wrapped count).
+std::string byte_count(int64_t elems, size_t elem_size);
 
 class Tensor {
  public:

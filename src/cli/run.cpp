@@ -165,7 +165,8 @@ int run_command(const RunOptions& o) {
   infer_shapes(g, io);
   eliminate_dead_nodes(g);
   for (int id : g.inputs)
-    if (!inputs.count(g.value(id).name)) inputs[g.value(id).name] = random_tensor(g.value(id).dtype, g.value(id).shape, uint64_t(id));
+    if (!inputs.count(g.value(id).name) && !g.value(id).default_value.defined())
+      inputs[g.value(id).name] = random_tensor(g.value(id).dtype, g.value(id).shape, uint64_t(id));
 
   std::vector<Tensor> outs = execute(loaded, g, io, inputs, o);
 

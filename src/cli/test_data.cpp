@@ -1,5 +1,6 @@
 #include "cli/test_data.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "brrr/onnx.hpp"
@@ -21,7 +22,12 @@ std::vector<std::string> list_pb_files(const std::string& dir, const std::string
     std::string num = f.substr(head.size(), f.size() - head.size() - 3);
     if (num.empty() || num.size() > 6 || num.find_first_not_of("0123456789") != std::string::npos)
       continue;
-    found[std::stoi(num)] = e.path().string();
+    auto [it, added] = found.emplace(std::stoi(num), e.path().string());
+    if (!added) {  // input_0.pb and input_00.pb: which one is meant is unknowable
+      std::string a = fs::path(it->second).filename().string();
+      fail("data folder '{}' has both {} and {}: they give the same {} number {}", dir,
+           std::min(a, f), std::max(a, f), prefix, it->first);
+    }
   }
   if (ec) fail("cannot list data folder '{}': {}", dir, ec.message());
   std::vector<std::string> out;
@@ -77,7 +83,10 @@ std::map<std::string, Tensor> load_inputs(const Graph& g, const std::vector<std:
   std::map<std::string, Tensor> out;
   for (size_t i = 0; i < slot.size(); ++i) {
     const std::string& name = g.value(g.inputs[i]).name;
-    if (!slot[i].defined()) fail("the data folder gives no data for model input '{}'", name);
+    if (!slot[i].defined()) {
+      if (g.value(g.inputs[i]).default_value.defined()) continue;  // its initializer is used
+      fail("the data folder gives no data for model input '{}'", name);
+    }
     out[name] = std::move(slot[i]);
   }
   return out;

@@ -53,6 +53,13 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   return out;
 }
 
+std::string byte_count(int64_t elems, size_t elem_size) {
+  uint64_t n = uint64_t(elems);
+  if (elem_size && n > UINT64_MAX / elem_size)
+    return fmt::format("more than {} bytes", UINT64_MAX);
+  return fmt::format("{} bytes", n * elem_size);
+}
+
 size_t max_tensor_bytes() {
   static size_t limit = [] {
     return env::size("BRRR_MAX_TENSOR_BYTES");
@@ -73,9 +80,8 @@ Tensor Tensor::empty(DType dtype, const Shape& shape) {
   int64_t n = shape_numel(shape);
   size_t es = dtype_size(dtype);
   if (uint64_t(n) > max_tensor_bytes() / es)
-    fail("tensor of shape {} ({}) needs {} bytes, over the limit of {} bytes "
-         "(BRRR_MAX_TENSOR_BYTES)",
-         shape_str(shape), dtype_name(dtype), (unsigned long long)(n) * es, max_tensor_bytes());
+    fail("tensor of shape {} ({}) needs {}, over the limit of {} bytes (BRRR_MAX_TENSOR_BYTES)",
+         shape_str(shape), dtype_name(dtype), byte_count(n, es), max_tensor_bytes());
   size_t bytes = std::max<size_t>(size_t(n) * es, 1);
   size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);

@@ -20,6 +20,7 @@ namespace {
 constexpr int kMinIrVersion = 3;
 constexpr int kMaxIrVersion = 14;
 constexpr int kMaxOpset = 28;
+constexpr size_t kMaxProtobufBytes = size_t(INT32_MAX);  // protobuf's limit for one message
 
 std::string read_file(const std::string& path, size_t max_bytes) {
   std::error_code ec;
@@ -29,7 +30,9 @@ std::string read_file(const std::string& path, size_t max_bytes) {
   if (!fs::is_regular_file(st)) fail("'{}' is not a regular file", path);
   uintmax_t size = fs::file_size(path, ec);
   if (ec) fail("cannot read size of '{}': {}", path, ec.message());
-  if (size > max_bytes) fail("'{}' is {} bytes, over the limit of {} bytes", path, size, max_bytes);
+  if (size > max_bytes)
+    fail("'{}' is {} bytes, over the limit of {} bytes{}", path, size, max_bytes,
+         max_bytes == kMaxProtobufBytes ? " (protobuf reads at most 2 GiB - 1 per message)" : "");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open '{}' for reading", path);
   std::string bytes(size_t(size), '\0');
@@ -63,7 +66,11 @@ struct Loader {
       fail("{}: value '{}' is not a tensor (sequence, map and optional types are unsupported)",
            what, vi.name());
     const auto& tt = ty.tensor_type();
-    v.dtype = dtype_from_onnx(tt.elem_type());
+    try {
+      v.dtype = dtype_from_onnx(tt.elem_type());
+    } catch (const Error& e) {
+      fail("{}: value '{}': {}", what, vi.name(), e.what());
+    }
     v.shape.clear();
     v.dim_names.clear();
     if (!tt.has_shape()) return;
@@ -131,9 +138,19 @@ struct Loader {
     for (const auto& in : gp.input()) {
       int id = value_id(in.name());
       Value& v = g.value(id);
-      if (v.constant.defined()) continue;  // IR < 4: initializers are listed as inputs too
       if (std::find(g.inputs.begin(), g.inputs.end(), id) != g.inputs.end())
         fail("{}: graph input '{}' is listed twice", what, in.name());
+      if (v.constant.defined()) {
+        if (irv < 4) continue;  // IR < 4 lists every initializer as an input: constants
+        // IR >= 4: an initializer named like a graph input is that input's default value; fed
+        // data overrides it.
+        v.default_value = std::move(v.constant);
+        v.constant = Tensor();
+        v.typed = false;
+        if (in.has_type()) read_type(in, v);
+        g.inputs.push_back(id);
+        continue;
+      }
       if (!in.has_type()) fail("{}: graph input '{}' has no type", what, in.name());
       read_type(in, v);
       g.inputs.push_back(id);
@@ -164,6 +181,7 @@ struct Loader {
         n.attrs.emplace(a.name(), attribute(a, n.label()));
       }
       check_node_arity(n, g);
+      check_node_attributes(n, g);
       g.nodes.push_back(std::move(n));
     }
     for (const auto& out : gp.output()) {
@@ -179,7 +197,7 @@ struct Loader {
 Graph load_from_bytes(const std::string& bytes, const std::string& what, fs::path dir) {
   if (bytes.empty()) fail("'{}' is empty, not an ONNX model", what);
   onnx::ModelProto m;
-  if (bytes.size() > size_t(INT32_MAX) || !m.ParseFromArray(bytes.data(), int(bytes.size())))
+  if (bytes.size() > kMaxProtobufBytes || !m.ParseFromArray(bytes.data(), int(bytes.size())))
     fail("'{}' is not a valid ONNX model (protobuf parse failed: truncated or not a model file)",
          what);
   Loader l;
@@ -192,7 +210,7 @@ Graph load_from_bytes(const std::string& bytes, const std::string& what, fs::pat
 }  // namespace
 
 Graph load_onnx(const std::string& path) {
-  std::string bytes = read_file(path, size_t(INT32_MAX));
+  std::string bytes = read_file(path, kMaxProtobufBytes);
   fs::path dir = fs::absolute(fs::path(path)).parent_path();
   return load_from_bytes(bytes, path, dir);
 }
@@ -202,7 +220,11 @@ Graph load_onnx_bytes(const std::string& bytes, const std::string& what) {
 }
 
 Tensor load_tensor_pb(const std::string& path, std::string* name) {
-  std::string bytes = read_file(path, max_tensor_bytes() + (size_t(1) << 20));
+  // Refused on size before reading: protobuf parses at most 2 GiB - 1 bytes in one message.
+  size_t budget = max_tensor_bytes();
+  std::string bytes = read_file(path, budget >= kMaxProtobufBytes - (size_t(1) << 20)
+                                          ? kMaxProtobufBytes
+                                          : budget + (size_t(1) << 20));
   onnx::TensorProto t;
   if (bytes.empty() || !t.ParseFromArray(bytes.data(), int(bytes.size())))
     fail("'{}' is not a valid serialized TensorProto", path);

@@ -84,8 +84,9 @@ static std::string attr_str(const AttrValue& a) {
 const Tensor& Graph::bound_input(int id, const std::map<std::string, Tensor>& given) const {
   const Value& v = value(id);
   auto it = given.find(v.name);
-  if (it == given.end()) fail("no data given for model input '{}'", v.name);
-  const Tensor& t = it->second;
+  if (it == given.end() && !v.default_value.defined())
+    fail("no data given for model input '{}'", v.name);
+  const Tensor& t = it == given.end() ? v.default_value : it->second;
   if (t.dtype() != v.dtype)
     fail("input '{}' is {} but the model expects {}", v.name, dtype_name(t.dtype()),
          dtype_name(v.dtype));

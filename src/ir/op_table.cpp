@@ -88,10 +88,8 @@ void InferCtx::set_output(int i, DType t, Shape s) {
   }
   // The memory budget, checked here so the error names the node that asks for too much.
   if (uint64_t(n) > max_tensor_bytes() / dtype_size(t))
-    fail("output {} of shape {} ({}) needs {} bytes, over the limit of {} bytes "
-         "(BRRR_MAX_TENSOR_BYTES)",
-         i, shape_str(s), dtype_name(t), (unsigned long long)(n) * dtype_size(t),
-         max_tensor_bytes());
+    fail("output {} of shape {} ({}) needs {}, over the limit of {} bytes (BRRR_MAX_TENSOR_BYTES)",
+         i, shape_str(s), dtype_name(t), byte_count(n, dtype_size(t)), max_tensor_bytes());
   if (int(outputs.size()) <= i) outputs.resize(size_t(i) + 1);
   outputs[i] = {t, std::move(s)};
 }

@@ -9,7 +9,22 @@ namespace brrr {
 
 void call_reference(const Node& n, KernelCtx& ctx) {
   std::vector<Tensor> placed = ctx.outputs;
-  n.def->reference(ctx);
+  try {
+    n.def->reference(ctx);
+  } catch (const Error& e) {
+    // Errors found while computing (integer division by zero, a dtype a kernel lacks) name the
+    // node, its op and its inputs, as shape inference's do.
+    std::string msg = e.what();
+    if (msg.find(n.label()) != std::string::npos) throw;
+    std::string ins;
+    for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+      const Tensor& t = ctx.inputs[i];
+      ins += i ? ", " : "";
+      ins +=
+          t.defined() ? fmt::format("{}{}", dtype_name(t.dtype()), shape_str(t.shape())) : "<none>";
+    }
+    throw Error(fmt::format("{}: {} (inputs: {})", n.label(), msg, ins));
+  }
   for (size_t i = 0; i < placed.size() && i < ctx.outputs.size(); ++i) {
     Tensor& got = ctx.outputs[i];
     Tensor& want = placed[i];

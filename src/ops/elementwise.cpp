@@ -170,7 +170,7 @@ void add_mod(OpTable& t) {
         map_binary<T, T, T>(k.inputs[0], k.inputs[1], k.outputs[0], [&](auto a, auto b) {
           using C = decltype(a);
           if constexpr (std::is_integral_v<C>) {
-            if (b == 0) fail("integer Mod by zero");
+            if (b == 0) fail("integer Mod by zero (a zero in B, input 1)");
             if constexpr (std::is_signed_v<C>) {
               if (b == -1) return C(0);  // avoids INT_MIN % -1 overflow
               C r = C(a % b);
@@ -196,7 +196,7 @@ void add_mod(OpTable& t) {
     return cost_per_output(flt ? 0 : 1, flt ? std::map<std::string, double>{{"fmod", 1}}
                                             : std::map<std::string, double>{})(g, n);
   };
-  d.pointwise = "brrr_mod_{fmod=0}({0}, {1})";  // brrr_mod_0 (numpy mod) or brrr_mod_1 (fmodf)
+  d.pointwise = "brrr_mod_{fmod@0,1}({0}, {1})";  // brrr_mod_0 (numpy mod) or brrr_mod_1 (fmodf)
   t.add(std::move(d));
 }
 
@@ -296,7 +296,7 @@ void register_elementwise_ops(OpTable& t) {
   add_binary<false>(t, "Div", 7, kNumeric, "({0} / {1})", 1, [](const Node&, auto a, auto b) {
     using C = decltype(a);
     if constexpr (std::is_integral_v<C>) {
-      if (b == 0) fail("integer division by zero");
+      if (b == 0) fail("integer division by zero (a zero in B, input 1)");
       if constexpr (std::is_signed_v<C>)
         if (b == -1) return wrap_neg(a);  // INT_MIN / -1 overflows in C
       return C(a / b);

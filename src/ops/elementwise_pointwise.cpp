@@ -30,29 +30,53 @@ bool is_word(const std::string& s) {
   return true;
 }
 
-// The attribute `name` of n as a C literal; `dflt` (text from the template) when absent.
+// A number attribute as a C literal. Only numbers read through their type reach generated code:
+// `want_int` (the template's default is an integer) takes INT, otherwise FLOAT or INT.
+std::string number_literal(const Node& n, const std::string& name, bool want_int) {
+  const AttrValue& a = n.attrs.at(name);
+  if (const auto* i = std::get_if<int64_t>(&a)) return int_literal(*i);
+  if (const auto* f = std::get_if<float>(&a); f && !want_int) return float_literal(*f);
+  fail("{}: attribute '{}' must be {} for the pointwise expression", n.label(), name,
+       want_int ? "an INT" : "a FLOAT or INT");
+}
+
+// {name=default}: a number attribute, `dflt` (template text) when absent.
 std::string attr_literal(const Node& n, const std::string& name, const std::string* dflt) {
-  auto it = n.attrs.find(name);
-  if (it != n.attrs.end()) {
-    if (const auto* i = std::get_if<int64_t>(&it->second)) return int_literal(*i);
-    if (const auto* f = std::get_if<float>(&it->second)) return float_literal(*f);
-    if (const auto* s = std::get_if<std::string>(&it->second)) {
-      if (!is_word(*s))
-        fail("{}: attribute '{}' = \"{}\" is not usable in a pointwise expression", n.label(), name,
-             *s);
-      return *s;
-    }
-    fail("{}: attribute '{}' has a type a pointwise expression cannot use", n.label(), name);
+  bool want_int = false;
+  if (dflt) {
+    char* end = nullptr;
+    double v = std::strtod(dflt->c_str(), &end);
+    BRRR_ASSERT(!dflt->empty() && *end == '\0', "pointwise default is not a number");
+    want_int = dflt->find_first_of(".eEnN") == std::string::npos;
+    if (!n.has_attr(name)) return want_int ? int_literal(int64_t(v)) : float_literal(v);
   }
-  BRRR_CHECK(dflt != nullptr, "{}: attribute '{}' is required for the pointwise expression",
+  BRRR_CHECK(n.has_attr(name), "{}: attribute '{}' is required for the pointwise expression",
              n.label(), name);
-  char* end = nullptr;
-  double v = std::strtod(dflt->c_str(), &end);
-  if (!dflt->empty() && *end == '\0') {
-    bool is_float = dflt->find_first_of(".eEnN") != std::string::npos;
-    return is_float ? float_literal(v) : int_literal(int64_t(v));
+  return number_literal(n, name, want_int);
+}
+
+// {name@w0,w1,...}: a STRING (or INT) attribute that must be one of the template's own words,
+// which is what is emitted (never the model's text); w0 when absent.
+std::string attr_choice(const Node& n, const std::string& name, const std::string& words) {
+  std::vector<std::string> choices;
+  for (size_t p = 0; p <= words.size();) {
+    size_t q = std::min(words.find(',', p), words.size());
+    choices.push_back(words.substr(p, q - p));
+    p = q + 1;
   }
-  return *dflt;
+  BRRR_ASSERT(!choices.empty() && is_word(choices[0]), "bad pointwise choice list");
+  auto it = n.attrs.find(name);
+  if (it == n.attrs.end()) return choices[0];
+  std::string got;
+  if (const auto* s = std::get_if<std::string>(&it->second))
+    got = *s;
+  else if (const auto* i = std::get_if<int64_t>(&it->second))
+    got = std::to_string(*i);
+  else
+    fail("{}: attribute '{}' has the wrong type for the pointwise expression", n.label(), name);
+  for (const auto& c : choices)
+    if (c == got) return c;
+  fail("{}: attribute '{}' = '{}' is not one of {}", n.label(), name, got.substr(0, 40), words);
 }
 
 std::string substitute(const std::string& tpl, const Node& n,
@@ -71,15 +95,17 @@ std::string substitute(const std::string& tpl, const Node& n,
     BRRR_ASSERT(q != std::string::npos, "unterminated placeholder in a pointwise template");
     std::string tok = tpl.substr(p + 1, q - p - 1);
     p = q + 1;
-    size_t bar = tok.find('|'), eq = tok.find('=');
+    size_t bar = tok.find('|'), eq = tok.find('='), at = tok.find('@');
     if (!tok.empty() && std::isdigit(static_cast<unsigned char>(tok[0]))) {
       size_t i = std::stoul(tok);
       if (present(i))
         out += arg(i);
       else if (bar != std::string::npos && n.has_attr(tok.substr(bar + 1)))
-        out += attr_literal(n, tok.substr(bar + 1), nullptr);
+        out += number_literal(n, tok.substr(bar + 1), false);
       else
         out += "NAN";
+    } else if (at != std::string::npos) {
+      out += attr_choice(n, tok.substr(0, at), tok.substr(at + 1));
     } else if (eq != std::string::npos) {
       std::string dflt = tok.substr(eq + 1);
       out += attr_literal(n, tok.substr(0, eq), &dflt);

@@ -182,7 +182,7 @@ void add_activations(OpTable& t) {
 
   // Gelu (opset 20): approximate = "none" (erf) or "tanh"; the pointwise helper name carries it.
   OpDef gelu =
-      unary_def<kFloat>("Gelu", 20, "brrr_gelu_{approximate=none}({0})", 4, {}, [](const Node& n) {
+      unary_def<kFloat>("Gelu", 20, "brrr_gelu_{approximate@none,tanh}({0})", 4, {}, [](const Node& n) {
         bool tanh_form = n.attr_string("approximate", "none") == "tanh";
         return [tanh_form](auto x) {
           using C = decltype(x);

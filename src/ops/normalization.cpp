@@ -38,15 +38,19 @@ void add_softmax(OpTable& t, const char* name, SM kind) {
       for (int64_t i = 0; i < L.inner; ++i) {
         double mx = -std::numeric_limits<double>::infinity();
         int64_t arg = 0;
+        bool nan = false;
         for (int64_t j = 0; j < L.n; ++j) {
           double v = x[size_t(L.at(o, j, i))];
           if (v > mx) mx = v, arg = j;
+          nan = nan || std::isnan(v);
         }
         if (kind == SM::hardmax) {
           for (int64_t j = 0; j < L.n; ++j) y[size_t(L.at(o, j, i))] = j == arg ? 1.0 : 0.0;
           continue;
         }
-        double sh = std::isfinite(mx) ? mx : 0;
+        // exp(x - max) / sum, as ONNX Runtime and ONNX's reference compute it: a row holding NaN
+        // or +inf, or only -inf, is NaN throughout.
+        double sh = nan ? std::numeric_limits<double>::quiet_NaN() : mx;
         double sum = 0;
         for (int64_t j = 0; j < L.n; ++j) sum += std::exp(x[size_t(L.at(o, j, i))] - sh);
         double lse = std::log(sum);

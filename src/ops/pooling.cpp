@@ -37,6 +37,13 @@ PoolDims pool_dims(const Node& n, const Shape& x, bool global) {
     fail("kernel_shape [{}] has {} dims but X {} has {} spatial dims", fmt::join(k, ","), k.size(),
          shape_str(x), in.size());
   d.w = forward_window(n, in, k, n.attr_int("ceil_mode", 0) != 0);
+  // A window wholly in the padding would have no elements (ONNX Runtime refuses these too).
+  for (size_t i = 0; i < k.size(); ++i)
+    if (d.w.pb[i] >= k[i] || d.w.pe[i] >= k[i])
+      fail("{} pads [{}] must be smaller than the kernel [{}]: a window would lie wholly in the "
+           "padding",
+           n.op, fmt::format("{},{}", fmt::join(d.w.pb, ","), fmt::join(d.w.pe, ",")),
+           fmt::join(k, ","));
   return d;
 }
 
@@ -90,7 +97,10 @@ void pool_kernel(const T* X, T* Y, int64_t* I, int64_t planes, const Window& w3,
                 int64_t iw = sw + kw * w.d[2];
                 C v = C(row[iw]);
                 if (kind == PoolKind::max) {
-                  if (v > best || best_at < 0) {
+                  // NaN wins (and stays): a max propagates NaN, as GlobalMaxPool and ReduceMax do.
+                  bool take = best_at < 0 || v > best;
+                  if constexpr (std::is_floating_point_v<C>) take = take || (v != v && best == best);
+                  if (take) {
                     best = v;
                     best_at = col_major ? id + ih * ID + iw * ID * IH : (id * IH + ih) * IW + iw;
                   }

@@ -134,7 +134,25 @@ bool channel_scale_between_convs(const Graph& g, const Node& n) {
   return consumers == 1 && conv;
 }
 
-NodeInfo classify(const Graph& g, const Node& n, TypeSet ts) {
+// A run-time input or an output with no elements (batch 0, K = 0). Library set-up may divide by
+// the size (oneDNN's matmul does), so such nodes never become library kernels; generated loops
+// over an empty space are fine when every output is empty too.
+bool has_zero_size(const Graph& g, const Node& n) {
+  for (int i : n.inputs)
+    if (i >= 0 && !g.value(i).constant.defined() && g.value(i).typed &&
+        shape_numel(g.value(i).shape) == 0)
+      return true;
+  for (int o : n.outputs)
+    if (o >= 0 && g.value(o).typed && shape_numel(g.value(o).shape) == 0) return true;
+  return false;
+}
+bool has_nonempty_output(const Graph& g, const Node& n) {
+  for (int o : n.outputs)
+    if (o >= 0 && g.value(o).typed && shape_numel(g.value(o).shape) != 0) return true;
+  return false;
+}
+
+NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts) {
   NodeInfo info;
   const std::string& op = n.op;
   bool f32 = all_f32(g, n);
@@ -150,6 +168,9 @@ NodeInfo classify(const Graph& g, const Node& n, TypeSet ts) {
     return info;
   };
   if (!n.domain.empty()) return other(fmt::format("{} is in domain '{}'", op, n.domain));
+  // Outputs computed from no elements (zeros, a bias, -inf): the reference kernel's job.
+  if (has_zero_size(g, n) && has_nonempty_output(g, n))
+    return other(fmt::format("{} reads a tensor with no elements", op));
   bool pool = op == "MaxPool" || op == "AveragePool";
   if (op == "MatMul" || op == "Gemm" || op == "Conv" || pool) {
 #if defined(BRRR_HAVE_DNNL) || defined(BRRR_HAVE_CUDA)
@@ -247,6 +268,15 @@ NodeInfo classify(const Graph& g, const Node& n, TypeSet ts) {
     return info;
   }
   return other(fmt::format("{} has no generated kernel", op));
+}
+
+NodeInfo classify(const Graph& g, const Node& n, TypeSet ts) {
+  NodeInfo info = classify_node(g, n, ts);
+  if (info.kind == NodeKind::Library && has_zero_size(g, n)) {
+    info.kind = NodeKind::Other;
+    info.why = n.op + " has a tensor with no elements (no library call)";
+  }
+  return info;
 }
 
 Shape row_shape_keep(const Shape& s) {

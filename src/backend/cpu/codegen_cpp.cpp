@@ -243,13 +243,20 @@ class KernelEmitter {
     const Expr& e = k_.exprs[size_t(id)];
     bool mx = e.reduce == ReduceKind::Max;
     out_ += fmt::format("    float e{} = {};\n", id, mx ? "-INFINITY" : "0.0f");
-    out_ += fmt::format("#pragma omp simd reduction({}:e{})\n", mx ? "max" : "+", id);
+    // A max propagates NaN (as ReduceMax and the reference do): SIMD max reductions drop it, so
+    // NaNs are counted alongside and win afterwards.
+    if (mx) out_ += fmt::format("    int nan{} = 0;\n", id);
+    out_ += mx ? fmt::format("#pragma omp simd reduction(max:e{0}) reduction(|:nan{0})\n", id)
+               : fmt::format("#pragma omp simd reduction(+:e{})\n", id);
     out_ += "    for (int64_t c = 0; c < C; ++c) {\n";
     out_ += elem_stmts(closure({e.args[0]}), "      ");
     int a = e.args[0];
-    if (mx) out_ += fmt::format("      e{0} = e{1} > e{0} ? e{1} : e{0};\n", id, a);
+    if (mx)
+      out_ += fmt::format("      e{0} = e{1} > e{0} ? e{1} : e{0};\n      nan{0} |= e{1} != e{1};\n",
+                          id, a);
     else out_ += fmt::format("      e{} += e{};\n", id, a);
     out_ += "    }\n";
+    if (mx) out_ += fmt::format("    if (nan{0}) e{0} = NAN;\n", id);
     if (e.reduce == ReduceKind::Mean) out_ += fmt::format("    e{} /= (float)C;\n", id);
   }
 };

@@ -3,8 +3,10 @@
 // layout the session chose for them (NCHW, NHWC or channel-blocked, library.hpp) and reordered in
 // and out per call only where the chosen implementation wants another one.
 #ifdef BRRR_HAVE_DNNL
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <unordered_map>
 
 #include "backend/cpu/dnnl_util.hpp"
@@ -211,6 +213,29 @@ bool winograd_enabled() {
 
 namespace {
 
+// Wide vectors where the machine has them: the scan reads what the pool just read, from cache.
+__attribute__((target_clones("avx512f", "avx2", "default"))) bool any_nan(const float* x,
+                                                                          int64_t n) {
+  int acc = 0;
+#pragma omp simd reduction(| : acc)
+  for (int64_t i = 0; i < n; ++i) acc |= x[i] != x[i];
+  return acc != 0;
+}
+
+// Element offset of (n, c, h, w) in a rank-4 buffer stored in layout `l`.
+struct Addr {
+  int64_t C, H, W;
+  char l;
+  int64_t operator()(int64_t n, int64_t c, int64_t h, int64_t w) const {
+    if (l == kNHWC) return ((n * H + h) * W + w) * C + c;
+    if (l == kBlocked16) {
+      int64_t cb = (C + kChannelBlock - 1) / kChannelBlock;
+      return (((n * cb + c / kChannelBlock) * H + h) * W + w) * kChannelBlock + c % kChannelBlock;
+    }
+    return ((n * C + c) * H + h) * W + w;
+  }
+};
+
 class DnnlPool : public LibraryKernel {
  public:
   dnnl::pooling_forward prim;
@@ -218,6 +243,11 @@ class DnnlPool : public LibraryKernel {
   dnnl::memory scratch;
   std::unordered_map<int, dnnl::memory> args;
   dnnl::stream strm{engine()};
+  // Max pooling: oneDNN's drops NaN, but a max propagates it (the reference, ReduceMax). One scan
+  // of the input finds NaNs; only then are the windows holding them set to NaN.
+  bool maxp = false;
+  int64_t N = 0, x_elems = 0, OH = 0, OW = 0, kh = 0, kw = 0, sh = 0, sw = 0, ph = 0, pw = 0;
+  Addr xa{}, ya{};
 
   void run(void* const* slots) override {
     src.user.set_data_handle(slots[src.value]);
@@ -228,6 +258,26 @@ class DnnlPool : public LibraryKernel {
     prim.execute(strm, args);
     if (dst.reordered()) dst.to_user.execute(strm, dst.inner, dst.user);
     strm.wait();
+    const float* x = static_cast<const float*>(slots[src.value]);
+    if (maxp && any_nan(x, x_elems)) propagate_nan(x, static_cast<float*>(slots[dst.value]));
+  }
+
+  void propagate_nan(const float* x, float* y) const {
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = 0; c < xa.C; ++c)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            bool nan = false;
+            for (int64_t i = 0; i < kh && !nan; ++i) {
+              int64_t h = oh * sh - ph + i;
+              if (h < 0 || h >= xa.H) continue;
+              for (int64_t j = 0; j < kw && !nan; ++j) {
+                int64_t w = ow * sw - pw + j;
+                nan = w >= 0 && w < xa.W && std::isnan(x[xa(n, c, h, w)]);
+              }
+            }
+            if (nan) y[ya(n, c, oh, ow)] = std::numeric_limits<float>::quiet_NaN();
+          }
   }
 };
 
@@ -271,6 +321,15 @@ std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel
     dnnl::pooling_forward::primitive_desc pd(desc, attr, engine());
     auto kern = std::make_unique<DnnlPool>();
     kern->prim = dnnl::pooling_forward(pd);
+    if (maxp) {
+      kern->maxp = true;
+      kern->N = xs[0];
+      kern->x_elems = int64_t(value_bytes(g, vx, layouts) / sizeof(float));
+      kern->OH = os[2], kern->OW = os[3], kern->kh = ks[0], kern->kw = ks[1];
+      kern->sh = strides[0], kern->sw = strides[1], kern->ph = pl[0], kern->pw = pl[1];
+      kern->xa = Addr{xs[1], xs[2], xs[3], layout_of(layouts, vx)};
+      kern->ya = Addr{os[1], os[2], os[3], layout_of(layouts, vout)};
+    }
     make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
     make_port(kern->dst, vout, omd, pd.dst_desc(), false, true);
     kern->scratch = dnnl::memory(pd.scratchpad_desc(), engine());

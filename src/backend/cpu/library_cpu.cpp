@@ -252,6 +252,11 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
 
 std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k,
                                                    const Layouts& layouts) {
+  // Zero-size tensors never reach a library (the plan runs them by reference; oneDNN's matmul
+  // set-up divides by M).
+  for (const auto* vs : {&k.inputs, &k.outputs})
+    for (int v : *vs)
+      if (shape_numel(g.value(v).shape) == 0 && !g.value(v).constant.defined()) return nullptr;
   if (auto p = make_cpu_pool(g, k, layouts)) return p;
   if (auto p = make_cpu_kernel(g, k, layouts)) return p;
   return make_dnnl_kernel(g, k, layouts);

@@ -20,6 +20,7 @@ constexpr int64_t kParallelPoolElems = 32768;
 
 // 16 floats: one AVX-512 register, two AVX2 ones (GCC's generic vectors; loads by memcpy).
 typedef float V16 __attribute__((vector_size(kChannelBlock * sizeof(float))));
+typedef int32_t V16i __attribute__((vector_size(kChannelBlock * sizeof(int32_t))));
 
 struct PoolGeometry {
   int64_t blocks = 0;  // images * channel blocks
@@ -35,20 +36,26 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_rows(
     const PoolGeometry& p, const float* x, float* y, float* row, int64_t r0, int64_t r1) {
   constexpr int64_t B = kChannelBlock;
   const V16 lowest = V16{} - std::numeric_limits<float>::infinity();
+  const V16 quiet_nan = V16{} + std::numeric_limits<float>::quiet_NaN();
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t oh = r / p.blocks, b = r % p.blocks;
     const float* xb = x + b * p.h * p.w * B;
-    // Rows of the window inside the input (pads never win a max), then their max per column.
+    // Rows of the window inside the input (pads never win a max), then their max per column; a
+    // NaN wins (a max propagates NaN, as the reference does). The NaN mask is kept apart from the
+    // max: GCC lowers a select on `acc < v | v != v` per tap to scalar code (9x slower).
     const int64_t hb = oh * p.sh - p.ph;
     int64_t i0 = 0, i1 = p.kh;
     while (i0 < i1 && hb + i0 < 0) ++i0;
     while (i1 > i0 && hb + i1 - 1 >= p.h) --i1;
     for (int64_t c = 0; c < p.w; ++c) {
       V16 acc = lowest, v;
+      V16i nan = {};
       for (int64_t i = i0; i < i1; ++i) {
         __builtin_memcpy(&v, xb + ((hb + i) * p.w + c) * B, sizeof v);
         acc = acc < v ? v : acc;
+        nan |= v != v;
       }
+      acc = nan ? quiet_nan : acc;
       __builtin_memcpy(row + c * B, &acc, sizeof acc);
     }
     float* yr = y + (b * p.oh + oh) * p.ow * B;
@@ -58,10 +65,13 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_rows(
       while (j0 < j1 && wb + j0 < 0) ++j0;
       while (j1 > j0 && wb + j1 - 1 >= p.w) --j1;
       V16 acc = lowest, v;
+      V16i nan = {};
       for (int64_t j = j0; j < j1; ++j) {
         __builtin_memcpy(&v, row + (wb + j) * B, sizeof v);
         acc = acc < v ? v : acc;
+        nan |= v != v;
       }
+      acc = nan ? quiet_nan : acc;
       __builtin_memcpy(yr + ow * B, &acc, sizeof acc);
     }
   }

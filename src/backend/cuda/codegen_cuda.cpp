@@ -128,7 +128,7 @@ static __device__ __forceinline__ float brrr_warp_reduce(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     const float w = __shfl_xor_sync(0xffffffffu, v, o);
-    v = MAX ? (w > v ? w : v) : v + w;
+    v = MAX ? (w > v || w != w ? w : v) : v + w;  // a max propagates NaN
   }
   return v;
 }
@@ -593,7 +593,8 @@ class KernelEmitter {
       if (e.kind == Expr::Reduce) {
         bool mx = e.reduce == ReduceKind::Max;
         s += fmt::format("  float e{} = {};\n  {{\n", id, mx ? "-INFINITY" : "0.0f");
-        std::string acc = mx ? fmt::format("          e{0} = e{1} > e{0} ? e{1} : e{0};\n", id, e.args[0])
+        std::string acc = mx ? fmt::format("          e{0} = e{1} > e{0} || e{1} != e{1} ? e{1} : e{0};\n",
+                                           id, e.args[0])
                              : fmt::format("          e{} += e{};\n", id, e.args[0]);
         s += pass({e.args[0]}, acc);
         s += fmt::format("  }}\n  e{0} = {1}(e{0}{2});\n", id,
@@ -680,7 +681,7 @@ static __device__ __forceinline__ void brrr_gelu_erf_inplace(T* __restrict__ a, 
   // Pools cuDNN cannot express (a ceil_mode window past the end, asymmetric pads, dilations,
   // 16-bit data, or no cuDNN): one thread per output over [planes, D, H, W] (1-D and 2-D pools
   // padded to 3-D), with the reference's taps and order (src/ops/pooling.cpp): max keeps the
-  // first of equal values, an average divides by the taps inside the input (count_include_pad:
+  // first of equal values and propagates NaN, an average divides by the taps inside the input (count_include_pad:
   // inside input and explicit pads), accumulating in float32.
   s += R"(struct brrr_pool_geo { i64 in[3], k[3], s[3], d[3], pb[3], pe[3], out[3]; };
 static __device__ __forceinline__ i64 brrr_floor_div(i64 a, i64 b) {
@@ -712,7 +713,7 @@ static __device__ __forceinline__ void brrr_pool_t(const T* __restrict__ x, T* _
         const T* row = p + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2];
         for (i64 kw = lo[2]; kw < hi[2]; ++kw) {
           const float v = brrr_ld(row + kw * g.d[2]);
-          if (v > best || !any) best = v;
+          if (v > best || !any || (v != v && best == best)) best = v;  // NaN wins and stays
           any = true;
           sum += v;
         }

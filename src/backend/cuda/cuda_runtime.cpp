@@ -164,13 +164,16 @@ DevPtr Arena::at(std::size_t offset, std::size_t bytes, const std::string& who) 
 
 void copy_h2d(DevPtr dst, const void* src, std::size_t bytes, const Stream& s,
               const std::string& what) {
+  if (bytes == 0) return;  // a zero-size tensor: its buffer may be a null pointer
   BRRR_CU(driver().cuMemcpyHtoDAsync(dst, src, bytes, s.get()), "copy to device: " + what);
 }
 void copy_d2h(void* dst, DevPtr src, std::size_t bytes, const Stream& s, const std::string& what) {
+  if (bytes == 0) return;
   BRRR_CU(driver().cuMemcpyDtoHAsync(dst, src, bytes, s.get()), "copy to host: " + what);
 }
 void copy_d2d(DevPtr dst, DevPtr src, std::size_t bytes, const Stream& s,
               const std::string& what) {
+  if (bytes == 0) return;
   BRRR_CU(driver().cuMemcpyDtoDAsync(dst, src, bytes, s.get()), "device copy: " + what);
 }
 void copy_2d_d2d(DevPtr dst, std::size_t dst_pitch, DevPtr src, std::size_t src_pitch,
@@ -225,6 +228,8 @@ int Function::local_bytes() const {
 void launch(const Function& f, Dim3 grid, Dim3 block, unsigned shared_bytes, const Stream& s,
             void** args) {
   BRRR_CHECK(f.get() != nullptr, "launch of an empty kernel handle");
+  // An empty grid (a zero-size tensor) has no work; cuLaunchKernel would reject it.
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
   BRRR_CU(driver().cuLaunchKernel(f.get(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                   shared_bytes, s.get(), args, nullptr),
           "launch kernel " + f.name());
