@@ -31,6 +31,9 @@ struct SessionOptions {
   std::map<std::string, Shape> input_shapes;
   std::string cache_dir;  // kernel cache; empty: $XDG_CACHE_HOME/brrr or ~/.cache/brrr
   std::string dump_dir;   // empty: $BRRR_DUMP_DIR
+  // CPU: threads running the plan, the caller included; 0: $BRRR_THREADS, else the CPUs of the
+  // process's affinity mask.
+  int threads = 0;
 };
 
 struct MemoryStats {
@@ -64,6 +67,8 @@ class Session {
 
   const Graph& graph() const;
   MemoryStats memory() const;
+  // CPU: the threads the plan runs on (SessionOptions::threads resolved); 0 on other backends.
+  int threads() const;
   int num_kernels() const;
   // Number of kernels of a kind ("fused", "library", "copy", "reference").
   int num_kernels(const std::string& kind) const;

@@ -17,6 +17,7 @@
 #include "backend/cpu/codegen_cpp.hpp"
 #include "backend/cpu/compiler.hpp"
 #include "backend/cpu/library.hpp"
+#include "backend/cpu/thread_pool.hpp"
 #include "brrr/onnx.hpp"
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
@@ -33,9 +34,10 @@ struct Session::Impl {
   SessionOptions opts;
   plan::Plan plan;
   std::shared_ptr<cpu::CompiledModule> module;
+  std::unique_ptr<cpu::ThreadPool> pool;  // CPU: runs the generated kernels' chunks
   struct Step {
     KernelKind kind;
-    void (*fn)(void* const*) = nullptr;
+    void (*fn)(void* const*, const brrr_par*) = nullptr;
     std::unique_ptr<cpu::LibraryKernel> lib;
     int src = -1, dst = -1;  // Copy
     size_t bytes = 0;
@@ -127,6 +129,7 @@ void Session::Impl::choose_layouts() {
     if (!touches) continue;
     steps[i].lib = cpu::make_library_kernel(g, k, layouts);
     BRRR_ASSERT(steps[i].lib != nullptr, "library kernel failed with NHWC/blocked layouts");
+    steps[i].lib->pool = pool.get();
   }
 }
 
@@ -164,6 +167,7 @@ void Session::Impl::build() {
     fail("backend 'cuda' is not available: brrr was built without the CUDA toolkit");
 #endif
   }
+  pool = std::make_unique<cpu::ThreadPool>(cpu::resolve_thread_count(opts.threads));
   steps.resize(plan.kernels.size());
   // Library kernels oneDNN cannot do become reference kernels (with all their outputs stored).
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
@@ -171,7 +175,10 @@ void Session::Impl::build() {
     steps[i].kind = k.kind;
     if (k.kind != KernelKind::Library) continue;
     steps[i].lib = cpu::make_library_kernel(g, k);
-    if (steps[i].lib) continue;
+    if (steps[i].lib) {
+      steps[i].lib->pool = pool.get();
+      continue;
+    }
     k.kind = steps[i].kind = KernelKind::Reference;
     k.outputs.clear();
     for (int n : k.nodes)
@@ -243,7 +250,8 @@ void Session::Impl::build() {
     from_cache = module->from_cache();
     for (size_t i = 0; i < plan.kernels.size(); ++i)
       if (!src.symbols[i].empty())
-        steps[i].fn = reinterpret_cast<void (*)(void* const*)>(module->symbol(src.symbols[i]));
+        steps[i].fn = reinterpret_cast<void (*)(void* const*, const brrr_par*)>(
+            module->symbol(src.symbols[i]));
   }
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const plan::Kernel& k = plan.kernels[i];
@@ -280,7 +288,7 @@ void Session::Impl::bind(const std::map<std::string, Tensor>& inputs, std::vecto
 void Session::Impl::exec(size_t i) {
   Step& s = steps[i];
   switch (s.kind) {
-    case KernelKind::Fused: s.fn(slots.data()); return;
+    case KernelKind::Fused: s.fn(slots.data(), pool->c_api()); return;
     case KernelKind::Library: s.lib->run(slots.data()); return;
     case KernelKind::Copy:
       if (s.bytes) std::memcpy(slots[size_t(s.dst)], slots[size_t(s.src)], s.bytes);
@@ -436,6 +444,7 @@ std::string Session::plan_summary() const {
 
 const Graph& Session::graph() const { return impl_->g; }
 MemoryStats Session::memory() const { return impl_->mem; }
+int Session::threads() const { return impl_->pool ? impl_->pool->threads() : 0; }
 int Session::num_kernels() const { return int(impl_->plan.kernels.size()); }
 int Session::num_kernels(const std::string& kind) const {
   int n = 0;

@@ -4,11 +4,19 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
+#include <random>
 #include <thread>
 #include <vector>
 
 #include "backend/cpu/thread_pool.hpp"
+#include "brrr/reference.hpp"
+#include "brrr/session.hpp"
+#include "env_var.hpp"
+#include "expect_outputs.hpp"
+#include "random_tensor.hpp"
+#include "runtime/graph_builder.hpp"
 
 using brrr::cpu::ThreadPool;
 
@@ -114,4 +122,82 @@ TEST(ThreadPool, CApiRunsThroughThePool) {
 
 TEST(ThreadPool, AffinityCountIsPositive) {
   EXPECT_GE(brrr::cpu::affinity_cpu_count(), 1);
+}
+
+// Sessions on 1..7 threads: generated kernels (a flat map past the parallel threshold with a
+// partial last block, and row softmaxes) and the library kernels (conv, pool, concat, mean) all
+// match the reference, and the generated ones give the same bytes whatever the thread count.
+namespace brrr {
+namespace {
+
+Graph threads_model() {
+  GraphBuilder b;
+  std::mt19937 rng(7);
+  auto rnd = [&](const Shape& s) { return brrr_test::uniform_f32(s, rng, -0.5f, 0.5f); };
+  int x = b.input("x", {1, 32, 41, 41});
+  int c = b.node("Conv", {x, b.constant("w0", rnd({48, 32, 1, 1})), b.constant("b0", rnd({48}))});
+  int p = b.node(
+      "MaxPool", {c},
+      {{"kernel_shape", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{2, 2}}});
+  int d = b.node("Conv", {p, b.constant("w1", rnd({96, 48, 1, 1}))});
+  int e = b.node("Conv", {x, b.constant("w2", rnd({16, 32, 3, 3}))},
+                 {{"strides", std::vector<int64_t>{2, 2}}});
+  int cat = b.node("Concat", {d, e}, {{"axis", int64_t(1)}});
+  b.output(b.node("GlobalAveragePool", {cat}));
+  int y = b.input("y", {300001});
+  int v = b.node("Tanh", {b.node("Mul", {b.node("Add", {y, b.scalar(1.f)}), b.scalar(0.7f)})});
+  b.output(v);
+  int s = b.input("s", {300, 257});
+  b.output(b.node("Softmax", {s}, {{"axis", int64_t(-1)}}));
+  return b.g;
+}
+
+}  // namespace
+}  // namespace brrr
+
+TEST(SessionThreads, ResultsDoNotDependOnThreadCount) {
+  using namespace brrr;
+  Graph g = threads_model();
+  std::mt19937 rng(11);
+  std::map<std::string, Tensor> in;
+  for (int id : g.inputs)
+    in[g.value(id).name] = brrr_test::uniform_f32(g.value(id).shape, rng, -2.f, 2.f);
+  std::vector<Tensor> want;
+  // Each layout takes other paths through the hand-written kernels (blocked, NHWC, NCHW).
+  for (const char* layout : {"blocked", "nhwc", "plain"}) {
+    brrr_test::EnvVar env("BRRR_CONV_LAYOUT", layout);
+    std::vector<Tensor> first;
+    for (int threads : {1, 2, 3, 7}) {
+      SCOPED_TRACE(fmt::format("{} threads, {} layout", threads, layout));
+      SessionOptions o;
+      o.threads = threads;
+      Session s(g, o);
+      EXPECT_EQ(s.threads(), threads);
+      std::vector<Tensor> got = s.run(in);
+      if (want.empty()) want = run_reference(s.graph(), in);
+      brrr_test::expect_outputs_close(got, want, 1e-4, 1e-5, s.plan_summary());
+      if (first.empty()) {
+        for (const Tensor& t : got) first.push_back(t.clone());
+        continue;
+      }
+      for (size_t k = 1; k < got.size(); ++k)  // the generated kernels' outputs
+        EXPECT_EQ(std::memcmp(got[k].raw(), first[k].raw(), got[k].nbytes()), 0) << "output " << k;
+    }
+  }
+}
+
+TEST(SessionThreads, ThreadCountFromEnvironmentAndAffinity) {
+  using namespace brrr;
+  GraphBuilder b;
+  b.output(b.node("Relu", {b.input("x", {4})}));
+  if (!std::getenv("BRRR_THREADS"))
+    EXPECT_EQ(Session(b.g).threads(), brrr::cpu::affinity_cpu_count());
+  {
+    brrr_test::EnvVar e("BRRR_THREADS", "3");
+    EXPECT_EQ(Session(b.g).threads(), 3);
+  }
+  for (const char* bad : {"garbage", "0", "-2", "2x", "100000"}) {
+    brrr_test::EnvVar e("BRRR_THREADS", bad);
+    EXPECT_THROW(Session s(b.g), Error) << bad;
+  }
 }

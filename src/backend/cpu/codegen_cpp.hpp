@@ -1,5 +1,6 @@
 // C++ emitter for Fused kernels: one translation unit per model, one extern "C" function per
-// kernel taking the slot table (graph value id -> buffer address).
+// kernel taking the slot table (graph value id -> buffer address) and the thread pool's C table
+// (brrr_par, backend/cpu/thread_pool.hpp).
 #pragma once
 #include <string>
 #include <vector>

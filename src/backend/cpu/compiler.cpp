@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFlags = "-O3 -march=native -fopenmp -fno-math-errno -shared -fPIC";
+constexpr const char* kFlags = "-O3 -march=native -fopenmp-simd -fno-math-errno -shared -fPIC";
 
 std::string hash_hex(const std::string& data) {
   // Two FNV-1a 64 streams with different seeds: 128 bits, plenty for a cache key.

@@ -2,7 +2,9 @@
 // residual epilogues as post-ops), plus a few hand-written copy/reduce kernels.
 #pragma once
 #include <memory>
+#include <utility>
 
+#include "backend/cpu/thread_pool.hpp"
 #include "plan/kernel_ir.hpp"
 
 namespace brrr::cpu {
@@ -12,6 +14,17 @@ class LibraryKernel {
   virtual ~LibraryKernel() = default;
   // Runs on the slot table (graph value id -> buffer address); allocates nothing itself.
   virtual void run(void* const* slots) = 0;
+  // The session's pool, for the hand-written kernels' loops (none: they run on the caller).
+  ThreadPool* pool = nullptr;
+
+ protected:
+  template <class F>
+  void parallel_for(int64_t n, F&& f) {
+    if (pool)
+      pool->parallel_for(n, std::forward<F>(f));
+    else if (n > 0)
+      f(int64_t(0), n);
+  }
 };
 
 // Rank-4 activations between library kernels may be stored in another layout than the graph's

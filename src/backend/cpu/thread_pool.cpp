@@ -5,7 +5,9 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 
 #include "brrr/error.hpp"
 
@@ -54,6 +56,20 @@ int affinity_cpu_count() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
   return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int resolve_thread_count(int requested) {
+  constexpr int kMax = 1024;
+  BRRR_CHECK(requested <= kMax, "{} threads requested; at most {} are supported", requested, kMax);
+  if (requested > 0) return requested;
+  const char* env = std::getenv("BRRR_THREADS");
+  if (!env || !*env) return affinity_cpu_count();
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(env, &end, 10);
+  BRRR_CHECK(errno == 0 && *end == '\0' && v >= 1 && v <= kMax,
+             "BRRR_THREADS='{}' is not a thread count (an integer from 1 to {})", env, kMax);
+  return int(v);
 }
 
 ThreadPool::ThreadPool(int threads) {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 // The C ABI the generated kernels call through (they include no brrr header and link no OpenMP):
@@ -22,6 +23,9 @@ namespace brrr::cpu {
 
 // CPUs this process may run on (its affinity mask), at least 1.
 int affinity_cpu_count();
+// The thread count a CPU session uses: `requested` when > 0, else $BRRR_THREADS when set (an
+// integer in [1, 1024], else an error), else affinity_cpu_count().
+int resolve_thread_count(int requested);
 
 class ThreadPool {
  public:
@@ -39,7 +43,11 @@ class ThreadPool {
   template <class F>
   void parallel_for(int64_t n, F&& f) {
     parallel_for(
-        n, [](void* a, int64_t lo, int64_t hi) { (*static_cast<F*>(a))(lo, hi); }, &f);
+        n,
+        [](void* a, int64_t lo, int64_t hi) {
+          (*static_cast<std::remove_reference_t<F>*>(a))(lo, hi);
+        },
+        const_cast<void*>(static_cast<const void*>(&f)));
   }
   // The table handed to generated code.
   const brrr_par* c_api() const { return &api_; }
