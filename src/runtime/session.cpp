@@ -59,10 +59,29 @@ struct Session::Impl {
 
   void build();
   void choose_layouts();
+  std::unique_ptr<cpu::LibraryKernel> make_library_kernel(const plan::Kernel& k,
+                                                          const cpu::Layouts& l);
   void bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
             std::vector<Tensor>* keep);
   void exec(size_t i);
 };
+
+// A library kernel on the session's threads. A oneDNN kernel on several OpenMP threads gets a
+// one-thread twin to fall back on when the machine is loaded (library_adaptive.cpp).
+std::unique_ptr<cpu::LibraryKernel> Session::Impl::make_library_kernel(const plan::Kernel& k,
+                                                                       const cpu::Layouts& l) {
+  std::unique_ptr<cpu::LibraryKernel> kern = cpu::make_library_kernel(g, k, l);
+  if (kern && kern->openmp && !std::getenv("BRRR_NO_LOAD_ADAPTIVE")) {
+    std::unique_ptr<cpu::LibraryKernel> one;
+    {
+      cpu::LibraryThreads one_thread(1);
+      one = cpu::make_library_kernel(g, k, l);
+    }
+    if (one) kern = cpu::make_load_adaptive(std::move(kern), std::move(one));
+  }
+  if (kern) kern->pool = pool.get();
+  return kern;
+}
 
 // Rank-4 values that only library kernels produce and read are kept channel-blocked (AVX-512) or
 // NHWC, oneDNN's fast layouts, so chains of convs and pools skip their per-call reorders.
@@ -127,9 +146,8 @@ void Session::Impl::choose_layouts() {
     for (int v : k.inputs) touches = touches || layouts[size_t(v)] != cpu::kNCHW;
     for (int v : k.outputs) touches = touches || layouts[size_t(v)] != cpu::kNCHW;
     if (!touches) continue;
-    steps[i].lib = cpu::make_library_kernel(g, k, layouts);
+    steps[i].lib = make_library_kernel(k, layouts);
     BRRR_ASSERT(steps[i].lib != nullptr, "library kernel failed with NHWC/blocked layouts");
-    steps[i].lib->pool = pool.get();
   }
 }
 
@@ -168,17 +186,15 @@ void Session::Impl::build() {
 #endif
   }
   pool = std::make_unique<cpu::ThreadPool>(cpu::resolve_thread_count(opts.threads));
+  cpu::LibraryThreads lib_threads(pool->threads());
   steps.resize(plan.kernels.size());
   // Library kernels oneDNN cannot do become reference kernels (with all their outputs stored).
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     plan::Kernel& k = plan.kernels[i];
     steps[i].kind = k.kind;
     if (k.kind != KernelKind::Library) continue;
-    steps[i].lib = cpu::make_library_kernel(g, k);
-    if (steps[i].lib) {
-      steps[i].lib->pool = pool.get();
-      continue;
-    }
+    steps[i].lib = make_library_kernel(k, {});
+    if (steps[i].lib) continue;
     k.kind = steps[i].kind = KernelKind::Reference;
     k.outputs.clear();
     for (int n : k.nodes)
@@ -331,6 +347,7 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
 #endif
   std::vector<Tensor> outs, keep;
   impl_->bind(inputs, &outs, &keep);
+  cpu::LibraryThreads lib_threads(impl_->pool->threads());
   if (debug_level() >= 1) {
     // BRRR_DEBUG=1: one line per kernel (time, GFLOP/s, GB/s); the doctor adds regimes.
     for (size_t i = 0; i < impl_->steps.size(); ++i) {
@@ -369,6 +386,7 @@ std::vector<double> Session::time_runs(const std::map<std::string, Tensor>& inpu
   std::vector<Tensor> outs, keep;
   m.bind(inputs, &outs, &keep);
   std::vector<double> t;
+  cpu::LibraryThreads lib_threads(m.pool->threads());
   for (int r = 0; r < std::max(reps, 1); ++r) {
     if (between) between();
     auto t0 = clk::now();
@@ -386,12 +404,14 @@ RunProfile Session::profile(const std::map<std::string, Tensor>& inputs, int rep
 #endif
   RunProfile prof;
   prof.backend = "cpu";
+  prof.threads = impl_->pool->threads();
   Impl& m = *impl_;
   run(inputs);  // warm-up: page in the arena, spin up the thread pool
   std::vector<std::vector<double>> times(m.steps.size());
   std::vector<double> walls;
   std::vector<Tensor> outs, keep;
   m.bind(inputs, &outs, &keep);
+  cpu::LibraryThreads lib_threads(m.pool->threads());
   for (int r = 0; r < reps; ++r) {
     auto w0 = clk::now();
     for (size_t i = 0; i < m.steps.size(); ++i) {

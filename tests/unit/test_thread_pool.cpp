@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/library.hpp"
 #include "backend/cpu/thread_pool.hpp"
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
@@ -196,8 +197,55 @@ TEST(SessionThreads, ThreadCountFromEnvironmentAndAffinity) {
     brrr_test::EnvVar e("BRRR_THREADS", "3");
     EXPECT_EQ(Session(b.g).threads(), 3);
   }
+  // The profile the doctor reports from carries the count the runs used.
+  SessionOptions o;
+  o.threads = 5;
+  Session s(b.g, o);
+  EXPECT_EQ(s.profile({{"x", Tensor::zeros(DType::f32, {4})}}, 1).threads, 5);
   for (const char* bad : {"garbage", "0", "-2", "2x", "100000"}) {
     brrr_test::EnvVar e("BRRR_THREADS", bad);
     EXPECT_THROW(Session s(b.g), Error) << bad;
   }
+}
+
+// A threaded library kernel that slows down (another process took a core) hands its runs to its
+// one-thread twin, for a stretch that doubles while the slowdown lasts, and gets them back after.
+// The fakes sleep (10 ms quiet, 150 ms slowed; twin 40 ms): contrasts far above scheduling noise.
+TEST(LoadAdaptive, FallsBackToOneThreadWhileThreadedIsSlowAndReturns) {
+  struct Fake : brrr::cpu::LibraryKernel {
+    int* calls;
+    const int* sleep_ms;
+    Fake(int* c, const int* ms) : calls(c), sleep_ms(ms) {}
+    void run(void* const*) override {
+      ++*calls;
+      std::this_thread::sleep_for(std::chrono::milliseconds(*sleep_ms));
+    }
+  };
+  int threaded_calls = 0, one_calls = 0, threaded_ms = 10;
+  const int one_ms = 40;
+  auto k = brrr::cpu::make_load_adaptive(std::make_unique<Fake>(&threaded_calls, &threaded_ms),
+                                         std::make_unique<Fake>(&one_calls, &one_ms));
+  auto runs = [&](int n) {
+    for (int i = 0; i < n; ++i) k->run(nullptr);
+  };
+  runs(2);  // threaded once, then the twin once (its time is the comparison)
+  EXPECT_EQ(threaded_calls, 1);
+  EXPECT_EQ(one_calls, 1);
+  runs(4);
+  EXPECT_EQ(threaded_calls, 5);  // quiet: the threaded kernel keeps every run
+  threaded_ms = 150;
+  runs(1);  // slow: the next 4 runs go to the twin
+  int t = threaded_calls, o = one_calls;
+  runs(4);
+  EXPECT_EQ(threaded_calls, t);
+  EXPECT_EQ(one_calls, o + 4);
+  runs(1);  // the threaded kernel is tried again, still slow: 8 more on the twin
+  EXPECT_EQ(threaded_calls, t + 1);
+  runs(8);
+  EXPECT_EQ(threaded_calls, t + 1);
+  EXPECT_EQ(one_calls, o + 12);
+  threaded_ms = 10;
+  runs(5);  // quiet again: one try on the threaded kernel, and it keeps the runs
+  EXPECT_EQ(threaded_calls, t + 6);
+  EXPECT_EQ(one_calls, o + 12);
 }

@@ -16,6 +16,8 @@ class LibraryKernel {
   virtual void run(void* const* slots) = 0;
   // The session's pool, for the hand-written kernels' loops (none: they run on the caller).
   ThreadPool* pool = nullptr;
+  // A oneDNN primitive made for more than one OpenMP thread.
+  bool openmp = false;
 
  protected:
   template <class F>
@@ -66,6 +68,24 @@ std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::K
 void relayout_capable_values(const Graph& g, const plan::Kernel& k, std::vector<int>* ins,
                              std::vector<int>* outs, std::vector<std::vector<int>>* ties,
                              std::vector<int>* unpadded);
+
+// The calling thread's OpenMP thread count (oneDNN's, read when a primitive is made and when it
+// runs) set to `threads` for one scope, so library kernels use the session's thread count.
+class LibraryThreads {
+ public:
+  explicit LibraryThreads(int threads);
+  ~LibraryThreads();
+  LibraryThreads(const LibraryThreads&) = delete;
+  LibraryThreads& operator=(const LibraryThreads&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
+// `threaded` (an `openmp` kernel) paired with the same kernel made under LibraryThreads(1): runs
+// whichever the machine's load favours (library_adaptive.cpp).
+std::unique_ptr<LibraryKernel> make_load_adaptive(std::unique_ptr<LibraryKernel> threaded,
+                                                  std::unique_ptr<LibraryKernel> one);
 
 // The providers make_library_kernel asks, in this order (nullptr: not this one).
 std::unique_ptr<LibraryKernel> make_cpu_pool(const Graph& g, const plan::Kernel& k,

@@ -168,6 +168,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
     }
     auto kern = std::make_unique<DnnlConv>();
     kern->prim = dnnl::convolution_forward(pd);
+    kern->openmp = omp_get_max_threads() > 1;
     make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
     make_port(kern->dst, vout, omd, pd.dst_desc(), k.sum >= 0, true);
     kern->sum = k.sum;
@@ -273,6 +274,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel
     dnnl::pooling_forward::primitive_desc pd(desc, attr, engine());
     auto kern = std::make_unique<DnnlPool>();
     kern->prim = dnnl::pooling_forward(pd);
+    kern->openmp = omp_get_max_threads() > 1;
     make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
     make_port(kern->dst, vout, omd, pd.dst_desc(), false, true);
     kern->scratch = dnnl::memory(pd.scratchpad_desc(), engine());
