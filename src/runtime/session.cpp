@@ -35,6 +35,7 @@ struct Session::Impl {
   plan::Plan plan;
   std::shared_ptr<cpu::CompiledModule> module;
   std::unique_ptr<cpu::ThreadPool> pool;  // CPU: runs the generated kernels' chunks
+  std::shared_ptr<cpu::LoadState> load = std::make_shared<cpu::LoadState>();  // runs counted
   struct Step {
     KernelKind kind;
     void (*fn)(void* const*, const brrr_par*) = nullptr;
@@ -77,7 +78,7 @@ std::unique_ptr<cpu::LibraryKernel> Session::Impl::make_library_kernel(const pla
       cpu::LibraryThreads one_thread(1);
       one = cpu::make_library_kernel(g, k, l);
     }
-    if (one) kern = cpu::make_load_adaptive(std::move(kern), std::move(one));
+    if (one) kern = cpu::make_load_adaptive(std::move(kern), std::move(one), load);
   }
   if (kern) kern->pool = pool.get();
   return kern;
@@ -365,6 +366,7 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
   } else {
     for (size_t i = 0; i < impl_->steps.size(); ++i) impl_->exec(i);
   }
+  ++impl_->load->run;
   // Outputs that no kernel writes (a graph input or constant passed through).
   const Graph& g = impl_->g;
   for (size_t k = 0; k < g.outputs.size(); ++k) {
@@ -391,6 +393,7 @@ std::vector<double> Session::time_runs(const std::map<std::string, Tensor>& inpu
     if (between) between();
     auto t0 = clk::now();
     for (size_t i = 0; i < m.steps.size(); ++i) m.exec(i);
+    ++m.load->run;
     t.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
   }
   return t;
@@ -420,6 +423,7 @@ RunProfile Session::profile(const std::map<std::string, Tensor>& inputs, int rep
       times[i].push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
     }
     walls.push_back(std::chrono::duration<double, std::milli>(clk::now() - w0).count());
+    ++m.load->run;
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());

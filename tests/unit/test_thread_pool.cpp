@@ -208,9 +208,10 @@ TEST(SessionThreads, ThreadCountFromEnvironmentAndAffinity) {
   }
 }
 
-// A threaded library kernel that slows down (another process took a core) hands its runs to its
-// one-thread twin, for a stretch that doubles while the slowdown lasts, and gets them back after.
-// The fakes sleep (10 ms quiet, 150 ms slowed; twin 40 ms): contrasts far above scheduling noise.
+// A threaded library kernel that slows down (another process took a core) hands the session's
+// runs to the one-thread twins, for a stretch that doubles while the slowdown lasts, and gets them
+// back after. The fakes sleep (10 ms quiet, 150 ms slowed; twin 40 ms): contrasts far above
+// scheduling noise.
 TEST(LoadAdaptive, FallsBackToOneThreadWhileThreadedIsSlowAndReturns) {
   struct Fake : brrr::cpu::LibraryKernel {
     int* calls;
@@ -221,31 +222,42 @@ TEST(LoadAdaptive, FallsBackToOneThreadWhileThreadedIsSlowAndReturns) {
       std::this_thread::sleep_for(std::chrono::milliseconds(*sleep_ms));
     }
   };
-  int threaded_calls = 0, one_calls = 0, threaded_ms = 10;
-  const int one_ms = 40;
+  int threaded_calls = 0, one_calls = 0, threaded_ms = 10, other_calls = 0;
+  const int one_ms = 40, other_ms = 0;
+  auto load = std::make_shared<brrr::cpu::LoadState>();
   auto k = brrr::cpu::make_load_adaptive(std::make_unique<Fake>(&threaded_calls, &threaded_ms),
-                                         std::make_unique<Fake>(&one_calls, &one_ms));
-  auto runs = [&](int n) {
-    for (int i = 0; i < n; ++i) k->run(nullptr);
+                                         std::make_unique<Fake>(&one_calls, &one_ms), load);
+  // A second adaptive kernel of the same session: it follows the first one's finding.
+  int other_threaded = 0;
+  auto k2 = brrr::cpu::make_load_adaptive(std::make_unique<Fake>(&other_threaded, &other_ms),
+                                          std::make_unique<Fake>(&other_calls, &other_ms), load);
+  auto runs = [&](int n) {  // session runs
+    for (int i = 0; i < n; ++i) {
+      k->run(nullptr);
+      k2->run(nullptr);
+      ++load->run;
+    }
   };
+  const int s = brrr::cpu::LoadState::kFirstStretch;
   runs(2);  // threaded once, then the twin once (its time is the comparison)
   EXPECT_EQ(threaded_calls, 1);
   EXPECT_EQ(one_calls, 1);
   runs(4);
   EXPECT_EQ(threaded_calls, 5);  // quiet: the threaded kernel keeps every run
   threaded_ms = 150;
-  runs(1);  // slow: the next 4 runs go to the twin
-  int t = threaded_calls, o = one_calls;
-  runs(4);
+  runs(1);  // slow: the next s runs go to the twins, the other kernel's too
+  int t = threaded_calls, o = one_calls, t2 = other_threaded;
+  runs(s);
   EXPECT_EQ(threaded_calls, t);
-  EXPECT_EQ(one_calls, o + 4);
-  runs(1);  // the threaded kernel is tried again, still slow: 8 more on the twin
+  EXPECT_EQ(one_calls, o + s);
+  EXPECT_EQ(other_threaded, t2);
+  runs(1);  // the threaded kernel is tried again, still slow: 2s more on the twin
   EXPECT_EQ(threaded_calls, t + 1);
-  runs(8);
+  runs(2 * s);
   EXPECT_EQ(threaded_calls, t + 1);
-  EXPECT_EQ(one_calls, o + 12);
+  EXPECT_EQ(one_calls, o + 3 * s);
   threaded_ms = 10;
   runs(5);  // quiet again: one try on the threaded kernel, and it keeps the runs
   EXPECT_EQ(threaded_calls, t + 6);
-  EXPECT_EQ(one_calls, o + 12);
+  EXPECT_EQ(one_calls, o + 3 * s);
 }

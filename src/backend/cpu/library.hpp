@@ -82,10 +82,20 @@ class LibraryThreads {
   int prev_ = 0;
 };
 
+// What a session's adaptive kernels have seen of the machine's load. The session counts its runs;
+// runs before `one_until` use the one-thread twins.
+struct LoadState {
+  static constexpr int kFirstStretch = 16;
+  int64_t run = 0;
+  int64_t one_until = 0;
+  int stretch = kFirstStretch;
+};
+
 // `threaded` (an `openmp` kernel) paired with the same kernel made under LibraryThreads(1): runs
 // whichever the machine's load favours (library_adaptive.cpp).
 std::unique_ptr<LibraryKernel> make_load_adaptive(std::unique_ptr<LibraryKernel> threaded,
-                                                  std::unique_ptr<LibraryKernel> one);
+                                                  std::unique_ptr<LibraryKernel> one,
+                                                  std::shared_ptr<LoadState> load);
 
 // The providers make_library_kernel asks, in this order (nullptr: not this one).
 std::unique_ptr<LibraryKernel> make_cpu_pool(const Graph& g, const plan::Kernel& k,

@@ -2,8 +2,9 @@
 // thread. oneDNN partitions its work statically, so when another process takes a core, its join
 // waits for a descheduled thread (squeezenet 3 -> 400 ms with a CPU hog per core). Each run of
 // the threaded kernel is timed; when it is much slower than its best, or slower than the
-// one-thread kernel's last run, the next runs use the one-thread kernel, for a stretch that
-// doubles while the machine stays loaded, then the threaded one is tried again.
+// one-thread kernel's last run, the session's next runs use the one-thread kernels (all of them:
+// load is the machine's), for a stretch that doubles while the load lasts, then the threaded ones
+// are tried again.
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -15,18 +16,22 @@ namespace brrr::cpu {
 namespace {
 
 constexpr double kSlowerThanBest = 2.0;  // a threaded run this much slower than its best: loaded
-constexpr int kFirstStretch = 4, kMaxStretch = 256;
+// ...and by this much (ms): a descheduled thread costs a time slice (milliseconds), while a
+// kernel of tens of microseconds jitters by 2x on a quiet machine.
+constexpr double kSlowerByMs = 0.05;
+constexpr int kMaxStretch = 1024;
 
 class LoadAdaptiveKernel : public LibraryKernel {
  public:
-  LoadAdaptiveKernel(std::unique_ptr<LibraryKernel> threaded, std::unique_ptr<LibraryKernel> one)
-      : threaded_(std::move(threaded)), one_(std::move(one)) {}
+  LoadAdaptiveKernel(std::unique_ptr<LibraryKernel> threaded, std::unique_ptr<LibraryKernel> one,
+                     std::shared_ptr<LoadState> load)
+      : threaded_(std::move(threaded)), one_(std::move(one)), load_(std::move(load)) {}
 
   void run(void* const* slots) override {
     using clk = std::chrono::steady_clock;
-    // Run 1 is threaded, run 2 times the one-thread kernel once, so there is a time to compare.
-    if (best_ == kNone || (one_timed_ && single_left_ == 0)) return run_threaded(slots);
-    if (single_left_ > 0) --single_left_;
+    // Run 1 is threaded, run 2 times the one-thread twin once, so there is a time to compare.
+    if (best_ != kNone && one_timed_ && load_->run >= load_->one_until) return run_threaded(slots);
+    if (best_ == kNone) return run_threaded(slots);
     LibraryThreads one(1);
     auto t0 = clk::now();
     one_->run(slots);
@@ -43,27 +48,29 @@ class LoadAdaptiveKernel : public LibraryKernel {
     threaded_->run(slots);
     double ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
     best_ = std::min(best_, ms);
-    if (ms > kSlowerThanBest * best_ || (one_timed_ && ms > one_ms_)) {
-      single_left_ = stretch_;
-      stretch_ = std::min(stretch_ * 2, kMaxStretch);
+    LoadState& l = *load_;
+    if (ms > kSlowerThanBest * best_ + kSlowerByMs || (one_timed_ && ms > one_ms_ + kSlowerByMs)) {
+      // Loaded: every adaptive kernel of the session takes its twin for the next stretch.
+      l.one_until = l.run + 1 + l.stretch;
+      l.stretch = std::min(l.stretch * 2, kMaxStretch);
     } else {
-      stretch_ = kFirstStretch;
+      l.stretch = LoadState::kFirstStretch;
     }
   }
 
   std::unique_ptr<LibraryKernel> threaded_, one_;
-  double best_ = kNone;   // fastest threaded run seen
-  double one_ms_ = 0;     // the one-thread kernel's last run
+  std::shared_ptr<LoadState> load_;
+  double best_ = kNone;  // fastest threaded run seen
+  double one_ms_ = 0;    // the twin's last run
   bool one_timed_ = false;
-  int single_left_ = 0;   // runs left on the one-thread kernel
-  int stretch_ = kFirstStretch;
 };
 
 }  // namespace
 
 std::unique_ptr<LibraryKernel> make_load_adaptive(std::unique_ptr<LibraryKernel> threaded,
-                                                  std::unique_ptr<LibraryKernel> one) {
-  return std::make_unique<LoadAdaptiveKernel>(std::move(threaded), std::move(one));
+                                                  std::unique_ptr<LibraryKernel> one,
+                                                  std::shared_ptr<LoadState> load) {
+  return std::make_unique<LoadAdaptiveKernel>(std::move(threaded), std::move(one), std::move(load));
 }
 
 }  // namespace brrr::cpu
