@@ -1,7 +1,8 @@
 // brrr's CPU thread pool: a fork-join parallel_for that degrades gracefully when the cores are
 // shared. Work is split into more chunks than threads and claimed with an atomic counter, the
 // caller included, so a worker the OS has descheduled never holds up the join: the caller runs
-// the chunks nobody claimed. Idle workers spin briefly, then sleep on a futex (std::atomic::wait).
+// the chunks nobody claimed. Idle workers spin briefly (2 us), then sleep on a futex
+// (std::atomic::wait).
 #pragma once
 #include <atomic>
 #include <cstdint>
