@@ -55,7 +55,7 @@ def time_ort(sess, feed, reps):
 def time_brrr(brrr, model, reps, threads, spin):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), BRRR_THREADS=str(threads))
     if not spin:
         # brrr's threads are OpenMP (libgomp). Spinning at barriers is catastrophic when the cores
         # are shared (a run of squeezenet went from ~5 ms to ~300 ms on a loaded 2-core machine):

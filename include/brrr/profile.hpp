@@ -35,6 +35,7 @@ struct KernelRecord {
 struct RunProfile {
   std::string backend;               // "cpu", "cuda", "reference"
   double wall_ms = 0;                // median wall time of one whole run
+  int threads = 0;                   // CPU threads the run used (0: not a CPU run)
   std::vector<KernelRecord> kernels; // in execution order
 };
 

@@ -35,6 +35,9 @@ struct SessionOptions {
   // source (0: 128 KiB), at most cpp_max_parts (0: one per hardware thread), compiled in parallel.
   size_t cpp_part_bytes = 0;
   int cpp_max_parts = 0;
+  // CPU: threads running the plan, the caller included; 0: $BRRR_THREADS, else the CPUs of the
+  // process's affinity mask.
+  int threads = 0;
 };
 
 struct MemoryStats {
@@ -68,6 +71,8 @@ class Session {
 
   const Graph& graph() const;
   MemoryStats memory() const;
+  // CPU: the threads the plan runs on (SessionOptions::threads resolved); 0 on other backends.
+  int threads() const;
   int num_kernels() const;
   // Number of kernels of a kind ("fused", "library", "copy", "reference").
   int num_kernels(const std::string& kind) const;

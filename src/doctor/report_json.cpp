@@ -58,6 +58,7 @@ json report_json(const Report& r) {
   json j;
   j["model"] = r.model;
   j["backend"] = r.profile.backend;
+  if (r.profile.threads > 0) j["threads"] = r.profile.threads;
   j["conventions"] = {{"flops", "2 per multiply-add, 1 per other scalar arithmetic op"},
                       {"special", "counted per function, priced at measured throughput"},
                       {"bytes", "compulsory: each input read once, each output written once"},

@@ -54,8 +54,9 @@ std::string render_table(const Report& r) {
     s += "kernel times: GPU busy time from CUDA events (host launch gaps excluded); idle gaps "
          "between kernels count as overhead\n";
   } else {
-    s += fmt::format("brrr doctor: {} ({} kernels on {}, {} threads)\n", r.model,
-                     r.kernels.size(), r.profile.backend, c.threads);
+    // The threads the measured runs used (the session's), not the probe's.
+    s += fmt::format("brrr doctor: {} ({} kernels on {}, {} threads)\n", r.model, r.kernels.size(),
+                     r.profile.backend, r.profile.threads > 0 ? r.profile.threads : c.threads);
     s += fmt::format(
         "ceilings (measured, brrr probe): {:.1f} GB/s, {:.1f} GFLOP/s fp32, dispatch {:.2f} us, "
         "kernel call + fork/join {:.2f} us\n",

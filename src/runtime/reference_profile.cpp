@@ -66,6 +66,7 @@ RunProfile profile_reference(const Graph& g, const std::map<std::string, Tensor>
 
   RunProfile p;
   p.backend = "reference";
+  p.threads = 1;
   p.wall_ms = median(walls);
   // Start offsets come from the run closest to the median wall time.
   size_t rep_at = 0;

@@ -19,6 +19,7 @@
 #include "backend/cpu/compile_parts.hpp"
 #include "backend/cpu/compiler.hpp"
 #include "backend/cpu/library.hpp"
+#include "backend/cpu/thread_pool.hpp"
 #include "brrr/onnx.hpp"
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
@@ -37,6 +38,8 @@ struct Session::Impl {
   plan::Plan plan;
   std::vector<std::shared_ptr<cpu::CompiledModule>> modules;  // translation units of fused code
   size_t num_functions = 0;                                    // distinct generated functions
+  std::unique_ptr<cpu::ThreadPool> pool;  // CPU: runs the generated kernels' chunks
+  std::shared_ptr<cpu::LoadState> load = std::make_shared<cpu::LoadState>();  // runs counted
   struct Step {
     KernelKind kind;
     cpu::KernelFn fn = nullptr;
@@ -66,10 +69,29 @@ struct Session::Impl {
     return size_t(std::count_if(plan.kernels.begin(), plan.kernels.end(),
                                 [](const plan::Kernel& k) { return k.kind == KernelKind::Fused; }));
   }
+  std::unique_ptr<cpu::LibraryKernel> make_library_kernel(const plan::Kernel& k,
+                                                          const cpu::Layouts& l);
   void bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
             std::vector<Tensor>* keep);
   void exec(size_t i);
 };
+
+// A library kernel on the session's threads. A oneDNN kernel on several OpenMP threads gets a
+// one-thread twin to fall back on when the machine is loaded (library_adaptive.cpp).
+std::unique_ptr<cpu::LibraryKernel> Session::Impl::make_library_kernel(const plan::Kernel& k,
+                                                                       const cpu::Layouts& l) {
+  std::unique_ptr<cpu::LibraryKernel> kern = cpu::make_library_kernel(g, k, l);
+  if (kern && kern->openmp && !env::flag("BRRR_NO_LOAD_ADAPTIVE")) {
+    std::unique_ptr<cpu::LibraryKernel> one;
+    {
+      cpu::LibraryThreads one_thread(1);
+      one = cpu::make_library_kernel(g, k, l);
+    }
+    if (one) kern = cpu::make_load_adaptive(std::move(kern), std::move(one), load);
+  }
+  if (kern) kern->pool = pool.get();
+  return kern;
+}
 
 // Rank-4 values that only library kernels produce and read are kept channel-blocked (AVX-512) or
 // NHWC, oneDNN's fast layouts, so chains of convs and pools skip their per-call reorders.
@@ -134,7 +156,7 @@ void Session::Impl::choose_layouts() {
     for (int v : k.inputs) touches = touches || layouts[size_t(v)] != cpu::kNCHW;
     for (int v : k.outputs) touches = touches || layouts[size_t(v)] != cpu::kNCHW;
     if (!touches) continue;
-    steps[i].lib = cpu::make_library_kernel(g, k, layouts);
+    steps[i].lib = make_library_kernel(k, layouts);
     BRRR_ASSERT(steps[i].lib != nullptr, "library kernel failed with NHWC/blocked layouts");
   }
 }
@@ -187,13 +209,15 @@ void Session::Impl::build() {
     fail("backend 'cuda' is not available: brrr was built without the CUDA toolkit");
 #endif
   }
+  pool = std::make_unique<cpu::ThreadPool>(cpu::resolve_thread_count(opts.threads));
+  cpu::LibraryThreads lib_threads(pool->threads());
   steps.resize(plan.kernels.size());
   // Library kernels oneDNN cannot do become reference kernels (with all their outputs stored).
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     plan::Kernel& k = plan.kernels[i];
     steps[i].kind = k.kind;
     if (k.kind != KernelKind::Library) continue;
-    steps[i].lib = cpu::make_library_kernel(g, k);
+    steps[i].lib = make_library_kernel(k, {});
     if (steps[i].lib) continue;
     k.kind = steps[i].kind = KernelKind::Reference;
     // Its nodes run one by one: no library epilogue, so the plan shows no +bias, +sum or +relu.
@@ -320,7 +344,7 @@ void Session::Impl::bind(const std::map<std::string, Tensor>& inputs, std::vecto
 void Session::Impl::exec(size_t i) {
   Step& s = steps[i];
   switch (s.kind) {
-    case KernelKind::Fused: s.fn(slots.data(), s.args.data()); return;
+    case KernelKind::Fused: s.fn(slots.data(), s.args.data(), pool->c_api()); return;
     case KernelKind::Library: s.lib->run(slots.data()); return;
     case KernelKind::Copy:
       if (s.bytes) std::memcpy(slots[size_t(s.dst)], slots[size_t(s.src)], s.bytes);
@@ -363,6 +387,7 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
 #endif
   std::vector<Tensor> outs, keep;
   impl_->bind(inputs, &outs, &keep);
+  cpu::LibraryThreads lib_threads(impl_->pool->threads());
   if (debug_level() >= 1) {
     // BRRR_DEBUG=1: one line per kernel (time, GFLOP/s, GB/s); the doctor adds regimes.
     for (size_t i = 0; i < impl_->steps.size(); ++i) {
@@ -380,6 +405,7 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
   } else {
     for (size_t i = 0; i < impl_->steps.size(); ++i) impl_->exec(i);
   }
+  ++impl_->load->run;
   // Outputs that no kernel writes (a graph input or constant passed through).
   const Graph& g = impl_->g;
   for (size_t k = 0; k < g.outputs.size(); ++k) {
@@ -401,10 +427,12 @@ std::vector<double> Session::time_runs(const std::map<std::string, Tensor>& inpu
   std::vector<Tensor> outs, keep;
   m.bind(inputs, &outs, &keep);
   std::vector<double> t;
+  cpu::LibraryThreads lib_threads(m.pool->threads());
   for (int r = 0; r < std::max(reps, 1); ++r) {
     if (between) between();
     auto t0 = clk::now();
     for (size_t i = 0; i < m.steps.size(); ++i) m.exec(i);
+    ++m.load->run;
     t.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
   }
   return t;
@@ -418,12 +446,14 @@ RunProfile Session::profile(const std::map<std::string, Tensor>& inputs, int rep
 #endif
   RunProfile prof;
   prof.backend = "cpu";
+  prof.threads = impl_->pool->threads();
   Impl& m = *impl_;
   run(inputs);  // warm-up: page in the arena, spin up the thread pool
   std::vector<std::vector<double>> times(m.steps.size());
   std::vector<double> walls;
   std::vector<Tensor> outs, keep;
   m.bind(inputs, &outs, &keep);
+  cpu::LibraryThreads lib_threads(m.pool->threads());
   for (int r = 0; r < reps; ++r) {
     auto w0 = clk::now();
     for (size_t i = 0; i < m.steps.size(); ++i) {
@@ -432,6 +462,7 @@ RunProfile Session::profile(const std::map<std::string, Tensor>& inputs, int rep
       times[i].push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
     }
     walls.push_back(std::chrono::duration<double, std::milli>(clk::now() - w0).count());
+    ++m.load->run;
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -483,6 +514,7 @@ std::string Session::plan_summary() const {
 
 const Graph& Session::graph() const { return impl_->g; }
 MemoryStats Session::memory() const { return impl_->mem; }
+int Session::threads() const { return impl_->pool ? impl_->pool->threads() : 0; }
 int Session::num_kernels() const { return int(impl_->plan.kernels.size()); }
 int Session::num_generated_functions() const { return int(impl_->num_functions); }
 int Session::num_translation_units() const { return int(impl_->modules.size()); }

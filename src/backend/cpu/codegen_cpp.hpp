@@ -1,17 +1,19 @@
 // C++ emitter for Fused kernels: one extern "C" function per distinct kernel body, called with
-// the slot table (graph value id -> buffer address) and the kernel's slot ids; large modules are
-// split into several translation units.
+// the slot table (graph value id -> buffer address), the kernel's slot ids and the thread pool's
+// C table (brrr_par, backend/cpu/thread_pool.hpp); large modules are split into several
+// translation units.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "backend/cpu/thread_pool.hpp"
 #include "plan/kernel_ir.hpp"
 
 namespace brrr::cpu {
 
-// Signature of every generated function: bj is slots[args[j]].
-using KernelFn = void (*)(void* const* slots, const int32_t* args);
+// Signature of every generated function: bj is slots[args[j]]; chunks run on par's pool.
+using KernelFn = void (*)(void* const* slots, const int32_t* args, const brrr_par* par);
 
 struct CppSource {
   std::vector<std::string> parts;    // translation units, each standing alone

@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kFlags = "-O3 -march=native -fopenmp -fno-math-errno -shared -fPIC";
+constexpr const char* kFlags = "-O3 -march=native -fopenmp-simd -fno-math-errno -shared -fPIC";
 
 std::vector<std::string> split_flags(const std::string& flags) {
   std::vector<std::string> out;

@@ -2,7 +2,9 @@
 // residual epilogues as post-ops), plus a few hand-written copy/reduce kernels.
 #pragma once
 #include <memory>
+#include <utility>
 
+#include "backend/cpu/thread_pool.hpp"
 #include "plan/kernel_ir.hpp"
 
 namespace brrr::cpu {
@@ -12,6 +14,19 @@ class LibraryKernel {
   virtual ~LibraryKernel() = default;
   // Runs on the slot table (graph value id -> buffer address); allocates nothing itself.
   virtual void run(void* const* slots) = 0;
+  // The session's pool, for the hand-written kernels' loops (none: they run on the caller).
+  ThreadPool* pool = nullptr;
+  // A oneDNN primitive made for more than one OpenMP thread.
+  bool openmp = false;
+
+ protected:
+  template <class F>
+  void parallel_for(int64_t n, F&& f) {
+    if (pool)
+      pool->parallel_for(n, std::forward<F>(f));
+    else if (n > 0)
+      f(int64_t(0), n);
+  }
 };
 
 // Rank-4 activations between library kernels may be stored in another layout than the graph's
@@ -53,6 +68,34 @@ std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::K
 void relayout_capable_values(const Graph& g, const plan::Kernel& k, std::vector<int>* ins,
                              std::vector<int>* outs, std::vector<std::vector<int>>* ties,
                              std::vector<int>* unpadded);
+
+// The calling thread's OpenMP thread count (oneDNN's, read when a primitive is made and when it
+// runs) set to `threads` for one scope, so library kernels use the session's thread count.
+class LibraryThreads {
+ public:
+  explicit LibraryThreads(int threads);
+  ~LibraryThreads();
+  LibraryThreads(const LibraryThreads&) = delete;
+  LibraryThreads& operator=(const LibraryThreads&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
+// What a session's adaptive kernels have seen of the machine's load. The session counts its runs;
+// runs before `one_until` use the one-thread twins.
+struct LoadState {
+  static constexpr int kFirstStretch = 16;
+  int64_t run = 0;
+  int64_t one_until = 0;
+  int stretch = kFirstStretch;
+};
+
+// `threaded` (an `openmp` kernel) paired with the same kernel made under LibraryThreads(1): runs
+// whichever the machine's load favours (library_adaptive.cpp).
+std::unique_ptr<LibraryKernel> make_load_adaptive(std::unique_ptr<LibraryKernel> threaded,
+                                                  std::unique_ptr<LibraryKernel> one,
+                                                  std::shared_ptr<LoadState> load);
 
 // The providers make_library_kernel asks, in this order (nullptr: not this one).
 std::unique_ptr<LibraryKernel> make_cpu_pool(const Graph& g, const plan::Kernel& k,

@@ -170,6 +170,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
     }
     auto kern = std::make_unique<DnnlConv>();
     kern->prim = dnnl::convolution_forward(pd);
+    kern->openmp = omp_get_max_threads() > 1;
     make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
     make_port(kern->dst, vout, omd, pd.dst_desc(), k.sum >= 0, true);
     kern->sum = k.sum;
@@ -330,6 +331,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel
       kern->xa = Addr{xs[1], xs[2], xs[3], layout_of(layouts, vx)};
       kern->ya = Addr{os[1], os[2], os[3], layout_of(layouts, vout)};
     }
+    kern->openmp = omp_get_max_threads() > 1;
     make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
     make_port(kern->dst, vout, omd, pd.dst_desc(), false, true);
     kern->scratch = dnnl::memory(pd.scratchpad_desc(), engine());

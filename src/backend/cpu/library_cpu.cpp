@@ -1,7 +1,6 @@
 // Hand-written library kernels: Concat as block copies, and Mean/Sum over trailing axes
 // (GlobalAveragePool, ReduceMean over H,W) as a row reduction. Plus the provider dispatch.
-#include <omp.h>
-
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -31,15 +30,20 @@ class ConcatKernel : public LibraryKernel {
     char* dst = static_cast<char*>(slots[out]);
     // Many small chunks (NHWC: one per pixel) are split over the threads; one big one is not.
     bool par = outer >= 64 && size_t(outer) * out_chunk >= (size_t(1) << 16);
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t o = 0; o < outer; ++o) {
-      size_t off = 0;
-      for (const Part& p : parts) {
-        std::memcpy(dst + size_t(o) * out_chunk + off,
-                    static_cast<const char*>(slots[p.value]) + size_t(o) * p.chunk, p.chunk);
-        off += p.chunk;
+    auto copy = [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        size_t off = 0;
+        for (const Part& p : parts) {
+          std::memcpy(dst + size_t(o) * out_chunk + off,
+                      static_cast<const char*>(slots[p.value]) + size_t(o) * p.chunk, p.chunk);
+          off += p.chunk;
+        }
       }
-    }
+    };
+    if (par)
+      parallel_for(outer, copy);
+    else
+      copy(0, outer);
   }
 };
 
@@ -51,8 +55,17 @@ class RowMeanKernel : public LibraryKernel {
 
   int64_t channels = 0, images = 0;  // NHWC input: [images, cols, channels]
   bool blocked = false;              // ...or blocked: [images, channels / 16, cols, 16]
-  int nt = 1;                        // threads (1: small enough for the calling thread)
-  std::vector<float> partial;        // NHWC: nt rows of per-thread channel sums
+  bool par = false;                  // big enough to split over the pool's threads
+
+  // Loops over units, on the pool when `par`; every output sums its inputs in the same order
+  // whichever thread runs it, so results do not depend on the thread count.
+  template <class F>
+  void units(int64_t n, F&& f) {
+    if (par)
+      parallel_for(n, f);
+    else
+      f(int64_t(0), n);
+  }
 
   void run(void* const* slots) override {
     const float* x = static_cast<const float*>(slots[in]);
@@ -60,68 +73,55 @@ class RowMeanKernel : public LibraryKernel {
     if (blocked) {  // a row of 16 lanes per pixel of each (image, channel block)
       constexpr int64_t B = kChannelBlock;
       const int64_t nb = (channels + B - 1) / B;
-#pragma omp parallel for schedule(static) if (nt > 1)
-      for (int64_t ib = 0; ib < images * nb; ++ib) {
-        const float* xb = x + ib * cols * B;
-        float acc[B] = {};
-        for (int64_t p = 0; p < cols; ++p)
+      units(images * nb, [&](int64_t lo, int64_t hi) {
+        for (int64_t ib = lo; ib < hi; ++ib) {
+          const float* xb = x + ib * cols * B;
+          float acc[B] = {};
+          for (int64_t p = 0; p < cols; ++p)
 #pragma omp simd
-          for (int64_t c = 0; c < B; ++c) acc[c] += xb[p * B + c];
-        const int64_t i = ib / nb, c0 = ib % nb * B;  // padding lanes are not channels
-        for (int64_t c = 0; c < B && c0 + c < channels; ++c)
-          y[i * channels + c0 + c] = acc[c] * scale;
-      }
+            for (int64_t c = 0; c < B; ++c) acc[c] += xb[p * B + c];
+          const int64_t i = ib / nb, c0 = ib % nb * B;  // padding lanes are not channels
+          for (int64_t c = 0; c < B && c0 + c < channels; ++c)
+            y[i * channels + c0 + c] = acc[c] * scale;
+        }
+      });
       return;
     }
     if (channels) {
-      for (int64_t i = 0; i < images; ++i) {
-        const float* xi = x + i * cols * channels;
-        if (nt > 1) {
-          // Pixels split over the threads, each summing into its own row of `partial`.
-          float* part = partial.data();
-          int used = 1;
-#pragma omp parallel num_threads(nt)
-          {
-            int t = omp_get_thread_num(), n = omp_get_num_threads();
-            if (t == 0) used = n;
-            int64_t lo = cols * t / n, hi = cols * (t + 1) / n;
-            float* acc = part + int64_t(t) * channels;
-            for (int64_t c = 0; c < channels; ++c) acc[c] = 0;
-            for (int64_t p = lo; p < hi; ++p) {
-              const float* xp = xi + p * channels;
+      // Units of (image, band of kBand channels): each sums its band down all the pixels.
+      constexpr int64_t kBand = 64;
+      const int64_t bands = (channels + kBand - 1) / kBand;
+      units(images * bands, [&](int64_t lo, int64_t hi) {
+        for (int64_t u = lo; u < hi; ++u) {
+          const int64_t i = u / bands, c0 = u % bands * kBand;
+          const int64_t c1 = std::min(channels, c0 + kBand);
+          const float* xi = x + i * cols * channels;
+          float* yi = y + i * channels;
+          for (int64_t c = c0; c < c1; ++c) yi[c] = 0;
+          for (int64_t p = 0; p < cols; ++p) {
+            const float* xp = xi + p * channels;
 #pragma omp simd
-              for (int64_t c = 0; c < channels; ++c) acc[c] += xp[c];
-            }
+            for (int64_t c = c0; c < c1; ++c) yi[c] += xp[c];
           }
-          for (int64_t c = 0; c < channels; ++c) {
-            float sum = 0;
-            for (int t = 0; t < used; ++t) sum += part[t * channels + c];
-            y[i * channels + c] = sum * scale;
-          }
-          continue;
+          for (int64_t c = c0; c < c1; ++c) yi[c] *= scale;
         }
-        float* yi = y + i * channels;
-        for (int64_t c = 0; c < channels; ++c) yi[c] = 0;
-        for (int64_t p = 0; p < cols; ++p) {
-          const float* xp = xi + p * channels;
-#pragma omp simd
-          for (int64_t c = 0; c < channels; ++c) yi[c] += xp[c];
-        }
-        for (int64_t c = 0; c < channels; ++c) yi[c] *= scale;
-      }
+      });
       return;
     }
-#pragma omp parallel for schedule(static) if (nt > 1 && rows > 1)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* p = x + r * cols;
-      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // eight lanes: the compiler vectorizes this
-      int64_t c = 0;
-      for (; c + 8 <= cols; c += 8)
-        for (int j = 0; j < 8; ++j) acc[j] += p[c + j];
-      float s = 0;
-      for (; c < cols; ++c) s += p[c];
-      y[r] = (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + s) * scale;
-    }
+    units(rows, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const float* p = x + r * cols;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // eight lanes: the compiler vectorizes this
+        int64_t c = 0;
+        for (; c + 8 <= cols; c += 8)
+          for (int j = 0; j < 8; ++j) acc[j] += p[c + j];
+        float s = 0;
+        for (; c < cols; ++c) s += p[c];
+        y[r] = (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) +
+                s) *
+               scale;
+      }
+    });
   }
 };
 
@@ -144,29 +144,34 @@ class ChannelScaleKernel : public LibraryKernel {
                   : blocked ? (channels + kChannelBlock - 1) / kChannelBlock
                             : channels;
     int64_t len = nhwc ? channels : blocked ? pixels * kChannelBlock : pixels;
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t ir = 0; ir < images * per; ++ir) {
-      int64_t i = ir / per, r = ir % per;
-      const float* xr = xp + ir * len;
-      float* yr = yp + ir * len;
-      if (blocked) {  // padding lanes (past the last channel) are scaled by 0: they stay 0
-        float si[kChannelBlock] = {};
-        for (int64_t c = 0; c < kChannelBlock && r * kChannelBlock + c < channels; ++c)
-          si[c] = sp[i * channels + r * kChannelBlock + c];
-        for (int64_t p = 0; p < pixels; ++p)
+    auto body = [&](int64_t lo, int64_t hi) {
+      for (int64_t ir = lo; ir < hi; ++ir) {
+        int64_t i = ir / per, r = ir % per;
+        const float* xr = xp + ir * len;
+        float* yr = yp + ir * len;
+        if (blocked) {  // padding lanes (past the last channel) are scaled by 0: they stay 0
+          float si[kChannelBlock] = {};
+          for (int64_t c = 0; c < kChannelBlock && r * kChannelBlock + c < channels; ++c)
+            si[c] = sp[i * channels + r * kChannelBlock + c];
+          for (int64_t p = 0; p < pixels; ++p)
 #pragma omp simd
-          for (int64_t c = 0; c < kChannelBlock; ++c)
-            yr[p * kChannelBlock + c] = xr[p * kChannelBlock + c] * si[c];
-      } else if (nhwc) {
-        const float* si = sp + i * channels;
+            for (int64_t c = 0; c < kChannelBlock; ++c)
+              yr[p * kChannelBlock + c] = xr[p * kChannelBlock + c] * si[c];
+        } else if (nhwc) {
+          const float* si = sp + i * channels;
 #pragma omp simd
-        for (int64_t c = 0; c < len; ++c) yr[c] = xr[c] * si[c];
-      } else {
-        const float sc = sp[i * channels + r];
+          for (int64_t c = 0; c < len; ++c) yr[c] = xr[c] * si[c];
+        } else {
+          const float sc = sp[i * channels + r];
 #pragma omp simd
-        for (int64_t p = 0; p < len; ++p) yr[p] = xr[p] * sc;
+          for (int64_t p = 0; p < len; ++p) yr[p] = xr[p] * sc;
+        }
       }
-    }
+    };
+    if (par)
+      parallel_for(images * per, body);
+    else
+      body(0, images * per);
   }
 };
 
@@ -240,11 +245,7 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     kern->rows = rows;
     kern->cols = numel / rows;
     kern->scale = n.op == "ReduceSum" ? 1.f : 1.f / float(kern->cols);
-    if (numel >= kParallelElems && omp_get_max_threads() > 1) {
-      kern->nt = omp_get_max_threads();
-      if (kern->channels && !kern->blocked)
-        kern->partial.assign(size_t(kern->nt * kern->channels), 0.f);
-    }
+    kern->par = numel >= kParallelElems;
     return kern;
   }
   return nullptr;

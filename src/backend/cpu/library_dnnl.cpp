@@ -60,6 +60,13 @@ dims strides_of(const dims& d, bool trans) {
 
 }  // namespace
 
+LibraryThreads::LibraryThreads(int threads) : prev_(omp_get_max_threads()) {
+  if (threads != prev_) omp_set_num_threads(threads);
+}
+LibraryThreads::~LibraryThreads() {
+  if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
+}
+
 std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k,
                                                 const Layouts& layouts) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
@@ -132,6 +139,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
       pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(amd, bany, omd), attr, engine());
     }
     kern->prim = dnnl::matmul(pd);
+    kern->openmp = omp_get_max_threads() > 1;
     auto add = [&](int arg, int value, const dnnl::memory::desc& md) {
       DnnlMatMul::Operand o{value, dnnl::memory(md, engine(), DNNL_MEMORY_NONE)};
       kern->args[arg] = o.mem;
@@ -160,6 +168,9 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
 }
 
 #else
+
+LibraryThreads::LibraryThreads(int) {}
+LibraryThreads::~LibraryThreads() {}
 
 std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph&, const plan::Kernel&, const Layouts&) {
   return nullptr;

@@ -1,0 +1,76 @@
+// A oneDNN kernel that runs on several OpenMP threads, paired with the same kernel made for one
+// thread. oneDNN partitions its work statically, so when another process takes a core, its join
+// waits for a descheduled thread (squeezenet 3 -> 400 ms with a CPU hog per core). Each run of
+// the threaded kernel is timed; when it is much slower than its best, or slower than the
+// one-thread kernel's last run, the session's next runs use the one-thread kernels (all of them:
+// load is the machine's), for a stretch that doubles while the load lasts, then the threaded ones
+// are tried again.
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "backend/cpu/library.hpp"
+
+namespace brrr::cpu {
+
+namespace {
+
+constexpr double kSlowerThanBest = 2.0;  // a threaded run this much slower than its best: loaded
+// ...and by this much (ms): a descheduled thread costs a time slice (milliseconds), while a
+// kernel of tens of microseconds jitters by 2x on a quiet machine.
+constexpr double kSlowerByMs = 0.05;
+constexpr int kMaxStretch = 1024;
+
+class LoadAdaptiveKernel : public LibraryKernel {
+ public:
+  LoadAdaptiveKernel(std::unique_ptr<LibraryKernel> threaded, std::unique_ptr<LibraryKernel> one,
+                     std::shared_ptr<LoadState> load)
+      : threaded_(std::move(threaded)), one_(std::move(one)), load_(std::move(load)) {}
+
+  void run(void* const* slots) override {
+    using clk = std::chrono::steady_clock;
+    // Run 1 is threaded, run 2 times the one-thread twin once, so there is a time to compare.
+    if (best_ != kNone && one_timed_ && load_->run >= load_->one_until) return run_threaded(slots);
+    if (best_ == kNone) return run_threaded(slots);
+    LibraryThreads one(1);
+    auto t0 = clk::now();
+    one_->run(slots);
+    one_ms_ = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+    one_timed_ = true;
+  }
+
+ private:
+  static constexpr double kNone = std::numeric_limits<double>::infinity();
+
+  void run_threaded(void* const* slots) {
+    using clk = std::chrono::steady_clock;
+    auto t0 = clk::now();
+    threaded_->run(slots);
+    double ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+    best_ = std::min(best_, ms);
+    LoadState& l = *load_;
+    if (ms > kSlowerThanBest * best_ + kSlowerByMs || (one_timed_ && ms > one_ms_ + kSlowerByMs)) {
+      // Loaded: every adaptive kernel of the session takes its twin for the next stretch.
+      l.one_until = l.run + 1 + l.stretch;
+      l.stretch = std::min(l.stretch * 2, kMaxStretch);
+    } else {
+      l.stretch = LoadState::kFirstStretch;
+    }
+  }
+
+  std::unique_ptr<LibraryKernel> threaded_, one_;
+  std::shared_ptr<LoadState> load_;
+  double best_ = kNone;  // fastest threaded run seen
+  double one_ms_ = 0;    // the twin's last run
+  bool one_timed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<LibraryKernel> make_load_adaptive(std::unique_ptr<LibraryKernel> threaded,
+                                                  std::unique_ptr<LibraryKernel> one,
+                                                  std::shared_ptr<LoadState> load) {
+  return std::make_unique<LoadAdaptiveKernel>(std::move(threaded), std::move(one), std::move(load));
+}
+
+}  // namespace brrr::cpu
