@@ -5,8 +5,9 @@
 function(brrr_probe_package name result_var)
   set(dir "${CMAKE_BINARY_DIR}/package-probe/${name}")
   file(MAKE_DIRECTORY "${dir}/src")
+  # Languages and compiler as brrr's own configure has them, so the probe sees what it would.
   file(WRITE "${dir}/src/CMakeLists.txt"
-    "cmake_minimum_required(VERSION 3.22)\nproject(probe_${name} LANGUAGES C CXX)\n"
+    "cmake_minimum_required(VERSION 3.22)\nproject(probe_${name} LANGUAGES CXX)\n"
     "find_package(${name} CONFIG REQUIRED)\n")
   # The probe looks where find_package will: <name>_DIR / <name>_ROOT when the user set them.
   set(hints "")
@@ -18,7 +19,7 @@ function(brrr_probe_package name result_var)
   execute_process(
     COMMAND ${CMAKE_COMMAND} -S "${dir}/src" -B "${dir}/build" -G "${CMAKE_GENERATOR}"
             "-DCMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH}" ${hints}
-            "-DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}" "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}"
+            "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}"
     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(rc EQUAL 0)
     set(${result_var} TRUE PARENT_SCOPE)

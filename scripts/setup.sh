@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh clone: Debian packages (chromium renders the doctor's HTML in a test; clang
-# builds the sanitizer and fuzz targets; Debian's oneDNN is built with its OpenCL GPU runtime, so
+# builds the sanitizer and fuzz targets, with libomp-dev for OpenMP under clang; Debian's oneDNN is built with its OpenCL GPU runtime, so
 # its CMake config needs the OpenCL headers and ICD loader, which libdnnl-dev only recommends), the pinned Python venv (.venv, for generating test data),
 # and the build in build/. Idempotent: each step is skipped when already done.
 #   BRRR_JOBS=N  build parallelism (default: number of cores)
@@ -11,7 +11,7 @@ since() { echo "$(( $(date +%s) - T0 )) s"; }
 
 PACKAGES=(g++ cmake ninja-build python3-venv libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers libsleef-dev libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  libbenchmark-dev clang libclang-rt-14-dev chromium)
+  libbenchmark-dev clang libclang-rt-14-dev libomp-dev chromium)
 ONNX_VERSION=1.23.2
 NUMPY_VERSION=2.4.6
 

@@ -24,6 +24,7 @@ fi
 ninja -C build-san -j"$jobs" brrr_tests brrr_cli brrr_fuzz_model brrr_fuzz_attributes brrr_fuzz_tensor_pb \
   brrr_sanitizer_canary
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
+export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizer/lsan.supp:${LSAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 ctest --test-dir build-san --output-on-failure -j"$jobs" \
   -E "onnx_node|doctor_truth|Cuda|Gpu"

@@ -1,6 +1,7 @@
 // Runs a check in a forked child with a time limit and (outside sanitizer builds) an address-space
 // limit, so a regression to a hang or unbounded allocation fails the test instead of the machine.
 #pragma once
+#include "sanitized.hpp"
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -21,7 +22,7 @@ inline std::string run_bounded(const std::function<std::string()>& check, int se
   pid_t pid = fork();
   if (pid == 0) {
     close(fd[0]);
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !BRRR_TEST_SANITIZED
     rlimit lim{max_bytes, max_bytes};
     setrlimit(RLIMIT_AS, &lim);
 #endif

@@ -20,16 +20,7 @@ void expect_user_error(const CliResult& r, const std::string& msg) {
 // A 2 GB address-space limit: asking the allocator for 2^40 elements would fail with something
 // other than the budget message (or be killed), so the budget check must come first.
 // ASan reserves terabytes of virtual memory, so a ulimit -v would stop it, not brrr.
-#if defined(__SANITIZE_ADDRESS__)
-#define BRRR_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BRRR_TEST_UNDER_ASAN 1
-#endif
-#endif
-#ifndef BRRR_TEST_UNDER_ASAN
-#define BRRR_TEST_UNDER_ASAN 0
-#endif
+#define BRRR_TEST_UNDER_ASAN BRRR_TEST_SANITIZED
 const char* kUlimit = "sh -c 'ulimit -v 2000000 2>/dev/null; exec \"$0\" \"$@\"'";
 
 TEST(HostileCli, HugeOutputsHitTheBudget) {
