@@ -1,6 +1,7 @@
 // `brrr run` on models that ask for huge outputs (refused by the tensor budget before any
 // allocation, exit 2), raw_data that disagrees with its dims, and cycles: one clear error line.
 #include "hostile_util.hpp"
+#include "sanitized.hpp"
 
 namespace brrr::hostile {
 namespace {
