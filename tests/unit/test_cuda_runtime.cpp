@@ -110,6 +110,7 @@ TEST(CudaRuntime, PrimaryContextOutlivesEveryDevice) {
 }
 
 TEST(CudaChild, PrimaryContextStaysActive) {
+  BRRR_REQUIRE_CUDA_DEVICE();  // ctest runs it alone too: that is also a fresh process
   if (!is_child("PrimaryContextStaysActive"))
     GTEST_SKIP() << "runs only in its own process (CudaRuntime.PrimaryContextOutlivesEveryDevice)";
   { Device d(0); }
@@ -126,6 +127,7 @@ TEST(CudaRuntime, SessionsComeAndGo) {
 }
 
 TEST(CudaChild, SessionsComeAndGo) {
+  BRRR_REQUIRE_CUDA_DEVICE();  // ctest runs it alone too: that is also a fresh process
   if (!is_child("SessionsComeAndGo"))
     GTEST_SKIP() << "runs only in its own process (CudaRuntime.SessionsComeAndGo)";
   using namespace brrr;
