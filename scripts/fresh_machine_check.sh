@@ -8,7 +8,7 @@
 #   scripts/fresh_machine_check.sh [--tests] [--keep] [--root DIR]
 #   --keep      leave the root in place (for a look inside after a failure)
 #   --root DIR  where to build the root (default: a new folder under /var/tmp)
-# Needs root and debootstrap (apt-get install debootstrap).
+# Needs root; installs debootstrap when it is missing.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -24,8 +24,12 @@ while (($#)); do
   shift
 done
 [[ $(id -u) -eq 0 ]] || { echo "fresh_machine_check: needs root (chroot, mount)" >&2; exit 2; }
-command -v debootstrap >/dev/null || {
-  echo "fresh_machine_check: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 2; }
+# debootstrap is this script's own tool (brrr does not need it): installed here when missing.
+if ! command -v debootstrap >/dev/null; then
+  echo "fresh_machine_check: installing debootstrap"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    debootstrap >/dev/null || { echo "fresh_machine_check: cannot install debootstrap" >&2; exit 2; }
+fi
 
 # The README's two commands, read from the README itself so that this checks what users type.
 readme_block() {  # the first line of the first ```sh block after the heading $1

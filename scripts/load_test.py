@@ -25,6 +25,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu_vs_ort import ort_inputs  # noqa: E402  (the same inputs both scripts feed ORT)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ["mlp_tiny", "bert_tiny", "mobilenet_v3_small", "squeezenet1_1"]
 HOGS = []
@@ -55,22 +58,6 @@ def stop_hogs():
 def on_signal(sig, _frame):
     stop_hogs()
     sys.exit(128 + sig)
-
-
-def ort_inputs(sess, np):
-    # The same kind of data brrr bench feeds: ints 0/1, floats uniform in [-1, 1].
-    rng = np.random.default_rng(42)
-    feed = {}
-    for i in sess.get_inputs():
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in i.shape]
-        if "int" in i.type:
-            dt = np.int64 if "int64" in i.type else np.int32
-            feed[i.name] = rng.integers(0, 2, size=shape).astype(dt)
-        elif "bool" in i.type:
-            feed[i.name] = rng.integers(0, 2, size=shape).astype(bool)
-        else:
-            feed[i.name] = rng.uniform(-1, 1, size=shape).astype(np.float32)
-    return feed
 
 
 def time_ort(sess, feed, reps, budget):
