@@ -4,6 +4,10 @@
 # segv_backtrace.c) and core dumps on; any crash's backtrace is resolved with addr2line and, where
 # a core was written, cuda-gdb prints every thread's stack. Prints one line per run and a summary.
 #   FILTER (default 'Cuda*:DoctorCuda*')  REPEAT (default 10)  then optionally FILTER2/REPEAT2
+#   COLD=1      empty brrr's kernel cache before every run (every module freshly compiled)
+#   PRELOAD=0   no fault handler (an ASan build: its runtime must come first)
+#   ENV2        shell code run before the FILTER2 loop (e.g. a variant's environment)
+#   TIMEOUT     seconds per run (default 400)   B, EXTRA_CMAKE: as for scripts/gpu_build.sh
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -22,8 +26,10 @@ mkdir -p /tmp/brrr_runs
 loop() {  # loop FILTER REPEAT TAG
   local filter=$1 reps=$2 tag=$3 pass=0 fail=0
   for i in $(seq 1 "$reps"); do
-    local log="/tmp/brrr_runs/${tag}_$i.log" t=$(date +%s)
-    LD_PRELOAD=/tmp/segv_backtrace.so timeout 400 "$B/tests/brrr_tests" --gtest_filter="$filter" \
+    local log="/tmp/brrr_runs/${tag}_$i.log" t=$(date +%s) pre=/tmp/segv_backtrace.so
+    [ "${COLD:-0}" = 1 ] && rm -rf "$XDG_CACHE_HOME"
+    [ "${PRELOAD:-1}" = 0 ] && pre=
+    LD_PRELOAD=$pre timeout "${TIMEOUT:-400}" "$B/tests/brrr_tests" --gtest_filter="$filter" \
       >"$log" 2>&1
     local rc=$?
     local summary
@@ -34,6 +40,7 @@ loop() {  # loop FILTER REPEAT TAG
       [ $fail -le 3 ] && cp "$log" "$OUT/"
       grep -E '^\[ RUN      \]' "$log" | tail -1
       grep -E 'Failure|FAILED' "$log" | head -5
+      grep -E -A40 '^(==[0-9]+==ERROR|SUMMARY: |.*runtime error:)' "$log" | head -80
       if grep -q 'segv_backtrace' "$log"; then
         sed -n '/=== brrr segv_backtrace/,/=== end of backtrace/p' "$log" | head -60
         # Resolve frames inside brrr_tests (PIE offsets) to functions and lines.
@@ -52,5 +59,6 @@ loop() {  # loop FILTER REPEAT TAG
   echo "== $tag: $pass of $reps runs passed, $fail failed"
 }
 loop "${FILTER:-Cuda*:DoctorCuda*}" "${REPEAT:-10}" main
+[ -n "${ENV2:-}" ] && eval "$ENV2"
 [ -n "${FILTER2:-}" ] && loop "$FILTER2" "${REPEAT2:-10}" second
 echo "== total $(( $(date +%s) - T0 )) s"
