@@ -28,8 +28,8 @@
 #include "backend/cuda/cudnn_pool.hpp"
 #include "brrr/reference.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
-#include "ops/window.hpp"
 #include "brrr/op.hpp"
+#include "plan/library_desc.hpp"
 #include "runtime/kernel_record.hpp"
 #include "runtime/memory_plan.hpp"
 #include "core/env.hpp"
@@ -209,39 +209,21 @@ struct CudaExecutor::Impl {
 
   // Why a Library kernel cannot run on cuBLASLt here ("" when it can); fills `gm` otherwise.
   std::string gemm_plan(const plan::Kernel& k, Gemm* gm, bool* trans_b, int* vbias) {
-    const Node& n = g.nodes[size_t(k.nodes[0])];
-    if (n.op != "MatMul" && n.op != "Gemm") return n.op + " has no CUDA library path";
-    int va = n.inputs[0], vb = n.inputs[1], vo = k.outputs.at(0);
+    const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(k);
+    if (!d) return g.nodes[size_t(k.nodes[0])].op + " has no CUDA library path";
+    if (!d->why.empty()) return d->why;
+    const int va = d->a, vb = d->b, vo = d->out;
     DType dt = g.value(va).dtype;
     if (g.value(vb).dtype != dt || g.value(vo).dtype != dt ||
         (dt != DType::f32 && dt != DType::bf16 && dt != DType::f16))
       return "GEMM operand types are not all float32, bfloat16 or float16";
-    const Shape &as = g.value(va).shape, &bs = g.value(vb).shape;
-    *vbias = k.bias;
-    *trans_b = false;
-    if (n.op == "Gemm") {
-      if (n.attr_int("transA", 0)) return "Gemm transA=1";
-      *trans_b = n.attr_int("transB", 0) != 0;
-      if (*trans_b && !g.value(vb).constant.defined()) return "Gemm transB=1 on a non-constant B";
-      if (n.attr_float("alpha", 1.0f) != 1.0f) return "Gemm alpha != 1";
-      if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
-        const Value& cv = g.value(n.inputs[2]);
-        int64_t N = *trans_b ? bs[0] : bs[1];
-        if (n.attr_float("beta", 1.0f) != 1.0f || shape_numel(cv.shape) != N ||
-            !cv.constant.defined())
-          return "Gemm C is not a constant bias row";
-        *vbias = n.inputs[2];
-      }
-    }
-    if (as.size() < 2 || bs.size() < 2) return "MatMul on vectors";
-    int64_t K = as.back();
-    if (bs.size() == 2) {
-      gm->shape = {shape_numel(as) / K, *trans_b ? bs[0] : bs[1], K, 1};
-    } else if (as.size() == bs.size() && std::equal(as.begin(), as.end() - 2, bs.begin())) {
-      gm->shape = {as[as.size() - 2], bs.back(), K, shape_numel(as) / (as[as.size() - 2] * K)};
-    } else {
-      return "batched MatMul with broadcast batch dims";
-    }
+    if (d->trans_a) return "Gemm transA=1";
+    *trans_b = d->trans_b;
+    if (*trans_b && !g.value(vb).constant.defined()) return "Gemm transB=1 on a non-constant B";
+    if (d->c >= 0 && !g.value(d->c).constant.defined()) return "Gemm C is not a constant bias row";
+    *vbias = d->epi.bias;
+    if (!d->strided_why.empty()) return d->strided_why;
+    gm->shape = {d->M, d->N, d->K, d->batch};
     gm->data = dt;
     if (dt == DType::bf16) gm->prec = GemmPrecision::kBf16;
     else if (dt == DType::f16) gm->prec = GemmPrecision::kFp16;
@@ -249,21 +231,23 @@ struct CudaExecutor::Impl {
     else if (opts.precision == "bf16") gm->prec = GemmPrecision::kBf16;
     else if (opts.precision == "fp16") gm->prec = GemmPrecision::kFp16;
     else gm->prec = GemmPrecision::kFp32;
-    bool has_bias = *vbias >= 0;
-    if (k.activation == "relu") gm->epi = GemmEpilogue::kReluBias;
-    else if (k.activation == "gelu_tanh") gm->epi = GemmEpilogue::kGeluBias;
-    else if (k.activation == "gelu_erf" || k.activation.empty())
+    const bool has_bias = *vbias >= 0;
+    using Act = plan::Activation;
+    const Act act = d->epi.act;
+    if (act == Act::Relu) gm->epi = GemmEpilogue::kReluBias;
+    else if (act == Act::GeluTanh) gm->epi = GemmEpilogue::kGeluBias;
+    else if (act == Act::GeluErf || act == Act::None)
       gm->epi = has_bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
-    else if ((k.activation == "hardswish" || k.activation == "hardsigmoid" || k.activation == "clip") &&
+    else if ((act == Act::HardSwish || act == Act::HardSigmoid || act == Act::Clip) &&
              dt == DType::f32) {
       gm->epi = has_bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
-      gm->post_act = k.activation == "hardswish" ? 2 : k.activation == "hardsigmoid" ? 3 : 4;
-      gm->post_alpha = k.act_alpha;
-      gm->post_beta = k.act_beta;
+      gm->post_act = act == Act::HardSwish ? 2 : act == Act::HardSigmoid ? 3 : 4;
+      gm->post_alpha = d->epi.alpha;
+      gm->post_beta = d->epi.beta;
     } else {
-      return "activation " + k.activation;
+      return "activation " + d->epi.act_name;
     }
-    gm->gelu_erf = k.activation == "gelu_erf";
+    gm->gelu_erf = act == Act::GeluErf;
     return "";
   }
 
@@ -339,31 +323,21 @@ struct CudaExecutor::Impl {
     return dnn != nullptr;
   }
 
-  static bool is_op(const std::string& op) {
-    return op == "MaxPool" || op == "AveragePool" || op == "Concat" ||
-           op == "GlobalAveragePool" || op == "ReduceMean" || op == "ReduceSum" || op == "Mul";
-  }
-
-  // Why brrr's pool kernel cannot run MaxPool / AveragePool node n ("" when it can); fills the
-  // kernel's geometry in `r`.
-  std::string pool_kernel_plan(const Node& n, OpRun* r) {
-    if (n.op == "MaxPool" && n.outputs.size() > 1 && n.outputs[1] >= 0)
-      return "MaxPool's Indices output is used (the pool kernel has none)";
-    const Value &xv = g.value(n.inputs.at(0)), &yv = g.value(n.outputs.at(0));
+  // Why brrr's pool kernel cannot run pool `d` ("" when it can); fills the kernel's geometry in
+  // `r`.
+  std::string pool_kernel_plan(const plan::PoolDesc& d, OpRun* r) {
+    const std::string op = d.max ? "MaxPool" : "AveragePool";
+    if (d.indices_used) return "MaxPool's Indices output is used (the pool kernel has none)";
+    const Value &xv = g.value(d.x), &yv = g.value(d.y);
     if (xv.dtype != yv.dtype || !(xv.dtype == DType::f32 || xv.dtype == DType::bf16 || xv.dtype == DType::f16))
       return fmt::format("the pool kernel takes float32, bfloat16 or float16, not {}", dtype_name(xv.dtype));
     const Shape &xs = xv.shape, &ys = yv.shape;
     if (xs.size() < 3 || xs.size() > 5 || ys.size() != xs.size())
       return fmt::format("the pool kernel takes 1-D to 3-D pools, not {} to {}", shape_str(xs), shape_str(ys));
-    ops::Window w;
-    try {
-      w = ops::forward_window(n, {xs.begin() + 2, xs.end()}, n.attr_ints("kernel_shape", {}),
-                              n.attr_int("ceil_mode", 0) != 0);
-    } catch (const Error& e) {
-      return n.op + " window: " + e.what();
-    }
+    if (!d.why.empty()) return d.why;
+    const ops::Window& w = d.window;
     for (size_t i = 0; i < w.out.size(); ++i)
-      if (w.out[i] != ys[2 + i]) return n.op + " output shape disagrees with its window";
+      if (w.out[i] != ys[2 + i]) return op + " output shape disagrees with its window";
     const ops::Window w3 = w.as3d();
     auto& p = r->pg;
     for (int a = 0; a < 3; ++a) {
@@ -373,8 +347,8 @@ struct CudaExecutor::Impl {
     }
     r->kind = OpRun::PoolKernel;
     r->dt = xv.dtype;
-    r->is_max = n.op == "MaxPool";
-    r->include_pad = n.op == "AveragePool" && n.attr_int("count_include_pad", 0) != 0;
+    r->is_max = d.max;
+    r->include_pad = d.include_pad;
     r->n = shape_numel(ys);
     return "";
   }
@@ -390,10 +364,10 @@ struct CudaExecutor::Impl {
     const Value& yv = g.value(vy);
     r->vy = vy;
     r->who = fmt::format("{} ({} {})", k.name, n.op, n.name);
-    if (n.op == "MaxPool" || n.op == "AveragePool") {
+    if (const auto* d = plan::desc_of<plan::PoolDesc>(k)) {
       r->kind = OpRun::Pool;
-      r->vx = n.inputs.at(0);
-      std::string why = pool_geometry(n, g, &r->geo);
+      r->vx = d->x;
+      std::string why = pool_geometry(*d, g, &r->geo);
       if (why.empty() && open_dnn()) {
         try {
           r->pool = std::make_unique<CudnnPool>(*dnn, r->geo, r->who);
@@ -406,24 +380,19 @@ struct CudaExecutor::Impl {
         why = dnn_why;
       }
       // What cuDNN cannot do, brrr's pool kernel does.
-      if (std::string no = pool_kernel_plan(n, r); !no.empty()) return why + "; " + no;
+      if (std::string no = pool_kernel_plan(*d, r); !no.empty()) return why + "; " + no;
       r->desc = fmt::format("pool kernel, not cuDNN: {}", why);
       return "";
     }
-    if (n.op == "Concat") {
+    if (const auto* d = plan::desc_of<plan::ConcatDesc>(k)) {
       r->kind = OpRun::Concat;
-      const int64_t rank = int64_t(yv.shape.size());
-      int64_t axis = n.attr_int("axis", 0);
-      if (axis < 0) axis += rank;
-      if (axis < 0 || axis >= rank)
-        return fmt::format("Concat axis out of range for {}", shape_str(yv.shape));
+      if (!d->why.empty()) return d->why;
       const size_t es = dtype_size(yv.dtype);
-      for (int64_t i = 0; i < axis; ++i) r->outer *= size_t(yv.shape[size_t(i)]);
+      for (int64_t i = 0; i < d->axis; ++i) r->outer *= size_t(yv.shape[size_t(i)]);
       if (shape_numel(yv.shape) == 0) return "Concat with an empty output";
       r->out_row = size_t(shape_numel(yv.shape)) / r->outer * es;
       size_t total = 0;
-      for (int v : n.inputs) {
-        if (v < 0) return "Concat with a missing input";
+      for (int v : d->inputs) {
         const Value& iv = g.value(v);
         if (iv.dtype != yv.dtype || iv.shape.size() != yv.shape.size())
           return fmt::format("Concat input {} ({} {}) does not match the output ({} {})", iv.name,
@@ -443,40 +412,31 @@ struct CudaExecutor::Impl {
                                             r->parts.size(), r->outer, r->out_row);
       return "";
     }
-    if (n.op == "GlobalAveragePool" || n.op == "ReduceMean" || n.op == "ReduceSum") {
+    if (const auto* d = plan::desc_of<plan::RowReduceDesc>(k)) {
       r->kind = OpRun::RowMean;
-      r->vx = n.inputs.at(0);
+      r->vx = d->x;
       const Value& xv = g.value(r->vx);
       if (xv.dtype != DType::f32 || yv.dtype != DType::f32)
         return fmt::format("{} on {} (the row-mean kernel is float32 only)", n.op,
                            dtype_name(xv.dtype));
-      int64_t numel = shape_numel(xv.shape);
-      r->rows = shape_numel(yv.shape);
-      if (r->rows <= 0 || numel <= 0 || numel % r->rows)
-        return fmt::format("{} from {} to {} is not a reduction over trailing axes", n.op,
-                           shape_str(xv.shape), shape_str(yv.shape));
-      if (n.op == "GlobalAveragePool" && xv.shape.size() < 3)
-        return "GlobalAveragePool on an input without spatial dims";
-      r->cols = numel / r->rows;
-      r->scale = n.op == "ReduceSum" ? 1.f : 1.f / float(r->cols);
+      if (!d->why.empty()) return d->why;
+      r->rows = d->rows;
+      r->cols = d->cols;
+      r->scale = d->scale;
       r->desc = fmt::format("row {} kernel: {} rows of {}", n.op == "ReduceSum" ? "sum" : "mean",
                             r->rows, r->cols);
       return "";
     }
-    if (n.op == "Mul" && n.inputs.size() == 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0) {
+    if (const auto* d = plan::desc_of<plan::ChannelScaleDesc>(k)) {
       r->kind = OpRun::ChannelScale;
-      int a = n.inputs[0], b = n.inputs[1];
-      if (g.value(a).shape != yv.shape) std::swap(a, b);
-      const Shape& xs = g.value(a).shape;
-      if (xs != yv.shape || xs.size() != 4 || g.value(b).shape != Shape{xs[0], xs[1], 1, 1} ||
-          g.value(a).dtype != DType::f32 || g.value(b).dtype != DType::f32 ||
-          yv.dtype != DType::f32)
+      if (!d->why.empty() || g.value(d->x).dtype != DType::f32 ||
+          g.value(d->s).dtype != DType::f32 || yv.dtype != DType::f32)
         return "Mul is not a float32 channel scale x[N,C,H,W] * s[N,C,1,1]";
-      r->vx = a, r->vs = b;
-      r->hw = xs[2] * xs[3];
-      r->n = shape_numel(xs);
+      r->vx = d->x, r->vs = d->s;
+      r->hw = d->pixels;
+      r->n = d->images * d->channels * d->pixels;
       if (r->n == 0) return "channel scale on an empty tensor";
-      r->desc = fmt::format("channel scale kernel: {} rows of {}", xs[0] * xs[1], r->hw);
+      r->desc = fmt::format("channel scale kernel: {} rows of {}", d->images * d->channels, r->hw);
       return "";
     }
     return n.op + " has no CUDA library path";
@@ -485,71 +445,65 @@ struct CudaExecutor::Impl {
   // Why a Gather has no device path here ("" when it has one): any element type of 1, 2, 4 or 8
   // bytes, int64 or int32 indices, static shapes.
   std::string gather_plan(const plan::Kernel& k, OpRun* r) {
-    const Node& n = g.nodes[size_t(k.nodes[0])];
-    if (n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return "Gather without data or indices";
-    const Value &xv = g.value(n.inputs[0]), &iv = g.value(n.inputs[1]), &yv = g.value(n.outputs.at(0));
+    const plan::GatherDesc* d = plan::desc_of<plan::GatherDesc>(k);
+    if (!d) return "Gather without a library descriptor";
+    if (!d->why.empty()) return d->why;
+    const Value &xv = g.value(d->x), &iv = g.value(d->indices), &yv = g.value(d->y);
     if (iv.dtype != DType::i64 && iv.dtype != DType::i32)
       return fmt::format("Gather indices are {} (int64 or int32 on the GPU)", dtype_name(iv.dtype));
-    const int64_t rank = int64_t(xv.shape.size());
-    int64_t axis = n.attr_int("axis", 0);
-    if (axis < 0) axis += rank;
-    if (rank == 0 || axis < 0 || axis >= rank) return "Gather axis out of range";
-    size_t es = dtype_size(xv.dtype);
-    int64_t outer = 1, inner = int64_t(es);
-    for (int64_t d = 0; d < axis; ++d) outer *= xv.shape[size_t(d)];
-    for (int64_t d = axis + 1; d < rank; ++d) inner *= xv.shape[size_t(d)];
+    const int64_t es = int64_t(dtype_size(xv.dtype)), inner = d->inner * es;
     r->kind = OpRun::Gather;
-    r->vx = n.inputs[0], r->vs = n.inputs[1], r->vy = n.outputs[0];
+    r->vx = d->x, r->vs = d->indices, r->vy = d->y;
     r->unit = inner % 16 == 0 ? 16 : inner % 4 == 0 ? 4 : 1;
     r->idx64 = iv.dtype == DType::i64;
     r->rows = shape_numel(iv.shape);
-    r->cols = xv.shape[size_t(axis)];
+    r->cols = d->axis_len;
     r->hw = inner / r->unit;
-    r->n = outer * r->rows * r->hw;
-    if (shape_numel(yv.shape) * int64_t(es) != r->n * r->unit) return "Gather output size does not match";
-    r->who = fmt::format("{} (Gather {})", k.name, n.name);
-    r->desc = fmt::format("gather kernel: {} slices of {} B", outer * r->rows, inner);
+    r->n = d->outer * r->rows * r->hw;
+    if (shape_numel(yv.shape) * es != r->n * r->unit) return "Gather output size does not match";
+    r->who = fmt::format("{} (Gather {})", k.name, g.nodes[size_t(k.nodes[0])].name);
+    r->desc = fmt::format("gather kernel: {} slices of {} B", d->outer * r->rows, inner);
     return "";
   }
 
   // Why a Conv kernel cannot run on cuDNN here ("" when it can); fills `cr` otherwise (the cuDNN
   // descriptors and algorithm included, so cuDNN's own refusals fall back to the host too).
   std::string conv_plan(const plan::Kernel& k, ConvRun* cr) {
-    const Node& n = g.nodes[size_t(k.nodes[0])];
-    if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return "Conv without X or W";
-    int vx = n.inputs[0], vw = n.inputs[1], vc = n.outputs.at(0), vo = k.outputs.at(0);
-    int vb = n.inputs.size() > 2 ? n.inputs[2] : -1;
-    if (k.bias >= 0) {
-      if (vb >= 0) return "Conv with its own bias and a fused one";
-      vb = k.bias;
-    }
-    for (int v : {vx, vw, vc, vo, vb, k.sum})
+    const plan::ConvDesc* d = plan::desc_of<plan::ConvDesc>(k);
+    if (!d) return "Conv without a library descriptor";
+    if (d->x < 0 || d->w < 0) return d->why;
+    const int vx = d->x, vw = d->w, vc = d->y, vo = d->out, vb = d->epi.bias, vs = d->epi.sum;
+    for (int v : {vx, vw, vc, vo, vb, vs})
       if (v >= 0 && g.value(v).dtype != DType::f32)
         return fmt::format("{} is {} (the cuDNN Conv path is float32 only)", g.value(v).name,
                            dtype_name(g.value(v).dtype));
     const Shape &xs = g.value(vx).shape, &ws = g.value(vw).shape, &ys = g.value(vc).shape;
-    if (g.value(vo).shape != ys || (k.sum >= 0 && g.value(k.sum).shape != ys))
+    if (g.value(vo).shape != ys || (vs >= 0 && g.value(vs).shape != ys))
       return "Conv epilogue changes the shape";
     if (vb >= 0 && (ws.empty() || shape_numel(g.value(vb).shape) != ws[0]))
       return fmt::format("bias {} is not one value per output channel", shape_str(g.value(vb).shape));
-    static const std::map<std::string, int> kActs = {
-        {"", 0}, {"relu", 1}, {"hardswish", 2}, {"hardsigmoid", 3}, {"clip", 4}};
-    auto act = kActs.find(k.activation);
-    if (act == kActs.end()) return "activation " + k.activation + " after Conv";
-    if (std::string why = conv_geometry(n, xs, ws, ys, &cr->geo); !why.empty()) return why;
-    cr->vx = vx, cr->vw = vw, cr->vy = vo, cr->vbias = vb, cr->vsum = k.sum;
-    cr->act = act->second;
-    cr->alpha = k.act_alpha, cr->beta = k.act_beta;
+    using Act = plan::Activation;
+    const Act a = d->epi.act;
+    if (a != Act::None && a != Act::Relu && a != Act::HardSwish && a != Act::HardSigmoid &&
+        a != Act::Clip)
+      return "activation " + d->epi.act_name + " after Conv";
+    // brrr_conv_epilogue's activation codes
+    const int act = a == Act::Relu ? 1 : a == Act::HardSwish ? 2 : a == Act::HardSigmoid ? 3
+                    : a == Act::Clip ? 4 : 0;
+    if (std::string why = conv_geometry(*d, xs, ws, ys, &cr->geo); !why.empty()) return why;
+    cr->vx = vx, cr->vw = vw, cr->vy = vo, cr->vbias = vb, cr->vsum = vs;
+    cr->act = act;
+    cr->alpha = d->epi.alpha, cr->beta = d->epi.beta;
     cr->c = ys[1];
     cr->hw = shape_numel(ys) / (ys[0] * ys[1]);
     cr->n = shape_numel(ys);
-    cr->epilogue = vb >= 0 || k.sum >= 0 || cr->act != 0;
+    cr->epilogue = vb >= 0 || vs >= 0 || cr->act != 0;
     // fp32: true float32 (FMA). tf32: Tensor Cores on float32 data. bf16 / fp16 also map to
     // tf32: the graph's data stays float32, and cuDNN's down-conversion math
     // (TENSOR_OP_MATH_ALLOW_CONVERSION) goes through fp16, which can overflow float32 activations.
     cr->math = opts.precision == "fp32" || opts.precision.empty() ? ConvMath::kFp32 : ConvMath::kTf32;
     if (!open_dnn()) return dnn_why;
-    const std::string who = fmt::format("{} (Conv {})", k.name, n.name);
+    const std::string who = fmt::format("{} (Conv {})", k.name, g.nodes[size_t(k.nodes[0])].name);
     try {
       cr->dnn = std::make_unique<CudnnConv>(*dnn, cr->geo, cr->math, kMaxConvWorkspace, who);
     } catch (const Error& e) {
@@ -579,7 +533,7 @@ struct CudaExecutor::Impl {
           steps[size_t(i)].type = Step::Library;
           continue;
         }
-        if (g.nodes[size_t(k.nodes[0])].op == "Conv") {
+        if (plan::desc_of<plan::ConvDesc>(k)) {
           auto cr = std::make_shared<ConvRun>();
           why = conv_plan(k, cr.get());
           if (why.empty()) {
@@ -587,7 +541,7 @@ struct CudaExecutor::Impl {
             steps[size_t(i)].conv = std::move(cr);
             continue;
           }
-        } else if (is_op(g.nodes[size_t(k.nodes[0])].op)) {
+        } else if (k.lib && !plan::desc_of<plan::GemmDesc>(k)) {  // pool, Concat, row reduce, scale
           auto r = std::make_shared<OpRun>();
           why = op_plan(k, r.get());
           if (why.empty()) {
@@ -596,8 +550,7 @@ struct CudaExecutor::Impl {
             continue;
           }
         }
-      } else if (k.kind == KernelKind::Reference && k.nodes.size() == 1 &&
-                 g.nodes[size_t(k.nodes[0])].op == "Gather") {
+      } else if (k.kind == KernelKind::Reference && plan::desc_of<plan::GatherDesc>(k)) {
         auto r = std::make_shared<OpRun>();
         why = gather_plan(k, r.get());
         if (why.empty()) {
