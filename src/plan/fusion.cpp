@@ -13,6 +13,7 @@
 
 #include "brrr/op.hpp"
 #include "plan/kernel_ir.hpp"
+#include "plan/library_desc.hpp"
 #include "plan/value_range.hpp"
 #include "core/env.hpp"
 
@@ -816,6 +817,10 @@ class Fuser {
 
 }  // namespace
 
-Plan build_plan(const Graph& g, const FusionOptions& opts) { return Fuser(g, opts).run(); }
+Plan build_plan(const Graph& g, const FusionOptions& opts) {
+  Plan p = Fuser(g, opts).run();
+  describe_library(g, p);  // the library calls' typed descriptors, read once from the attributes
+  return p;
+}
 
 }  // namespace brrr::plan

@@ -3,6 +3,7 @@
 // kernel is an index space plus an expression DAG; both the C++ and the CUDA emitter read it.
 #pragma once
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ enum class KernelKind { Fused, Library, Copy, Reference };
 std::string_view kernel_kind_name(KernelKind k);
 
 enum class ReduceKind { Sum, Max, Mean };
+
+struct LibraryDesc;  // plan/library_desc.hpp
 
 // One node of a fused kernel's expression DAG. Expressions are float32 and live either per
 // element of the index space (level 0) or per row (level 1: constant along the last axis).
@@ -57,6 +60,9 @@ struct Kernel {
   std::string activation;
   float act_alpha = 0, act_beta = 0;
   int sum = -1;  // Conv: a same-shape value added to the result before the activation
+  // Library (and Gather): the typed descriptor of the call, built once from the node's
+  // attributes by describe_library (plan/library_desc.hpp); backends read only this.
+  std::shared_ptr<const LibraryDesc> lib;
   bool has_reduction() const;
   int64_t rows() const;
   int64_t cols() const;

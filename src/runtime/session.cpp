@@ -24,7 +24,7 @@
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
 #include "plan/kernel_ir.hpp"
-#include "runtime/kernel_record.hpp"
+#include "plan/kernel_record.hpp"
 #include "runtime/memory_plan.hpp"
 #include "core/env.hpp"
 
@@ -395,7 +395,7 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
       impl_->exec(i);
       double ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      KernelRecord r = runtime::kernel_record(impl_->g, impl_->plan.kernels[i]);
+      KernelRecord r = plan::kernel_record(impl_->g, impl_->plan.kernels[i]);
       double fl = r.cost.flops;
       for (const auto& [f, n] : r.cost.special) fl += n;
       fmt::print(stderr, "brrr: {:<28} {:<8} {:9.4f} ms {:9.2f} GFLOP/s {:8.2f} GB/s  [{}]\n",
@@ -472,7 +472,7 @@ RunProfile Session::profile(const std::map<std::string, Tensor>& inputs, int rep
   double start = 0;
   for (size_t i = 0; i < m.steps.size(); ++i) {
     const plan::Kernel& k = m.plan.kernels[i];
-    KernelRecord rec = runtime::kernel_record(m.g, k);
+    KernelRecord rec = plan::kernel_record(m.g, k);
     rec.time_ms = median(times[i]);
     rec.start_ms = start;
     start += rec.time_ms;

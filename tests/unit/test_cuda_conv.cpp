@@ -268,7 +268,7 @@ using V = std::vector<int64_t>;
 void expect_maps(const Node& n, const Shape& x, const Shape& w, const Shape& y) {
   SCOPED_TRACE(fmt::format("x {} w {} y {}", shape_str(x), shape_str(w), shape_str(y)));
   cuda::ConvGeometry geo;
-  ASSERT_EQ(cuda::conv_geometry(n, x, w, y, &geo), "");
+  ASSERT_EQ(cuda::conv_geometry(plan::describe_conv(n, x, w), x, w, y, &geo), "");
   std::vector<int> want(y.begin(), y.end());
   if (y.size() == 3) want.insert(want.begin() + 2, 1);
   EXPECT_EQ(geo.y, want);
@@ -304,24 +304,30 @@ TEST(CudaConvGeometry, MatchesCudnnOutputDims) {
               {1, 4, 6, 7, 8});
 }
 
+// The geometry of Conv node n (its descriptor first, as the plan builds it).
+std::string conv_geometry(const Node& n, const Shape& x, const Shape& w, const Shape& y,
+                          cuda::ConvGeometry* geo) {
+  return cuda::conv_geometry(plan::describe_conv(n, x, w), x, w, y, geo);
+}
+
 TEST(CudaConvGeometry, RefusesWhatCudnnCannotExpress) {
   cuda::ConvGeometry geo;
   // H: 13 + 0 + 2 pads, k 3, s 2 -> 7 outputs; padding both ends by 0 gives 6.
-  EXPECT_NE(cuda::conv_geometry(conv_node({{"pads", V{0, 1, 2, 0}}, {"strides", V{2, 3}}}),
+  EXPECT_NE(conv_geometry(conv_node({{"pads", V{0, 1, 2, 0}}, {"strides", V{2, 3}}}),
                                 {1, 5, 13, 12}, {7, 5, 3, 2}, {1, 7, 7, 4}, &geo)
                 .find("asymmetric pads"),
             std::string::npos);
   // SAME_UPPER with an odd total pad: begin 0, end 1.
-  EXPECT_NE(cuda::conv_geometry(conv_node({{"auto_pad", std::string("SAME_UPPER")},
+  EXPECT_NE(conv_geometry(conv_node({{"auto_pad", std::string("SAME_UPPER")},
                                            {"strides", V{2, 2}}}),
                                 {1, 4, 8, 8}, {6, 4, 3, 3}, {1, 6, 4, 4}, &geo)
                 .find("asymmetric pads"),
             std::string::npos);
-  EXPECT_NE(cuda::conv_geometry(conv_node({}), {1, 2, 3, 4, 5, 6}, {1, 2, 1, 1, 1, 1},
+  EXPECT_NE(conv_geometry(conv_node({}), {1, 2, 3, 4, 5, 6}, {1, 2, 1, 1, 1, 1},
                                 {1, 1, 3, 4, 5, 6}, &geo)
                 .find("rank-6"),
             std::string::npos);
-  EXPECT_NE(cuda::conv_geometry(conv_node({{"group", int64_t(3)}}), {1, 8, 4, 4}, {6, 2, 1, 1},
+  EXPECT_NE(conv_geometry(conv_node({{"group", int64_t(3)}}), {1, 8, 4, 4}, {6, 2, 1, 1},
                                 {1, 6, 4, 4}, &geo)
                 .find("group"),
             std::string::npos);

@@ -390,7 +390,7 @@ TEST(CudaPoolGeometry, ExampleModelsMapToDevicePaths) {
       EXPECT_TRUE(kOps.count(n.op)) << n.op;
       if (n.op == "MaxPool" || n.op == "AveragePool") {
         cuda::PoolGeometry geo;
-        EXPECT_EQ(cuda::pool_geometry(n, g, &geo), "") << n.name;
+        EXPECT_EQ(cuda::pool_geometry(*plan::desc_of<plan::PoolDesc>(k), g, &geo), "") << n.name;
         ++pools;
       }
     }
@@ -420,7 +420,7 @@ Graph one_pool(const std::string& op, const Shape& x, std::map<std::string, Attr
 }
 
 std::string geometry_why(const Graph& g, cuda::PoolGeometry* geo) {
-  return cuda::pool_geometry(g.nodes[0], g, geo);
+  return cuda::pool_geometry(plan::describe_pool(g, g.nodes[0]), g, geo);
 }
 
 TEST(CudaPoolGeometry, MatchesCudnnOutputDims) {

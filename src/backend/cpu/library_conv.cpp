@@ -10,8 +10,8 @@
 #include <unordered_map>
 
 #include "backend/cpu/dnnl_util.hpp"
-#include "ops/window.hpp"
 #include "core/env.hpp"
+#include "plan/library_desc.hpp"
 
 namespace brrr::cpu {
 
@@ -66,15 +66,15 @@ class DnnlConv : public LibraryKernel {
   }
 };
 
-bool append_activation(dnnl::post_ops& po, const plan::Kernel& k) {
+bool append_activation(dnnl::post_ops& po, const plan::Epilogue& e) {
   using A = dnnl::algorithm;
-  const std::string& a = k.activation;
-  if (a.empty()) return true;
-  if (a == "relu") po.append_eltwise(1.f, A::eltwise_relu, 0.f, 0.f);
-  else if (a == "hardswish") po.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f);
-  else if (a == "clip") po.append_eltwise(1.f, A::eltwise_clip, k.act_alpha, k.act_beta);
-  else if (a == "hardsigmoid") {  // max(0, min(1, alpha*x + beta))
-    po.append_eltwise(1.f, A::eltwise_linear, k.act_alpha, k.act_beta);
+  using Act = plan::Activation;
+  if (e.act == Act::None) return true;
+  if (e.act == Act::Relu) po.append_eltwise(1.f, A::eltwise_relu, 0.f, 0.f);
+  else if (e.act == Act::HardSwish) po.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f);
+  else if (e.act == Act::Clip) po.append_eltwise(1.f, A::eltwise_clip, e.alpha, e.beta);
+  else if (e.act == Act::HardSigmoid) {  // max(0, min(1, alpha*x + beta))
+    po.append_eltwise(1.f, A::eltwise_linear, e.alpha, e.beta);
     po.append_eltwise(1.f, A::eltwise_clip, 0.f, 1.f);
   } else {
     return false;
@@ -96,20 +96,14 @@ bool is_reference_impl(const char* info) {
 
 std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel& k,
                                               const Layouts& layouts) {
-  const Node& n = g.nodes[size_t(k.nodes[0])];
-  if (n.inputs.size() < 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return nullptr;
-  int vx = n.inputs[0], vw = n.inputs[1], vout = k.outputs.at(0);
-  int vb = n.inputs.size() > 2 ? n.inputs[2] : -1;
+  const plan::ConvDesc* d = plan::desc_of<plan::ConvDesc>(k);
+  if (!d || !d->why.empty()) return nullptr;
+  const int vx = d->x, vw = d->w, vout = d->out, vb = d->epi.bias;
   const Shape &xs = g.value(vx).shape, &ws = g.value(vw).shape, &os = g.value(vout).shape;
   if (xs.size() != 4 || ws.size() != 4 || os.size() != 4) return nullptr;
-  int64_t G = n.attr_int("group", 1);
+  const int64_t G = d->groups;
   if (G < 1 || xs[1] % G || ws[0] % G || ws[1] * G != xs[1]) return nullptr;
-  ops::Window w;
-  try {
-    w = ops::forward_window(n, {xs[2], xs[3]}, {ws[2], ws[3]}, false);
-  } catch (const Error&) {
-    return nullptr;
-  }
+  const ops::Window& w = d->window;
   if (w.out[0] != os[2] || w.out[1] != os[3]) return nullptr;
   dims xd(xs.begin(), xs.end()), od(os.begin(), os.end());
   dims wd = G == 1 ? dims{ws[0], ws[1], ws[2], ws[3]} : dims{G, ws[0] / G, ws[1], ws[2], ws[3]};
@@ -136,8 +130,8 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
     dnnl::memory::desc wany = wconst.defined() ? dnnl::memory::desc(wd, dt::f32, tag::any) : wuser;
     dnnl::memory::desc bmd({od[1]}, dt::f32, tag::x);
     dnnl::post_ops po;
-    if (k.sum >= 0) po.append_sum(1.f);
-    if (!append_activation(po, k)) return nullptr;
+    if (d->epi.sum >= 0) po.append_sum(1.f);
+    if (!append_activation(po, d->epi)) return nullptr;
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -172,8 +166,8 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
     kern->prim = dnnl::convolution_forward(pd);
     kern->openmp = omp_get_max_threads() > 1;
     make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
-    make_port(kern->dst, vout, omd, pd.dst_desc(), k.sum >= 0, true);
-    kern->sum = k.sum;
+    make_port(kern->dst, vout, omd, pd.dst_desc(), d->epi.sum >= 0, true);
+    kern->sum = d->epi.sum;
     kern->dst_bytes = value_bytes(g, vout, layouts);  // blocked: with padding channels
     if (wconst.defined()) {  // reorder once; the kernel owns the packed copy
       Tensor wc = wconst.contiguous();
@@ -286,19 +280,14 @@ class DnnlPool : public LibraryKernel {
 
 std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel& k,
                                               const Layouts& layouts) {
-  const Node& n = g.nodes[size_t(k.nodes[0])];
-  int vx = n.inputs.at(0), vout = k.outputs.at(0);
+  const plan::PoolDesc* d = plan::desc_of<plan::PoolDesc>(k);
+  if (!d || !d->why.empty() || d->x < 0 || k.outputs.empty()) return nullptr;
+  const int vx = d->x, vout = k.outputs[0];
   const Shape &xs = g.value(vx).shape, &os = g.value(vout).shape;
   if (xs.size() != 4 || os.size() != 4) return nullptr;
-  std::vector<int64_t> ks = n.attr_ints("kernel_shape");
-  if (ks.size() != 2) return nullptr;
-  bool maxp = n.op == "MaxPool";
-  ops::Window w;
-  try {
-    w = ops::forward_window(n, {xs[2], xs[3]}, ks, n.attr_int("ceil_mode", 0) != 0);
-  } catch (const Error&) {
-    return nullptr;
-  }
+  const ops::Window& w = d->window;
+  const std::vector<int64_t>& ks = w.k;
+  const bool maxp = d->max;
   if (w.out[0] != os[2] || w.out[1] != os[3] || w.d[0] != 1 || w.d[1] != 1) return nullptr;
   dims xd(xs.begin(), xs.end()), od(os.begin(), os.end());
   dims strides = {w.s[0], w.s[1]}, kern_d = {ks[0], ks[1]};
@@ -306,12 +295,12 @@ std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel
   for (size_t i = 0; i < 2; ++i) {
     pr[i] = (od[2 + i] - 1) * strides[i] + ks[i] - xd[2 + i] - pl[i];
     // ceil_mode's extra right padding changes an including-padding average's divisor.
-    if (!maxp && pr[i] != w.pe[i] && n.attr_int("count_include_pad", 0) != 0) return nullptr;
+    if (!maxp && pr[i] != w.pe[i] && d->include_pad) return nullptr;
     if (pr[i] < 0) return nullptr;
   }
-  auto alg = maxp ? dnnl::algorithm::pooling_max
-                  : n.attr_int("count_include_pad", 0) ? dnnl::algorithm::pooling_avg_include_padding
-                                                       : dnnl::algorithm::pooling_avg_exclude_padding;
+  auto alg = maxp              ? dnnl::algorithm::pooling_max
+             : d->include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                              : dnnl::algorithm::pooling_avg_exclude_padding;
   try {
     dnnl::memory::desc xmd(xd, dt::f32, user_tag(layouts, vx)),
         omd(od, dt::f32, user_tag(layouts, vout));

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cpu/library.hpp"
+#include "plan/library_desc.hpp"
 
 namespace brrr::cpu {
 
@@ -181,13 +182,10 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
                                                const Layouts& layouts) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
   if (k.nodes.size() != 1 || n.outputs.size() != 1) return nullptr;
-  int vout = n.outputs[0];
-  const Value& ov = g.value(vout);
-  if (n.op == "Concat") {
-    int64_t rank = int64_t(ov.shape.size());
-    int64_t axis = n.attr_int("axis", 0);
-    if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) return nullptr;
+  if (const auto* d = plan::desc_of<plan::ConcatDesc>(k)) {
+    if (!d->why.empty()) return nullptr;
+    const int vout = d->out;
+    const Value& ov = g.value(vout);
     auto kern = std::make_unique<ConcatKernel>();
     kern->out = vout;
     size_t es = dtype_size(ov.dtype);
@@ -195,15 +193,14 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     // (every part a whole number of channel blocks): each image's blocks in turn, as NCHW.
     if (is_nhwc(layouts, vout)) kern->outer = ov.shape[0] * ov.shape[2] * ov.shape[3];
     else
-      for (int64_t i = 0; i < axis; ++i) kern->outer *= ov.shape[size_t(i)];
+      for (int64_t i = 0; i < d->axis; ++i) kern->outer *= ov.shape[size_t(i)];
     kern->out_chunk = size_t(shape_numel(ov.shape) / std::max<int64_t>(kern->outer, 1)) * es;
     size_t total = 0;
-    for (int v : n.inputs) {
-      if (v < 0) return nullptr;
+    for (int v : d->inputs) {
       const Value& iv = g.value(v);
       if (iv.dtype != ov.dtype || iv.shape.size() != ov.shape.size()) return nullptr;
       if (is_blocked(layouts, vout) &&
-          (axis != 1 || !is_blocked(layouts, v) || iv.shape[1] % kChannelBlock))
+          (d->axis != 1 || !is_blocked(layouts, v) || iv.shape[1] % kChannelBlock))
         return nullptr;
       size_t chunk = size_t(shape_numel(iv.shape) / std::max<int64_t>(kern->outer, 1)) * es;
       if (shape_numel(iv.shape) == 0) continue;
@@ -213,26 +210,20 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     if (total != kern->out_chunk || kern->outer == 0) return nullptr;
     return kern;
   }
-  if (n.op == "Mul") {  // the fusion pass sends only channel scales here
-    int a = n.inputs.at(0), b = n.inputs.at(1);
-    if (g.value(a).shape != ov.shape) std::swap(a, b);
-    const Shape& xs = g.value(a).shape;
-    if (xs != ov.shape || xs.size() != 4 || g.value(b).shape != Shape{xs[0], xs[1], 1, 1})
-      return nullptr;
+  if (const auto* d = plan::desc_of<plan::ChannelScaleDesc>(k)) {  // between two convs
+    if (!d->why.empty()) return nullptr;
     auto kern = std::make_unique<ChannelScaleKernel>();
-    kern->x = a, kern->s = b, kern->out = vout;
-    kern->images = xs[0], kern->channels = xs[1], kern->pixels = xs[2] * xs[3];
-    kern->layout = layout_of(layouts, vout);
-    if (layout_of(layouts, a) != kern->layout) return nullptr;
-    kern->par = shape_numel(xs) >= kParallelElems;
+    kern->x = d->x, kern->s = d->s, kern->out = d->y;
+    kern->images = d->images, kern->channels = d->channels, kern->pixels = d->pixels;
+    kern->layout = layout_of(layouts, d->y);
+    if (layout_of(layouts, d->x) != kern->layout) return nullptr;
+    kern->par = d->images * d->channels * d->pixels >= kParallelElems;
     return kern;
   }
-  if (n.op == "GlobalAveragePool" || n.op == "ReduceMean" || n.op == "ReduceSum") {
-    int vin = n.inputs.at(0);
-    if (g.value(vin).dtype != DType::f32 || ov.dtype != DType::f32) return nullptr;
-    int64_t numel = shape_numel(g.value(vin).shape), rows = shape_numel(ov.shape);
-    if (rows <= 0 || numel <= 0 || numel % rows) return nullptr;
-    if (n.op == "GlobalAveragePool" && g.value(vin).shape.size() < 3) return nullptr;
+  if (const auto* d = plan::desc_of<plan::RowReduceDesc>(k)) {
+    if (!d->why.empty()) return nullptr;
+    const int vin = d->x;
+    if (g.value(vin).dtype != DType::f32 || g.value(d->y).dtype != DType::f32) return nullptr;
     auto kern = std::make_unique<RowMeanKernel>();
     if (is_nhwc(layouts, vin) || is_blocked(layouts, vin)) {  // a mean down the columns per image
       const Shape& xs = g.value(vin).shape;
@@ -241,11 +232,11 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
       kern->blocked = is_blocked(layouts, vin);
     }
     kern->in = vin;
-    kern->out = vout;
-    kern->rows = rows;
-    kern->cols = numel / rows;
-    kern->scale = n.op == "ReduceSum" ? 1.f : 1.f / float(kern->cols);
-    kern->par = numel >= kParallelElems;
+    kern->out = d->y;
+    kern->rows = d->rows;
+    kern->cols = d->cols;
+    kern->scale = d->scale;
+    kern->par = d->rows * d->cols >= kParallelElems;
     return kern;
   }
   return nullptr;
@@ -280,21 +271,22 @@ size_t value_bytes(const Graph& g, int v, const Layouts& l) {
 void relayout_capable_values(const Graph& g, const plan::Kernel& k, std::vector<int>* ins,
                              std::vector<int>* outs, std::vector<std::vector<int>>* ties,
                              std::vector<int>* unpadded) {
-  const Node& n = g.nodes[size_t(k.nodes[0])];
   int out = k.outputs.empty() ? -1 : k.outputs[0];
   if (out < 0 || !spatial4(g, out) || k.outputs.size() != 1) return;
-  if (n.op == "Conv" || n.op == "MaxPool" || n.op == "AveragePool") {
-    if (spatial4(g, n.inputs[0])) ins->push_back(n.inputs[0]);
+  const plan::ConvDesc* conv = plan::desc_of<plan::ConvDesc>(k);
+  const plan::PoolDesc* pool = plan::desc_of<plan::PoolDesc>(k);
+  if (conv || pool) {
+    const int x = conv ? conv->x : pool->x;
+    if (spatial4(g, x)) ins->push_back(x);
     outs->push_back(out);
-    if (k.sum >= 0) {
-      ins->push_back(k.sum);
-      ties->push_back({k.sum, out});
+    if (conv && conv->epi.sum >= 0) {
+      ins->push_back(conv->epi.sum);
+      ties->push_back({conv->epi.sum, out});
     }
-  } else if (n.op == "Concat") {
-    int64_t axis = n.attr_int("axis", 0);
-    if (axis != 1 && axis != -3) return;
+  } else if (const auto* cat = plan::desc_of<plan::ConcatDesc>(k)) {
+    if (!cat->why.empty() || cat->axis != 1) return;
     std::vector<int> tie{out};
-    for (int v : n.inputs) {
+    for (int v : cat->inputs) {
       if (!spatial4(g, v)) return;
       tie.push_back(v);
     }
@@ -302,17 +294,16 @@ void relayout_capable_values(const Graph& g, const plan::Kernel& k, std::vector<
     outs->push_back(out);
     ties->push_back(tie);
     unpadded->insert(unpadded->end(), tie.begin(), tie.end());
-  } else if (n.op == "Mul") {
-    int x = g.value(n.inputs[0]).shape == g.value(out).shape ? n.inputs[0] : n.inputs[1];
-    if (!spatial4(g, x)) return;
-    ins->push_back(x);
+  } else if (const auto* cs = plan::desc_of<plan::ChannelScaleDesc>(k)) {
+    if (!spatial4(g, cs->x)) return;
+    ins->push_back(cs->x);
     outs->push_back(out);
-    ties->push_back({x, out});
-  } else if (n.op == "GlobalAveragePool" || n.op == "ReduceMean" || n.op == "ReduceSum") {
+    ties->push_back({cs->x, out});
+  } else if (const auto* rr = plan::desc_of<plan::RowReduceDesc>(k)) {
     // A mean over H,W only (the output is [N, C, 1, 1] or [N, C]).
-    const Shape& xs = g.value(n.inputs[0]).shape;
-    if (spatial4(g, n.inputs[0]) && shape_numel(g.value(out).shape) == xs[0] * xs[1])
-      ins->push_back(n.inputs[0]);
+    const Shape& xs = g.value(rr->x).shape;
+    if (spatial4(g, rr->x) && shape_numel(g.value(out).shape) == xs[0] * xs[1])
+      ins->push_back(rr->x);
   }
 }
 

@@ -1,6 +1,7 @@
 // oneDNN matmul for MatMul and Gemm (f32). Primitives are built once at plan time; a run only
 // points the memory objects at the slot addresses and executes.
 #include "backend/cpu/library.hpp"
+#include "plan/library_desc.hpp"
 
 #ifdef BRRR_HAVE_DNNL
 #include "backend/cpu/dnnl_util.hpp"
@@ -69,29 +70,16 @@ LibraryThreads::~LibraryThreads() {
 
 std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k,
                                                 const Layouts& layouts) {
-  const Node& n = g.nodes[size_t(k.nodes[0])];
-  if (n.op == "Conv") return make_dnnl_conv(g, k, layouts);
-  if (n.op == "MaxPool" || n.op == "AveragePool") return make_dnnl_pool(g, k, layouts);
-  if (n.op != "MatMul" && n.op != "Gemm") return nullptr;
-  for (int v : n.inputs)  // 16-bit GEMMs are library kernels for CUDA; here they run by reference
+  if (plan::desc_of<plan::ConvDesc>(k)) return make_dnnl_conv(g, k, layouts);
+  if (plan::desc_of<plan::PoolDesc>(k)) return make_dnnl_pool(g, k, layouts);
+  const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(k);
+  if (!d || !d->why.empty()) return nullptr;
+  for (int v : {d->a, d->b, d->c})  // 16-bit GEMMs are library kernels for CUDA; here reference
     if (v >= 0 && g.value(v).dtype != DType::f32) return nullptr;
-  int va = n.inputs[0], vb = n.inputs[1], vout = k.outputs.at(0);
+  const int va = d->a, vb = d->b, vout = d->out, vbias = d->epi.bias;
+  const bool ta = d->trans_a, tb = d->trans_b;
   const Shape &as = g.value(va).shape, &bs = g.value(vb).shape, &os = g.value(vout).shape;
   if (as.size() < 2 || bs.size() < 2 || os.size() < 2) return nullptr;
-  bool ta = false, tb = false;
-  int vbias = k.bias;
-  if (n.op == "Gemm") {
-    ta = n.attr_int("transA", 0) != 0;
-    tb = n.attr_int("transB", 0) != 0;
-    if (n.attr_float("alpha", 1.0f) != 1.0f) return nullptr;
-    if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
-      const Shape& cs = g.value(n.inputs[2]).shape;
-      if (n.attr_float("beta", 1.0f) != 1.0f || shape_numel(cs) != os.back() || cs.empty() ||
-          cs.back() != os.back())
-        return nullptr;
-      vbias = n.inputs[2];
-    }
-  }
   size_t r = os.size();
   // Logical (M,K) x (K,N) dims; a transposed operand is the stored matrix with swapped strides.
   dims ad = padded(as, r), bd = padded(bs, r), od(os.begin(), os.end());
@@ -113,15 +101,19 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
     dnnl::memory::desc bany = prepack ? dnnl::memory::desc(bd, dt::f32, tag::any) : bmd;
     dnnl::memory::desc omd(od, dt::f32, strides_of(od, false));
     dnnl::post_ops po;
-    if (k.activation == "relu") po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-    else if (k.activation == "gelu_erf")
-      po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
-    else if (k.activation == "hardswish")
-      po.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
-    else if (k.activation == "gelu_tanh")
-      po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
-    else if (!k.activation.empty())
-      return nullptr;
+    using Act = plan::Activation;
+    switch (d->epi.act) {
+      case Act::None: break;
+      case Act::Relu: po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f); break;
+      case Act::GeluErf: po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f); break;
+      case Act::HardSwish:
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
+        break;
+      case Act::GeluTanh:
+        po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
+        break;
+      default: return nullptr;
+    }
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

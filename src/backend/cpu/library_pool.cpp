@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/library.hpp"
-#include "ops/window.hpp"
+#include "plan/library_desc.hpp"
 
 namespace brrr::cpu {
 
@@ -104,22 +104,17 @@ class BlockedMaxPoolKernel : public LibraryKernel {
 
 std::unique_ptr<LibraryKernel> make_cpu_pool(const Graph& g, const plan::Kernel& k,
                                              const Layouts& layouts) {
-  const Node& n = g.nodes[size_t(k.nodes[0])];
-  if (n.op != "MaxPool" || k.nodes.size() != 1 || k.outputs.size() != 1) return nullptr;
-  int vx = n.inputs.at(0), vout = k.outputs[0];
+  const plan::PoolDesc* d = plan::desc_of<plan::PoolDesc>(k);
+  if (!d || !d->max || !d->why.empty() || k.nodes.size() != 1 || k.outputs.size() != 1)
+    return nullptr;
+  int vx = d->x, vout = k.outputs[0];
   if (!is_blocked(layouts, vx) || !is_blocked(layouts, vout)) return nullptr;  // else oneDNN's
   const Value &xv = g.value(vx), &ov = g.value(vout);
   if (xv.dtype != DType::f32 || ov.dtype != DType::f32 || xv.shape.size() != 4 ||
-      ov.shape.size() != 4 || n.attr_int("storage_order", 0) != 0)
+      ov.shape.size() != 4 || d->storage_order != 0)
     return nullptr;
-  std::vector<int64_t> ks = n.attr_ints("kernel_shape");
-  if (ks.size() != 2) return nullptr;
-  ops::Window w;
-  try {
-    w = ops::forward_window(n, {xv.shape[2], xv.shape[3]}, ks, n.attr_int("ceil_mode", 0) != 0);
-  } catch (const Error&) {
-    return nullptr;
-  }
+  const ops::Window& w = d->window;
+  const std::vector<int64_t>& ks = w.k;
   if (w.out[0] != ov.shape[2] || w.out[1] != ov.shape[3] || w.d[0] != 1 || w.d[1] != 1)
     return nullptr;
   auto kern = std::make_unique<BlockedMaxPoolKernel>();

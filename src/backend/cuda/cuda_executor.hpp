@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "brrr/profile.hpp"
-#include "brrr/session.hpp"
+#include "brrr/session.hpp"  // MemoryStats only
 #include "plan/kernel_ir.hpp"
 
 namespace brrr::cuda {

@@ -6,7 +6,6 @@
 #include <cstdint>
 
 #include "brrr/error.hpp"
-#include "ops/window.hpp"
 
 #ifdef BRRR_HAVE_CUDNN
 #include "backend/cuda/cudnn_api.hpp"
@@ -18,21 +17,17 @@ namespace brrr::cuda {
 
 const char* to_string(ConvMath m) { return m == ConvMath::kTf32 ? "tf32" : "fp32"; }
 
-std::string conv_geometry(const Node& n, const Shape& xs, const Shape& ws, const Shape& ys,
-                          ConvGeometry* geo) {
+std::string conv_geometry(const plan::ConvDesc& d, const Shape& xs, const Shape& ws,
+                          const Shape& ys, ConvGeometry* geo) {
   const size_t r = xs.size();
   if (r < 3 || r > 5 || ws.size() != r || ys.size() != r)
     return fmt::format("Conv on rank-{} input (cuDNN path: 1-D, 2-D and 3-D)", r);
-  const int64_t G = n.attr_int("group", 1);
+  const int64_t G = d.groups;
   if (G < 1 || xs[1] % G || ws[0] % G || ws[1] * G != xs[1] || ys[1] != ws[0] || ys[0] != xs[0])
     return fmt::format("group {} does not fit input {}, weights {} and output {}", G,
                        shape_str(xs), shape_str(ws), shape_str(ys));
-  ops::Window w;
-  try {
-    w = ops::forward_window(n, {xs.begin() + 2, xs.end()}, {ws.begin() + 2, ws.end()}, false);
-  } catch (const Error& e) {
-    return std::string("Conv window: ") + e.what();
-  }
+  if (!d.why.empty()) return d.why;
+  const ops::Window& w = d.window;
   for (size_t i = 0; i < w.out.size(); ++i) {
     if (w.out[i] != ys[2 + i]) return "Conv output shape disagrees with its window";
     // cuDNN pads both ends by one amount. Pads pb != pe still work with pad pb when that gives

@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_runtime.hpp"
 #include "brrr/graph.hpp"
+#include "plan/library_desc.hpp"
 
 namespace brrr::cuda {
 
@@ -21,10 +22,10 @@ struct ConvGeometry {
   int groups = 1;
 };
 
-// Maps a Conv node with input, weight and output shapes x, w, y (float32, N C spatial...) to
-// cuDNN's geometry: "" when it fits (1-D goes in as 2-D with a unit height), else why not (rank,
-// group, auto_pad / pads cuDNN's symmetric padding cannot express, int32 overflow). Pure.
-std::string conv_geometry(const Node& n, const Shape& x, const Shape& w, const Shape& y,
+// Maps a Conv (its descriptor, input, weight and output shapes x, w, y: float32, N C spatial...)
+// to cuDNN's geometry: "" when it fits (1-D goes in as 2-D with a unit height), else why not
+// (rank, group, auto_pad / pads cuDNN's symmetric padding cannot express, int32 overflow). Pure.
+std::string conv_geometry(const plan::ConvDesc& d, const Shape& x, const Shape& w, const Shape& y,
                           ConvGeometry* geo);
 
 // The output dims cuDNN derives for `g` (cudnnGetConvolutionNdForwardOutputDim: host-only, needs

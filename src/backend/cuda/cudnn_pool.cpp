@@ -6,7 +6,6 @@
 #include <cstdint>
 
 #include "brrr/error.hpp"
-#include "ops/window.hpp"
 
 #ifdef BRRR_HAVE_CUDNN
 #include "backend/cuda/cudnn_api.hpp"
@@ -15,13 +14,11 @@
 
 namespace brrr::cuda {
 
-std::string pool_geometry(const Node& n, const Graph& g, PoolGeometry* geo) {
-  if (n.op != "MaxPool" && n.op != "AveragePool") return n.op + " is not a pool";
-  if (n.inputs.empty() || n.inputs[0] < 0 || n.outputs.empty() || n.outputs[0] < 0)
-    return n.op + " without X or Y";
-  if (n.op == "MaxPool" && n.outputs.size() > 1 && n.outputs[1] >= 0)
-    return "MaxPool's Indices output is used (cuDNN pooling has none)";
-  const Value &xv = g.value(n.inputs[0]), &yv = g.value(n.outputs[0]);
+std::string pool_geometry(const plan::PoolDesc& d, const Graph& g, PoolGeometry* geo) {
+  const std::string op = d.max ? "MaxPool" : "AveragePool";
+  if (d.x < 0 || d.y < 0) return op + " without X or Y";
+  if (d.indices_used) return "MaxPool's Indices output is used (cuDNN pooling has none)";
+  const Value &xv = g.value(d.x), &yv = g.value(d.y);
   for (const Value* v : {&xv, &yv})
     if (v->dtype != DType::f32)
       return fmt::format("{} is {} (the cuDNN pooling path is float32 only)", v->name,
@@ -29,22 +26,16 @@ std::string pool_geometry(const Node& n, const Graph& g, PoolGeometry* geo) {
   const Shape &xs = xv.shape, &ys = yv.shape;
   const size_t r = xs.size();
   if (r < 3 || r > 5 || ys.size() != r || ys[0] != xs[0] || ys[1] != xs[1])
-    return fmt::format("{} from {} to {} (cuDNN path: 1-D, 2-D and 3-D pools)", n.op,
+    return fmt::format("{} from {} to {} (cuDNN path: 1-D, 2-D and 3-D pools)", op,
                        shape_str(xs), shape_str(ys));
-  std::vector<int64_t> k = n.attr_ints("kernel_shape", {});
-  if (k.size() != r - 2) return "kernel_shape does not match the input's spatial dims";
-  ops::Window w;
-  try {
-    w = ops::forward_window(n, {xs.begin() + 2, xs.end()}, k, n.attr_int("ceil_mode", 0) != 0);
-  } catch (const Error& e) {
-    return n.op + " window: " + e.what();
-  }
-  const bool max = n.op == "MaxPool";
-  const bool include_pad = !max && n.attr_int("count_include_pad", 0) != 0;
+  if (!d.why.empty()) return d.why;
+  const ops::Window& w = d.window;
+  const bool max = d.max;
+  const bool include_pad = d.include_pad;
   for (size_t i = 0; i < w.out.size(); ++i) {
     if (w.d[i] != 1)
       return fmt::format("dilations [{}] (cuDNN pooling has none)", fmt::join(w.d, ","));
-    if (w.out[i] != ys[2 + i]) return n.op + " output shape disagrees with its window";
+    if (w.out[i] != ys[2 + i]) return op + " output shape disagrees with its window";
     // Every window must overlap the input (cuDNN's value for an all-padding window is not the
     // reference's): pads below the kernel size.
     if (w.pb[i] >= w.k[i] || w.pe[i] >= w.k[i])
@@ -55,7 +46,7 @@ std::string pool_geometry(const Node& n, const Graph& g, PoolGeometry* geo) {
     // is never read by max or by an average that excludes it.
     int64_t span = w.in[i] + 2 * w.pb[i] - w.k[i];
     if (span < 0 || span / w.s[i] + 1 != w.out[i]) {
-      if (n.attr_int("ceil_mode", 0) != 0)
+      if (d.ceil_mode)
         return fmt::format("ceil_mode adds a window (output {}) that cuDNN's symmetric padding "
                            "(pads [{}] / [{}]) cannot produce",
                            shape_str(ys), fmt::join(w.pb, ","), fmt::join(w.pe, ","));

@@ -19,11 +19,11 @@ struct PoolGeometry {
   bool include_pad = false;              // average: count_include_pad
 };
 
-// Maps a MaxPool / AveragePool node with input and output shapes x, y to cuDNN's geometry: ""
+// Maps a MaxPool / AveragePool (its descriptor; shapes from g) to cuDNN's geometry: ""
 // when cuDNN computes exactly what the reference does, else why not (dtype, rank, a used Indices
 // output, dilations, pads or a ceil_mode window cuDNN's symmetric padding cannot express, int32
 // overflow). 1-D goes in as 2-D with a unit height. Pure (no cuDNN needed).
-std::string pool_geometry(const Node& n, const Graph& g, PoolGeometry* geo);
+std::string pool_geometry(const plan::PoolDesc& d, const Graph& g, PoolGeometry* geo);
 
 // The output dims cuDNN derives for `g` (cudnnGetPoolingNdForwardOutputDim: host-only, needs the
 // loaded library but no device). Throws brrr::Error when cuDNN is missing or refuses.

@@ -1,13 +1,13 @@
-#include "runtime/kernel_record.hpp"
+#include "plan/kernel_record.hpp"
 
 #include <fmt/format.h>
 
-namespace brrr::runtime {
+namespace brrr::plan {
 
-KernelRecord kernel_record(const Graph& g, const plan::Kernel& k) {
+KernelRecord kernel_record(const Graph& g, const Kernel& k) {
   KernelRecord rec;
   rec.name = k.name;
-  rec.kind = std::string(plan::kernel_kind_name(k.kind));
+  rec.kind = std::string(kernel_kind_name(k.kind));
   int rank = -1;  // contraction wins, then normalization, then elementwise, then movement
   auto class_rank = [](OpClass c) {
     switch (c) {
@@ -44,4 +44,4 @@ KernelRecord kernel_record(const Graph& g, const plan::Kernel& k) {
   return rec;
 }
 
-}  // namespace brrr::runtime
+}  // namespace brrr::plan

@@ -1,0 +1,87 @@
+// Conv steps: cuDNN's convolution, then brrr_conv_epilogue in place for the bias, residual and
+// activation (cuDNN's legacy API fuses none of them).
+#include <fmt/format.h>
+
+#include "backend/cuda/cuda_executor_impl.hpp"
+
+namespace brrr::cuda {
+
+namespace {
+
+// Per-conv workspace cap: the heuristic's first algorithm within it is taken.
+constexpr size_t kMaxConvWorkspace = size_t(256) << 20;
+
+}  // namespace
+
+// Why a Conv kernel cannot run on cuDNN here ("" when it can); fills `cr` otherwise (the cuDNN
+// descriptors and algorithm included, so cuDNN's own refusals fall back to the host too).
+std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
+  const plan::ConvDesc* d = plan::desc_of<plan::ConvDesc>(k);
+  if (!d) return "Conv without a library descriptor";
+  if (d->x < 0 || d->w < 0) return d->why;
+  const int vx = d->x, vw = d->w, vc = d->y, vo = d->out, vb = d->epi.bias, vs = d->epi.sum;
+  for (int v : {vx, vw, vc, vo, vb, vs})
+    if (v >= 0 && g.value(v).dtype != DType::f32)
+      return fmt::format("{} is {} (the cuDNN Conv path is float32 only)", g.value(v).name,
+                         dtype_name(g.value(v).dtype));
+  const Shape &xs = g.value(vx).shape, &ws = g.value(vw).shape, &ys = g.value(vc).shape;
+  if (g.value(vo).shape != ys || (vs >= 0 && g.value(vs).shape != ys))
+    return "Conv epilogue changes the shape";
+  if (vb >= 0 && (ws.empty() || shape_numel(g.value(vb).shape) != ws[0]))
+    return fmt::format("bias {} is not one value per output channel", shape_str(g.value(vb).shape));
+  using Act = plan::Activation;
+  const Act a = d->epi.act;
+  if (a != Act::None && a != Act::Relu && a != Act::HardSwish && a != Act::HardSigmoid &&
+      a != Act::Clip)
+    return "activation " + d->epi.act_name + " after Conv";
+  // brrr_conv_epilogue's activation codes
+  const int act = a == Act::Relu ? 1 : a == Act::HardSwish ? 2 : a == Act::HardSigmoid ? 3
+                  : a == Act::Clip ? 4 : 0;
+  if (std::string why = conv_geometry(*d, xs, ws, ys, &cr->geo); !why.empty()) return why;
+  cr->vx = vx, cr->vw = vw, cr->vy = vo, cr->vbias = vb, cr->vsum = vs;
+  cr->act = act;
+  cr->alpha = d->epi.alpha, cr->beta = d->epi.beta;
+  cr->c = ys[1];
+  cr->hw = shape_numel(ys) / (ys[0] * ys[1]);
+  cr->n = shape_numel(ys);
+  cr->epilogue = vb >= 0 || vs >= 0 || cr->act != 0;
+  // fp32: true float32 (FMA). tf32: Tensor Cores on float32 data. bf16 / fp16 also map to
+  // tf32: the graph's data stays float32, and cuDNN's down-conversion math
+  // (TENSOR_OP_MATH_ALLOW_CONVERSION) goes through fp16, which can overflow float32 activations.
+  cr->math = opts.precision == "fp32" || opts.precision.empty() ? ConvMath::kFp32 : ConvMath::kTf32;
+  if (!open_dnn()) return dnn_why;
+  const std::string who = fmt::format("{} (Conv {})", k.name, g.nodes[size_t(k.nodes[0])].name);
+  try {
+    cr->dnn = std::make_unique<CudnnConv>(*dnn, cr->geo, cr->math, kMaxConvWorkspace, who);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void CudaExecutor::Impl::setup_conv(ConvStep& c) {
+  c.x = slot_of(c.vx, "Conv operand"), c.w = slot_of(c.vw, "Conv operand");
+  c.y = slot_of(c.vy, "Conv operand"), c.bias = slot_of(c.vbias, "Conv operand");
+  c.sum = slot_of(c.vsum, "Conv operand");
+  // The residual is read after cuDNN wrote y: it must not share y's bytes (the memory planner
+  // keeps a kernel's inputs and outputs apart; a graph input or output has its own buffer).
+  BRRR_ASSERT(c.sum == 0 || c.sum != c.y, "Conv residual aliases the Conv output");
+  if (!c.epilogue) return;
+  c.fn = module->function("brrr_conv_epilogue");
+  c.grid = helper_grid(c.n, 256);
+  c.block = {256, 1, 1};
+  c.argp = {&c.y, &c.bias, &c.sum, &c.hw, &c.c, &c.act, &c.alpha, &c.beta, &c.n};
+}
+
+void CudaExecutor::Impl::exec_conv(ConvStep& c) {
+  c.dnn->run(c.x, c.w, c.y, conv_ws);
+  if (c.epilogue) launch(c.fn, c.grid, c.block, 0, stream, c.argp.data());
+}
+
+std::string CudaExecutor::Impl::conv_summary(size_t i) const {
+  const ConvStep& c = steps[i].conv();
+  return fmt::format("  {:<24} cuDNN conv {}{}\n", plan.kernels[i].name, c.dnn->describe(),
+                     c.epilogue ? " + bias/sum/activation kernel" : "");
+}
+
+}  // namespace brrr::cuda

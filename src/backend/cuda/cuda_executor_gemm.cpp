@@ -1,0 +1,248 @@
+// GEMM steps: MatMul / Gemm library kernels on cuBLASLt (16-bit casts, bias and activation
+// epilogues, helper kernels for what cuBLASLt cannot fuse), and runs of small-batch GEMMs as one
+// thread-block-cluster kernel (gemm_chain.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_executor_impl.hpp"
+#include "core/env.hpp"
+
+namespace brrr::cuda {
+
+namespace {
+
+// Host copy of a float32 tensor in the GEMM's element type (optionally transposed, [K,N] <- [N,K]).
+Tensor host_cast(const Tensor& src, DType to, bool transpose) {
+  Tensor c = src.contiguous();
+  const Shape& s = c.shape();
+  Shape os = s;
+  if (transpose) std::swap(os[os.size() - 2], os[os.size() - 1]);
+  Tensor out = Tensor::empty(to, os);
+  int64_t n = c.numel(), cols = s.empty() ? 1 : s.back(), rows = s.size() < 2 ? 1 : s[s.size() - 2];
+  auto read = [&](int64_t i) -> float {
+    switch (c.dtype()) {
+      case DType::f32: return c.data<float>()[i];
+      case DType::bf16: return float(c.data<bf16>()[i]);
+      case DType::f16: return float(c.data<f16>()[i]);
+      default: fail("GEMM operand of type {} cannot be cast", dtype_name(c.dtype()));
+    }
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t j = i;
+    if (transpose) {  // out[b, k, n] = in[b, n, k]
+      int64_t b = i / (rows * cols), r = (i / cols) % rows, q = i % cols;
+      j = b * rows * cols + q * rows + r;
+    }
+    float v = read(i);
+    switch (to) {
+      case DType::f32: out.data<float>()[j] = v; break;
+      case DType::bf16: out.data<bf16>()[j] = bf16(v); break;
+      case DType::f16: out.data<f16>()[j] = f16(v); break;
+      default: BRRR_ASSERT(false, "bad cast target");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// Why a Library kernel cannot run on cuBLASLt here ("" when it can); fills `gm` otherwise.
+std::string CudaExecutor::Impl::gemm_plan(const plan::Kernel& k, GemmStep* gm) {
+  const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(k);
+  if (!d) return g.nodes[size_t(k.nodes[0])].op + " has no CUDA library path";
+  if (!d->why.empty()) return d->why;
+  const int va = d->a, vb = d->b, vo = d->out;
+  DType dt = g.value(va).dtype;
+  if (g.value(vb).dtype != dt || g.value(vo).dtype != dt ||
+      (dt != DType::f32 && dt != DType::bf16 && dt != DType::f16))
+    return "GEMM operand types are not all float32, bfloat16 or float16";
+  if (d->trans_a) return "Gemm transA=1";
+  gm->trans_b = d->trans_b;
+  if (gm->trans_b && !g.value(vb).constant.defined()) return "Gemm transB=1 on a non-constant B";
+  if (d->c >= 0 && !g.value(d->c).constant.defined()) return "Gemm C is not a constant bias row";
+  gm->vbias = d->epi.bias;
+  if (!d->strided_why.empty()) return d->strided_why;
+  gm->shape = {d->M, d->N, d->K, d->batch};
+  gm->data = dt;
+  if (dt == DType::bf16) gm->prec = GemmPrecision::kBf16;
+  else if (dt == DType::f16) gm->prec = GemmPrecision::kFp16;
+  else if (opts.precision == "tf32") gm->prec = GemmPrecision::kTf32;
+  else if (opts.precision == "bf16") gm->prec = GemmPrecision::kBf16;
+  else if (opts.precision == "fp16") gm->prec = GemmPrecision::kFp16;
+  else gm->prec = GemmPrecision::kFp32;
+  const bool has_bias = gm->vbias >= 0;
+  using Act = plan::Activation;
+  const Act act = d->epi.act;
+  if (act == Act::Relu) gm->epi = GemmEpilogue::kReluBias;
+  else if (act == Act::GeluTanh) gm->epi = GemmEpilogue::kGeluBias;
+  else if (act == Act::GeluErf || act == Act::None)
+    gm->epi = has_bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
+  else if ((act == Act::HardSwish || act == Act::HardSigmoid || act == Act::Clip) &&
+           dt == DType::f32) {
+    gm->epi = has_bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
+    gm->post_act = act == Act::HardSwish ? 2 : act == Act::HardSigmoid ? 3 : 4;
+    gm->post_alpha = d->epi.alpha;
+    gm->post_beta = d->epi.beta;
+  } else {
+    return "activation " + d->epi.act_name;
+  }
+  gm->gelu_erf = act == Act::GeluErf;
+  return "";
+}
+
+// Runs of two or more float32 GEMMs at batch <= 8 where each reads the previous one's output
+// and multiplies by constant weights become one cluster kernel; returns their source.
+std::string CudaExecutor::Impl::find_gemm_chains() {
+  if (env::flag("BRRR_DISABLE_GEMM_CHAIN")) return "";
+  if (dev.info().cc_major < 9) return "";  // thread-block clusters start with Hopper
+  const int nk = int(plan.kernels.size());
+  auto layer_ok = [&](int i) {
+    if (steps[size_t(i)].type != Step::Library) return false;
+    const GemmStep& gm = steps[size_t(i)].gemm();
+    const plan::GemmDesc& d = *plan::desc_of<plan::GemmDesc>(plan.kernels[size_t(i)]);
+    return gm.data == DType::f32 && gm.prec == GemmPrecision::kFp32 && gm.shape.batch == 1 &&
+           !gm.gelu_erf && !gm.post_act && g.value(d.b).constant.defined() &&
+           !g.value(d.a).constant.defined();
+  };
+  auto input_of = [&](int i) { return plan::desc_of<plan::GemmDesc>(plan.kernels[size_t(i)])->a; };
+  auto gemm_at = [&](int i) -> const GemmStep& { return steps[size_t(i)].gemm(); };
+  std::string text;
+  for (int i = 0; i < nk;) {
+    int j = i;
+    while (layer_ok(i) && j + 1 < nk && layer_ok(j + 1) &&
+           input_of(j + 1) == plan.kernels[size_t(j)].outputs.at(0) &&
+           gemm_at(j + 1).shape.m == gemm_at(i).shape.m)
+      ++j;
+    if (j > i) {
+      GemmChainSpec spec;
+      spec.m = gemm_at(i).shape.m;
+      for (int q = i; q <= j; ++q) {
+        const GemmStep& gm = gemm_at(q);
+        ChainLayer l;
+        l.k = gm.shape.k;
+        l.n = gm.shape.n;
+        l.bias = gm.epi != GemmEpilogue::kNone;
+        l.act = gm.epi == GemmEpilogue::kReluBias ? "relu" : gm.epi == GemmEpilogue::kGeluBias ? "gelu_tanh" : "";
+        // An intermediate only the next layer reads stays in the cluster's shared memory.
+        int y = plan.kernels[size_t(q)].outputs.at(0);
+        l.store = q == j || std::find(g.outputs.begin(), g.outputs.end(), y) != g.outputs.end();
+        for (int r = 0; r < nk && !l.store; ++r)
+          if (r != q + 1)
+            for (int v : plan.kernels[size_t(r)].inputs) l.store = l.store || v == y;
+        spec.layers.push_back(l);
+      }
+      spec = gemm_chain_choose(spec);
+      if (gemm_chain_unsupported(spec).empty()) {
+        ChainRun c{i, j, fmt::format("brrr_chain{}", chains.size()), spec};
+        text += gemm_chain_source(c.symbol, spec);
+        steps[size_t(i)].type = Step::Chain;
+        for (int q = i + 1; q <= j; ++q) steps[size_t(q)].type = Step::InChain;
+        chains.push_back(c);
+      }
+    }
+    i = j + 1;
+  }
+  return text;
+}
+
+// Device operands of one GEMM: activations in place (or cast per run), constants cast (and B
+// transposed) once here, the bias, and the helper kernels it needs.
+void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
+  const plan::GemmDesc& d = *plan::desc_of<plan::GemmDesc>(k);
+  const Node& n = g.nodes[size_t(k.nodes[0])];
+  const int va = d.a, vb = d.b, vo = k.outputs.at(0), vbias = gm.vbias;
+  DType et = gm.prec == GemmPrecision::kBf16 ? DType::bf16
+             : gm.prec == GemmPrecision::kFp16 ? DType::f16 : DType::f32;
+  bool cast = et != gm.data;  // float32 graph, 16-bit GEMM
+  gm.na = shape_numel(g.value(va).shape);
+  gm.nb = shape_numel(g.value(vb).shape);
+  gm.nc = shape_numel(g.value(vo).shape);
+  const std::string who = n.name.empty() ? k.name : n.name;
+  // A: activations (cast per run when needed); constants are cast once here.
+  if (g.value(va).constant.defined()) gm.a = upload(host_cast(g.value(va).constant, et, false), who + " A");
+  else if (cast) { gm.a_src = slot[size_t(va)]; gm.a = alloc(size_t(gm.na) * 2, who + " A cast"); }
+  else gm.a = slot[size_t(va)];
+  if (g.value(vb).constant.defined()) gm.b = upload(host_cast(g.value(vb).constant, et, gm.trans_b), who + " W");
+  else if (cast) { gm.b_src = slot[size_t(vb)]; gm.b = alloc(size_t(gm.nb) * 2, who + " B cast"); }
+  else gm.b = slot[size_t(vb)];
+  if (cast) { gm.c_dst = slot[size_t(vo)]; gm.c = alloc(size_t(gm.nc) * 2, who + " C cast"); }
+  else gm.c = slot[size_t(vo)];
+  if (gm.epi != GemmEpilogue::kNone) {
+    if (vbias >= 0) gm.bias = upload(host_cast(g.value(vbias).constant, et, false), who + " bias");
+    else gm.bias = upload(Tensor::zeros(et, {gm.shape.n}), who + " zero bias");
+  }
+  if (gm.post_act) gm.post_fn = module->function("brrr_conv_epilogue");
+  const char* t16 = et == DType::bf16 ? "bf16" : "f16";
+  if (cast) {
+    gm.cvt_in = module->function(fmt::format("brrr_cvt_f32_{}", t16));
+    gm.cvt_out = module->function(fmt::format("brrr_cvt_{}_f32", t16));
+  }
+  if (gm.gelu_erf) {
+    // In place on the graph's C (after the cast back, when there is one).
+    DType gt = gm.data;
+    gm.gelu_fn = module->function(fmt::format(
+        "brrr_gelu_erf_{}", gt == DType::bf16 ? "bf16" : gt == DType::f16 ? "f16" : "f32"));
+  }
+}
+
+// Each chain's cluster kernel, at its first step. Arguments: x, then packed W, bias, y per layer.
+void CudaExecutor::Impl::setup_chains() {
+  for (const ChainRun& c : chains) {
+    GemmStep& head = steps[size_t(c.first)].gemm();
+    LaunchStep& s = head.chain;
+    s.fn = module->function(c.symbol);
+    s.grid = {unsigned(c.spec.ctas), 1, 1};
+    if (c.spec.ctas > 8) s.fn.allow_large_clusters();
+    s.block = {unsigned(gemm_chain_threads(c.spec)), 1, 1};
+    s.argv.push_back(head.a);
+    for (int j = c.first; j <= c.last; ++j) {
+      const plan::Kernel& k = plan.kernels[size_t(j)];
+      const GemmStep& gm = steps[size_t(j)].gemm();
+      const int vb = plan::desc_of<plan::GemmDesc>(k)->b;
+      Tensor w = host_cast(g.value(vb).constant, DType::f32, gm.trans_b);
+      std::vector<float> packed = gemm_chain_pack(c.spec, size_t(j - c.first), w.data<float>());
+      Tensor pt = Tensor::empty(DType::f32, {int64_t(packed.size())});
+      std::copy(packed.begin(), packed.end(), pt.data<float>());
+      s.argv.insert(s.argv.end(), {upload(pt, k.name + " W (chain layout)"), gm.bias, gm.c});
+    }
+    for (DevPtr& p : s.argv) s.argp.push_back(&p);
+  }
+}
+
+void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
+  if (m.a_src) launch_helper(m.cvt_in, {m.a_src, m.a}, m.na);
+  if (m.b_src) launch_helper(m.cvt_in, {m.b_src, m.b}, m.nb);
+  lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, what);
+  if (m.c_dst) launch_helper(m.cvt_out, {m.c, m.c_dst}, m.nc);
+  if (m.gelu_erf) launch_helper(m.gelu_fn, {m.c_dst ? m.c_dst : m.c}, m.nc);
+  if (m.post_act) {  // brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n)
+    DevPtr y = m.c_dst ? m.c_dst : m.c, none = 0;
+    int64_t one = 1, n = m.nc;
+    void* a[] = {&y, &none, &none, &one, &one, &m.post_act, &m.post_alpha, &m.post_beta, &n};
+    launch(m.post_fn, helper_grid(n, 256), {256, 1, 1}, 0, stream, a);
+  }
+}
+
+std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
+  const Step& st = steps[i];
+  const GemmStep& gm = st.gemm();
+  if (st.type == Step::Chain || st.type == Step::InChain) {
+    int ctas = 0, threads = 0;
+    for (const auto& c : chains)
+      if (c.first <= int(i) && int(i) <= c.last) ctas = c.spec.ctas, threads = gemm_chain_threads(c.spec);
+    return fmt::format("  {:<24} GEMM chain{} (one cluster kernel: {} CTAs x {} threads) m{} n{} k{}{}\n",
+                       plan.kernels[i].name, st.type == Step::Chain ? "" : " (cont.)", ctas, threads,
+                       gm.shape.m, gm.shape.n, gm.shape.k,
+                       gm.epi == GemmEpilogue::kReluBias   ? " +bias+ReLU"
+                       : gm.epi == GemmEpilogue::kGeluBias ? " +bias+GELU"
+                       : gm.epi == GemmEpilogue::kBias     ? " +bias"
+                                                           : "");
+  }
+  return fmt::format("  {:<24} cuBLASLt {} {} m{} n{} k{} batch {}{}\n", plan.kernels[i].name,
+                     to_string(gm.prec), to_string(gm.epi), gm.shape.m, gm.shape.n, gm.shape.k,
+                     gm.shape.batch,
+                     gm.gelu_erf ? " + erf GELU kernel" : gm.post_act ? " + activation kernel" : "");
+}
+
+}  // namespace brrr::cuda

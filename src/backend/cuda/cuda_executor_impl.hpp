@@ -1,0 +1,226 @@
+// The inside of CudaExecutor, shared by its files: one per step kind (cuda_executor_gemm.cpp,
+// _conv, _kernels, _ops, _host), the profile (cuda_executor_profile.cpp), and the core
+// (cuda_executor.cpp) that plans memory, compiles the module, sets every step up and dispatches.
+// Each step kind has its own small struct; a Step holds the one its type needs.
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "backend/cuda/codegen_cuda.hpp"
+#include "backend/cuda/cublaslt_gemm.hpp"
+#include "backend/cuda/cuda_executor.hpp"
+#include "backend/cuda/cuda_graph.hpp"
+#include "backend/cuda/cuda_runtime.hpp"
+#include "backend/cuda/cudnn_conv.hpp"
+#include "backend/cuda/cudnn_pool.hpp"
+#include "backend/cuda/gemm_chain.hpp"
+#include "plan/library_desc.hpp"
+
+namespace brrr::cuda {
+
+// A generated kernel, or a GEMM chain's cluster kernel: one launch with fixed arguments.
+struct LaunchStep {
+  Function fn;
+  Dim3 grid, block;
+  std::vector<DevPtr> argv;
+  std::vector<void*> argp;  // &argv[i], set once argv is complete
+};
+
+// A Copy kernel that could not be a view.
+struct CopyStep {
+  DevPtr src = 0, dst = 0;
+  size_t bytes = 0;
+};
+
+// A MatMul / Gemm on cuBLASLt (or, with its neighbours, in a GEMM chain).
+struct GemmStep {
+  GemmPrecision prec = GemmPrecision::kFp32;
+  GemmEpilogue epi = GemmEpilogue::kNone;
+  GemmShape shape;
+  bool trans_b = false;  // B is stored [N, K] (a constant, transposed at upload)
+  int vbias = -1;        // the bias value (Gemm's C or a fused Add's), -1 none
+  DevPtr a = 0, b = 0, c = 0, bias = 0;
+  DType data = DType::f32;  // the graph's dtype of A and C
+  DevPtr a_src = 0, b_src = 0, c_dst = 0;  // f32 tensors cast in / out per run (0: none)
+  int64_t na = 0, nb = 0, nc = 0;
+  bool gelu_erf = false;
+  // Activations cuBLASLt has no epilogue for (hardswish 2, hardsigmoid 3, clip 4; float32
+  // output): brrr_conv_epilogue's activation in place after the GEMM.
+  int post_act = 0;
+  float post_alpha = 0, post_beta = 0;
+  Function post_fn;
+  // Helper kernels, resolved at setup: casts of A, B (to 16 bits) and C (back to float32),
+  // and the in-place erf GELU.
+  Function cvt_in, cvt_out, gelu_fn;
+  LaunchStep chain;  // Step::Chain: the cluster kernel that runs the whole chain
+};
+
+// A Conv on cuDNN, then (when there is a bias, sum or activation) brrr_conv_epilogue in place.
+// The epilogue's arguments live here, so argp stays valid for the step's lifetime.
+struct ConvStep {
+  std::unique_ptr<CudnnConv> dnn;
+  ConvGeometry geo;
+  ConvMath math = ConvMath::kFp32;
+  int vx = -1, vw = -1, vy = -1, vbias = -1, vsum = -1;
+  DevPtr x = 0, w = 0;
+  // brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n)
+  DevPtr y = 0, bias = 0, sum = 0;
+  int64_t hw = 1, c = 1;
+  int act = 0;
+  float alpha = 0, beta = 0;
+  int64_t n = 0;
+  bool epilogue = false;
+  Function fn;
+  Dim3 grid, block;
+  std::vector<void*> argp;
+};
+
+// The other library kernels: a pool on cuDNN or brrr's pool kernel, a Concat (one 2-D copy per
+// input), a mean or sum over trailing axes (brrr_row_mean), a channel scale (brrr_channel_scale)
+// or a Gather (brrr_gather_u<unit>). Kernel arguments live here, so argp stays valid for the
+// step's lifetime.
+struct OpStep {
+  enum Kind { Pool, PoolKernel, Concat, RowMean, ChannelScale, Gather } kind = Pool;
+  PoolGeometry geo;
+  std::unique_ptr<CudnnPool> pool;
+  // PoolKernel: brrr_pool_<type>(x, y, geometry, is_max, include_pad, n); the geometry has
+  // brrr_pool_geo's layout (3-D, unit dims in front).
+  struct PoolGeo {
+    int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], out[3];
+  } pg{};
+  int is_max = 1, include_pad = 0;
+  DType dt = DType::f32;
+  int vx = -1, vs = -1, vy = -1;
+  // Concat: the output is `outer` rows of out_row bytes, input q fills `part_bytes[q]` of each.
+  std::vector<int> parts;
+  std::vector<size_t> part_bytes;
+  size_t outer = 1, out_row = 0;
+  struct Copy {
+    DevPtr src = 0, dst = 0;
+    size_t width = 0;
+  };
+  std::vector<Copy> copies;
+  // brrr_row_mean(x, y, rows, cols, scale) / brrr_channel_scale(x, s, y, hw, n) /
+  // brrr_gather_u<unit>(x, idx (in sc), y, nidx (rows), axis (cols), inner (hw), idx64, err, n)
+  DevPtr x = 0, sc = 0, y = 0, err = 0;
+  int64_t rows = 0, cols = 0, hw = 1, n = 0;
+  int unit = 4, idx64 = 1;
+  float scale = 1.f;
+  Function fn;
+  Dim3 grid, block;
+  std::vector<void*> argp;
+  std::string desc, who;  // who: "k3 (Concat fire2/concat)" for error messages
+};
+
+struct Step {
+  // Chain: a run of small-batch GEMMs as one cluster kernel (gemm_chain.hpp), at its first
+  // kernel; the chain's later kernels are InChain (nothing to launch).
+  enum Type { Kernel, Library, Copy, Host, Chain, InChain, Conv, Op } type = Kernel;
+  // Kernel: LaunchStep; Copy: CopyStep; Library, Chain, InChain: GemmStep; Conv: ConvStep;
+  // Op: OpStep; Host: nothing (the plan kernel's nodes run by reference).
+  std::variant<std::monostate, LaunchStep, CopyStep, GemmStep, ConvStep, OpStep> body;
+  std::string what;
+  LaunchStep& launch() { return std::get<LaunchStep>(body); }
+  CopyStep& copy() { return std::get<CopyStep>(body); }
+  GemmStep& gemm() { return std::get<GemmStep>(body); }
+  const GemmStep& gemm() const { return std::get<GemmStep>(body); }
+  ConvStep& conv() { return std::get<ConvStep>(body); }
+  const ConvStep& conv() const { return std::get<ConvStep>(body); }
+  OpStep& op() { return std::get<OpStep>(body); }
+  const OpStep& op() const { return std::get<OpStep>(body); }
+};
+
+// A GEMM chain: plan kernels first..last as one cluster kernel.
+struct ChainRun {
+  int first = 0, last = 0;
+  std::string symbol;
+  GemmChainSpec spec;
+};
+
+struct CudaExecutor::Impl {
+  const Graph& g;
+  plan::Plan& plan;
+  CudaExecOptions opts;
+  Device dev{0};
+  Stream stream;
+  LtGemm lt;
+  std::unique_ptr<Module> module;
+  CudaSource src;
+  std::vector<DevPtr> slot;  // graph value id -> device address
+  std::unique_ptr<Arena> arena;
+  std::vector<DeviceBuffer> owned;  // inputs, outputs, weights, scratch
+  MemoryStats mem;
+  std::optional<CudaGraph> graph;
+  std::string graph_status = "off";
+  std::vector<std::string> host_notes;
+  std::vector<Tensor> last_outputs;
+  double compile_ms = 0;
+  bool from_cache = false;
+  std::unique_ptr<Module> spin_module;  // profile(): the gate kernel, compiled on first use
+  Function spin;
+  std::unique_ptr<CudnnContext> dnn;  // opened at the first Conv or pool
+  std::string dnn_why;                // why it could not be opened
+  DevPtr conv_ws = 0;                 // one workspace for every Conv (the largest need)
+  std::vector<Step> steps;
+  std::vector<ChainRun> chains;
+  // Raised by a Gather kernel on an index out of range. Each run copies it back with its outputs
+  // (same sync); check_gather_indices() then reports it with the Gathers' names and clears it.
+  DevPtr gather_err = 0;
+  int gather_flag = 0;
+  std::vector<std::string> gathers;
+
+  Impl(const Graph& g_, plan::Plan& p, const CudaExecOptions& o) : g(g_), plan(p), opts(o) {}
+
+  // Core (cuda_executor.cpp).
+  void build();
+  void exec(size_t i);
+  void exec_all(bool use_graph);
+  void bind(const std::map<std::string, Tensor>& inputs);
+  DevPtr upload(const Tensor& t, const std::string& what);
+  DevPtr alloc(size_t bytes, const std::string& what);
+  DevPtr slot_of(int v, const char* what) const;  // v's device buffer (0 for v < 0)
+  bool open_dnn();
+  // Blocks for a grid-striding helper kernel over `items` work items, `per_block` per block.
+  Dim3 helper_grid(int64_t items, int64_t per_block) const;
+  // A grid-striding helper kernel f(ptrs..., n) of 256-thread blocks.
+  void launch_helper(const Function& f, std::vector<DevPtr> ptrs, int64_t n);
+
+  // GEMMs and GEMM chains (cuda_executor_gemm.cpp).
+  std::string gemm_plan(const plan::Kernel& k, GemmStep* gm);
+  std::string find_gemm_chains();
+  void setup_gemm(const plan::Kernel& k, GemmStep& gm);
+  void setup_chains();
+  void exec_gemm(GemmStep& m, const std::string& what);
+  std::string gemm_summary(size_t i) const;
+
+  // Convs (cuda_executor_conv.cpp).
+  std::string conv_plan(const plan::Kernel& k, ConvStep* cr);
+  void setup_conv(ConvStep& c);
+  void exec_conv(ConvStep& c);
+  std::string conv_summary(size_t i) const;
+
+  // Generated kernels and copies (cuda_executor_kernels.cpp).
+  void setup_kernel(size_t i, LaunchStep& s);
+  void setup_copy(const plan::Kernel& k, CopyStep& s);
+  void exec_copy(const CopyStep& s, const std::string& what);
+  std::string kernel_summary(size_t i) const;
+
+  // Pools, Concat, row reductions, channel scales, Gather (cuda_executor_ops.cpp).
+  std::string pool_kernel_plan(const plan::PoolDesc& d, OpStep* r);
+  std::string op_plan(const plan::Kernel& k, OpStep* r);
+  std::string gather_plan(const plan::Kernel& k, OpStep* r);
+  void setup_op(OpStep& r);
+  void exec_op(OpStep& r);
+  void fetch_gather_flag();
+  void check_gather_indices();
+  std::string op_summary(size_t i) const;
+
+  // Kernels with no device path: reference kernels on host copies (cuda_executor_host.cpp).
+  void exec_host(size_t i);
+};
+
+}  // namespace brrr::cuda

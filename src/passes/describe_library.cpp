@@ -1,0 +1,261 @@
+// The describe_library pass: every Library kernel gets its typed descriptor
+// (plan/library_desc.hpp), read once from its node's ONNX attributes and the shapes around it, so
+// that no backend reads an attribute. Runs at plan time; nothing here is on the run path.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "plan/library_desc.hpp"
+
+namespace brrr::plan {
+
+namespace {
+
+int input_or_none(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
+
+Activation activation_of(const std::string& a) {
+  if (a.empty()) return Activation::None;
+  if (a == "relu") return Activation::Relu;
+  if (a == "gelu_erf") return Activation::GeluErf;
+  if (a == "gelu_tanh") return Activation::GeluTanh;
+  if (a == "hardswish") return Activation::HardSwish;
+  if (a == "hardsigmoid") return Activation::HardSigmoid;
+  if (a == "clip") return Activation::Clip;
+  return Activation::Other;
+}
+
+// The fusion pass's epilogue of kernel k.
+Epilogue epilogue_of(const Kernel& k) {
+  Epilogue e;
+  e.bias = k.bias;
+  e.sum = k.sum;
+  e.act = activation_of(k.activation);
+  e.alpha = k.act_alpha;
+  e.beta = k.act_beta;
+  e.act_name = k.activation;
+  return e;
+}
+
+GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
+  GemmDesc d;
+  d.a = input_or_none(n, 0), d.b = input_or_none(n, 1);
+  d.out = k.outputs.empty() ? -1 : k.outputs[0];
+  d.epi = epilogue_of(k);
+  if (d.a < 0 || d.b < 0 || d.out < 0) {
+    d.why = n.op + " without A, B or an output";
+    return d;
+  }
+  if (n.op == "Gemm") {
+    d.trans_a = n.attr_int("transA", 0) != 0;
+    d.trans_b = n.attr_int("transB", 0) != 0;
+    d.alpha = n.attr_float("alpha", 1.0f);
+    d.beta = n.attr_float("beta", 1.0f);
+    d.c = input_or_none(n, 2);
+  }
+  const Shape &as = g.value(d.a).shape, &bs = g.value(d.b).shape, &os = g.value(d.out).shape;
+  if (d.alpha != 1.0f) d.why = "Gemm alpha != 1";
+  if (d.c >= 0) {  // Gemm's C is a bias only as one value per output column, added once
+    const Shape& cs = g.value(d.c).shape;
+    bool row = !cs.empty() && !os.empty() && shape_numel(cs) == os.back() && cs.back() == os.back();
+    if (d.beta != 1.0f || !row) d.why = "Gemm C is not a bias row (beta 1, one value per column)";
+    d.epi.bias = d.c;
+  }
+  if (as.size() < 2 || bs.size() < 2) {
+    d.strided_why = "MatMul on vectors";
+    return d;
+  }
+  const size_t ra = as.size(), rb = bs.size();
+  d.K = d.trans_a ? as[ra - 2] : as[ra - 1];
+  if (d.K <= 0 || shape_numel(as) == 0) {
+    d.strided_why = "GEMM with no elements";
+    return d;
+  }
+  if (rb == 2) {  // a shared B: A's batch dims fold into M
+    d.M = shape_numel(as) / d.K;
+    d.N = d.trans_b ? bs[0] : bs[1];
+  } else if (ra == rb && std::equal(as.begin(), as.end() - 2, bs.begin())) {
+    d.M = as[ra - 2];
+    d.N = bs[rb - 1];
+    d.batch = shape_numel(as) / (d.M * d.K);
+  } else {
+    d.strided_why = "batched MatMul with broadcast batch dims";
+    return d;
+  }
+  d.stride_a = d.M * d.K;
+  d.stride_b = rb == 2 ? 0 : d.K * d.N;
+  d.stride_c = d.M * d.N;
+  return d;
+}
+
+ConcatDesc describe_concat(const Graph& g, const Node& n) {
+  ConcatDesc d;
+  d.out = n.outputs.empty() ? -1 : n.outputs[0];
+  d.inputs = n.inputs;
+  if (d.out < 0) {
+    d.why = "Concat without an output";
+    return d;
+  }
+  const Shape& ys = g.value(d.out).shape;
+  const int64_t rank = int64_t(ys.size());
+  d.axis = n.attr_int("axis", 0);
+  if (d.axis < 0) d.axis += rank;
+  if (d.axis < 0 || d.axis >= rank) d.why = fmt::format("Concat axis out of range for {}", shape_str(ys));
+  else if (std::find(d.inputs.begin(), d.inputs.end(), -1) != d.inputs.end())
+    d.why = "Concat with a missing input";
+  return d;
+}
+
+RowReduceDesc describe_row_reduce(const Graph& g, const Node& n) {
+  RowReduceDesc d;
+  d.x = input_or_none(n, 0);
+  d.y = n.outputs.empty() ? -1 : n.outputs[0];
+  if (d.x < 0 || d.y < 0) {
+    d.why = n.op + " without an input or output";
+    return d;
+  }
+  const Shape &xs = g.value(d.x).shape, &ys = g.value(d.y).shape;
+  const int64_t numel = shape_numel(xs);
+  d.rows = shape_numel(ys);
+  if (d.rows <= 0 || numel <= 0 || numel % d.rows) {
+    d.why = fmt::format("{} from {} to {} is not a reduction over trailing axes", n.op,
+                        shape_str(xs), shape_str(ys));
+    return d;
+  }
+  if (n.op == "GlobalAveragePool" && xs.size() < 3) {
+    d.why = "GlobalAveragePool on an input without spatial dims";
+    return d;
+  }
+  d.cols = numel / d.rows;
+  d.scale = n.op == "ReduceSum" ? 1.f : 1.f / float(d.cols);
+  return d;
+}
+
+ChannelScaleDesc describe_channel_scale(const Graph& g, const Node& n) {
+  ChannelScaleDesc d;
+  d.y = n.outputs.empty() ? -1 : n.outputs[0];
+  if (n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || d.y < 0) {
+    d.why = "Mul without two inputs";
+    return d;
+  }
+  const Shape& ys = g.value(d.y).shape;
+  d.x = n.inputs[0], d.s = n.inputs[1];
+  if (g.value(d.x).shape != ys) std::swap(d.x, d.s);
+  const Shape& xs = g.value(d.x).shape;
+  if (xs != ys || xs.size() != 4 || g.value(d.s).shape != Shape{xs[0], xs[1], 1, 1}) {
+    d.why = "Mul is not a channel scale x[N,C,H,W] * s[N,C,1,1]";
+    return d;
+  }
+  d.images = xs[0], d.channels = xs[1], d.pixels = xs[2] * xs[3];
+  return d;
+}
+
+GatherDesc describe_gather(const Graph& g, const Node& n) {
+  GatherDesc d;
+  d.y = n.outputs.empty() ? -1 : n.outputs[0];
+  if (n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0 || d.y < 0) {
+    d.why = "Gather without data or indices";
+    return d;
+  }
+  d.x = n.inputs[0], d.indices = n.inputs[1];
+  const Shape& xs = g.value(d.x).shape;
+  const int64_t rank = int64_t(xs.size());
+  d.axis = n.attr_int("axis", 0);
+  if (d.axis < 0) d.axis += rank;
+  if (rank == 0 || d.axis < 0 || d.axis >= rank) {
+    d.why = "Gather axis out of range";
+    return d;
+  }
+  for (int64_t i = 0; i < d.axis; ++i) d.outer *= xs[size_t(i)];
+  for (int64_t i = d.axis + 1; i < rank; ++i) d.inner *= xs[size_t(i)];
+  d.axis_len = xs[size_t(d.axis)];
+  return d;
+}
+
+LibraryDesc describe_kernel(const Graph& g, const Kernel& k) {
+  const Node& n = g.nodes[size_t(k.nodes[0])];
+  const std::string& op = n.op;
+  if (k.kind == KernelKind::Reference)
+    return k.nodes.size() == 1 && op == "Gather" ? LibraryDesc(describe_gather(g, n)) : LibraryDesc();
+  if (op == "MatMul" || op == "Gemm") return describe_gemm(g, n, k);
+  if (op == "Conv") {
+    ConvDesc d;
+    const int x = input_or_none(n, 0), w = input_or_none(n, 1);
+    if (x < 0 || w < 0 || n.outputs.empty() || k.outputs.empty()) {
+      d.why = "Conv without X or W";
+    } else {
+      d = describe_conv(n, g.value(x).shape, g.value(w).shape);
+      d.x = x, d.w = w, d.y = n.outputs[0], d.out = k.outputs[0];
+    }
+    d.epi = epilogue_of(k);
+    const int b = input_or_none(n, 2);
+    if (b >= 0 && k.bias >= 0 && d.why.empty()) d.why = "Conv with its own bias and a fused one";
+    if (b >= 0) d.epi.bias = b;
+    return d;
+  }
+  if (op == "MaxPool" || op == "AveragePool") return describe_pool(g, n);
+  if (op == "Concat") return describe_concat(g, n);
+  if (op == "GlobalAveragePool" || op == "ReduceMean" || op == "ReduceSum")
+    return describe_row_reduce(g, n);
+  if (op == "Mul") return describe_channel_scale(g, n);
+  return LibraryDesc();
+}
+
+}  // namespace
+
+ConvDesc describe_conv(const Node& n, const Shape& xs, const Shape& ws) {
+  ConvDesc d;
+  try {
+    d.groups = n.attr_int("group", 1);
+    if (xs.size() < 3 || ws.size() != xs.size()) {
+      d.why = fmt::format("Conv on input {} with weights {}", shape_str(xs), shape_str(ws));
+      return d;
+    }
+    d.window = ops::forward_window(n, {xs.begin() + 2, xs.end()}, {ws.begin() + 2, ws.end()}, false);
+  } catch (const Error& e) {
+    d.why = std::string("Conv window: ") + e.what();
+  }
+  return d;
+}
+
+PoolDesc describe_pool(const Graph& g, const Node& n) {
+  PoolDesc d;
+  d.max = n.op == "MaxPool";
+  d.x = input_or_none(n, 0);
+  d.y = n.outputs.empty() ? -1 : n.outputs[0];
+  d.indices_used = d.max && n.outputs.size() > 1 && n.outputs[1] >= 0;
+  try {
+    d.storage_order = n.attr_int("storage_order", 0);
+    d.ceil_mode = n.attr_int("ceil_mode", 0) != 0;
+    d.include_pad = !d.max && n.attr_int("count_include_pad", 0) != 0;
+    if (d.x < 0 || d.y < 0) {
+      d.why = n.op + " without X or Y";
+      return d;
+    }
+    const Shape& xs = g.value(d.x).shape;
+    std::vector<int64_t> k = n.attr_ints("kernel_shape", {});
+    if (xs.size() < 3 || k.size() != xs.size() - 2) {
+      d.why = "kernel_shape does not match the input's spatial dims";
+      return d;
+    }
+    d.window = ops::forward_window(n, {xs.begin() + 2, xs.end()}, k, d.ceil_mode);
+  } catch (const Error& e) {
+    d.why = n.op + " window: " + e.what();
+  }
+  return d;
+}
+
+void describe_library(const Graph& g, Plan& plan) {
+  for (Kernel& k : plan.kernels) {
+    if ((k.kind != KernelKind::Library && k.kind != KernelKind::Reference) || k.nodes.empty())
+      continue;
+    LibraryDesc d;
+    try {
+      d = describe_kernel(g, k);
+    } catch (const Error&) {  // an attribute of the wrong type: no library call
+      d = LibraryDesc();
+    }
+    if (d.index() != 0) k.lib = std::make_shared<const LibraryDesc>(std::move(d));
+  }
+}
+
+}  // namespace brrr::plan

@@ -1,0 +1,122 @@
+// Typed library descriptors (DESIGN.md section 3): what a library call needs of a kernel, built
+// once at plan time from its node's attributes and shapes (describe_library,
+// src/passes/describe_library.cpp) and stored on the plan kernel. Backends read these, never ONNX
+// attributes. A descriptor's `why` is non-empty when no library call can express the kernel (every
+// backend then runs it by reference); what only one backend cannot do (a dtype, transA on
+// cuBLASLt) that backend decides from the descriptor's fields.
+#pragma once
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "brrr/graph.hpp"
+#include "ops/window.hpp"
+#include "plan/kernel_ir.hpp"
+
+namespace brrr::plan {
+
+// The activation a library call applies last (after the bias and a Conv's residual sum).
+enum class Activation { None, Relu, GeluErf, GeluTanh, HardSwish, HardSigmoid, Clip, Other };
+
+// Bias, residual and activation fused into the call (the fusion pass's epilogue).
+struct Epilogue {
+  int bias = -1;  // value id: one value per output column (GEMM) or channel (Conv)
+  int sum = -1;   // Conv: a same-shape value added before the activation
+  Activation act = Activation::None;
+  float alpha = 0, beta = 0;  // HardSigmoid: max(0, min(1, alpha*x + beta)); Clip: [alpha, beta]
+  std::string act_name;       // the plan's name for it ("" for none), for messages
+};
+
+// MatMul or Gemm: out = act(A' * B' + bias), A' = transA ? A^T : A (likewise B).
+struct GemmDesc {
+  int a = -1, b = -1, out = -1;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1, beta = 1;
+  int c = -1;  // Gemm's C input (-1: none); when present it is the epilogue's bias
+  Epilogue epi;
+  // As `batch` row-major GEMMs out[i] (M x N) = A'[i] (M x K) * B'[i] (K x N), with these element
+  // strides between batches (stride_b 0: B is 2-D and shared; a MatMul with a 2-D B folds A's
+  // batch into M). strided_why says why not (vectors, broadcast batch dims): oneDNN takes those.
+  int64_t M = 0, N = 0, K = 0, batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  std::string strided_why;
+  std::string why;  // alpha != 1, or a C that is not a bias row with beta 1
+};
+
+// Conv: out = act(conv(x, w) + bias + sum) in `groups` groups.
+struct ConvDesc {
+  int x = -1, w = -1;
+  int y = -1;    // the Conv node's own output
+  int out = -1;  // the kernel's output (after the epilogue)
+  int64_t groups = 1;
+  ops::Window window;  // over x's spatial dims; valid when why is empty
+  Epilogue epi;        // bias: the Conv's B input
+  std::string why;     // no X or W, ranks, window attributes, a bias both in B and fused
+};
+
+// MaxPool / AveragePool.
+struct PoolDesc {
+  bool max = true;
+  int x = -1, y = -1;
+  bool indices_used = false;  // MaxPool's second output is read
+  int64_t storage_order = 0;
+  bool ceil_mode = false;
+  bool include_pad = false;  // AveragePool's count_include_pad
+  ops::Window window;        // over x's spatial dims; valid when why is empty
+  std::string why;
+};
+
+// Concat along `axis` (normalized to [0, rank)).
+struct ConcatDesc {
+  int out = -1;
+  int64_t axis = 0;
+  std::vector<int> inputs;  // every input, in order
+  std::string why;          // axis out of range, a missing input
+};
+
+// GlobalAveragePool / ReduceMean / ReduceSum over trailing axes: y[r] = scale * sum_c x[r, c]
+// (the fusion pass sends only trailing reductions here).
+struct RowReduceDesc {
+  int x = -1, y = -1;
+  int64_t rows = 0, cols = 0;
+  float scale = 1;
+  std::string why;
+};
+
+// Mul of x [N, C, H, W] by s [N, C, 1, 1] (squeeze-excite's scale), in either input order.
+struct ChannelScaleDesc {
+  int x = -1, s = -1, y = -1;
+  int64_t images = 0, channels = 0, pixels = 0;
+  std::string why;
+};
+
+// Gather along `axis` (normalized): y[o, i, r] = x[o, idx[i], r] over `outer` leading slices,
+// `axis_len` entries along the axis and `inner` elements per entry.
+struct GatherDesc {
+  int x = -1, indices = -1, y = -1;
+  int64_t axis = 0, outer = 1, axis_len = 0, inner = 1;
+  std::string why;
+};
+
+// One of the above. A struct (not an alias) so that kernel_ir.hpp can declare it.
+struct LibraryDesc : std::variant<std::monostate, GemmDesc, ConvDesc, PoolDesc, ConcatDesc,
+                                  RowReduceDesc, ChannelScaleDesc, GatherDesc> {
+  using variant::variant;
+};
+
+// The descriptor of kernel k when it is a D, else nullptr.
+template <class D>
+const D* desc_of(const Kernel& k) {
+  return k.lib ? std::get_if<D>(static_cast<const LibraryDesc::variant*>(k.lib.get())) : nullptr;
+}
+
+// Descriptors of one node from its attributes and the shapes it reads and writes (public for the
+// tests of each backend's geometry mapping). Bad attributes land in `why`; nothing throws.
+ConvDesc describe_conv(const Node& n, const Shape& x, const Shape& w);
+PoolDesc describe_pool(const Graph& g, const Node& n);
+
+// Sets the descriptor of every Library kernel, and of single-node Reference kernels a backend may
+// still run on its own device path (Gather). Called once, at the end of build_plan.
+void describe_library(const Graph& g, Plan& plan);
+
+}  // namespace brrr::plan
