@@ -191,9 +191,10 @@ void Session::Impl::build() {
                                      : opts.concat_split != 0;
   if (opts.backend == "cpu" && split) distribute_concat(g);
   phase("concat_split");
-  fo.float16 = opts.backend == "cuda";  // the CUDA emitter reads and writes 16-bit floats
-  fo.booleans = opts.backend == "cuda";  // and bools (IsNaN -> Where after a softmax)
-  plan = plan::build_plan(g, fo);
+  plan::Target target = plan::Target::named(opts.backend);
+  fo.float16 = target.generated_16bit;  // the CUDA emitter reads and writes 16-bit floats
+  fo.booleans = target.generated_bool;  // and bools (IsNaN -> Where after a softmax)
+  plan = plan::build_plan(g, fo, target);
   phase("fusion");
   if (opts.backend == "cuda") {
 #ifdef BRRR_HAVE_CUDA
