@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <thread>
 
 #ifdef BRRR_HAVE_CUDA
@@ -23,9 +24,11 @@
 #include "brrr/onnx.hpp"
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
+#include "passes/choose_layouts.hpp"
+#include "passes/pipeline.hpp"
+#include "passes/plan_memory.hpp"
 #include "plan/kernel_ir.hpp"
 #include "runtime/kernel_record.hpp"
-#include "runtime/memory_plan.hpp"
 #include "core/env.hpp"
 
 namespace brrr {
@@ -93,60 +96,10 @@ std::unique_ptr<cpu::LibraryKernel> Session::Impl::make_library_kernel(const pla
   return kern;
 }
 
-// Rank-4 values that only library kernels produce and read are kept channel-blocked (AVX-512) or
-// NHWC, oneDNN's fast layouts, so chains of convs and pools skip their per-call reorders.
-// Kernels that touch such a value are made again with the layouts.
+// The CPU's layout pass (src/passes/choose_layouts.cpp) on the plan the library accepted; kernels
+// that touch a value it relayouts are made again with the layouts.
 void Session::Impl::choose_layouts() {
-  size_t nv = g.values.size();
-  std::vector<char> produced_ok(nv, 0), read_bad(nv, 0), unpadded(nv, 0);
-  std::vector<std::vector<int>> ties;
-  for (size_t i = 0; i < plan.kernels.size(); ++i) {
-    const plan::Kernel& k = plan.kernels[i];
-    std::vector<int> ins, outs, whole;
-    if (k.kind == KernelKind::Library)
-      cpu::relayout_capable_values(g, k, &ins, &outs, &ties, &whole);
-    for (int v : outs) produced_ok[size_t(v)] = 1;
-    for (int v : whole) unpadded[size_t(v)] = 1;
-    // A read by anything else (or of another input slot of this kernel) needs NCHW.
-    for (int v : k.inputs)
-      if (std::find(ins.begin(), ins.end(), v) == ins.end()) read_bad[size_t(v)] = 1;
-    if (k.kind == KernelKind::Fused)
-      for (const plan::Expr& e : k.exprs)
-        if (e.kind == plan::Expr::Load) read_bad[size_t(e.value)] = 1;
-  }
-  for (int o : g.outputs) read_bad[size_t(o)] = 1;
-  layouts.assign(nv, cpu::kNCHW);
-  for (size_t v = 0; v < nv; ++v) {
-    const Shape& s = g.values[v].shape;
-    if (produced_ok[v] && !read_bad[v] && s.size() == 4 && s[2] * s[3] > 1) layouts[v] = cpu::kNHWC;
-  }
-  // Channel-blocked where enabled: any channel count, except for kernels that need whole blocks.
-  if (cpu::blocked_layouts_enabled())
-    for (size_t v = 0; v < nv; ++v)
-      if (layouts[v] == cpu::kNHWC &&
-          (!unpadded[v] || g.values[v].shape[1] % cpu::kChannelBlock == 0))
-        layouts[v] = cpu::kBlocked16;
-  // Values tied to one layout share it: the blocked ones step down to NHWC where a member cannot
-  // be blocked, then NHWC ones to NCHW where a member cannot be NHWC (H*W == 1 values are the same
-  // bytes in every layout).
-  for (char from : {cpu::kBlocked16, cpu::kNHWC})
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (const auto& t : ties) {
-        bool all = true;
-        for (int v : t) {
-          const Shape& s = g.value(v).shape;
-          all = all && (layouts[size_t(v)] >= from || s[2] * s[3] <= 1);
-        }
-        if (all) continue;
-        for (int v : t)
-          if (layouts[size_t(v)] == from) layouts[size_t(v)] = char(from - 1), changed = true;
-      }
-    }
-  if (env::flag("BRRR_NO_NHWC")) {  // for comparison
-    layouts.assign(nv, cpu::kNCHW);
-    return;
-  }
+  layouts = brrr::choose_layouts(g, plan);
   num_nhwc = int(std::count(layouts.begin(), layouts.end(), cpu::kNHWC));
   num_blocked = int(std::count(layouts.begin(), layouts.end(), cpu::kBlocked16));
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
@@ -162,6 +115,21 @@ void Session::Impl::choose_layouts() {
 }
 
 void Session::Impl::build() {
+  BRRR_CHECK(opts.backend == "cpu" || opts.backend == "cuda",
+             "unknown backend '{}' (use cpu or cuda)", opts.backend);
+  BRRR_CHECK(opts.precision == "fp32" || opts.precision == "tf32" || opts.precision == "bf16" ||
+                 opts.precision == "fp16",
+             "unknown precision '{}' (use fp32, tf32, bf16 or fp16)", opts.precision);
+  CompileOptions copts;
+  copts.input_shapes = opts.input_shapes;
+  copts.fusion = opts.fusion < 0 ? !plan::fusion_disabled_by_env() : opts.fusion != 0;
+  // Partial convs pay off only when their Adds become sum post-ops, i.e. with fusion on.
+  copts.concat_split = opts.concat_split < 0
+                           ? copts.fusion && !env::flag("BRRR_DISABLE_CONCAT_SPLIT")
+                           : opts.concat_split != 0;
+  Compiled c = compile(std::move(g), plan::Target::named(opts.backend), copts);
+  g = std::move(c.graph);
+  plan = std::move(c.plan);
   // BRRR_DEBUG=1: how long each build step took (compile time must stay near-linear in size).
   auto t_last = std::chrono::steady_clock::now();
   auto phase = [&](const char* what) {
@@ -171,31 +139,6 @@ void Session::Impl::build() {
                  std::chrono::duration<double, std::milli>(now - t_last).count());
     t_last = now;
   };
-  InferOptions io;
-  io.input_shapes = opts.input_shapes;
-  infer_shapes(g, io);
-  phase("infer_shapes");
-  eliminate_dead_nodes(g);
-  phase("dead_nodes");
-  split_variadic(g);
-  phase("split_variadic");
-  BRRR_CHECK(opts.backend == "cpu" || opts.backend == "cuda",
-             "unknown backend '{}' (use cpu or cuda)", opts.backend);
-  BRRR_CHECK(opts.precision == "fp32" || opts.precision == "tf32" || opts.precision == "bf16" ||
-                 opts.precision == "fp16",
-             "unknown precision '{}' (use fp32, tf32, bf16 or fp16)", opts.precision);
-  plan::FusionOptions fo;
-  fo.enable = opts.fusion < 0 ? !plan::fusion_disabled_by_env() : opts.fusion != 0;
-  // Partial convs pay off only when their Adds become sum post-ops, i.e. with fusion on.
-  bool split = opts.concat_split < 0 ? fo.enable && !env::flag("BRRR_DISABLE_CONCAT_SPLIT")
-                                     : opts.concat_split != 0;
-  if (opts.backend == "cpu" && split) distribute_concat(g);
-  phase("concat_split");
-  plan::Target target = plan::Target::named(opts.backend);
-  fo.float16 = target.generated_16bit;  // the CUDA emitter reads and writes 16-bit floats
-  fo.booleans = target.generated_bool;  // and bools (IsNaN -> Where after a softmax)
-  plan = plan::build_plan(g, fo, target);
-  phase("fusion");
   if (opts.backend == "cuda") {
 #ifdef BRRR_HAVE_CUDA
     cuda::CudaExecOptions co;
@@ -231,49 +174,18 @@ void Session::Impl::build() {
   }
   choose_layouts();
   phase("library+layout");
-  // Memory: every kernel output that is not a graph output lives in the arena.
+  // Memory: every kernel output that is not a graph output lives in the arena (plan_memory.cpp).
+  ArenaPlan ap = plan_memory(g, plan, [&](int v) { return cpu::value_bytes(g, v, layouts); });
+  mem.arena_bytes = ap.arena_bytes;
+  mem.intermediate_bytes = ap.intermediate_bytes;
+  mem.num_buffers = ap.num_buffers;
+  arena.reset(static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(ap.arena_bytes, 64))));
+  BRRR_CHECK(arena != nullptr, "out of memory allocating a {}-byte arena", ap.arena_bytes);
   slots.assign(g.values.size(), nullptr);
-  std::vector<bool> is_out(g.values.size(), false);
-  for (int o : g.outputs) is_out[size_t(o)] = true;
-  std::vector<runtime::BufferRequest> reqs;
-  std::vector<int> req_value;
-  std::vector<int> last_use(g.values.size(), -1);
-  for (size_t i = 0; i < plan.kernels.size(); ++i)
-    for (int v : plan.kernels[i].inputs) last_use[size_t(v)] = int(i);
-  // A conv whose sum post-op reads a value for the last time writes its result over it, so the
-  // kernel skips copying the addend into its output (residuals, distribute_concat's partials).
-  std::vector<int> share(g.values.size(), -1), first_write(g.values.size(), -1);
-  for (size_t i = 0; i < plan.kernels.size(); ++i)
-    for (int v : plan.kernels[i].outputs) first_write[size_t(v)] = int(i);
-  auto nbytes = [&](int v) { return cpu::value_bytes(g, v, layouts); };
-  for (size_t i = 0; i < plan.kernels.size(); ++i) {
-    const plan::Kernel& k = plan.kernels[i];
-    if (k.kind != KernelKind::Library || k.sum < 0 || k.outputs.size() != 1) continue;
-    int s = k.sum, d = k.outputs[0];
-    const std::vector<int>& conv_in = g.nodes[size_t(k.nodes[0])].inputs;  // read while writing d
-    if (is_out[size_t(s)] || is_out[size_t(d)] || first_write[size_t(s)] < 0 ||
-        last_use[size_t(s)] != int(i) || nbytes(s) != nbytes(d) ||
-        std::find(conv_in.begin(), conv_in.end(), s) != conv_in.end())
-      continue;
-    int root = share[size_t(s)] >= 0 ? share[size_t(s)] : s;
-    share[size_t(d)] = root;
-    last_use[size_t(root)] = std::max(last_use[size_t(root)], last_use[size_t(d)]);
-  }
-  for (size_t i = 0; i < plan.kernels.size(); ++i)
-    for (int v : plan.kernels[i].outputs) {
-      if (is_out[size_t(v)] || share[size_t(v)] >= 0) continue;
-      reqs.push_back({nbytes(v), int(i), std::max(int(i), last_use[size_t(v)])});
-      req_value.push_back(v);
-    }
-  runtime::MemoryPlan mp = runtime::plan_memory(reqs);
-  mem.arena_bytes = mp.arena_bytes;
-  mem.intermediate_bytes = mp.total_bytes;
-  mem.num_buffers = reqs.size();
-  arena.reset(static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(mp.arena_bytes, 64))));
-  BRRR_CHECK(arena != nullptr, "out of memory allocating a {}-byte arena", mp.arena_bytes);
-  for (size_t r = 0; r < reqs.size(); ++r) slots[size_t(req_value[r])] = arena.get() + mp.offsets[r];
   for (size_t v = 0; v < g.values.size(); ++v)
-    if (share[v] >= 0) slots[v] = slots[size_t(share[v])];
+    if (ap.offset[v] >= 0) slots[v] = arena.get() + ap.offset[v];
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (ap.share[v] >= 0) slots[v] = slots[size_t(ap.share[v])];
   for (size_t v = 0; v < g.values.size(); ++v)
     if (g.values[v].constant.defined()) {
       constants.push_back(g.values[v].constant.contiguous());
@@ -373,6 +285,7 @@ Session::Session(Graph g, SessionOptions opts) : impl_(std::make_unique<Impl>())
   impl_->g = std::move(g);
   impl_->opts = std::move(opts);
   impl_->build();
+  if (debug_level() >= 2) std::cerr << "--- final plan ---\n" << plan_summary();
 }
 
 Session::Session(const std::string& onnx_path, SessionOptions opts)
