@@ -14,12 +14,34 @@ struct InferOptions {
   size_t fold_budget_bytes = size_t(4) << 20;
 };
 
-// Sorts nodes topologically (fails on cycles and on inputs nobody produces), resolves every node's
-// OpDef (fails naming the node and op when unsupported), binds input shapes, infers dtypes and
-// shapes of every value, and folds nodes whose inputs are all constant (shape subgraphs).
+// The graph passes at the front of the compile pipeline (src/passes/pipeline.cpp runs them in
+// order, one file each).
+
+// Sorts nodes topologically; fails on a value produced twice, on cycles and on inputs nobody
+// produces (src/passes/topo_sort.cpp).
+void topo_sort(Graph& g);
+
+// Gives every graph input a shape: `input_shapes` where named (checked against the model's
+// declared rank and fixed dims), else the declared one, which must have no symbolic dims
+// (src/passes/bind_inputs.cpp).
+void bind_inputs(Graph& g, const std::map<std::string, Shape>& input_shapes);
+
+// On a sorted, bound graph: resolves every node's OpDef (fails naming the node and op when
+// unsupported), infers the dtype and shape of every value, and folds each node whose inputs are
+// all constant as soon as it is typed (src/passes/infer_shapes.cpp).
+void infer_types(Graph& g, size_t fold_budget_bytes);
+
+// Folds one typed node whose inputs are all constant and whose outputs total at most
+// `fold_budget_bytes`: its outputs become constants. Returns whether it folded
+// (src/passes/fold_constants.cpp).
+bool fold_node(Graph& g, const Node& n, size_t fold_budget_bytes);
+
+// topo_sort, bind_inputs and infer_types: a typed graph for callers that need no plan (tests,
+// the reference executor's users). The compile pipeline runs the three itself.
 void infer_shapes(Graph& g, const InferOptions& opts);
 
-// Removes nodes whose outputs are all constant or unused by the graph outputs.
+// Removes nodes whose outputs are all constant or unused by the graph outputs
+// (src/passes/eliminate_dead_nodes.cpp).
 void eliminate_dead_nodes(Graph& g);
 
 // Rewrites channel Concats whose every consumer is a group-1 Conv with constant weights (directly
@@ -33,7 +55,8 @@ bool distribute_concat(Graph& g);
 // shape-inferred graph (src/passes/split_variadic.cpp).
 bool split_variadic(Graph& g);
 
-// Prints the graph to stderr after a pass when BRRR_DEBUG >= 2.
+// Prints the graph to stderr after a pass when BRRR_DEBUG >= 2 (the pipeline calls it after
+// each pass).
 void debug_dump(const Graph& g, const char* after_pass);
 int debug_level();
 

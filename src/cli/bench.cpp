@@ -11,6 +11,7 @@
 #include <set>
 
 #include "brrr/error.hpp"
+#include "brrr/onnx.hpp"
 #include "brrr/op.hpp"
 #include "brrr/session.hpp"
 #include "cli/bench_cuda.hpp"
@@ -175,7 +176,7 @@ void setup_bench(CLI::App& app) {
       if (f != all.end()) {
         todo.push_back({f->name, f->build});
       } else if (it.size() > 5 && it.substr(it.size() - 5) == ".onnx") {
-        todo.push_back({it, [it] { return Session(it).graph(); }});
+        todo.push_back({it, [it] { return load_onnx(it); }});
       } else {
         fail("unknown workload '{}' (see brrr bench --list) and not an .onnx path", it);
       }

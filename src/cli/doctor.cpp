@@ -18,6 +18,7 @@
 #include "cli/commands.hpp"
 #include "cli/inputs.hpp"
 #include "core/file_io.hpp"
+#include "passes/pipeline.hpp"
 
 namespace brrr::cli {
 
@@ -59,23 +60,37 @@ std::map<std::string, Tensor> make_inputs(const Graph& g, uint32_t seed) {
   return random_inputs(g, seed);
 }
 
-Graph prepare(const Graph& loaded, const InferOptions& opts) {
-  Graph g = loaded;
-  infer_shapes(g, opts);
-  eliminate_dead_nodes(g);
-  return g;
-}
+// The model as `backend` runs it, through the compile pipeline once: a Session (the compiled
+// static plan; fusion -1: the default, 0: one kernel per op, 1: fused) or, for the reference
+// executor, the graph after the pipeline's graph passes.
+struct Prepared {
+  std::optional<Session> session;
+  Graph reference;
+  const Graph& graph() const { return session ? session->graph() : reference; }
+};
 
-// Profiles the model as `backend` runs it: the compiled static plan (fused or one kernel per op)
-// or the reference executor.
-RunProfile profile_backend(const Graph& g, const std::string& backend, bool fused, int reps) {
-  auto inputs = make_inputs(g, 0);
-  if (backend == "reference") return profile_reference(g, inputs, reps);
+Prepared prepare(const Graph& loaded, const InferOptions& opts, const std::string& backend,
+                 int fusion) {
+  Prepared p;
+  if (backend == "reference") {
+    CompileOptions co;
+    co.input_shapes = opts.input_shapes;
+    co.fold_budget_bytes = opts.fold_budget_bytes;
+    p.reference = compile(loaded, plan::Target::reference(), co).graph;
+    return p;
+  }
   SessionOptions so;
   so.backend = backend;
-  so.fusion = fused ? 1 : 0;
-  Session s(g, so);
-  return s.profile(inputs, reps);
+  so.fusion = fusion;
+  so.input_shapes = opts.input_shapes;
+  p.session.emplace(loaded, so);
+  return p;
+}
+
+RunProfile profile_prepared(Prepared& p, int reps) {
+  auto inputs = make_inputs(p.graph(), 0);
+  if (!p.session) return profile_reference(p.reference, inputs, reps);
+  return p.session->profile(inputs, reps);
 }
 
 // Runs the model at batch b (dim 0 of every input whose dim 0 is symbolic); median of 3 runs.
@@ -91,15 +106,11 @@ doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
         if (d < 0) fail("batch sweep: input '{}' has other symbolic dims; give --shape", name);
       o.input_shapes[name] = s;
     }
-    Graph g = prepare(loaded, o);
-    auto in = make_inputs(g, 1);
-    std::optional<Session> sess;
-    if (backend != "reference") {
-      SessionOptions so;
-      so.backend = backend;
-      sess.emplace(g, so);
-    }
-    auto once = [&] { sess ? (void)sess->run(in) : (void)run_reference(g, in); };
+    Prepared p = prepare(loaded, o, backend, -1);
+    auto in = make_inputs(p.graph(), 1);
+    auto once = [&] {
+      p.session ? (void)p.session->run(in) : (void)run_reference(p.reference, in);
+    };
     once();
     std::vector<double> t;
     for (int r = 0; r < 3; ++r) {
@@ -127,18 +138,20 @@ void run_doctor(const DoctorArgs& a) {
     auto [name, shape] = parse_shape(s);
     opts.input_shapes[name] = shape;
   }
-  Graph g = prepare(loaded, opts);
-  // The reference executor runs on the CPU: it is judged against the CPU ceilings.
-  doctor::Ceilings c = doctor::load_or_probe(a.backend == "cuda" ? "cuda" : "cpu", a.refresh, true);
   // With --compare the baseline is one kernel per op and the remedies are applied by compiling
   // the fused plan; otherwise the model is profiled as brrr runs it.
   bool fused = !a.no_fusion && !a.compare;
+  std::optional<Prepared> p = prepare(loaded, opts, a.backend, fused ? 1 : 0);
+  Graph g = p->graph();
+  // The reference executor runs on the CPU: it is judged against the CPU ceilings.
+  doctor::Ceilings c = doctor::load_or_probe(a.backend == "cuda" ? "cuda" : "cpu", a.refresh, true);
   fmt::print(stderr, "doctor: profiling {} nodes on {} ({}), {} runs\n", g.nodes.size(), a.backend,
              a.backend == "reference" ? "reference executor"
              : fused                  ? "compiled plan, fused"
                                       : "compiled plan, one kernel per op",
              a.reps);
-  RunProfile prof = profile_backend(g, a.backend, fused, a.reps);
+  RunProfile prof = profile_prepared(*p, a.reps);
+  p.reset();  // its buffers are not needed by what follows
   if (!a.save_profile.empty()) write_file(a.save_profile, doctor::profile_to_json(prof).dump(1));
 
   doctor::DoctorOptions dopts;
@@ -158,7 +171,8 @@ void run_doctor(const DoctorArgs& a) {
   } else if (a.compare) {
     BRRR_CHECK(a.backend != "reference", "--compare needs a compiled backend (cpu or cuda)");
     fmt::print(stderr, "doctor: applying the remedies: profiling the fused static plan\n");
-    after = profile_backend(g, a.backend, true, a.reps);
+    Prepared f = prepare(loaded, opts, a.backend, 1);
+    after = profile_prepared(f, a.reps);
     if (a.applied.empty()) dopts.applied = {"fusion"};
     dopts.compare = &*after;
   }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "brrr/error.hpp"
 #include "brrr/onnx.hpp"
@@ -15,6 +16,7 @@
 #include "cli/inputs.hpp"
 #include "cli/compare.hpp"
 #include "cli/test_data.hpp"
+#include "passes/pipeline.hpp"
 
 namespace fs = std::filesystem;
 
@@ -34,19 +36,35 @@ struct RunOptions {
   double atol = 1e-6;
 };
 
-// The one place that picks the executor: the compiled static-plan Session for cpu (it prepares
-// its own copy of the loaded graph), the reference executor for reference.
-std::vector<Tensor> execute(const Graph& loaded, const Graph& prepared, const InferOptions& io,
-                            const std::map<std::string, Tensor>& inputs, const RunOptions& o) {
-  if (o.backend == "reference") return run_reference(prepared, inputs);
+// The one place that picks the executor: the compiled static-plan Session for cpu and cuda, the
+// reference executor for reference. Either way the loaded graph goes through the compile pipeline
+// once (the Session runs it; for the reference it stops after the graph passes).
+struct Prepared {
+  std::optional<Session> session;
+  Graph reference;  // the prepared graph, for the reference executor
+  const Graph& graph() const { return session ? session->graph() : reference; }
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) {
+    return session ? session->run(inputs) : run_reference(reference, inputs);
+  }
+};
+
+Prepared prepare(const Graph& loaded, const std::map<std::string, Shape>& shapes,
+                 const RunOptions& o) {
+  Prepared e;
+  if (o.backend == "reference") {
+    CompileOptions co;
+    co.input_shapes = shapes;
+    e.reference = compile(loaded, plan::Target::reference(), co).graph;
+    return e;
+  }
   SessionOptions so;
   so.backend = o.backend;
   so.precision = o.precision;
   if (o.no_graphs) so.graphs = 0;
   if (o.no_fusion) so.fusion = 0;
-  so.input_shapes = io.input_shapes;
-  Session session(loaded, so);
-  return session.run(inputs);
+  so.input_shapes = shapes;
+  e.session.emplace(loaded, so);
+  return e;
 }
 
 // "NAME:1x3x224x224" (also "NAME:1,3,224,224"; "NAME:" is a scalar).
@@ -159,16 +177,13 @@ int run_command(const RunOptions& o) {
     }
   }
 
-  InferOptions io;
-  io.input_shapes = bind_shapes(g, inputs, o.shapes);
-  const Graph loaded = g;
-  infer_shapes(g, io);
-  eliminate_dead_nodes(g);
+  Prepared ex = prepare(g, bind_shapes(g, inputs, o.shapes), o);
+  g = ex.graph();
   for (int id : g.inputs)
     if (!inputs.count(g.value(id).name) && !g.value(id).default_value.defined())
       inputs[g.value(id).name] = random_tensor(g.value(id).dtype, g.value(id).shape, uint64_t(id));
 
-  std::vector<Tensor> outs = execute(loaded, g, io, inputs, o);
+  std::vector<Tensor> outs = ex.run(inputs);
 
   std::printf("model: %s (%zu nodes after preparation), backend: %s\n", o.model.c_str(),
               g.nodes.size(), o.backend.c_str());

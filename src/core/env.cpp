@@ -15,7 +15,7 @@ constexpr int64_t kMaxI = std::numeric_limits<int64_t>::max();
 
 const Switch kSwitches[] = {
     {"BRRR_DEBUG", Kind::Int, "0", "", 0, 2,
-     "1: one line per kernel on stderr; 2: also the IR after each pass"},
+     "1: one line per kernel on stderr; 2: also the IR after each pass and the plan"},
     {"BRRR_DUMP_DIR", Kind::Path, "", "", 0, 0,
      "writes every generated kernel source (C++ and CUDA) there, and keeps failed ones"},
     {"BRRR_DISABLE_FUSION", Kind::Flag, "0", "", 0, 0, "one generated kernel per op"},

@@ -271,7 +271,6 @@ bool split_convs_over_concats(Graph& g) {
 bool distribute_concat(Graph& g) {
   bool pooled = push_concats_below_pools(g);
   bool split = split_convs_over_concats(g);
-  if (pooled || split) debug_dump(g, "distribute_concat");
   return pooled || split;
 }
 

@@ -69,7 +69,6 @@ bool split_variadic(Graph& g) {
   for (size_t k = 0; k < g.nodes.size(); ++k)
     for (int o : g.nodes[k].outputs)
       if (o >= 0) g.value(o).producer = int(k);
-  debug_dump(g, "split_variadic");
   return true;
 }
 

@@ -14,6 +14,7 @@
 #include "brrr/op.hpp"
 #include "plan/kernel_ir.hpp"
 #include "plan/library_desc.hpp"
+#include "plan/target.hpp"
 #include "plan/value_range.hpp"
 #include "core/env.hpp"
 
@@ -153,7 +154,7 @@ bool has_nonempty_output(const Graph& g, const Node& n) {
   return false;
 }
 
-NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts) {
+NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& t) {
   NodeInfo info;
   const std::string& op = n.op;
   bool f32 = all_f32(g, n);
@@ -174,9 +175,10 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts) {
     return other(fmt::format("{} reads a tensor with no elements", op));
   bool pool = op == "MaxPool" || op == "AveragePool";
   if (op == "MatMul" || op == "Gemm" || op == "Conv" || pool) {
-#if defined(BRRR_HAVE_DNNL) || defined(BRRR_HAVE_CUDA)
-    // 16-bit GEMMs are library kernels too (cuBLASLt); the CPU runs them by reference.
-    bool same16 = (op == "MatMul" || op == "Gemm") && !n.inputs.empty() && n.inputs[0] >= 0 &&
+    // What has a library lowering is the target's to say: 16-bit GEMMs have one on CUDA
+    // (cuBLASLt); elsewhere they run by reference.
+    bool same16 = t.library_16bit_gemm && (op == "MatMul" || op == "Gemm") && !n.inputs.empty() &&
+                  n.inputs[0] >= 0 &&
                   (g.value(n.inputs[0]).dtype == DType::bf16 ||
                    g.value(n.inputs[0]).dtype == DType::f16);
     for (int i : n.inputs)
@@ -186,14 +188,14 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts) {
     bool single_out = n.outputs.size() == 1 || (n.outputs.size() > 1 && n.outputs[1] < 0);
     // 16-bit pools: a library kernel where generated kernels take 16-bit data (CUDA's pool
     // kernel); the CPU runs them by reference.
-    bool pool16 = pool && ts.float16 && gen && single_out && !f32;
-    if ((f32 && (!pool || single_out)) || same16 || pool16) {
+    bool pool16 = t.library_16bit_pool && pool && ts.float16 && gen && single_out && !f32;
+    bool lib32 = t.library_f32_contractions && f32 && (!pool || single_out);
+    if (lib32 || same16 || pool16) {
       info.kind = NodeKind::Library;
       return info;
     }
-    if (pool && !single_out)
+    if (pool && !single_out && (t.library_f32_contractions || t.library_16bit_pool))
       return other("MaxPool's Indices output is used: only the reference kernel computes it");
-#endif
     return other(fmt::format("{} runs as a library or reference kernel", op));
   }
   // Hand-written library kernels (src/backend/cpu/library_cpu.cpp): channel concat and means
@@ -271,8 +273,8 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts) {
   return other(fmt::format("{} has no generated kernel", op));
 }
 
-NodeInfo classify(const Graph& g, const Node& n, TypeSet ts) {
-  NodeInfo info = classify_node(g, n, ts);
+NodeInfo classify(const Graph& g, const Node& n, TypeSet ts, const Target& t) {
+  NodeInfo info = classify_node(g, n, ts, t);
   if (info.kind == NodeKind::Library && has_zero_size(g, n)) {
     info.kind = NodeKind::Other;
     info.why = n.op + " has a tensor with no elements (no library call)";
@@ -289,7 +291,7 @@ Shape row_shape_drop(const Shape& s) { return s.empty() ? s : Shape(s.begin(), s
 
 class Fuser {
  public:
-  Fuser(const Graph& g, const FusionOptions& o) : g_(g), opts_(o) {
+  Fuser(const Graph& g, const FusionOptions& o, const Target& t) : g_(g), opts_(o), target_(t) {
     kernel_of_value_.assign(g.values.size(), -1);
     consumers_.resize(g.values.size());
     for (size_t k = 0; k < g.nodes.size(); ++k)
@@ -305,6 +307,7 @@ class Fuser {
  private:
   const Graph& g_;
   FusionOptions opts_;
+  Target target_;
   std::vector<Group> groups_;
   std::vector<int> kernel_of_value_;  // producing kernel of each value
   std::vector<std::vector<int>> consumers_;
@@ -575,7 +578,7 @@ class Fuser {
   void place(int n) {
     if (absorbed_.count(n)) return;
     const Node& node = g_.nodes[n];
-    NodeInfo info = classify(g_, node, TypeSet{opts_.float16, opts_.booleans});
+    NodeInfo info = classify(g_, node, TypeSet{opts_.float16, opts_.booleans}, target_);
     bool fusible = info.kind == NodeKind::Pointwise || info.kind == NodeKind::Reduce ||
                    info.kind == NodeKind::Softmax || info.kind == NodeKind::LayerNorm ||
                    info.kind == NodeKind::Transpose;
@@ -817,8 +820,8 @@ class Fuser {
 
 }  // namespace
 
-Plan build_plan(const Graph& g, const FusionOptions& opts) {
-  Plan p = Fuser(g, opts).run();
+Plan build_plan(const Graph& g, const FusionOptions& opts, const Target& target) {
+  Plan p = Fuser(g, opts, target).run();
   describe_library(g, p);  // the library calls' typed descriptors, read once from the attributes
   return p;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "brrr/graph.hpp"
+#include "plan/target.hpp"
 
 namespace brrr::plan {
 
@@ -94,8 +95,9 @@ struct FusionOptions {
   bool booleans = false;
 };
 
-// Groups a shape-inferred graph into kernels (src/plan/fusion.cpp).
-Plan build_plan(const Graph& g, const FusionOptions& opts);
+// Groups a shape-inferred graph into kernels for `target` (src/plan/fusion.cpp). The compile
+// pipeline (src/passes/pipeline.cpp) calls it; tests call it directly.
+Plan build_plan(const Graph& g, const FusionOptions& opts, const Target& target = Target::cpu());
 
 // True when BRRR_DISABLE_FUSION is set to something other than "0".
 bool fusion_disabled_by_env();

@@ -13,7 +13,7 @@
 #include "expect_outputs.hpp"
 #include "random_tensor.hpp"
 #include "runtime/graph_builder.hpp"
-#include "runtime/memory_plan.hpp"
+#include "passes/plan_memory.hpp"
 
 namespace brrr {
 namespace {
@@ -156,14 +156,14 @@ TEST(CompileScale, LargeModuleSplitsIntoTranslationUnits) {
 TEST(CompileScale, MemoryPlanMatchesPairwisePlacement) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 20; ++trial) {
-    std::vector<runtime::BufferRequest> reqs;
+    std::vector<BufferRequest> reqs;
     int n = 1 + int(rng() % 300), span = 1 + int(rng() % 400);
     for (int i = 0; i < n; ++i) {
       int f = int(rng() % unsigned(span));
       int l = f + int(rng() % (trial % 2 ? 5u : unsigned(span)));
       reqs.push_back({size_t(rng() % 5000), f, l});
     }
-    runtime::MemoryPlan p = runtime::plan_memory(reqs);
+    MemoryPlan p = plan_memory(reqs);
     auto align = [](size_t b) { return (b + 63) / 64 * 64; };
     std::vector<size_t> order(reqs.size()), want(reqs.size(), 0);
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;

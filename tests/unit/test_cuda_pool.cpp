@@ -378,7 +378,7 @@ TEST(CudaPoolGeometry, ExampleModelsMapToDevicePaths) {
     eliminate_dead_nodes(g);
     plan::FusionOptions fo;
     fo.float16 = true;
-    plan::Plan p = plan::build_plan(g, fo);
+    plan::Plan p = plan::build_plan(g, fo, plan::Target::cuda());
     int pools = 0;
     for (const plan::Kernel& k : p.kernels) {
       EXPECT_NE(k.kind, plan::KernelKind::Reference) << k.name;

@@ -348,7 +348,7 @@ TEST(CudaCodegen, BiasKernelPastOneGrid) {
     infer_shapes(b.g, {});
     plan::FusionOptions fo;
     fo.float16 = true;
-    plan::Plan p = plan::build_plan(b.g, fo);
+    plan::Plan p = plan::build_plan(b.g, fo, plan::Target::cuda());
     brrr::cuda::CudaSource src = brrr::cuda::generate_cuda(b.g, p, {});
     ASSERT_EQ(src.launches.size(), 1u);
     const auto& l = src.launches[0];
@@ -414,7 +414,7 @@ TEST(CudaCodegen, Float16ModulesCompileWithNvrtc) {
       infer_shapes(g, {});
       plan::FusionOptions fo;
       fo.float16 = true;
-      plan::Plan p = plan::build_plan(g, fo);
+      plan::Plan p = plan::build_plan(g, fo, plan::Target::cuda());
       for (const auto& k : p.kernels) EXPECT_EQ(k.kind, plan::KernelKind::Fused) << p.print(g);
       brrr::cuda::CudaSource src = brrr::cuda::generate_cuda(g, p, {});
       EXPECT_NO_THROW(nv.compile(src.text, "test_module16")) << src.text;
@@ -537,7 +537,7 @@ TEST(CudaCodegen, BoolModulesCompileWithNvrtc) {
     infer_shapes(g, {});
     plan::FusionOptions fo;
     fo.float16 = fo.booleans = true;
-    plan::Plan p = plan::build_plan(g, fo);
+    plan::Plan p = plan::build_plan(g, fo, plan::Target::cuda());
     for (const plan::Kernel& k : p.kernels) EXPECT_EQ(k.kind, plan::KernelKind::Fused) << p.print(g);
     brrr::cuda::CudaSource src = brrr::cuda::generate_cuda(g, p, {});
     EXPECT_NO_THROW(nv.compile(src.text, "bool_module")) << src.text;

@@ -9,7 +9,7 @@
 #include "backend/cpu/compiler.hpp"
 #include "brrr/session.hpp"
 #include "runtime/graph_builder.hpp"
-#include "runtime/memory_plan.hpp"
+#include "passes/plan_memory.hpp"
 
 namespace brrr {
 namespace {
@@ -118,7 +118,7 @@ TEST(KernelCache, DumpDirReceivesGeneratedSource) {
 
 TEST(MemoryPlan, DisjointLifetimesShareBytes) {
   // a: kernels 0-1, b: 1-2, c: 2-3. a and c never live together.
-  auto p = runtime::plan_memory({{1000, 0, 1}, {1000, 1, 2}, {1000, 2, 3}});
+  auto p = plan_memory({{1000, 0, 1}, {1000, 1, 2}, {1000, 2, 3}});
   EXPECT_EQ(p.total_bytes, 3 * 1024u);
   EXPECT_EQ(p.arena_bytes, 2 * 1024u);
   EXPECT_EQ(p.offsets[0], p.offsets[2]);

@@ -18,7 +18,7 @@
 
 #include "backend/cuda/cuda_executor_impl.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
-#include "runtime/memory_plan.hpp"
+#include "passes/plan_memory.hpp"
 
 namespace brrr::cuda {
 
@@ -143,7 +143,7 @@ void CudaExecutor::Impl::build() {
   for (int o : g.outputs)
     if (g.value(o).producer >= 0 && !slot[size_t(o)])
       slot[size_t(o)] = alloc(value_bytes(g.value(o)), "output " + g.value(o).name);
-  std::vector<runtime::BufferRequest> reqs;
+  std::vector<BufferRequest> reqs;
   std::vector<int> req_value;
   std::vector<int> last_use(g.values.size(), -1);
   for (int i = 0; i < nk; ++i)
@@ -154,7 +154,7 @@ void CudaExecutor::Impl::build() {
       reqs.push_back({Arena::align(value_bytes(g.value(v))), i, std::max(i, last_use[size_t(v)])});
       req_value.push_back(v);
     }
-  runtime::MemoryPlan mp = runtime::plan_memory(reqs);
+  MemoryPlan mp = plan_memory(reqs);
   mem.arena_bytes = mp.arena_bytes;
   mem.intermediate_bytes = mp.total_bytes;
   mem.num_buffers = reqs.size();

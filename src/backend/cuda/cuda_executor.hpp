@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/executor.hpp"
 #include "brrr/profile.hpp"
 #include "brrr/session.hpp"  // MemoryStats only
 #include "plan/kernel_ir.hpp"
@@ -21,23 +22,24 @@ struct CudaExecOptions {
   std::string dump_dir;   // "" : $BRRR_DUMP_DIR
 };
 
-class CudaExecutor {
+// The CUDA half of the one executor interface (make_cuda_executor in make_executor.cpp builds it).
+class CudaExecutor final : public Executor {
  public:
   // May rewrite plan kernels it runs on the host (their outputs then list every node output).
   CudaExecutor(const Graph& g, plan::Plan& plan, const CudaExecOptions& opts);
-  ~CudaExecutor();
+  ~CudaExecutor() override;
   CudaExecutor(const CudaExecutor&) = delete;
   CudaExecutor& operator=(const CudaExecutor&) = delete;
 
   // Copies inputs to the device, runs the plan, copies outputs back (synchronous).
-  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) override;
   // Per-kernel CUDA-event medians (eager launches) and wall_ms = median of whole-plan runs
   // (graph replay when graphs are on), all on device-resident inputs.
-  RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps);
+  RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps) override;
   std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
-                                const std::function<void()>& between);
-  std::string summary() const;
-  MemoryStats memory() const;
+                                const std::function<void()>& between) override;
+  std::string summary() const override;
+  MemoryStats memory() const override;
   bool graph_active() const;
 
  private:

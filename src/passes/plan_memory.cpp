@@ -1,9 +1,9 @@
-#include "runtime/memory_plan.hpp"
+#include "passes/plan_memory.hpp"
 
 #include <algorithm>
 #include <numeric>
 
-namespace brrr::runtime {
+namespace brrr {
 
 namespace {
 
@@ -97,4 +97,50 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& reqs) {
   return p;
 }
 
-}  // namespace brrr::runtime
+ArenaPlan plan_memory(const Graph& g, const plan::Plan& p,
+                      const std::function<size_t(int)>& nbytes) {
+  using plan::KernelKind;
+  size_t nv = g.values.size();
+  std::vector<bool> is_out(nv, false);
+  for (int o : g.outputs) is_out[size_t(o)] = true;
+  std::vector<int> last_use(nv, -1);
+  for (size_t i = 0; i < p.kernels.size(); ++i)
+    for (int v : p.kernels[i].inputs) last_use[size_t(v)] = int(i);
+  // A conv whose sum post-op reads a value for the last time writes its result over it, so the
+  // kernel skips copying the addend into its output (residuals, distribute_concat's partials).
+  ArenaPlan a;
+  a.share.assign(nv, -1);
+  std::vector<int> first_write(nv, -1);
+  for (size_t i = 0; i < p.kernels.size(); ++i)
+    for (int v : p.kernels[i].outputs) first_write[size_t(v)] = int(i);
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const plan::Kernel& k = p.kernels[i];
+    if (k.kind != KernelKind::Library || k.sum < 0 || k.outputs.size() != 1) continue;
+    int s = k.sum, d = k.outputs[0];
+    const std::vector<int>& conv_in = g.nodes[size_t(k.nodes[0])].inputs;  // read while writing d
+    if (is_out[size_t(s)] || is_out[size_t(d)] || first_write[size_t(s)] < 0 ||
+        last_use[size_t(s)] != int(i) || nbytes(s) != nbytes(d) ||
+        std::find(conv_in.begin(), conv_in.end(), s) != conv_in.end())
+      continue;
+    int root = a.share[size_t(s)] >= 0 ? a.share[size_t(s)] : s;
+    a.share[size_t(d)] = root;
+    last_use[size_t(root)] = std::max(last_use[size_t(root)], last_use[size_t(d)]);
+  }
+  std::vector<BufferRequest> reqs;
+  std::vector<int> req_value;
+  for (size_t i = 0; i < p.kernels.size(); ++i)
+    for (int v : p.kernels[i].outputs) {
+      if (is_out[size_t(v)] || a.share[size_t(v)] >= 0) continue;
+      reqs.push_back({nbytes(v), int(i), std::max(int(i), last_use[size_t(v)])});
+      req_value.push_back(v);
+    }
+  MemoryPlan mp = plan_memory(reqs);
+  a.arena_bytes = mp.arena_bytes;
+  a.intermediate_bytes = mp.total_bytes;
+  a.num_buffers = reqs.size();
+  a.offset.assign(nv, -1);
+  for (size_t r = 0; r < reqs.size(); ++r) a.offset[size_t(req_value[r])] = int64_t(mp.offsets[r]);
+  return a;
+}
+
+}  // namespace brrr

@@ -1,0 +1,378 @@
+// The CPU executor: a plan's fused kernels as generated C++ compiled into one or more modules,
+// its library kernels on oneDNN and brrr's own, its intermediates in one arena, all walked as a
+// flat step list. run() uses a slot table (value id -> address) fixed at load time, except for
+// the graph's inputs and outputs, which are rebound each run.
+#include "backend/executor.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "backend/cpu/codegen_cpp.hpp"
+#include "backend/cpu/compile_parts.hpp"
+#include "backend/cpu/compiler.hpp"
+#include "backend/cpu/library.hpp"
+#include "backend/cpu/thread_pool.hpp"
+#include "brrr/op.hpp"
+#include "brrr/passes.hpp"
+#include "brrr/reference.hpp"
+#include "core/env.hpp"
+#include "passes/choose_layouts.hpp"
+#include "passes/plan_memory.hpp"
+#include "plan/kernel_record.hpp"
+
+namespace brrr::cpu {
+
+namespace {
+
+using plan::KernelKind;
+
+class CpuExecutor final : public Executor {
+ public:
+  CpuExecutor(const Graph& g, plan::Plan& plan, const SessionOptions& opts)
+      : g(g), plan(plan), opts(opts) {
+    build();
+  }
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) override;
+  RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps) override;
+  std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
+                                const std::function<void()>& between) override;
+  std::string summary() const override;
+  MemoryStats memory() const override { return mem; }
+  int threads() const override { return pool->threads(); }
+  int num_generated_functions() const override { return int(num_functions); }
+  int num_translation_units() const override { return int(modules.size()); }
+
+ private:
+  const Graph& g;
+  plan::Plan& plan;
+  SessionOptions opts;
+  std::vector<std::shared_ptr<CompiledModule>> modules;  // translation units of fused code
+  size_t num_functions = 0;                               // distinct generated functions
+  std::unique_ptr<ThreadPool> pool;  // runs the generated kernels' chunks
+  std::shared_ptr<LoadState> load = std::make_shared<LoadState>();  // runs counted
+  struct Step {
+    KernelKind kind;
+    KernelFn fn = nullptr;
+    std::vector<int32_t> args;  // Fused: the slot ids fn reads and writes
+    std::unique_ptr<LibraryKernel> lib;
+    int src = -1, dst = -1;  // Copy
+    size_t bytes = 0;
+  };
+  std::vector<Step> steps;
+  std::vector<void*> slots;
+  std::unique_ptr<char, decltype(&std::free)> arena{nullptr, &std::free};
+  std::vector<Tensor> constants;     // contiguous copies the slots point into
+  std::vector<Tensor> last_outputs;  // recycled output buffers
+  MemoryStats mem;
+  double compile_ms = 0;
+  bool from_cache = false;
+  int num_nhwc = 0;     // values stored NHWC between library kernels
+  int num_blocked = 0;  // ...and channel-blocked (nChw16c)
+  Layouts layouts;      // per value (choose_layouts)
+
+  void build();
+  void choose_layouts();
+  size_t num_kernels_fused() const {
+    return size_t(std::count_if(plan.kernels.begin(), plan.kernels.end(),
+                                [](const plan::Kernel& k) { return k.kind == KernelKind::Fused; }));
+  }
+  std::unique_ptr<LibraryKernel> make_library_kernel(const plan::Kernel& k, const Layouts& l);
+  void bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
+            std::vector<Tensor>* keep);
+  void exec(size_t i);
+};
+
+// A library kernel on the session's threads. A oneDNN kernel on several OpenMP threads gets a
+// one-thread twin to fall back on when the machine is loaded (library_adaptive.cpp).
+std::unique_ptr<LibraryKernel> CpuExecutor::make_library_kernel(const plan::Kernel& k,
+                                                               const Layouts& l) {
+  std::unique_ptr<cpu::LibraryKernel> kern = cpu::make_library_kernel(g, k, l);
+  if (kern && kern->openmp && !env::flag("BRRR_NO_LOAD_ADAPTIVE")) {
+    std::unique_ptr<cpu::LibraryKernel> one;
+    {
+      cpu::LibraryThreads one_thread(1);
+      one = cpu::make_library_kernel(g, k, l);
+    }
+    if (one) kern = cpu::make_load_adaptive(std::move(kern), std::move(one), load);
+  }
+  if (kern) kern->pool = pool.get();
+  return kern;
+}
+
+// The CPU's layout pass (src/passes/choose_layouts.cpp) on the plan the library accepted; kernels
+// that touch a value it relayouts are made again with the layouts.
+void CpuExecutor::choose_layouts() {
+  layouts = brrr::choose_layouts(g, plan);
+  num_nhwc = int(std::count(layouts.begin(), layouts.end(), cpu::kNHWC));
+  num_blocked = int(std::count(layouts.begin(), layouts.end(), cpu::kBlocked16));
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const plan::Kernel& k = plan.kernels[i];
+    if (k.kind != KernelKind::Library) continue;
+    bool touches = false;
+    for (int v : k.inputs) touches = touches || layouts[size_t(v)] != cpu::kNCHW;
+    for (int v : k.outputs) touches = touches || layouts[size_t(v)] != cpu::kNCHW;
+    if (!touches) continue;
+    steps[i].lib = make_library_kernel(k, layouts);
+    BRRR_ASSERT(steps[i].lib != nullptr, "library kernel failed with NHWC/blocked layouts");
+  }
+}
+
+void CpuExecutor::build() {
+  // BRRR_DEBUG=1: how long each build step took (compile time must stay near-linear in size).
+  auto t_last = std::chrono::steady_clock::now();
+  auto phase = [&](const char* what) {
+    auto now = std::chrono::steady_clock::now();
+    if (debug_level() >= 1)
+      fmt::print(stderr, "brrr: build {:<14} {:9.1f} ms\n", what,
+                 std::chrono::duration<double, std::milli>(now - t_last).count());
+    t_last = now;
+  };
+  pool = std::make_unique<cpu::ThreadPool>(cpu::resolve_thread_count(opts.threads));
+  cpu::LibraryThreads lib_threads(pool->threads());
+  steps.resize(plan.kernels.size());
+  // Library kernels oneDNN cannot do become reference kernels (with all their outputs stored).
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    plan::Kernel& k = plan.kernels[i];
+    steps[i].kind = k.kind;
+    if (k.kind != KernelKind::Library) continue;
+    steps[i].lib = make_library_kernel(k, {});
+    if (steps[i].lib) continue;
+    k.kind = steps[i].kind = KernelKind::Reference;
+    // Its nodes run one by one: no library epilogue, so the plan shows no +bias, +sum or +relu.
+    k.bias = k.sum = -1;
+    k.activation.clear();
+    k.outputs.clear();
+    for (int n : k.nodes)
+      for (int o : g.nodes[size_t(n)].outputs)
+        if (o >= 0) k.outputs.push_back(o);
+  }
+  choose_layouts();
+  phase("library+layout");
+  // Memory: every kernel output that is not a graph output lives in the arena (plan_memory.cpp).
+  ArenaPlan ap = plan_memory(g, plan, [&](int v) { return cpu::value_bytes(g, v, layouts); });
+  mem.arena_bytes = ap.arena_bytes;
+  mem.intermediate_bytes = ap.intermediate_bytes;
+  mem.num_buffers = ap.num_buffers;
+  arena.reset(static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(ap.arena_bytes, 64))));
+  BRRR_CHECK(arena != nullptr, "out of memory allocating a {}-byte arena", ap.arena_bytes);
+  slots.assign(g.values.size(), nullptr);
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (ap.offset[v] >= 0) slots[v] = arena.get() + ap.offset[v];
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (ap.share[v] >= 0) slots[v] = slots[size_t(ap.share[v])];
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].constant.defined()) {
+      constants.push_back(g.values[v].constant.contiguous());
+      slots[v] = constants.back().raw();
+    }
+  phase("memory_plan");
+  // Generated code: one function per distinct fused kernel, in one or more translation units.
+  bool any_fused = std::any_of(plan.kernels.begin(), plan.kernels.end(),
+                               [](const plan::Kernel& k) { return k.kind == KernelKind::Fused; });
+  if (any_fused) {
+    cpu::CodegenOptions co;
+    co.vector_math = cpu::sleef_gnuabi_available();
+    if (opts.cpp_part_bytes > 0) co.part_bytes = opts.cpp_part_bytes;
+    co.max_parts = opts.cpp_max_parts > 0 ? opts.cpp_max_parts
+                                          : int(std::max(1u, std::thread::hardware_concurrency()));
+    cpu::CppSource src = cpu::generate_cpp(g, plan, co);
+    phase("codegen");
+    cpu::CompileOptions cc;
+    cc.cache_dir = opts.cache_dir;
+    cc.dump_dir = opts.dump_dir;
+    cc.vector_math = co.vector_math;
+    auto t0 = std::chrono::steady_clock::now();
+    modules = cpu::compile_parts(src.parts, cc);
+    compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    from_cache = std::all_of(modules.begin(), modules.end(),
+                             [](const auto& m) { return m->from_cache(); });
+    num_functions = src.num_functions;
+    for (size_t i = 0; i < plan.kernels.size(); ++i)
+      if (!src.symbols[i].empty()) {
+        steps[i].fn = reinterpret_cast<cpu::KernelFn>(
+            modules[size_t(src.part[i])]->symbol(src.symbols[i]));
+        steps[i].args = std::move(src.args[i]);
+      }
+    phase("compile+load");
+  }
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const plan::Kernel& k = plan.kernels[i];
+    if (k.kind != KernelKind::Copy) continue;
+    steps[i].src = k.inputs.at(0);
+    steps[i].dst = k.outputs.at(0);
+    const Value& v = g.value(steps[i].dst);
+    steps[i].bytes = size_t(shape_numel(v.shape)) * dtype_size(v.dtype);
+  }
+}
+
+void CpuExecutor::bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
+                         std::vector<Tensor>* keep) {
+  for (int id : g.inputs) {
+    const Tensor& t = g.bound_input(id, inputs);
+    Tensor c = t.contiguous();
+    keep->push_back(c);
+    slots[size_t(id)] = const_cast<void*>(c.raw());
+  }
+  // Output buffers are recycled when the caller has dropped the previous run's results, so a
+  // steady loop allocates (and page-faults) nothing.
+  outs->clear();
+  if (last_outputs.size() != g.outputs.size()) last_outputs.assign(g.outputs.size(), Tensor());
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    int o = g.outputs[k];
+    const Value& v = g.value(o);
+    Tensor& prev = last_outputs[k];
+    if (!prev.defined() || prev.storage_use_count() > 1) prev = Tensor::empty(v.dtype, v.shape);
+    outs->push_back(prev);
+    if (v.producer >= 0) slots[size_t(o)] = outs->back().raw();
+  }
+}
+
+void CpuExecutor::exec(size_t i) {
+  Step& s = steps[i];
+  switch (s.kind) {
+    case KernelKind::Fused: s.fn(slots.data(), s.args.data(), pool->c_api()); return;
+    case KernelKind::Library: s.lib->run(slots.data()); return;
+    case KernelKind::Copy:
+      if (s.bytes) std::memcpy(slots[size_t(s.dst)], slots[size_t(s.src)], s.bytes);
+      return;
+    case KernelKind::Reference:
+      // The slow path for ops without generated or library code: views over the slot buffers.
+      for (int n : plan.kernels[i].nodes) {
+        const Node& node = g.nodes[size_t(n)];
+        KernelCtx ctx{node, {}, {}};
+        for (int v : node.inputs)
+          ctx.inputs.push_back(v < 0 ? Tensor()
+                                     : Tensor::from_blob(slots[size_t(v)], g.value(v).dtype,
+                                                         g.value(v).shape));
+        for (int v : node.outputs)
+          ctx.outputs.push_back(v < 0 ? Tensor()
+                                      : Tensor::from_blob(slots[size_t(v)], g.value(v).dtype,
+                                                          g.value(v).shape));
+        call_reference(node, ctx);
+      }
+      return;
+  }
+}
+
+std::vector<Tensor> CpuExecutor::run(const std::map<std::string, Tensor>& inputs) {
+  std::vector<Tensor> outs, keep;
+  bind(inputs, &outs, &keep);
+  cpu::LibraryThreads lib_threads(pool->threads());
+  if (debug_level() >= 1) {
+    // BRRR_DEBUG=1: one line per kernel (time, GFLOP/s, GB/s); the doctor adds regimes.
+    for (size_t i = 0; i < steps.size(); ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      exec(i);
+      double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      KernelRecord r = plan::kernel_record(g, plan.kernels[i]);
+      double fl = r.cost.flops;
+      for (const auto& [f, n] : r.cost.special) fl += n;
+      fmt::print(stderr, "brrr: {:<28} {:<8} {:9.4f} ms {:9.2f} GFLOP/s {:8.2f} GB/s  [{}]\n",
+                 r.name, r.kind, ms, ms > 0 ? fl / ms * 1e-6 : 0.0,
+                 ms > 0 ? r.cost.bytes / ms * 1e-6 : 0.0, fmt::join(r.ops, " "));
+    }
+  } else {
+    for (size_t i = 0; i < steps.size(); ++i) exec(i);
+  }
+  ++load->run;
+  // Outputs that no kernel writes (a graph input or constant passed through).
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const Value& v = g.value(g.outputs[k]);
+    if (v.producer < 0 && outs[k].nbytes())
+      std::memcpy(outs[k].raw(), slots[size_t(g.outputs[k])], outs[k].nbytes());
+  }
+  return outs;
+}
+
+std::vector<double> CpuExecutor::time_runs(const std::map<std::string, Tensor>& inputs, int reps,
+                                       const std::function<void()>& between) {
+  using clk = std::chrono::steady_clock;
+  CpuExecutor& m = *this;
+  run(inputs);  // warm-up
+  std::vector<Tensor> outs, keep;
+  m.bind(inputs, &outs, &keep);
+  std::vector<double> t;
+  cpu::LibraryThreads lib_threads(m.pool->threads());
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    if (between) between();
+    auto t0 = clk::now();
+    for (size_t i = 0; i < m.steps.size(); ++i) m.exec(i);
+    ++m.load->run;
+    t.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+  }
+  return t;
+}
+
+RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int reps) {
+  using clk = std::chrono::steady_clock;
+  reps = std::max(reps, 1);
+  RunProfile prof;
+  prof.backend = "cpu";
+  prof.threads = pool->threads();
+  CpuExecutor& m = *this;
+  run(inputs);  // warm-up: page in the arena, spin up the thread pool
+  std::vector<std::vector<double>> times(m.steps.size());
+  std::vector<double> walls;
+  std::vector<Tensor> outs, keep;
+  m.bind(inputs, &outs, &keep);
+  cpu::LibraryThreads lib_threads(m.pool->threads());
+  for (int r = 0; r < reps; ++r) {
+    auto w0 = clk::now();
+    for (size_t i = 0; i < m.steps.size(); ++i) {
+      auto t0 = clk::now();
+      m.exec(i);
+      times[i].push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+    }
+    walls.push_back(std::chrono::duration<double, std::milli>(clk::now() - w0).count());
+    ++m.load->run;
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  prof.wall_ms = median(walls);
+  double start = 0;
+  for (size_t i = 0; i < m.steps.size(); ++i) {
+    const plan::Kernel& k = m.plan.kernels[i];
+    KernelRecord rec = plan::kernel_record(m.g, k);
+    rec.time_ms = median(times[i]);
+    rec.start_ms = start;
+    start += rec.time_ms;
+    prof.kernels.push_back(std::move(rec));
+  }
+  return prof;
+}
+
+std::string CpuExecutor::summary() const {
+  std::string s;
+  if (num_nhwc) s += fmt::format("layout: {} value(s) kept NHWC between library kernels\n", num_nhwc);
+  if (num_blocked)
+    s += fmt::format("layout: {} value(s) kept channel-blocked (nChw16c) between library kernels\n",
+                     num_blocked);
+  if (!modules.empty()) {
+    std::string how = from_cache ? "from cache" : fmt::format("compiled in {:.0f} ms", compile_ms);
+    if (modules.size() == 1) s += fmt::format("code: {} ({})\n", modules[0]->path(), how);
+    else
+      s += fmt::format("code: {} translation units, first {} ({})\n", modules.size(),
+                       modules[0]->path(), how);
+    s += fmt::format("code: {} generated function(s) for {} fused kernel(s)\n", num_functions,
+                     num_kernels_fused());
+  }
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<Executor> make_cpu_executor(const Graph& g, plan::Plan& plan,
+                                            const SessionOptions& opts) {
+  return std::make_unique<CpuExecutor>(g, plan, opts);
+}
+
+}  // namespace brrr::cpu

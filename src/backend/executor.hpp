@@ -1,0 +1,49 @@
+// One executor interface for every backend. An executor is built from the compile pipeline's
+// graph and plan (it may rewrite plan kernels it runs on the host: their outputs then list every
+// node output) and only executes: run, profile, time. Session owns one and forwards to it.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "brrr/profile.hpp"
+#include "brrr/session.hpp"
+#include "plan/kernel_ir.hpp"
+
+namespace brrr {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Runs the plan; outputs in graph output order (Session::run).
+  virtual std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) = 0;
+  // Per-kernel median times after a warm-up (Session::profile).
+  virtual RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps) = 0;
+  // Whole-plan run times, `between` called before each, outside the timed region.
+  virtual std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
+                                        const std::function<void()>& between) = 0;
+  // What plan_summary prints after the plan and its memory line: the backend's own lines.
+  virtual std::string summary() const = 0;
+  virtual MemoryStats memory() const = 0;
+  // CPU only (0 elsewhere): threads, distinct generated functions, translation units.
+  virtual int threads() const { return 0; }
+  virtual int num_generated_functions() const { return 0; }
+  virtual int num_translation_units() const { return 0; }
+};
+
+namespace cpu {
+// src/backend/cpu/executor.cpp. `g` and `plan` must outlive the executor.
+std::unique_ptr<Executor> make_cpu_executor(const Graph& g, plan::Plan& plan,
+                                            const SessionOptions& opts);
+}  // namespace cpu
+
+namespace cuda {
+// src/backend/cuda/make_executor.cpp; in a build without CUDA, src/backend/no_cuda.cpp, which
+// fails with a one-line error. `g` and `plan` must outlive the executor.
+std::unique_ptr<Executor> make_cuda_executor(const Graph& g, plan::Plan& plan,
+                                             const SessionOptions& opts);
+}  // namespace cuda
+
+}  // namespace brrr

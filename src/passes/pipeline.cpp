@@ -1,0 +1,76 @@
+// The compile pipeline, straight-line: each step is one pass (one file under src/passes/, fusion
+// in src/plan/), graph to graph or graph to plan, in the order they run. A pass that consults the
+// backend reads the Target, never the build configuration.
+#include "passes/pipeline.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "core/env.hpp"
+
+namespace brrr {
+
+int debug_level() {
+  static int lvl = int(env::integer("BRRR_DEBUG"));
+  return lvl;
+}
+
+void debug_dump(const Graph& g, const char* after_pass) {
+  if (debug_level() >= 2) std::cerr << "--- IR after " << after_pass << " ---\n" << g.print();
+}
+
+namespace {
+
+// BRRR_DEBUG=1: how long each pass took (compile time must stay near-linear in model size);
+// BRRR_DEBUG=2: the IR after it, or that it changed nothing.
+class PassLog {
+ public:
+  void after(const char* pass, const Graph& g, bool changed = true) {
+    auto now = std::chrono::steady_clock::now();
+    if (debug_level() >= 1)
+      fmt::print(stderr, "brrr: build {:<14} {:9.1f} ms\n", pass,
+                 std::chrono::duration<double, std::milli>(now - last_).count());
+    if (changed) debug_dump(g, pass);
+    else if (debug_level() >= 2) std::cerr << "--- IR after " << pass << ": unchanged ---\n";
+    last_ = std::chrono::steady_clock::now();  // the dump is not the next pass's time
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
+  PassLog log;
+  topo_sort(g);
+  log.after("topo_sort", g);
+  bind_inputs(g, o.input_shapes);
+  infer_types(g, o.fold_budget_bytes);  // folds constants node by node as it types them
+  log.after("infer_shapes", g);
+  eliminate_dead_nodes(g);
+  log.after("dead_nodes", g);
+  if (!target.plans_kernels) return {std::move(g), {}};
+
+  bool split = split_variadic(g);
+  log.after("split_variadic", g, split);
+  if (target.partial_convs && o.concat_split) {
+    bool distributed = distribute_concat(g);
+    log.after("concat_split", g, distributed);
+  }
+  plan::FusionOptions fo;
+  fo.enable = o.fusion;
+  fo.float16 = target.generated_16bit;
+  fo.booleans = target.generated_bool;
+  plan::Plan p = plan::build_plan(g, fo, target);
+  log.after("fusion", g, false);  // the graph stays; the plan is new
+  if (debug_level() >= 2) std::cerr << "--- plan for " << target.name << " ---\n" << p.print(g);
+  // Library kernels the backend's library turns down at build time, the layouts between them
+  // and the arena are the executor's steps (src/passes/choose_layouts.cpp, plan_memory.cpp):
+  // which kernels a library accepts is known only once it has made them.
+  return {std::move(g), std::move(p)};
+}
+
+}  // namespace brrr

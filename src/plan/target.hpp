@@ -1,0 +1,40 @@
+// A Target says what one backend can lower and how: the passes consult it (fusion's choice
+// between a library, a generated and a reference kernel; whether distribute_concat pays), so a
+// plan depends on the backend it is for, never on which other backends the build contains.
+#pragma once
+#include <string>
+
+namespace brrr::plan {
+
+struct Target {
+  std::string name = "cpu";  // "cpu", "cuda" or "reference"
+  // False: the reference executor runs the typed graph node by node; the pipeline stops after
+  // the graph passes and makes no plan.
+  bool plans_kernels = true;
+  // Generated (fused) kernels load and store bfloat16/float16 buffers, computing in float32 (the
+  // CUDA emitter converts in registers; the C++ emitter is float32 only) ...
+  bool generated_16bit = false;
+  // ... and bool buffers, read as 0 or 1 and stored as v != 0 (the CUDA emitter).
+  bool generated_bool = false;
+  // Library lowerings. float32 MatMul, Gemm, Conv, MaxPool and AveragePool (oneDNN on the CPU;
+  // cuBLASLt, cuDNN and brrr's pool kernel on CUDA). A pool whose Indices output is used runs by
+  // reference everywhere.
+  bool library_f32_contractions = false;
+  // MatMul and Gemm whose inputs and outputs are all bfloat16 or all float16 (cuBLASLt).
+  bool library_16bit_gemm = false;
+  // MaxPool and AveragePool on 16-bit data where generated kernels take it (CUDA's pool kernel).
+  bool library_16bit_pool = false;
+  // distribute_concat: convs over a channel Concat become partial convs chained by sum post-ops
+  // (the CPU's oneDNN convs fuse the sums).
+  bool partial_convs = false;
+
+  // The CPU, with oneDNN when brrr was built with it (the one place that asks the build).
+  static Target cpu();
+  static Target cpu(bool onednn);
+  static Target cuda();
+  static Target reference();
+  // "cpu", "cuda" or "reference"; fails with a one-line error on anything else.
+  static Target named(const std::string& backend);
+};
+
+}  // namespace brrr::plan

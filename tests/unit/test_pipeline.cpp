@@ -1,0 +1,117 @@
+// The compile pipeline (src/passes/pipeline.cpp), the Target the passes consult
+// (src/plan/target.hpp) and the arena pass (src/passes/plan_memory.cpp).
+#include <gtest/gtest.h>
+
+#include "passes/pipeline.hpp"
+#include "passes/plan_memory.hpp"
+#include "plan/kernel_ir.hpp"
+#include "plan/target.hpp"
+#include "runtime/graph_builder.hpp"
+
+namespace brrr {
+namespace {
+
+Graph matmul_graph(DType t) {
+  GraphBuilder b;
+  int x = b.input("x", {4, 8}, t);
+  int w = b.input("w", {8, 16}, t);
+  b.output(b.node("MatMul", {x, w}));
+  return b.g;
+}
+
+plan::KernelKind only_kernel(const Graph& g, const plan::Target& t) {
+  Compiled c = compile(g, t, {});
+  EXPECT_EQ(c.plan.kernels.size(), 1u) << c.plan.print(c.graph);
+  return c.plan.kernels.at(0).kind;
+}
+
+// The plan depends on the backend it is for, not on which backends the build contains.
+TEST(Target, LibraryKernelsAreTheTargetsToSay) {
+  using plan::KernelKind;
+  using plan::Target;
+  Graph f32 = matmul_graph(DType::f32), bf16 = matmul_graph(DType::bf16);
+  EXPECT_EQ(only_kernel(f32, Target::cpu(true)), KernelKind::Library);
+  EXPECT_EQ(only_kernel(f32, Target::cpu(false)), KernelKind::Reference);
+  EXPECT_EQ(only_kernel(f32, Target::cuda()), KernelKind::Library);
+  // 16-bit GEMMs have a library (cuBLASLt) only on CUDA.
+  EXPECT_EQ(only_kernel(bf16, Target::cpu(true)), KernelKind::Reference);
+  EXPECT_EQ(only_kernel(bf16, Target::cuda()), KernelKind::Library);
+}
+
+TEST(Target, NamedBackends) {
+  EXPECT_EQ(plan::Target::named("cpu").name, "cpu");
+  EXPECT_TRUE(plan::Target::named("cuda").generated_16bit);
+  EXPECT_FALSE(plan::Target::named("reference").plans_kernels);
+  try {
+    plan::Target::named("tpu");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown backend 'tpu'"), std::string::npos) << e.what();
+  }
+}
+
+// Nodes out of order, a symbolic input dim and a constant subexpression: the pipeline sorts,
+// binds, folds and drops the folded node; the reference target stops there with no plan.
+TEST(Pipeline, SortsBindsFoldsAndStopsForTheReference) {
+  GraphBuilder b;
+  int x = b.input("x", {-1, 3});
+  int c = b.constant("c", Tensor::from_vector<float>({3}, {1, 2, 3}));
+  Node mul;
+  mul.op = "Mul";
+  mul.name = "mul";
+  mul.inputs = {c, c};
+  int cc = b.g.add_value("cc");
+  mul.outputs = {cc};
+  int y = b.node("Add", {x, cc});
+  b.g.nodes.push_back(mul);  // after its consumer
+  b.output(y);
+  CompileOptions o;
+  o.input_shapes["x"] = {2, 3};
+  Compiled r = compile(b.g, plan::Target::reference(), o);
+  ASSERT_EQ(r.graph.nodes.size(), 1u) << r.graph.print();
+  EXPECT_EQ(r.graph.nodes[0].op, "Add");
+  EXPECT_EQ(r.graph.value(y).shape, (Shape{2, 3}));
+  ASSERT_TRUE(r.graph.value(cc).constant.defined());
+  EXPECT_FLOAT_EQ(r.graph.value(cc).constant.data<float>()[2], 9.0f);
+  EXPECT_TRUE(r.plan.kernels.empty());
+  Compiled p = compile(b.g, plan::Target::cpu(), o);
+  EXPECT_EQ(p.plan.kernels.size(), 1u) << p.plan.print(p.graph);
+  // Without a shape for the symbolic dim: one line naming the input.
+  try {
+    compile(b.g, plan::Target::reference(), {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input 'x' has a symbolic dim"), std::string::npos)
+        << e.what();
+  }
+}
+
+// One kernel per node: each intermediate gets arena bytes, the graph output none, and buffers
+// whose lifetimes do not overlap share bytes.
+TEST(Pipeline, PlanMemoryPlacesIntermediates) {
+  GraphBuilder b;
+  int v = b.input("x", {256});
+  std::vector<int> mids;
+  for (int i = 0; i < 4; ++i) {
+    v = b.node(i % 2 ? "Relu" : "Neg", {v});
+    mids.push_back(v);
+  }
+  b.output(v);
+  CompileOptions o;
+  o.fusion = false;
+  Compiled c = compile(b.g, plan::Target::cpu(), o);
+  ASSERT_EQ(c.plan.kernels.size(), 4u) << c.plan.print(c.graph);
+  ArenaPlan a = plan_memory(c.graph, c.plan, [&](int id) {
+    return size_t(shape_numel(c.graph.value(id).shape)) * dtype_size(c.graph.value(id).dtype);
+  });
+  EXPECT_EQ(a.num_buffers, 3u);
+  EXPECT_EQ(a.offset[size_t(mids.back())], -1);  // the graph output is the caller's buffer
+  for (int i = 0; i < 3; ++i) EXPECT_GE(a.offset[size_t(mids[size_t(i)])], 0);
+  // mids[0] and mids[1] live at once; mids[0] is dead when mids[2] is written.
+  EXPECT_NE(a.offset[size_t(mids[0])], a.offset[size_t(mids[1])]);
+  EXPECT_EQ(a.arena_bytes, 2 * 1024u);
+  EXPECT_EQ(a.intermediate_bytes, 3 * 1024u);
+}
+
+}  // namespace
+}  // namespace brrr
