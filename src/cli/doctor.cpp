@@ -17,6 +17,7 @@
 #include "brrr/session.hpp"
 #include "cli/commands.hpp"
 #include "cli/inputs.hpp"
+#include "cli/options.hpp"
 #include "core/file_io.hpp"
 
 namespace brrr::cli {
@@ -27,33 +28,8 @@ struct DoctorArgs {
   std::string model, backend = "cpu", json, trace, html, compare_profile, save_profile;
   std::vector<std::string> shapes, applied;
   bool batch_sweep = false, refresh = false, compare = false, no_fusion = false;
-  int reps = 5, top = 10;
+  int reps = 5, top = 10, threads = 0;
 };
-
-// "name:1x3x224x224" -> {name, shape}
-std::pair<std::string, Shape> parse_shape(const std::string& s) {
-  auto colon = s.rfind(':');
-  BRRR_CHECK(colon != std::string::npos && colon > 0,
-             "--shape '{}': expected NAME:D0xD1x..., e.g. input:1x3x224x224", s);
-  Shape shape;
-  std::string dims = s.substr(colon + 1);
-  size_t p = 0;
-  while (p <= dims.size()) {
-    size_t q = dims.find('x', p);
-    std::string d = dims.substr(p, q == std::string::npos ? std::string::npos : q - p);
-    try {
-      size_t used = 0;
-      long long v = std::stoll(d, &used);
-      BRRR_CHECK(used == d.size() && v >= 0, "");
-      shape.push_back(v);
-    } catch (const std::exception&) {
-      fail("--shape '{}': '{}' is not a non-negative integer dim", s, d);
-    }
-    if (q == std::string::npos) break;
-    p = q + 1;
-  }
-  return {s.substr(0, colon), shape};
-}
 
 std::map<std::string, Tensor> make_inputs(const Graph& g, uint32_t seed) {
   return random_inputs(g, seed);
@@ -68,20 +44,23 @@ Graph prepare(const Graph& loaded, const InferOptions& opts) {
 
 // Profiles the model as `backend` runs it: the compiled static plan (fused or one kernel per op)
 // or the reference executor.
-RunProfile profile_backend(const Graph& g, const std::string& backend, bool fused, int reps) {
+RunProfile profile_backend(const Graph& g, const std::string& backend, bool fused, int reps,
+                           int threads) {
   auto inputs = make_inputs(g, 0);
   if (backend == "reference") return profile_reference(g, inputs, reps);
   SessionOptions so;
   so.backend = backend;
   so.fusion = fused ? 1 : 0;
+  so.threads = threads;
   Session s(g, so);
   return s.profile(inputs, reps);
 }
 
 // Runs the model at batch b (dim 0 of every input whose dim 0 is symbolic); median of 3 runs.
 doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
-                                 std::vector<std::string> batch_inputs, std::string backend) {
-  return [&loaded, base, batch_inputs, backend](int64_t b) {
+                                 std::vector<std::string> batch_inputs, std::string backend,
+                                 int threads) {
+  return [&loaded, base, batch_inputs, backend, threads](int64_t b) {
     InferOptions o = base;
     for (const auto& name : batch_inputs) {
       const Value& v = loaded.value(loaded.find_value(name));
@@ -97,6 +76,7 @@ doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
     if (backend != "reference") {
       SessionOptions so;
       so.backend = backend;
+      so.threads = threads;
       sess.emplace(g, so);
     }
     auto once = [&] { sess ? (void)sess->run(in) : (void)run_reference(g, in); };
@@ -121,12 +101,14 @@ void run_doctor(const DoctorArgs& a) {
       {&a.save_profile, "--save-profile"}};
   for (const auto& [path, what] : outputs)
     if (!path->empty()) check_output_path(*path, what);
+  check_backend_options(a.backend, a.threads, "fp32");
+  if (!a.applied.empty() && !a.compare && a.compare_profile.empty())
+    fail("--applied names what a --compare or --compare-profile run applied; give one of them");
+  const int threads = a.backend == "cpu" ? session_threads(a.threads) : 0;
   Graph loaded = load_onnx(a.model);
   InferOptions opts;
-  for (const auto& s : a.shapes) {
-    auto [name, shape] = parse_shape(s);
-    opts.input_shapes[name] = shape;
-  }
+  opts.input_shapes = parse_shape_args(a.shapes);
+  bind_symbolic_dims(loaded, opts.input_shapes);
   Graph g = prepare(loaded, opts);
   // The reference executor runs on the CPU: it is judged against the CPU ceilings.
   doctor::Ceilings c = doctor::load_or_probe(a.backend == "cuda" ? "cuda" : "cpu", a.refresh, true);
@@ -138,7 +120,7 @@ void run_doctor(const DoctorArgs& a) {
              : fused                  ? "compiled plan, fused"
                                       : "compiled plan, one kernel per op",
              a.reps);
-  RunProfile prof = profile_backend(g, a.backend, fused, a.reps);
+  RunProfile prof = profile_backend(g, a.backend, fused, a.reps, threads);
   if (!a.save_profile.empty()) write_file(a.save_profile, doctor::profile_to_json(prof).dump(1));
 
   doctor::DoctorOptions dopts;
@@ -158,7 +140,7 @@ void run_doctor(const DoctorArgs& a) {
   } else if (a.compare) {
     BRRR_CHECK(a.backend != "reference", "--compare needs a compiled backend (cpu or cuda)");
     fmt::print(stderr, "doctor: applying the remedies: profiling the fused static plan\n");
-    after = profile_backend(g, a.backend, true, a.reps);
+    after = profile_backend(g, a.backend, true, a.reps, threads);
     if (a.applied.empty()) dopts.applied = {"fusion"};
     dopts.compare = &*after;
   }
@@ -172,7 +154,7 @@ void run_doctor(const DoctorArgs& a) {
     if (batch_inputs.empty()) {
       batch_error = "no model input has a symbolic batch dimension (dim 0)";
     } else {
-      dopts.batch_runner = batch_runner(loaded, opts, batch_inputs, a.backend);
+      dopts.batch_runner = batch_runner(loaded, opts, batch_inputs, a.backend, threads);
       dopts.base_batch = g.value(g.find_value(batch_inputs[0])).shape[0];
     }
   }
@@ -192,7 +174,8 @@ void setup_doctor(CLI::App& app) {
   cmd->add_option("model", a->model, "ONNX model file")->required();
   cmd->add_option("--backend", a->backend, "backend to profile")
       ->check(CLI::IsMember({"cpu", "cuda", "reference"}));
-  cmd->add_option("--shape", a->shapes, "input shape NAME:D0xD1x... (repeatable)");
+  add_shape_option(cmd, a->shapes);
+  add_threads_option(cmd, a->threads);
   cmd->add_option("--reps", a->reps, "timed runs (median)")->check(CLI::Range(1, 1000));
   cmd->add_option("--top", a->top, "kernels in the top table")->check(CLI::Range(1, 100000));
   cmd->add_option("--json", a->json, "write the report as JSON");
@@ -207,8 +190,11 @@ void setup_doctor(CLI::App& app) {
       "--compare-profile", a->compare_profile,
       "a RunProfile JSON of the same model with remedies applied: predicted vs measured");
   cmd->add_option("--applied", a->applied,
-                  "remedies the --compare profile applied (fusion, static_plan, faster_units); "
-                  "default all");
+                  "remedies the --compare or --compare-profile run applied (fusion, "
+                  "static_plan, faster_units); default: fusion with --compare, else all")
+      ->delimiter(',')
+      ->default_str("")
+      ->check(CLI::IsMember({"fusion", "static_plan", "faster_units"}));
   cmd->add_option("--save-profile", a->save_profile, "write this run's RunProfile as JSON");
   cmd->add_flag("--refresh-ceilings", a->refresh, "probe the machine again");
   cmd->callback([a] { run_doctor(*a); });
