@@ -143,11 +143,13 @@ struct Item {
   std::map<std::string, Shape> shapes;  // ONNX models: every symbolic input dim bound
 };
 
-// An ONNX model item, loaded now (before the table starts, so a bad model or shape fails first):
-// the --shape entries naming its inputs, the rest of its symbolic dims by the shared rule.
+// An ONNX model item, loaded now (before the table starts, so a bad model or shape fails first)
+// with the --shape entries naming its inputs; bind_symbolic_dims adds the rest once every entry
+// is known to name some model's input.
 Item model_item(const std::string& path, const std::map<std::string, Shape>& all_shapes,
-                std::set<std::string>& used) {
+                std::set<std::string>& used, std::vector<std::shared_ptr<Graph>>& graphs) {
   auto g = std::make_shared<Graph>(load_onnx(path));
+  graphs.push_back(g);
   Item it{path, [g] { return *g; }, {}};
   for (int id : g->inputs) {
     auto s = all_shapes.find(g->value(id).name);
@@ -155,7 +157,6 @@ Item model_item(const std::string& path, const std::map<std::string, Shape>& all
     it.shapes.insert(*s);
     used.insert(s->first);
   }
-  bind_symbolic_dims(*g, it.shapes);
   return it;
 }
 
@@ -204,14 +205,19 @@ void setup_bench(CLI::App& app) {
     std::map<std::string, Shape> shapes = parse_shape_args(args->shapes);
     std::set<std::string> used_shapes;
     std::vector<Item> todo;
+    std::vector<std::shared_ptr<Graph>> graphs;  // per item: the loaded model, or null
     if (args->items.empty())
-      for (const auto& w : all) todo.push_back({w.name, w.build, {}});
+      for (const auto& w : all) {
+        todo.push_back({w.name, w.build, {}});
+        graphs.push_back(nullptr);
+      }
     for (const auto& it : args->items) {
       auto f = std::find_if(all.begin(), all.end(), [&](const Workload& w) { return w.name == it; });
       if (f != all.end()) {
         todo.push_back({f->name, f->build, {}});
+        graphs.push_back(nullptr);
       } else if (it.size() > 5 && it.substr(it.size() - 5) == ".onnx") {
-        todo.push_back(model_item(it, shapes, used_shapes));
+        todo.push_back(model_item(it, shapes, used_shapes, graphs));
       } else {
         fail("unknown workload '{}' (see brrr bench --list) and not an .onnx path", it);
       }
@@ -219,6 +225,8 @@ void setup_bench(CLI::App& app) {
     for (const auto& [name, s] : shapes)
       if (!used_shapes.count(name))
         fail("--shape names '{}', which is not an input of any MODEL.onnx given", name);
+    for (size_t i = 0; i < todo.size(); ++i)
+      if (graphs[i]) bind_symbolic_dims(*graphs[i], todo[i].shapes);
     SessionOptions base;
     base.threads = session_threads(args->threads);
     fmt::print("GB/s: compulsory bytes (graph inputs, weights, outputs once); GFLOP/s counts 2 per\n"

@@ -2,6 +2,8 @@
 #include <exception>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "brrr/error.hpp"
 #include "cli/commands.hpp"
 #include "cli/version.hpp"
@@ -40,14 +42,14 @@ void setup_help(CLI::App& app) {
     }
     if (!sub || *topic == "help")
       brrr::fail("help: no command '{}' (the commands: run, bench, doctor, probe)", *topic);
-    std::cout << sub->help();
+    std::cout << sub->help("brrr");
   });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"brrr: find out why a model is slow, and make it fast"};
+  CLI::App app{"brrr: find out why a model is slow, and make it fast", "brrr"};
   app.require_subcommand(1);
   app.set_version_flag("--version", brrr::cli::version_text, "print the version, git commit, "
                        "build type and the backends and libraries built in");
@@ -68,10 +70,14 @@ int main(int argc, char** argv) {
     std::cout << e.what();
     return 0;
   } catch (const CLI::RequiredError& e) {
-    if (argc == 1 || app.get_subcommands().empty()) {
+    if (app.get_subcommands().empty()) {
+      std::string what = argc > 1 && argv[1][0] != '-'
+                             ? fmt::format("'{}' is not a command", argv[1])
+                             : std::string("give a command");
       std::fprintf(stderr,
-                   "brrr: error: give a command: run, bench, doctor, probe or help (brrr --help "
-                   "describes them)\n");
+                   "brrr: error: %s: run, bench, doctor, probe or help (brrr --help describes "
+                   "them)\n",
+                   what.c_str());
       return 2;
     }
     return usage_error(app, e);
