@@ -94,6 +94,16 @@ doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
   };
 }
 
+RunProfile read_profile(const std::string& path) {
+  std::ifstream f(path);
+  BRRR_CHECK(f.good(), "--compare-profile: cannot read '{}'", path);
+  try {
+    return doctor::profile_from_json(nlohmann::json::parse(f));
+  } catch (const nlohmann::json::exception& e) {
+    fail("--compare-profile '{}': not JSON: {}", path, e.what());
+  }
+}
+
 void run_doctor(const DoctorArgs& a) {
   // Output paths first: a bad one fails now, not after minutes of profiling.
   const std::pair<const std::string*, const char*> outputs[] = {
@@ -105,6 +115,9 @@ void run_doctor(const DoctorArgs& a) {
   if (!a.applied.empty() && !a.compare && a.compare_profile.empty())
     fail("--applied names what a --compare or --compare-profile run applied; give one of them");
   const int threads = a.backend == "cpu" ? session_threads(a.threads) : 0;
+  // The saved profile is read first too: a bad file fails before the profiling.
+  std::optional<RunProfile> after;
+  if (!a.compare_profile.empty()) after = read_profile(a.compare_profile);
   Graph loaded = load_onnx(a.model);
   InferOptions opts;
   opts.input_shapes = parse_shape_args(a.shapes);
@@ -127,15 +140,7 @@ void run_doctor(const DoctorArgs& a) {
   dopts.model = a.model;
   dopts.top = a.top;
   dopts.applied = a.applied;
-  std::optional<RunProfile> after;
-  if (!a.compare_profile.empty()) {
-    std::ifstream f(a.compare_profile);
-    BRRR_CHECK(f.good(), "--compare-profile: cannot read '{}'", a.compare_profile);
-    try {
-      after = doctor::profile_from_json(nlohmann::json::parse(f));
-    } catch (const nlohmann::json::exception& e) {
-      fail("--compare-profile '{}': not JSON: {}", a.compare_profile, e.what());
-    }
+  if (after) {
     dopts.compare = &*after;
   } else if (a.compare) {
     BRRR_CHECK(a.backend != "reference", "--compare needs a compiled backend (cpu or cuda)");

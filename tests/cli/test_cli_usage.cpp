@@ -156,6 +156,9 @@ TEST(CliUsage, OutputPathsCheckedBeforeWork) {
       {"doctor " + m + " --save-profile " + bad, "--save-profile"},
       {"doctor " + m + " --json " + scratch().string(), "is a directory"},
       {"probe --json " + bad, "--json"},
+      // An input the run needs at its end is read at its start too.
+      {"doctor " + m + " --compare-profile " + bad, "--compare-profile: cannot read"},
+      {"doctor " + m + " --compare-profile " + m, "--compare-profile '" + m + "': not JSON"},
   };
   for (const auto& [args, msg] : cases) {
     SCOPED_TRACE(args);
