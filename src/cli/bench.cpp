@@ -17,6 +17,7 @@
 #include "cli/bench_cuda.hpp"
 #include "cli/commands.hpp"
 #include "cli/inputs.hpp"
+#include "cli/options.hpp"
 #include "runtime/graph_builder.hpp"
 #include "core/env.hpp"
 #include "core/file_io.hpp"
@@ -125,13 +126,38 @@ Result measure(const std::string& name, Session& s, int reps) {
   return res;
 }
 
-Result bench_one(const std::string& name, Graph g, bool fused, int reps) {
-  SessionOptions o;
+// `base` carries the input shapes and threads; fusion is set here.
+Result bench_one(const std::string& name, Graph g, bool fused, int reps, SessionOptions o,
+                 int* threads) {
   o.fusion = fused ? 1 : 0;
   Session s(std::move(g), o);
+  *threads = s.threads();
   Result res = measure(name, s, reps);
   res.variant = fused ? "fused" : "unfused";
   return res;
+}
+
+struct Item {
+  std::string name;
+  std::function<Graph()> build;
+  std::map<std::string, Shape> shapes;  // ONNX models: every symbolic input dim bound
+};
+
+// An ONNX model item, loaded now (before the table starts, so a bad model or shape fails first)
+// with the --shape entries naming its inputs; bind_symbolic_dims adds the rest once every entry
+// is known to name some model's input.
+Item model_item(const std::string& path, const std::map<std::string, Shape>& all_shapes,
+                std::set<std::string>& used, std::vector<std::shared_ptr<Graph>>& graphs) {
+  auto g = std::make_shared<Graph>(load_onnx(path));
+  graphs.push_back(g);
+  Item it{path, [g] { return *g; }, {}};
+  for (int id : g->inputs) {
+    auto s = all_shapes.find(g->value(id).name);
+    if (s == all_shapes.end()) continue;
+    it.shapes.insert(*s);
+    used.insert(s->first);
+  }
+  return it;
 }
 
 }  // namespace
@@ -141,23 +167,31 @@ void setup_bench(CLI::App& app) {
   struct Args {
     std::vector<std::string> items;
     std::string backend = "cpu", json, precision = "fp32";
+    std::vector<std::string> shapes;
     bool no_graphs = false;
     bool list = false;
     int reps = 10;
+    int threads = 0;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("items", args->items, "built-in workload names or MODEL.onnx paths (default: all built-ins)");
+  cmd->add_option("items", args->items, "built-in workload names or MODEL.onnx paths (default: all built-ins)")
+      ->default_str("");
   cmd->add_option("--backend", args->backend, "cpu or cuda (cuda: its own workload set, see --list)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--precision", args->precision, "cuda: float32 GEMM precision fp32|tf32|bf16|fp16")
+  cmd->add_option("--precision", args->precision,
+                  "cuda: float32 GEMM precision fp32|tf32|bf16|fp16; cpu: fp32 only")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
+  add_shape_option(cmd, args->shapes);
+  add_threads_option(cmd, args->threads);
   cmd->add_flag("--no-graphs", args->no_graphs, "cuda: no CUDA graph (same as BRRR_DISABLE_GRAPHS=1)");
-  cmd->add_option("--json", args->json, "write {workload, variant, ms, gbps, gflops} records");
-  cmd->add_option("--reps", args->reps, "timed repetitions (median is reported)")->check(CLI::Range(1, 10000));
+  cmd->add_option("--json", args->json, "write {workload, variant, ms, gbps, gflops, threads} records");
+  cmd->add_option("--reps", args->reps, "timed repetitions (median is reported; cuda: at least 20)")->check(CLI::Range(1, 10000));
   cmd->add_flag("--list", args->list, "list built-in workloads");
   cmd->callback([args] {
     if (!args->json.empty()) check_output_path(args->json, "--json");
+    check_backend_options(args->backend, args->threads, args->precision);
     if (args->backend == "cuda") {
+      if (!args->shapes.empty()) fail("--shape: bench --backend cuda runs built-in workloads only");
       CudaBenchArgs ca{args->items, args->json, args->precision, args->no_graphs, args->list,
                        std::max(args->reps, 20)};
       bench_cuda(ca);
@@ -168,27 +202,44 @@ void setup_bench(CLI::App& app) {
       for (const auto& w : all) fmt::print("{:<10} {}\n", w.name, w.what);
       return;
     }
-    std::vector<std::pair<std::string, std::function<Graph()>>> todo;
+    std::map<std::string, Shape> shapes = parse_shape_args(args->shapes);
+    std::set<std::string> used_shapes;
+    std::vector<Item> todo;
+    std::vector<std::shared_ptr<Graph>> graphs;  // per item: the loaded model, or null
     if (args->items.empty())
-      for (const auto& w : all) todo.push_back({w.name, w.build});
+      for (const auto& w : all) {
+        todo.push_back({w.name, w.build, {}});
+        graphs.push_back(nullptr);
+      }
     for (const auto& it : args->items) {
       auto f = std::find_if(all.begin(), all.end(), [&](const Workload& w) { return w.name == it; });
       if (f != all.end()) {
-        todo.push_back({f->name, f->build});
+        todo.push_back({f->name, f->build, {}});
+        graphs.push_back(nullptr);
       } else if (it.size() > 5 && it.substr(it.size() - 5) == ".onnx") {
-        todo.push_back({it, [it] { return load_onnx(it); }});
+        todo.push_back(model_item(it, shapes, used_shapes, graphs));
       } else {
         fail("unknown workload '{}' (see brrr bench --list) and not an .onnx path", it);
       }
     }
+    for (const auto& [name, s] : shapes)
+      if (!used_shapes.count(name))
+        fail("--shape names '{}', which is not an input of any MODEL.onnx given", name);
+    for (size_t i = 0; i < todo.size(); ++i)
+      if (graphs[i]) bind_symbolic_dims(*graphs[i], todo[i].shapes);
+    SessionOptions base;
+    base.threads = session_threads(args->threads);
     fmt::print("GB/s: compulsory bytes (graph inputs, weights, outputs once); GFLOP/s counts 2 per\n"
                "multiply-add, 1 per arithmetic op and 1 per special-function evaluation.\n");
     fmt::print("{:<12} {:<8} {:>10} {:>9} {:>10} {:>8} {:>8}\n", "workload", "variant", "ms", "GB/s",
                "GFLOP/s", "kernels", "speedup");
     std::vector<Result> results;
-    for (const auto& [name, build] : todo) {
-      Result u = bench_one(name, build(), false, args->reps);
-      Result f = bench_one(name, build(), true, args->reps);
+    int threads = 0;
+    for (const auto& item : todo) {
+      SessionOptions so = base;
+      so.input_shapes = item.shapes;
+      Result u = bench_one(item.name, item.build(), false, args->reps, so, &threads);
+      Result f = bench_one(item.name, item.build(), true, args->reps, so, &threads);
       fmt::print("{:<12} {:<8} {:>10.3f} {:>9.1f} {:>10.1f} {:>8}\n", u.workload, u.variant, u.ms,
                  u.gbps, u.gflops, u.kernels);
       fmt::print("{:<12} {:<8} {:>10.3f} {:>9.1f} {:>10.1f} {:>8} {:>7.2f}x\n", f.workload, f.variant,
@@ -196,11 +247,12 @@ void setup_bench(CLI::App& app) {
       results.push_back(u);
       results.push_back(f);
     }
+    fmt::print("threads: {} (CPU threads each session ran on)\n", threads);
     if (!args->json.empty()) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& r : results)
         j.push_back({{"workload", r.workload}, {"variant", r.variant}, {"ms", r.ms}, {"gbps", r.gbps},
-                     {"gflops", r.gflops}});
+                     {"gflops", r.gflops}, {"threads", threads}});
       write_file(args->json, j.dump(2) + "\n");
     }
   });

@@ -17,6 +17,7 @@
 #include "brrr/session.hpp"
 #include "cli/commands.hpp"
 #include "cli/inputs.hpp"
+#include "cli/options.hpp"
 #include "core/file_io.hpp"
 #include "passes/pipeline.hpp"
 
@@ -28,33 +29,8 @@ struct DoctorArgs {
   std::string model, backend = "cpu", json, trace, html, compare_profile, save_profile;
   std::vector<std::string> shapes, applied;
   bool batch_sweep = false, refresh = false, compare = false, no_fusion = false;
-  int reps = 5, top = 10;
+  int reps = 5, top = 10, threads = 0;
 };
-
-// "name:1x3x224x224" -> {name, shape}
-std::pair<std::string, Shape> parse_shape(const std::string& s) {
-  auto colon = s.rfind(':');
-  BRRR_CHECK(colon != std::string::npos && colon > 0,
-             "--shape '{}': expected NAME:D0xD1x..., e.g. input:1x3x224x224", s);
-  Shape shape;
-  std::string dims = s.substr(colon + 1);
-  size_t p = 0;
-  while (p <= dims.size()) {
-    size_t q = dims.find('x', p);
-    std::string d = dims.substr(p, q == std::string::npos ? std::string::npos : q - p);
-    try {
-      size_t used = 0;
-      long long v = std::stoll(d, &used);
-      BRRR_CHECK(used == d.size() && v >= 0, "");
-      shape.push_back(v);
-    } catch (const std::exception&) {
-      fail("--shape '{}': '{}' is not a non-negative integer dim", s, d);
-    }
-    if (q == std::string::npos) break;
-    p = q + 1;
-  }
-  return {s.substr(0, colon), shape};
-}
 
 std::map<std::string, Tensor> make_inputs(const Graph& g, uint32_t seed) {
   return random_inputs(g, seed);
@@ -70,7 +46,7 @@ struct Prepared {
 };
 
 Prepared prepare(const Graph& loaded, const InferOptions& opts, const std::string& backend,
-                 int fusion) {
+                 int fusion, int threads) {
   Prepared p;
   if (backend == "reference") {
     CompileOptions co;
@@ -82,6 +58,7 @@ Prepared prepare(const Graph& loaded, const InferOptions& opts, const std::strin
   SessionOptions so;
   so.backend = backend;
   so.fusion = fusion;
+  so.threads = threads;
   so.input_shapes = opts.input_shapes;
   p.session.emplace(loaded, so);
   return p;
@@ -95,8 +72,9 @@ RunProfile profile_prepared(Prepared& p, int reps) {
 
 // Runs the model at batch b (dim 0 of every input whose dim 0 is symbolic); median of 3 runs.
 doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
-                                 std::vector<std::string> batch_inputs, std::string backend) {
-  return [&loaded, base, batch_inputs, backend](int64_t b) {
+                                 std::vector<std::string> batch_inputs, std::string backend,
+                                 int threads) {
+  return [&loaded, base, batch_inputs, backend, threads](int64_t b) {
     InferOptions o = base;
     for (const auto& name : batch_inputs) {
       const Value& v = loaded.value(loaded.find_value(name));
@@ -106,7 +84,7 @@ doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
         if (d < 0) fail("batch sweep: input '{}' has other symbolic dims; give --shape", name);
       o.input_shapes[name] = s;
     }
-    Prepared p = prepare(loaded, o, backend, -1);
+    Prepared p = prepare(loaded, o, backend, -1, threads);
     auto in = make_inputs(p.graph(), 1);
     auto once = [&] {
       p.session ? (void)p.session->run(in) : (void)run_reference(p.reference, in);
@@ -125,6 +103,16 @@ doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
   };
 }
 
+RunProfile read_profile(const std::string& path) {
+  std::ifstream f(path);
+  BRRR_CHECK(f.good(), "--compare-profile: cannot read '{}'", path);
+  try {
+    return doctor::profile_from_json(nlohmann::json::parse(f));
+  } catch (const nlohmann::json::exception& e) {
+    fail("--compare-profile '{}': not JSON: {}", path, e.what());
+  }
+}
+
 void run_doctor(const DoctorArgs& a) {
   // Output paths first: a bad one fails now, not after minutes of profiling.
   const std::pair<const std::string*, const char*> outputs[] = {
@@ -132,16 +120,21 @@ void run_doctor(const DoctorArgs& a) {
       {&a.save_profile, "--save-profile"}};
   for (const auto& [path, what] : outputs)
     if (!path->empty()) check_output_path(*path, what);
+  check_backend_options(a.backend, a.threads, "fp32");
+  if (!a.applied.empty() && !a.compare && a.compare_profile.empty())
+    fail("--applied names what a --compare or --compare-profile run applied; give one of them");
+  const int threads = a.backend == "cpu" ? session_threads(a.threads) : 0;
+  // The saved profile is read first too: a bad file fails before the profiling.
+  std::optional<RunProfile> after;
+  if (!a.compare_profile.empty()) after = read_profile(a.compare_profile);
   Graph loaded = load_onnx(a.model);
   InferOptions opts;
-  for (const auto& s : a.shapes) {
-    auto [name, shape] = parse_shape(s);
-    opts.input_shapes[name] = shape;
-  }
+  opts.input_shapes = parse_shape_args(a.shapes);
+  bind_symbolic_dims(loaded, opts.input_shapes);
   // With --compare the baseline is one kernel per op and the remedies are applied by compiling
   // the fused plan; otherwise the model is profiled as brrr runs it.
   bool fused = !a.no_fusion && !a.compare;
-  std::optional<Prepared> p = prepare(loaded, opts, a.backend, fused ? 1 : 0);
+  std::optional<Prepared> p = prepare(loaded, opts, a.backend, fused ? 1 : 0, threads);
   Graph g = p->graph();
   // The reference executor runs on the CPU: it is judged against the CPU ceilings.
   doctor::Ceilings c = doctor::load_or_probe(a.backend == "cuda" ? "cuda" : "cpu", a.refresh, true);
@@ -158,20 +151,12 @@ void run_doctor(const DoctorArgs& a) {
   dopts.model = a.model;
   dopts.top = a.top;
   dopts.applied = a.applied;
-  std::optional<RunProfile> after;
-  if (!a.compare_profile.empty()) {
-    std::ifstream f(a.compare_profile);
-    BRRR_CHECK(f.good(), "--compare-profile: cannot read '{}'", a.compare_profile);
-    try {
-      after = doctor::profile_from_json(nlohmann::json::parse(f));
-    } catch (const nlohmann::json::exception& e) {
-      fail("--compare-profile '{}': not JSON: {}", a.compare_profile, e.what());
-    }
+  if (after) {
     dopts.compare = &*after;
   } else if (a.compare) {
     BRRR_CHECK(a.backend != "reference", "--compare needs a compiled backend (cpu or cuda)");
     fmt::print(stderr, "doctor: applying the remedies: profiling the fused static plan\n");
-    Prepared f = prepare(loaded, opts, a.backend, 1);
+    Prepared f = prepare(loaded, opts, a.backend, 1, threads);
     after = profile_prepared(f, a.reps);
     if (a.applied.empty()) dopts.applied = {"fusion"};
     dopts.compare = &*after;
@@ -186,7 +171,7 @@ void run_doctor(const DoctorArgs& a) {
     if (batch_inputs.empty()) {
       batch_error = "no model input has a symbolic batch dimension (dim 0)";
     } else {
-      dopts.batch_runner = batch_runner(loaded, opts, batch_inputs, a.backend);
+      dopts.batch_runner = batch_runner(loaded, opts, batch_inputs, a.backend, threads);
       dopts.base_batch = g.value(g.find_value(batch_inputs[0])).shape[0];
     }
   }
@@ -206,7 +191,8 @@ void setup_doctor(CLI::App& app) {
   cmd->add_option("model", a->model, "ONNX model file")->required();
   cmd->add_option("--backend", a->backend, "backend to profile")
       ->check(CLI::IsMember({"cpu", "cuda", "reference"}));
-  cmd->add_option("--shape", a->shapes, "input shape NAME:D0xD1x... (repeatable)");
+  add_shape_option(cmd, a->shapes);
+  add_threads_option(cmd, a->threads);
   cmd->add_option("--reps", a->reps, "timed runs (median)")->check(CLI::Range(1, 1000));
   cmd->add_option("--top", a->top, "kernels in the top table")->check(CLI::Range(1, 100000));
   cmd->add_option("--json", a->json, "write the report as JSON");
@@ -221,8 +207,11 @@ void setup_doctor(CLI::App& app) {
       "--compare-profile", a->compare_profile,
       "a RunProfile JSON of the same model with remedies applied: predicted vs measured");
   cmd->add_option("--applied", a->applied,
-                  "remedies the --compare profile applied (fusion, static_plan, faster_units); "
-                  "default all");
+                  "remedies the --compare or --compare-profile run applied (fusion, "
+                  "static_plan, faster_units); default: fusion with --compare, else all")
+      ->delimiter(',')
+      ->default_str("")
+      ->check(CLI::IsMember({"fusion", "static_plan", "faster_units"}));
   cmd->add_option("--save-profile", a->save_profile, "write this run's RunProfile as JSON");
   cmd->add_flag("--refresh-ceilings", a->refresh, "probe the machine again");
   cmd->callback([a] { run_doctor(*a); });

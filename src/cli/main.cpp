@@ -1,21 +1,88 @@
 #include <cstdio>
 #include <exception>
+#include <iostream>
+
+#include <fmt/format.h>
 
 #include "brrr/error.hpp"
 #include "cli/commands.hpp"
+#include "cli/version.hpp"
+
+namespace {
+
+// Every usage error is one line, like brrr's own errors: CLI11's message (its line breaks
+// folded) and where the options of the command at fault are listed.
+int usage_error(const CLI::App& app, const CLI::ParseError& e) {
+  std::string msg = e.what();
+  for (char& c : msg)
+    if (c == '\n') c = ' ';
+  while (!msg.empty() && msg.back() == ' ') msg.pop_back();
+  std::string where = "brrr";
+  for (const CLI::App* sub : app.get_subcommands()) where += " " + sub->get_name();
+  std::fprintf(stderr, "brrr: error: %s (%s --help lists the options)\n", msg.c_str(),
+               where.c_str());
+  return 2;
+}
+
+// `brrr help [COMMAND]`: the same text as --help.
+void setup_help(CLI::App& app) {
+  auto topic = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("help", "show this help, or a command's (brrr help run)");
+  cmd->add_option("command", *topic, "the command to describe");
+  cmd->callback([&app, topic] {
+    // The formatter, not App::help(): that prints the selected subcommand's (this one's) help.
+    if (topic->empty()) {
+      std::cout << app.get_formatter()->make_help(&app, "brrr", CLI::AppFormatMode::Normal);
+      return;
+    }
+    CLI::App* sub = nullptr;
+    try {
+      sub = app.get_subcommand(*topic);
+    } catch (const CLI::OptionNotFound&) {
+    }
+    if (!sub || *topic == "help")
+      brrr::fail("help: no command '{}' (the commands: run, bench, doctor, probe)", *topic);
+    std::cout << sub->help("brrr");
+  });
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"brrr: find out why a model is slow, and make it fast"};
+  CLI::App app{"brrr: find out why a model is slow, and make it fast", "brrr"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", brrr::cli::version_text, "print the version, git commit, "
+                       "build type and the backends and libraries built in");
+  // --help shows every option's default (CLI11 copies this into each subcommand).
+  app.option_defaults()->always_capture_default();
   brrr::cli::setup_run(app);
   brrr::cli::setup_bench(app);
   brrr::cli::setup_probe(app);
   brrr::cli::setup_doctor(app);
+  setup_help(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    std::cout << e.what();
+    return 0;
+  } catch (const CLI::RequiredError& e) {
+    if (app.get_subcommands().empty()) {
+      std::string what = argc > 1 && argv[1][0] != '-'
+                             ? fmt::format("'{}' is not a command", argv[1])
+                             : std::string("give a command");
+      std::fprintf(stderr,
+                   "brrr: error: %s: run, bench, doctor, probe or help (brrr --help describes "
+                   "them)\n",
+                   what.c_str());
+      return 2;
+    }
+    return usage_error(app, e);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    return usage_error(app, e);
   } catch (const brrr::Error& e) {
     std::fprintf(stderr, "brrr: error: %s\n", e.what());
     return 2;

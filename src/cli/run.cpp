@@ -1,7 +1,10 @@
-// `brrr run MODEL.onnx`: load, bind input shapes, prepare, execute, print outputs, and with
-// --check compare them with a test_data_set's expected outputs.
+// `brrr run MODEL.onnx`: load, bind input shapes, prepare, execute, print outputs and the load,
+// compile and run times, with --save-outputs write them as a test_data_set, and with --check
+// compare them with a test_data_set's expected outputs.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -15,6 +18,7 @@
 #include "cli/commands.hpp"
 #include "cli/inputs.hpp"
 #include "cli/compare.hpp"
+#include "cli/options.hpp"
 #include "cli/test_data.hpp"
 #include "passes/pipeline.hpp"
 
@@ -32,9 +36,16 @@ struct RunOptions {
   bool no_graphs = false;
   bool no_fusion = false;
   std::vector<std::string> shapes;
+  std::string save_outputs;
+  int threads = 0;
+  int reps = 10;
   double rtol = 1e-4;
   double atol = 1e-6;
 };
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // The one place that picks the executor: the compiled static-plan Session for cpu and cuda, the
 // reference executor for reference. Either way the loaded graph goes through the compile pipeline
@@ -62,31 +73,36 @@ Prepared prepare(const Graph& loaded, const std::map<std::string, Shape>& shapes
   so.precision = o.precision;
   if (o.no_graphs) so.graphs = 0;
   if (o.no_fusion) so.fusion = 0;
+  if (o.backend == "cpu") so.threads = session_threads(o.threads);
   so.input_shapes = shapes;
   e.session.emplace(loaded, so);
   return e;
 }
 
-// "NAME:1x3x224x224" (also "NAME:1,3,224,224"; "NAME:" is a scalar).
-std::pair<std::string, Shape> parse_shape_arg(const std::string& arg) {
-  size_t colon = arg.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    fail("--shape '{}' should look like NAME:1x3x224x224", arg);
-  std::string name = arg.substr(0, colon), dims = arg.substr(colon + 1);
-  Shape s;
-  size_t i = 0;
-  while (i < dims.size()) {
-    size_t j = dims.find_first_of("x,", i);
-    if (j == std::string::npos) j = dims.size();
-    std::string d = dims.substr(i, j - i);
-    if (d.empty() || d.size() > 12 || d.find_first_not_of("0123456789") != std::string::npos)
-      fail("--shape '{}': '{}' is not a non-negative dimension", arg, d);
-    s.push_back(std::stoll(d));
-    i = j + 1;
-    if (j + 1 == dims.size()) fail("--shape '{}' ends with a separator", arg);
+// What execute() measured: the first run's outputs, and the times `brrr run` prints.
+struct Execution {
+  std::vector<Tensor> outputs;
+  double compile_ms = -1;  // Session construction: plan, generated code, libraries (-1: none)
+  double first_ms = 0;     // the first run (pages in buffers, starts threads)
+  std::vector<double> steady_ms;  // the runs after it, sorted
+  int threads = 0;                // CPU: the threads the session ran on
+};
+
+// Runs the prepared model once for its outputs, then `reps` more times: the steady-state
+// latencies, sorted.
+Execution execute(Prepared& p, const std::map<std::string, Tensor>& inputs, int reps) {
+  Execution ex;
+  ex.threads = p.session ? p.session->threads() : 0;
+  auto t0 = std::chrono::steady_clock::now();
+  ex.outputs = p.run(inputs);
+  ex.first_ms = ms_since(t0);
+  for (int r = 0; r < reps; ++r) {
+    t0 = std::chrono::steady_clock::now();
+    (void)p.run(inputs);
+    ex.steady_ms.push_back(ms_since(t0));
   }
-  shape_numel(s);  // rejects overflow
-  return {name, s};
+  std::sort(ex.steady_ms.begin(), ex.steady_ms.end());
+  return ex;
 }
 
 void check_model_path(const std::string& path) {
@@ -98,27 +114,11 @@ void check_model_path(const std::string& path) {
   if (fs::file_size(path, ec) == 0) fail("model file '{}' is empty", path);
 }
 
-// "[batch, 3]": the declared shape with symbolic dims by name.
-std::string declared_str(const Value& v) {
-  std::string s = "[";
-  for (size_t k = 0; k < v.shape.size(); ++k) {
-    if (k) s += ", ";
-    bool named = v.shape[k] < 0 && k < v.dim_names.size() && !v.dim_names[k].empty();
-    s += named ? v.dim_names[k] : v.shape[k] < 0 ? "?" : std::to_string(v.shape[k]);
-  }
-  return s + "]";
-}
-
 // Shapes for every graph input: --data tensors, then --shape, else the declared shape with
-// symbolic dims set to 1 (with a note).
+// symbolic dims set to 1 (with a note: the rule run, bench and doctor share).
 std::map<std::string, Shape> bind_shapes(const Graph& g, const std::map<std::string, Tensor>& data,
                                          const std::vector<std::string>& shape_args) {
-  std::map<std::string, Shape> shapes;
-  for (const auto& a : shape_args) {
-    auto [name, s] = parse_shape_arg(a);
-    if (shapes.count(name)) fail("--shape given twice for '{}'", name);
-    shapes[name] = s;
-  }
+  std::map<std::string, Shape> shapes = parse_shape_args(shape_args);
   for (int id : g.inputs) {
     const Value& v = g.value(id);
     auto d = data.find(v.name);
@@ -132,37 +132,79 @@ std::map<std::string, Shape> bind_shapes(const Graph& g, const std::map<std::str
       }
       if (!fits)
         fail("--data gives input '{}' shape {} but the model declares {}", v.name, shape_str(ds),
-             declared_str(v));
+             declared_shape(v));
       auto s = shapes.find(v.name);
       if (s != shapes.end() && s->second != d->second.shape())
         fail("--shape {}:{} disagrees with the data file's shape {}", v.name, shape_str(s->second),
              shape_str(d->second.shape()));
       shapes[v.name] = d->second.shape();
-      continue;
     }
-    if (shapes.count(v.name)) continue;
-    bool symbolic = false;
-    Shape s = v.shape;
-    for (size_t k = 0; k < s.size(); ++k)
-      if (s[k] < 0) {
-        symbolic = true;
-        std::string dn = k < v.dim_names.size() && !v.dim_names[k].empty() ? v.dim_names[k] : "?";
-        std::fprintf(stderr,
-                     "brrr: note: input '%s' dim %zu ('%s') has no value; using 1 "
-                     "(set it with --shape)\n",
-                     v.name.c_str(), k, dn.c_str());
-        s[k] = 1;
-      }
-    if (symbolic) shapes[v.name] = s;
   }
+  bind_symbolic_dims(g, shapes);
   return shapes;
+}
+
+// "time: load 0.4 ms, compile 120.3 ms, first run 0.52 ms, run 0.031 ms (median of 10, ...)".
+void print_times(double load_ms, const Execution& ex) {
+  std::string s = fmt::format("time: load {:.3g} ms", load_ms);
+  s += ex.compile_ms >= 0 ? fmt::format(", compile {:.4g} ms", ex.compile_ms)
+                          : std::string(", no compile (reference executor)");
+  s += fmt::format(", first run {:.4g} ms", ex.first_ms);
+  const std::vector<double>& t = ex.steady_ms;
+  if (!t.empty())
+    s += fmt::format(", run {:.4g} ms (median of {}, min {:.4g}, max {:.4g})", t[t.size() / 2],
+                     t.size(), t.front(), t.back());
+  std::printf("%s\n", s.c_str());
+}
+
+// --save-outputs DIR is checked before any work: a folder brrr can write, and not the --data
+// folder (its expected outputs would be overwritten by the ones being checked).
+void check_save_dir(const RunOptions& o) {
+  check_output_dir(o.save_outputs, "--save-outputs");
+  std::error_code ec;
+  if (!o.data.empty() && fs::equivalent(o.save_outputs, o.data, ec))
+    fail("--save-outputs '{}' is the --data folder: its output_N.pb files would be replaced",
+         o.save_outputs);
+}
+
+// Writes DIR/input_K.pb (the inputs this run used, --data or synthetic) and DIR/output_K.pb in
+// the ONNX model-zoo test_data_set layout, each TensorProto named after its graph value, so that
+// `brrr run MODEL --data DIR --check` (or onnx.numpy_helper) reads them back.
+void save_test_data(const std::string& dir, const Graph& loaded, const Graph& g,
+                    const std::map<std::string, Tensor>& inputs, const std::vector<Tensor>& outs) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("--save-outputs '{}': cannot create the folder: {}", dir, ec.message());
+  size_t k = 0;
+  for (int id : loaded.inputs) {
+    const std::string& name = loaded.value(id).name;
+    auto it = inputs.find(name);
+    if (it == inputs.end()) continue;  // an initializer's default, not an input of this run
+    save_tensor_pb((fs::path(dir) / fmt::format("input_{}.pb", k++)).string(), it->second, name);
+  }
+  for (size_t i = 0; i < outs.size(); ++i)
+    save_tensor_pb((fs::path(dir) / fmt::format("output_{}.pb", i)).string(), outs[i],
+                   g.value(g.outputs[i]).name);
+  // Numbered files left from an earlier, larger run would be read as part of this set.
+  for (const char* prefix : {"input", "output"}) {
+    size_t n = std::string(prefix) == "input" ? k : outs.size();
+    if (fs::exists(fs::path(dir) / fmt::format("{}_{}.pb", prefix, n), ec))
+      std::fprintf(stderr, "brrr: note: '%s' also holds %s_%zu.pb from before, not from this run\n",
+                   dir.c_str(), prefix, n);
+  }
+  std::printf("saved: %zu inputs and %zu outputs in %s (input_N.pb, output_N.pb)\n", k,
+              outs.size(), dir.c_str());
 }
 
 int run_command(const RunOptions& o) {
   check_model_path(o.model);
   if (o.check && o.data.empty()) fail("--check needs --data DIR with output_N.pb files");
   if (!(o.rtol >= 0) || !(o.atol >= 0)) fail("--rtol and --atol must be non-negative");
+  check_backend_options(o.backend, o.threads, o.precision);
+  if (!o.save_outputs.empty()) check_save_dir(o);
+  auto load_start = std::chrono::steady_clock::now();
   Graph g = load_onnx(o.model);
+  double load_ms = ms_since(load_start);
 
   std::map<std::string, Tensor> inputs;
   std::vector<std::string> output_files;
@@ -177,16 +219,22 @@ int run_command(const RunOptions& o) {
     }
   }
 
-  Prepared ex = prepare(g, bind_shapes(g, inputs, o.shapes), o);
-  g = ex.graph();
+  const Graph loaded = g;
+  auto compile_start = std::chrono::steady_clock::now();
+  Prepared prepared = prepare(loaded, bind_shapes(loaded, inputs, o.shapes), o);
+  double compile_ms = o.backend == "reference" ? -1 : ms_since(compile_start);
+  g = prepared.graph();
   for (int id : g.inputs)
     if (!inputs.count(g.value(id).name) && !g.value(id).default_value.defined())
       inputs[g.value(id).name] = random_tensor(g.value(id).dtype, g.value(id).shape, uint64_t(id));
 
-  std::vector<Tensor> outs = ex.run(inputs);
+  Execution ex = execute(prepared, inputs, o.reps);
+  ex.compile_ms = compile_ms;
+  const std::vector<Tensor>& outs = ex.outputs;
 
-  std::printf("model: %s (%zu nodes after preparation), backend: %s\n", o.model.c_str(),
-              g.nodes.size(), o.backend.c_str());
+  std::printf("model: %s (%zu nodes after preparation), backend: %s%s\n", o.model.c_str(),
+              g.nodes.size(), o.backend.c_str(),
+              ex.threads > 0 ? fmt::format(", {} thread{}", ex.threads, ex.threads == 1 ? "" : "s").c_str() : "");
   if (o.data.empty() && !g.inputs.empty()) std::printf("inputs: synthetic (no --data given)\n");
   for (size_t i = 0; i < outs.size(); ++i) {
     const Tensor& t = outs[i];
@@ -194,6 +242,8 @@ int run_command(const RunOptions& o) {
                 std::string(dtype_name(t.dtype())).c_str(), shape_str(t.shape()).c_str(),
                 tensor_summary(t).c_str());
   }
+  print_times(load_ms, ex);
+  if (!o.save_outputs.empty()) save_test_data(o.save_outputs, loaded, g, inputs, outs);
   if (!o.check) return 0;
 
   std::vector<Tensor> expected = load_expected_outputs(g, output_files);
@@ -241,14 +291,20 @@ void setup_run(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda", "reference"}));
   cmd->add_option("--precision", opts->precision,
                   "cuda: precision of matrix products: fp32, tf32, bf16 or fp16 (weights cast "
-                  "once, fp32 accumulate)")
+                  "once, fp32 accumulate); cpu and reference: fp32 only")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   cmd->add_flag("--no-graphs", opts->no_graphs, "cuda: launch kernels one by one (no CUDA Graph)");
   cmd->add_flag("--no-fusion", opts->no_fusion, "one generated kernel per op");
-  cmd->add_option("--shape", opts->shapes, "input shape, NAME:1x3x224x224 (repeatable)");
-  cmd->add_option("--rtol", opts->rtol, "relative tolerance for --check (default 1e-4)");
-  cmd->add_option("--atol", opts->atol,
-                  "absolute tolerance for --check, times max|expected| (default 1e-6)");
+  add_shape_option(cmd, opts->shapes);
+  add_threads_option(cmd, opts->threads);
+  cmd->add_option("--reps", opts->reps,
+                  "timed runs after the first (the median is the steady-state latency)")
+      ->check(CLI::Range(0, 1000000));
+  cmd->add_option("--save-outputs", opts->save_outputs,
+                  "write the inputs and outputs as DIR/input_N.pb and output_N.pb (a "
+                  "test_data_set folder)");
+  cmd->add_option("--rtol", opts->rtol, "relative tolerance for --check");
+  cmd->add_option("--atol", opts->atol, "absolute tolerance for --check, times max|expected|");
   cmd->callback([opts] {
     std::fflush(stdout);
     int rc = run_command(*opts);
