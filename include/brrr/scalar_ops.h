@@ -56,7 +56,6 @@ BRRR_SCALAR_FN float brrr_gelu_tanh(float x) {
 }
 
 /* Elementwise activations and helpers (ONNX semantics; NaN propagates unless noted). */
-BRRR_SCALAR_FN float brrr_gelu_none(float x) { return brrr_gelu_erf(x); }
 BRRR_SCALAR_FN float brrr_leaky_relu(float x, float alpha) { return x < 0.0f ? alpha * x : x; }
 BRRR_SCALAR_FN float brrr_prelu(float x, float slope) { return x < 0.0f ? slope * x : x; }
 BRRR_SCALAR_FN float brrr_thresholded_relu(float x, float alpha) { return x > alpha ? x : 0.0f; }

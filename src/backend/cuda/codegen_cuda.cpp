@@ -8,11 +8,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <cstring>
 #include <set>
 
+#include "backend/cpu/codegen_cpp.hpp"
 #include "brrr/error.hpp"
 
 namespace brrr::cuda {
@@ -146,9 +145,21 @@ static __device__ __forceinline__ float brrr_block_reduce(float v, float* red) {
 }
 )";
 
-// C literals and {k} -> eN substitution are shared by both emitters (plan/kernel_ir.hpp).
 using plan::float_lit;
-using plan::subst;
+
+// NVRTC compiles the C-style forms (with brrr/scalar_ops.h) as they are; a kernel whose results
+// are all stored in 16 bits overrides two: the erf GELU through erfc's fit (brrr_gelu_erf16), and
+// exp through the hardware exp2 (__expf: a few units in the float's last place, far under a
+// 16-bit rounding).
+const cpu::CodeForOp& code_for_op(bool stores16) {
+  static const cpu::CodeForOp table16 = [] {
+    cpu::CodeForOp t = cpu::c_code_for_op();
+    t[size_t(ScalarOp::Exp)] = "__expf({0})";
+    t[size_t(ScalarOp::GeluErf)] = "brrr_gelu_erf16({0})";
+    return t;
+  }();
+  return stores16 ? table16 : cpu::c_code_for_op();
+}
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t pow2_ceil(int64_t v) {
@@ -251,21 +262,7 @@ class KernelEmitter {
     switch (e.kind) {
       case Expr::Const: return float_lit(e.constant);
       case Expr::Load: return load;
-      case Expr::Pointwise: {
-        std::string c = subst(e.code, e.args);
-        if (stores16()) {
-          // 16-bit results: the erf GELU through erfc's fit, and exp through the hardware
-          // exp2 (__expf: a few units in the float's last place, far under a 16-bit rounding).
-          for (const char* f : {"brrr_gelu_none(", "brrr_gelu_erf("})
-            for (size_t p = c.find(f); p != std::string::npos; p = c.find(f, p))
-              c.replace(p, std::strlen(f), "brrr_gelu_erf16(");
-          for (size_t p = c.find("expf("); p != std::string::npos; p = c.find("expf(", p + 2)) {
-            bool word = p == 0 || !(std::isalnum(static_cast<unsigned char>(c[p - 1])) || c[p - 1] == '_');
-            if (word) c.replace(p, 5, "__expf(");
-          }
-        }
-        return c;
-      }
+      case Expr::Pointwise: return cpu::render_pointwise(code_for_op(stores16()), e);
       case Expr::Reduce: break;
     }
     BRRR_ASSERT(false, "reduce has no inline value");
@@ -541,9 +538,7 @@ class KernelEmitter {
       int64_t budget = 64 - int64_t(PER_) * V_ * int64_t(per_row.size());
       for (size_t id = 0; id < k_.exprs.size(); ++id) {
         const Expr& e = k_.exprs[id];
-        bool call = e.kind == Expr::Pointwise && e.level == 0 &&
-                    e.code.find('(') != std::string::npos && e.code.find('(') > 0 &&
-                    std::isalpha(static_cast<unsigned char>(e.code[e.code.find('(') - 1]));
+        bool call = e.kind == Expr::Pointwise && e.level == 0 && plan::scalar_op_is_call(e.op);
         if (call && budget >= int64_t(PER_) * V_) {
           memo_slots_.insert(int(id));
           budget -= int64_t(PER_) * V_;
