@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <unordered_map>
 #include <map>
+
+#include "backend/embedded_headers.hpp"
 
 namespace brrr::cpu {
 
@@ -23,19 +23,9 @@ using plan::ReduceKind;
 
 namespace {
 
-// scalar_ops.h is pasted into each source so the generated file stands alone and its hash covers
-// the scalar math it uses.
-std::string scalar_ops_text() {
-  static const std::string text = [] {
-    std::ifstream f(BRRR_INCLUDE_DIR "/brrr/scalar_ops.h");
-    BRRR_CHECK(f.good(), "cannot read {} (needed by the code generator)",
-               BRRR_INCLUDE_DIR "/brrr/scalar_ops.h");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  }();
-  return text;
-}
+// scalar_ops.h (embedded at build time) is pasted into each source so the generated file stands
+// alone and its hash covers the scalar math it uses.
+std::string scalar_ops_text() { return embedded_header("brrr/scalar_ops.h"); }
 
 const char* kVectorMath[] = {"expf",  "logf",  "cosf",  "sinf",  "tanhf", "erff",
                              "exp2f", "log2f", "tanf",  "atanf", "expm1f", "log1pf"};
