@@ -1,6 +1,7 @@
 // Unary elementwise ops: math functions and activations. Each reference lambda is generic over
 // the compute type (float for f32 / f16 / bf16, double for f64, the integer itself for ints) and
-// writes the same formula as its scalar_ops.h helper, so fused and unfused f32 results agree.
+// calls the generic form (namespace brrr_scalar, brrr/scalar_ops.h) of the function generated code
+// calls, so each formula is written once and fused and unfused f32 results agree.
 #include <cmath>
 
 #include "ops/elementwise_util.hpp"
@@ -90,7 +91,7 @@ void add_signed_math(OpTable& t) {
       if constexpr (std::is_unsigned_v<C>)
         return C(x != 0);
       else
-        return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);  // keeps NaN
+        return brrr_scalar::sign(x);  // keeps NaN
     };
   });
   // Relu keeps NaN (numpy clip in the ONNX reference); opset 14 added signed integers.
@@ -100,27 +101,27 @@ void add_signed_math(OpTable& t) {
       if constexpr (std::is_unsigned_v<C>)
         return x;
       else
-        return x < C(0) ? C(0) : x;
+        return brrr_scalar::relu(x);
     };
   });
 }
 
 void add_activations(OpTable& t) {
   add_unary<kFloat>(t, "Sigmoid", 6, pointwise_of(ScalarOp::Sigmoid, 1), 2, {{"exp", 1}},
-                    BRRR_FN(C(1) / (C(1) + std::exp(-x))));
+                    BRRR_FN(brrr_scalar::sigmoid(x)));
   add_unary<kFloat>(t, "LeakyRelu", 6, [](const Node& n) { return PointwiseForm{ScalarOp::LeakyRelu, {{0, 0, false}, attr_operand(n, "alpha", 0.01)}, false}; }, 2, {},
                     [](const Node& n) {
                       float alpha = n.attr_float("alpha", 0.01f);
                       return [alpha](auto x) {
                         using C = decltype(x);
-                        return x < C(0) ? C(alpha) * x : x;
+                        return brrr_scalar::leaky_relu(x, C(alpha));
                       };
                     });
   add_unary<kFloat>(t, "Elu", 6, [](const Node& n) { return PointwiseForm{ScalarOp::Elu, {{0, 0, false}, attr_operand(n, "alpha", 1.0)}, false}; }, 2, {{"exp", 1}}, [](const Node& n) {
     float alpha = n.attr_float("alpha", 1.0f);
     return [alpha](auto x) {
       using C = decltype(x);
-      return x < C(0) ? C(alpha) * std::expm1(x) : x;
+      return brrr_scalar::elu(x, C(alpha));
     };
   });
   add_unary<kFloat>(
@@ -131,7 +132,7 @@ void add_activations(OpTable& t) {
         float gamma = n.attr_float("gamma", 1.05070102214813232421875f);
         return [alpha, gamma](auto x) {
           using C = decltype(x);
-          return x > C(0) ? C(gamma) * x : C(gamma) * (C(alpha) * std::exp(x) - C(alpha));
+          return brrr_scalar::selu(x, C(alpha), C(gamma));
         };
       });
   add_unary<kFloat>(t, "Celu", 12, [](const Node& n) { return PointwiseForm{ScalarOp::Celu, {{0, 0, false}, attr_operand(n, "alpha", 1.0)}, false}; }, 3, {{"exp", 1}},
@@ -139,7 +140,7 @@ void add_activations(OpTable& t) {
                       float alpha = n.attr_float("alpha", 1.0f);
                       return [alpha](auto x) {
                         using C = decltype(x);
-                        return x > C(0) ? x : C(alpha) * std::expm1(x / C(alpha));
+                        return brrr_scalar::celu(x, C(alpha));
                       };
                     });
   add_unary<kFloat>(t, "ThresholdedRelu", 10, [](const Node& n) { return PointwiseForm{ScalarOp::ThresholdedRelu, {{0, 0, false}, attr_operand(n, "alpha", 1.0)}, false}; }, 1, {},
@@ -147,7 +148,7 @@ void add_activations(OpTable& t) {
                       float alpha = n.attr_float("alpha", 1.0f);
                       return [alpha](auto x) {
                         using C = decltype(x);
-                        return x > C(alpha) ? x : C(0);
+                        return brrr_scalar::thresholded_relu(x, C(alpha));
                       };
                     });
   add_unary<kFloat>(t, "HardSigmoid", 6, [](const Node& n) { return PointwiseForm{ScalarOp::HardSigmoid, {{0, 0, false}, attr_operand(n, "alpha", 0.2), attr_operand(n, "beta", 0.5)}, false}; }, 4, {},
@@ -155,30 +156,17 @@ void add_activations(OpTable& t) {
                       float alpha = n.attr_float("alpha", 0.2f), beta = n.attr_float("beta", 0.5f);
                       return [alpha, beta](auto x) {
                         using C = decltype(x);
-                        C y = C(alpha) * x + C(beta);
-                        return y < C(0) ? C(0) : (y > C(1) ? C(1) : y);
+                        return brrr_scalar::hardsigmoid(x, C(alpha), C(beta));
                       };
                     });
-  add_unary<kFloat>(t, "HardSwish", 14, pointwise_of(ScalarOp::HardSwish, 1), 5, {}, [](const Node&) {
-    return [](auto x) {
-      using C = decltype(x);
-      C y = C(1) / C(6) * x + C(0.5);  // brrr_hardsigmoid(x, 1/6, 0.5)
-      return x * (y < C(0) ? C(0) : (y > C(1) ? C(1) : y));
-    };
-  });
-  // log(1 + exp(x)) in the overflow-free form of brrr_softplus.
-  auto softplus = [](auto x) {
-    using C = decltype(x);
-    return x > C(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-  };
+  add_unary<kFloat>(t, "HardSwish", 14, pointwise_of(ScalarOp::HardSwish, 1), 5, {},
+                    BRRR_FN(brrr_scalar::hardswish(x)));
   add_unary<kFloat>(t, "Softplus", 1, pointwise_of(ScalarOp::Softplus, 1), 2, {{"exp", 1}, {"log", 1}},
-                    [softplus](const Node&) { return softplus; });
+                    BRRR_FN(brrr_scalar::softplus(x)));
   add_unary<kFloat>(t, "Softsign", 1, pointwise_of(ScalarOp::Softsign, 1), 3, {},
-                    BRRR_FN(x / (C(1) + std::fabs(x))));
+                    BRRR_FN(brrr_scalar::softsign(x)));
   add_unary<kFloat>(t, "Mish", 18, pointwise_of(ScalarOp::Mish, 1), 3, {{"exp", 1}, {"log", 1}, {"tanh", 1}},
-                    [softplus](const Node&) {
-                      return [softplus](auto x) { return x * std::tanh(softplus(x)); };
-                    });
+                    BRRR_FN(brrr_scalar::mish(x)));
 
   // Gelu (opset 20): approximate = "none" (erf) or "tanh"; the pointwise helper name carries it.
   OpDef gelu =
@@ -188,11 +176,7 @@ void add_activations(OpTable& t) {
       }, 4, {}, [](const Node& n) {
         bool tanh_form = n.attr_string("approximate", "none") == "tanh";
         return [tanh_form](auto x) {
-          using C = decltype(x);
-          if (tanh_form)
-            return C(0.5) * x *
-                   (C(1) + std::tanh(C(0.7978845608028654) * (x + C(0.044715) * x * x * x)));
-          return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752)));
+          return tanh_form ? brrr_scalar::gelu_tanh(x) : brrr_scalar::gelu_erf(x);
         };
       });
   gelu.infer = [](InferCtx& c) {
