@@ -97,6 +97,20 @@ ScalarOperand attr_operand(const Node& n, const std::string& name, double dflt, 
 ScalarOperand input_or_attr(const Node& n, int i, const std::string& name);
 int attr_choice(const Node& n, const std::string& name, const std::vector<std::string>& words);
 
+// How the fuser (src/plan/fusion.cpp) lowers a node of an op into generated code, when its
+// dtypes and attributes allow (can_fuse); otherwise the node runs as a library call (chosen by the
+// planner) or by its reference kernel.
+enum class Lowering : uint8_t {
+  None,       // no generated form
+  Pointwise,  // one scalar function per element (`pointwise`)
+  Reduction,  // `reduce` over the last axis
+  Softmax,    // a row kernel: max, exp, sum, one reciprocal
+  LayerNorm,  // a row kernel: mean, variance, scale and shift
+  View,       // an index remap of the input (Transpose): strides, no arithmetic
+  Copy,       // the same elements under a new shape (Reshape, Flatten, Squeeze, ...)
+};
+enum class ReduceKind : uint8_t { Sum, Max, Mean };
+
 struct OpDef {
   std::string name;
   std::string domain;  // "" = ai.onnx
@@ -111,6 +125,12 @@ struct OpDef {
   // a node whose attributes the form cannot take throws brrr::Error (the fuser then leaves it
   // to the reference kernel, with that reason).
   std::function<PointwiseForm(const Node&)> pointwise;
+  // Its generated-code lowering (Pointwise is set by OpTable::add for ops with a `pointwise`
+  // form), the reduction a Reduction computes, and the node-specific condition for it: "" when
+  // this node can be lowered so, else why not (as the fusion boundary then says).
+  Lowering lowering = Lowering::None;
+  ReduceKind reduce = ReduceKind::Sum;
+  std::function<std::string(const Graph&, const Node&)> can_fuse;
   // Constant folding may run this op at load time (false for ops with huge or random outputs).
   bool foldable = true;
   // Output depends only on the inputs' shapes and dtypes (Shape, Size): folds even when the

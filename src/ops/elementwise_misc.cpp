@@ -172,6 +172,7 @@ void add_casts(OpTable& t) {
     d.reference = [](KernelCtx& k) { k.outputs[0] = k.inputs[0].clone(); };
     d.cost = bytes_in0_out0;
     d.pointwise = pointwise_of(ScalarOp::Identity, 1);
+    d.lowering = Lowering::Copy;  // a copy when the dtype stays; else the scalar identity
     t.add(std::move(d));
   }
 }

@@ -77,10 +77,6 @@ bool all_float(const Graph& g, const Node& n, TypeSet ts) {
 }
 bool all_f32(const Graph& g, const Node& n) { return all_float(g, n, {}); }
 
-bool is_last_axis(int64_t axis, size_t rank) {
-  return rank > 0 && (axis == int64_t(rank) - 1 || axis == -1);
-}
-
 // A reduction over two or more trailing axes (the fused kernels take the last axis alone).
 bool trailing_reduce(const Graph& g, const Node& n) {
   if (n.inputs.empty() || n.inputs[0] < 0) return false;
@@ -193,8 +189,8 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts) {
     info.kind = NodeKind::Library;
     return info;
   }
-  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
-      op == "Identity") {
+  const Lowering lowering = n.def ? n.def->lowering : Lowering::None;
+  if (lowering == Lowering::Copy) {
     if (n.outputs.size() == 1 && g.value(n.inputs[0]).dtype == g.value(n.outputs[0]).dtype) {
       info.kind = NodeKind::Copy;
       return info;
@@ -204,7 +200,6 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts) {
     return other(fmt::format("{} is not float32{}{} (generated kernels compute in float32)", op,
                              ts.float16 ? ", bfloat16, float16" : "",
                              ts.booleans ? " or bool" : ""));
-  size_t rank = n.inputs.empty() || n.inputs[0] < 0 ? 0 : g.value(n.inputs[0]).shape.size();
   if (n.def && n.def->pointwise) {
     // Attributes become immediates, omitted optional inputs NaN ("no bound").
     try {
@@ -218,38 +213,20 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts) {
     info.kind = NodeKind::Pointwise;
     return info;
   }
-  if (op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMean") {
-    std::vector<int64_t> axes = n.attr_ints("axes");
-    if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
-      const Tensor& a = g.value(n.inputs[1]).constant;
-      if (!a.defined()) return other("reduction axes are not constant");
-      axes = a.to_int64_vector();
-    }
-    if (axes.empty() && rank == 1) axes = {0};
-    if (axes.size() != 1 || !is_last_axis(axes[0], rank))
-      return other(fmt::format("{} reduces over axes other than the last one", op));
-    info.kind = NodeKind::Reduce;
-    info.reduce = op == "ReduceSum" ? ReduceKind::Sum
-                  : op == "ReduceMax" ? ReduceKind::Max
-                                      : ReduceKind::Mean;
-    return info;
+  // Reductions, row kernels and views: the op's own condition, then the kind of IR it becomes.
+  if (lowering != Lowering::None && lowering != Lowering::Copy && n.def->can_fuse) {
+    std::string why = n.def->can_fuse(g, n);
+    if (!why.empty()) return other(why);
   }
-  if (op == "Softmax") {
-    if (!is_last_axis(n.attr_int("axis", -1), rank)) return other("Softmax over a non-last axis");
-    info.kind = NodeKind::Softmax;
-    return info;
-  }
-  if (op == "LayerNormalization") {
-    if (!is_last_axis(n.attr_int("axis", -1), rank))
-      return other("LayerNormalization over more than the last axis");
-    for (size_t i = 1; i < n.outputs.size(); ++i)
-      if (n.outputs[i] >= 0) return other("LayerNormalization's Mean/InvStdDev outputs are used");
-    info.kind = NodeKind::LayerNorm;
-    return info;
-  }
-  if (op == "Transpose") {
-    info.kind = NodeKind::Transpose;
-    return info;
+  switch (lowering) {
+    case Lowering::Reduction:
+      info.kind = NodeKind::Reduce;
+      info.reduce = n.def->reduce;
+      return info;
+    case Lowering::Softmax: info.kind = NodeKind::Softmax; return info;
+    case Lowering::LayerNorm: info.kind = NodeKind::LayerNorm; return info;
+    case Lowering::View: info.kind = NodeKind::Transpose; return info;
+    default: break;
   }
   return other(fmt::format("{} has no generated kernel", op));
 }

@@ -14,7 +14,7 @@ namespace brrr::plan {
 enum class KernelKind { Fused, Library, Copy, Reference };
 std::string_view kernel_kind_name(KernelKind k);
 
-enum class ReduceKind { Sum, Max, Mean };
+using brrr::ReduceKind;  // Sum, Max, Mean (brrr/op.hpp)
 
 // One node of a fused kernel's expression DAG. Expressions are float32 and live either per
 // element of the index space (level 0) or per row (level 1: constant along the last axis).
