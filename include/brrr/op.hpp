@@ -1,6 +1,7 @@
 // The op table: one OpDef per op (DESIGN.md section 2). Shape inference, dtype rule, cost model,
-// class, reference CPU kernel and, for pointwise ops, the scalar expression the code generators emit.
+// class, reference CPU kernel and, for pointwise ops, the scalar function the code generators emit.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -56,6 +57,60 @@ struct Cost {
   double bytes = 0;                       // compulsory: inputs read once, outputs written once
 };
 
+// The scalar functions generated kernels compute, one per formula (brrr/scalar_ops.h holds the
+// ones that are not a C operator or libm call). Ops of the op table map onto these; the emitters
+// render each through their code_for_op tables (backend/cpu/codegen_cpp.hpp), so no C text of an
+// op lives in the IR. CosUnit and SinUnit are Cos and Sin of an argument proven to lie in [-1, 1]
+// (plan/value_range.hpp).
+enum class ScalarOp : uint8_t {
+  Identity, Add, Sub, Mul, Div, Pow, ModNumpy, ModFmod, Where,
+  Equal, Less, LessOrEqual, Greater, GreaterOrEqual, And, Or, Xor, Not, Min, Max,
+  Sqrt, Reciprocal, Exp, Log, Tanh, Erf, Cos, Sin, Tan, Acos, Asin, Atan, Sinh, Cosh,
+  Floor, Ceil, Round, Neg, Abs, Sign, Relu, Sigmoid, LeakyRelu, Elu, Selu, Celu,
+  ThresholdedRelu, HardSigmoid, HardSwish, Softplus, Softsign, Mish, GeluErf, GeluTanh,
+  IsNaN, IsInf, Clip, PRelu, CosUnit, SinUnit,
+  Count  // number of ops, not an op
+};
+std::string_view scalar_op_name(ScalarOp op);
+
+// One operand of a pointwise form: node input `input`, or (input -1) the immediate `imm`, an
+// attribute's number (`integer`: it was an INT attribute). NaN as an immediate is "no bound".
+struct ScalarOperand {
+  int input = -1;
+  double imm = 0;
+  bool integer = false;
+};
+
+struct PointwiseForm {
+  ScalarOp op = ScalarOp::Identity;
+  std::vector<ScalarOperand> operands;
+  bool fold = false;  // variadic (Sum, Min, Max): the binary op folded over every input
+};
+
+// The form `op` over node inputs 0..arity-1 (the pointwise lowering of most ops).
+std::function<PointwiseForm(const Node&)> pointwise_of(ScalarOp op, int arity);
+// Operand helpers for lowerings with attributes: the number attribute `name` (`dflt` when
+// absent; `want_int`: it must be an INT), input i when present, else attribute `name`, else NaN;
+// and the index of the STRING/INT attribute's value in `words` (0 when absent). Each throws
+// brrr::Error naming the node when the attribute has the wrong type or value.
+ScalarOperand attr_operand(const Node& n, const std::string& name, double dflt, bool want_int = false);
+ScalarOperand input_or_attr(const Node& n, int i, const std::string& name);
+int attr_choice(const Node& n, const std::string& name, const std::vector<std::string>& words);
+
+// How the fuser (src/plan/fusion.cpp) lowers a node of an op into generated code, when its
+// dtypes and attributes allow (can_fuse); otherwise the node runs as a library call (chosen by the
+// planner) or by its reference kernel.
+enum class Lowering : uint8_t {
+  None,       // no generated form
+  Pointwise,  // one scalar function per element (`pointwise`)
+  Reduction,  // `reduce` over the last axis
+  Softmax,    // a row kernel: max, exp, sum, one reciprocal
+  LayerNorm,  // a row kernel: mean, variance, scale and shift
+  View,       // an index remap of the input (Transpose): strides, no arithmetic
+  Copy,       // the same elements under a new shape (Reshape, Flatten, Squeeze, ...)
+};
+enum class ReduceKind : uint8_t { Sum, Max, Mean };
+
 struct OpDef {
   std::string name;
   std::string domain;  // "" = ai.onnx
@@ -65,12 +120,17 @@ struct OpDef {
   std::function<void(KernelCtx&)> reference;
   // Arithmetic of the node given inferred shapes; bytes are filled in by op_cost() when left 0.
   std::function<Cost(const Graph&, const Node&)> cost;
-  // Pointwise ops: a C expression over inputs {0}, {1}, ... using functions from
-  // include/brrr/scalar_ops.h, shared by the CPU and CUDA code generators. Empty if not pointwise.
-  // Placeholders: {name=default} is the node's number attribute `name` (default when absent) as
-  // a C literal; {name@w0,w1} is the word, of the template's own, that a STRING/INT attribute
-  // equals (w0 when absent); {i|name} is input i, else attribute `name`; see expand_pointwise().
-  std::string pointwise;
+  // Pointwise ops: how a node becomes one scalar function of its inputs and attributes (empty if
+  // not pointwise). Both code generators render the ScalarOp through their code_for_op tables;
+  // a node whose attributes the form cannot take throws brrr::Error (the fuser then leaves it
+  // to the reference kernel, with that reason).
+  std::function<PointwiseForm(const Node&)> pointwise;
+  // Its generated-code lowering (Pointwise is set by OpTable::add for ops with a `pointwise`
+  // form), the reduction a Reduction computes, and the node-specific condition for it: "" when
+  // this node can be lowered so, else why not (as the fusion boundary then says).
+  Lowering lowering = Lowering::None;
+  ReduceKind reduce = ReduceKind::Sum;
+  std::function<std::string(const Graph&, const Node&)> can_fuse;
   // Constant folding may run this op at load time (false for ops with huge or random outputs).
   bool foldable = true;
   // Output depends only on the inputs' shapes and dtypes (Shape, Size): folds even when the
@@ -91,14 +151,6 @@ class OpTable {
 
 // Cost of node `n` (cost() plus compulsory bytes from the inferred shapes).
 Cost op_cost(const Graph& g, const Node& n);
-
-// The C expression of a pointwise node: def.pointwise with {i} replaced by args[i], an omitted
-// optional input (node input -1 or i >= args.size()) by NAN ("no bound" to the helpers), {i|name}
-// by input i or else attribute `name`, {name=default} by the attribute as a float or int literal,
-// {name@w0,...} by the matching template word: no text of the model reaches the expression.
-// Sum/Min/Max fold their two-input form over all args. Throws brrr::Error for an op with no
-// pointwise form.
-std::string expand_pointwise(const OpDef& def, const Node& n, const std::vector<std::string>& args);
 
 // One registration function per op family (src/ops/<family>.cpp).
 void register_elementwise_ops(OpTable& t);

@@ -1,6 +1,8 @@
 /* Scalar math shared by the reference kernels and both code generators (C++ and CUDA via NVRTC),
-   so fused and unfused kernels compute the same function. Plain C-compatible inline functions on
-   float; BRRR_SCALAR_FN expands to the right qualifiers for each compiler. */
+   so fused and unfused kernels compute the same function: inline functions on float for
+   generated code, over generic forms (namespace brrr_scalar) the reference kernels call at their
+   compute type. Every consumer compiles it as C++; BRRR_SCALAR_FN expands to the right
+   qualifiers for each compiler. */
 #ifndef BRRR_SCALAR_OPS_H
 #define BRRR_SCALAR_OPS_H
 
@@ -18,14 +20,63 @@
 #define BRRR_SCALAR_FN static inline
 #endif
 
-/* Relu keeps NaN (as numpy's clip in the ONNX reference does). */
-BRRR_SCALAR_FN float brrr_relu(float x) { return x < 0.0f ? 0.0f : x; }
-BRRR_SCALAR_FN float brrr_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-BRRR_SCALAR_FN float brrr_hardsigmoid(float x, float alpha, float beta) {
-  float y = alpha * x + beta;
-  return y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y);
+/* The activations' formulas, written once as templates over the compute type: the reference
+   kernels (src/ops/elementwise_unary.cpp) call them at float (float32, float16, bfloat16) and
+   double, and the C functions below that generated code calls are these at float. The math they
+   call is picked by overload, so float calls the same libm functions as before (expf, not exp). */
+namespace brrr_scalar {
+BRRR_SCALAR_FN float exp_(float x) { return expf(x); }
+BRRR_SCALAR_FN double exp_(double x) { return exp(x); }
+BRRR_SCALAR_FN float expm1_(float x) { return expm1f(x); }
+BRRR_SCALAR_FN double expm1_(double x) { return expm1(x); }
+BRRR_SCALAR_FN float log1p_(float x) { return log1pf(x); }
+BRRR_SCALAR_FN double log1p_(double x) { return log1p(x); }
+BRRR_SCALAR_FN float tanh_(float x) { return tanhf(x); }
+BRRR_SCALAR_FN double tanh_(double x) { return tanh(x); }
+BRRR_SCALAR_FN float erf_(float x) { return erff(x); }
+BRRR_SCALAR_FN double erf_(double x) { return erf(x); }
+BRRR_SCALAR_FN float fabs_(float x) { return fabsf(x); }
+BRRR_SCALAR_FN double fabs_(double x) { return fabs(x); }
+
+/* Relu keeps NaN (as numpy's clip in the ONNX reference does); integers too. */
+template <class T> BRRR_SCALAR_FN T relu(T x) { return x < T(0) ? T(0) : x; }
+template <class T> BRRR_SCALAR_FN T sigmoid(T x) { return T(1) / (T(1) + exp_(-x)); }
+template <class T> BRRR_SCALAR_FN T hardsigmoid(T x, T alpha, T beta) {
+  T y = alpha * x + beta;
+  return y < T(0) ? T(0) : (y > T(1) ? T(1) : y);
 }
-BRRR_SCALAR_FN float brrr_hardswish(float x) { return x * brrr_hardsigmoid(x, 1.0f / 6.0f, 0.5f); }
+template <class T> BRRR_SCALAR_FN T hardswish(T x) { return x * hardsigmoid(x, T(1) / T(6), T(0.5)); }
+template <class T> BRRR_SCALAR_FN T gelu_erf(T x) {
+  return T(0.5) * x * (T(1) + erf_(x * T(0.70710678118654752)));
+}
+template <class T> BRRR_SCALAR_FN T gelu_tanh(T x) {
+  return T(0.5) * x * (T(1) + tanh_(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
+}
+template <class T> BRRR_SCALAR_FN T leaky_relu(T x, T alpha) { return x < T(0) ? alpha * x : x; }
+template <class T> BRRR_SCALAR_FN T thresholded_relu(T x, T alpha) { return x > alpha ? x : T(0); }
+template <class T> BRRR_SCALAR_FN T elu(T x, T alpha) { return x < T(0) ? alpha * expm1_(x) : x; }
+template <class T> BRRR_SCALAR_FN T selu(T x, T alpha, T gamma) {
+  return x > T(0) ? gamma * x : gamma * (alpha * exp_(x) - alpha);
+}
+template <class T> BRRR_SCALAR_FN T celu(T x, T alpha) {
+  return x > T(0) ? x : alpha * expm1_(x / alpha);
+}
+/* log(1 + exp(x)) without overflow for large x. */
+template <class T> BRRR_SCALAR_FN T softplus(T x) {
+  return x > T(0) ? x + log1p_(exp_(-x)) : log1p_(exp_(x));
+}
+template <class T> BRRR_SCALAR_FN T softsign(T x) { return x / (T(1) + fabs_(x)); }
+template <class T> BRRR_SCALAR_FN T mish(T x) { return x * tanh_(softplus(x)); }
+/* NaN stays NaN; unsigned values are 0 or positive. */
+template <class T> BRRR_SCALAR_FN T sign(T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x); }
+}  /* namespace brrr_scalar */
+
+BRRR_SCALAR_FN float brrr_relu(float x) { return brrr_scalar::relu(x); }
+BRRR_SCALAR_FN float brrr_sigmoid(float x) { return brrr_scalar::sigmoid(x); }
+BRRR_SCALAR_FN float brrr_hardsigmoid(float x, float alpha, float beta) {
+  return brrr_scalar::hardsigmoid(x, alpha, beta);
+}
+BRRR_SCALAR_FN float brrr_hardswish(float x) { return brrr_scalar::hardswish(x); }
 /* cos and sin for |x| <= 1 (the fuser proves the range; see src/plan/value_range.hpp): Taylor
    polynomials in x^2 with no range reduction. The first omitted terms, x^14/14! and x^13/13!, are
    below 2e-10 at |x| = 1, far under float32's rounding. cos adds 1 - x^2/2 with its rounding
@@ -50,30 +101,22 @@ BRRR_SCALAR_FN float brrr_sin_unit(float x) {
   p = p * z - 1.66666667e-1f;          /* 1/3! */
   return copysignf((p * z) * x + x, x);
 }
-BRRR_SCALAR_FN float brrr_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-BRRR_SCALAR_FN float brrr_gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+BRRR_SCALAR_FN float brrr_gelu_erf(float x) { return brrr_scalar::gelu_erf(x); }
+BRRR_SCALAR_FN float brrr_gelu_tanh(float x) { return brrr_scalar::gelu_tanh(x); }
+BRRR_SCALAR_FN float brrr_leaky_relu(float x, float alpha) { return brrr_scalar::leaky_relu(x, alpha); }
+BRRR_SCALAR_FN float brrr_prelu(float x, float slope) { return brrr_scalar::leaky_relu(x, slope); }
+BRRR_SCALAR_FN float brrr_thresholded_relu(float x, float alpha) {
+  return brrr_scalar::thresholded_relu(x, alpha);
 }
-
-/* Elementwise activations and helpers (ONNX semantics; NaN propagates unless noted). */
-BRRR_SCALAR_FN float brrr_gelu_none(float x) { return brrr_gelu_erf(x); }
-BRRR_SCALAR_FN float brrr_leaky_relu(float x, float alpha) { return x < 0.0f ? alpha * x : x; }
-BRRR_SCALAR_FN float brrr_prelu(float x, float slope) { return x < 0.0f ? slope * x : x; }
-BRRR_SCALAR_FN float brrr_thresholded_relu(float x, float alpha) { return x > alpha ? x : 0.0f; }
-BRRR_SCALAR_FN float brrr_elu(float x, float alpha) { return x < 0.0f ? alpha * expm1f(x) : x; }
+BRRR_SCALAR_FN float brrr_elu(float x, float alpha) { return brrr_scalar::elu(x, alpha); }
 BRRR_SCALAR_FN float brrr_selu(float x, float alpha, float gamma) {
-  return x > 0.0f ? gamma * x : gamma * (alpha * expf(x) - alpha);
+  return brrr_scalar::selu(x, alpha, gamma);
 }
-BRRR_SCALAR_FN float brrr_celu(float x, float alpha) {
-  return x > 0.0f ? x : alpha * expm1f(x / alpha);
-}
-/* log(1 + exp(x)) without overflow for large x. */
-BRRR_SCALAR_FN float brrr_softplus(float x) {
-  return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
-}
-BRRR_SCALAR_FN float brrr_softsign(float x) { return x / (1.0f + fabsf(x)); }
-BRRR_SCALAR_FN float brrr_mish(float x) { return x * tanhf(brrr_softplus(x)); }
-BRRR_SCALAR_FN float brrr_sign(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x); }
+BRRR_SCALAR_FN float brrr_celu(float x, float alpha) { return brrr_scalar::celu(x, alpha); }
+BRRR_SCALAR_FN float brrr_softplus(float x) { return brrr_scalar::softplus(x); }
+BRRR_SCALAR_FN float brrr_softsign(float x) { return brrr_scalar::softsign(x); }
+BRRR_SCALAR_FN float brrr_mish(float x) { return brrr_scalar::mish(x); }
+BRRR_SCALAR_FN float brrr_sign(float x) { return brrr_scalar::sign(x); }
 /* Round half to even (rintf under the default rounding mode). */
 BRRR_SCALAR_FN float brrr_round(float x) { return rintf(x); }
 /* Min / Max that propagate NaN (numpy minimum / maximum), unlike fminf / fmaxf. */

@@ -31,6 +31,7 @@ void OpTable::add(OpDef def) {
   auto key = std::make_pair(def.domain, def.name);
   BRRR_ASSERT(!ops_.count(key), "op registered twice");
   BRRR_ASSERT(def.infer && def.reference, "op without infer or reference");
+  if (def.pointwise && def.lowering == Lowering::None) def.lowering = Lowering::Pointwise;
   ops_.emplace(key, std::move(def));
 }
 

@@ -71,7 +71,7 @@ void infer_same(InferCtx& c, unsigned set, std::optional<DType> out = std::nullo
 
 // Binary op over same-dtype inputs: fn(a, b) on compute types returns the output element.
 template <bool ToBool, typename Fn>
-void add_binary(OpTable& t, const char* name, int since, unsigned set, const char* expr,
+void add_binary(OpTable& t, const char* name, int since, unsigned set, ScalarOp op,
                 double flops, Fn fn) {
   OpDef d = ew_def(name, since);
   d.infer = [set](InferCtx& c) {
@@ -92,7 +92,7 @@ void add_binary(OpTable& t, const char* name, int since, unsigned set, const cha
     });
   };
   d.cost = cost_per_output(flops);
-  d.pointwise = expr;
+  d.pointwise = pointwise_of(op, 2);
   t.add(std::move(d));
 }
 
@@ -151,7 +151,7 @@ void add_pow(OpTable& t) {
     });
   };
   d.cost = cost_per_output(0, {{"pow", 1}});
-  d.pointwise = "powf({0}, {1})";
+  d.pointwise = pointwise_of(ScalarOp::Pow, 2);
   t.add(std::move(d));
 }
 
@@ -196,7 +196,10 @@ void add_mod(OpTable& t) {
     return cost_per_output(flt ? 0 : 1, flt ? std::map<std::string, double>{{"fmod", 1}}
                                             : std::map<std::string, double>{})(g, n);
   };
-  d.pointwise = "brrr_mod_{fmod@0,1}({0}, {1})";  // brrr_mod_0 (numpy mod) or brrr_mod_1 (fmodf)
+  d.pointwise = [](const Node& n) {  // numpy mod (fmod=0) or fmodf (fmod=1)
+    bool fmod = attr_choice(n, "fmod", {"0", "1"}) == 1;
+    return pointwise_of(fmod ? ScalarOp::ModFmod : ScalarOp::ModNumpy, 2)(n);
+  };
   t.add(std::move(d));
 }
 
@@ -225,7 +228,7 @@ void add_where(OpTable& t) {
     });
   };
   d.cost = cost_per_output(1);
-  d.pointwise = "({0} ? {1} : {2})";
+  d.pointwise = pointwise_of(ScalarOp::Where, 3);
   t.add(std::move(d));
 }
 
@@ -233,7 +236,7 @@ void add_where(OpTable& t) {
 // fn folds two compute-type values. Mean divides by the input count at the end.
 template <typename Fn>
 void add_variadic(OpTable& t, const char* name, int since, unsigned set, bool mean,
-                  const char* expr, Fn fn) {
+                  std::optional<ScalarOp> op, Fn fn) {
   OpDef d = ew_def(name, since);
   d.infer = [set](InferCtx& c) {
     if (c.num_inputs() < 1 || !c.has_input(0)) c.fail("needs at least one input");
@@ -263,7 +266,12 @@ void add_variadic(OpTable& t, const char* name, int since, unsigned set, bool me
     double per = double(n.inputs.size()) - (mean ? 0.0 : 1.0);
     return cost_per_output(per)(g, n);
   };
-  d.pointwise = expr;  // two-input form; expand_pointwise folds it over all inputs
+  if (op)  // the binary op folded over all inputs
+    d.pointwise = [op = *op](const Node& n) {
+      PointwiseForm f{op, {}, true};
+      for (size_t i = 0; i < n.inputs.size(); ++i) f.operands.push_back({int(i), 0, false});
+      return f;
+    };
   t.add(std::move(d));
 }
 
@@ -287,13 +295,13 @@ constexpr auto max_nan = [](auto a, auto b) {
 
 void register_elementwise_ops(OpTable& t) {
   // Arithmetic: integer results wrap on overflow; integer Div truncates toward zero.
-  add_binary<false>(t, "Add", 7, kNumeric, "({0} + {1})", 1,
+  add_binary<false>(t, "Add", 7, kNumeric, ScalarOp::Add, 1,
                     [](const Node&, auto a, auto b) { return wrap_add(a, b); });
-  add_binary<false>(t, "Sub", 7, kNumeric, "({0} - {1})", 1,
+  add_binary<false>(t, "Sub", 7, kNumeric, ScalarOp::Sub, 1,
                     [](const Node&, auto a, auto b) { return wrap_sub(a, b); });
-  add_binary<false>(t, "Mul", 7, kNumeric, "({0} * {1})", 1,
+  add_binary<false>(t, "Mul", 7, kNumeric, ScalarOp::Mul, 1,
                     [](const Node&, auto a, auto b) { return wrap_mul(a, b); });
-  add_binary<false>(t, "Div", 7, kNumeric, "({0} / {1})", 1, [](const Node&, auto a, auto b) {
+  add_binary<false>(t, "Div", 7, kNumeric, ScalarOp::Div, 1, [](const Node&, auto a, auto b) {
     using C = decltype(a);
     if constexpr (std::is_integral_v<C>) {
       if (b == 0) fail("integer division by zero (a zero in B, input 1)");
@@ -308,31 +316,31 @@ void register_elementwise_ops(OpTable& t) {
   add_mod(t);
 
   // Comparisons produce bool.
-  add_binary<true>(t, "Equal", 7, kAnyType, "({0} == {1})", 1,
+  add_binary<true>(t, "Equal", 7, kAnyType, ScalarOp::Equal, 1,
                    [](const Node&, auto a, auto b) { return a == b; });
-  add_binary<true>(t, "Less", 7, kAnyType, "({0} < {1})", 1,
+  add_binary<true>(t, "Less", 7, kAnyType, ScalarOp::Less, 1,
                    [](const Node&, auto a, auto b) { return a < b; });
-  add_binary<true>(t, "LessOrEqual", 12, kAnyType, "({0} <= {1})", 1,
+  add_binary<true>(t, "LessOrEqual", 12, kAnyType, ScalarOp::LessOrEqual, 1,
                    [](const Node&, auto a, auto b) { return a <= b; });
-  add_binary<true>(t, "Greater", 7, kAnyType, "({0} > {1})", 1,
+  add_binary<true>(t, "Greater", 7, kAnyType, ScalarOp::Greater, 1,
                    [](const Node&, auto a, auto b) { return a > b; });
-  add_binary<true>(t, "GreaterOrEqual", 12, kAnyType, "({0} >= {1})", 1,
+  add_binary<true>(t, "GreaterOrEqual", 12, kAnyType, ScalarOp::GreaterOrEqual, 1,
                    [](const Node&, auto a, auto b) { return a >= b; });
 
   // Logic on bool tensors.
-  add_binary<true>(t, "And", 7, kBool, "({0} && {1})", 1,
+  add_binary<true>(t, "And", 7, kBool, ScalarOp::And, 1,
                    [](const Node&, auto a, auto b) { return a && b; });
-  add_binary<true>(t, "Or", 7, kBool, "({0} || {1})", 1,
+  add_binary<true>(t, "Or", 7, kBool, ScalarOp::Or, 1,
                    [](const Node&, auto a, auto b) { return a || b; });
-  add_binary<true>(t, "Xor", 7, kBool, "({0} != {1})", 1,
+  add_binary<true>(t, "Xor", 7, kBool, ScalarOp::Xor, 1,
                    [](const Node&, auto a, auto b) { return a != b; });
 
   add_where(t);
 
-  add_variadic(t, "Min", 8, kNumeric, false, "brrr_min({0}, {1})", min_nan);
-  add_variadic(t, "Max", 8, kNumeric, false, "brrr_max({0}, {1})", max_nan);
-  add_variadic(t, "Sum", 8, kFloat, false, "({0} + {1})", [](auto a, auto b) { return a + b; });
-  add_variadic(t, "Mean", 8, kFloat, true, "", [](auto a, auto b) { return a + b; });
+  add_variadic(t, "Min", 8, kNumeric, false, ScalarOp::Min, min_nan);
+  add_variadic(t, "Max", 8, kNumeric, false, ScalarOp::Max, max_nan);
+  add_variadic(t, "Sum", 8, kFloat, false, ScalarOp::Add, [](auto a, auto b) { return a + b; });
+  add_variadic(t, "Mean", 8, kFloat, true, std::nullopt, [](auto a, auto b) { return a + b; });
 
   register_elementwise_unary(t);
   register_elementwise_misc(t);

@@ -11,7 +11,8 @@ namespace {
 
 // Float input -> bool output of the same shape; make(node) returns the float predicate.
 template <typename Make>
-void add_float_predicate(OpTable& t, const char* name, int since, const char* expr, Make make) {
+void add_float_predicate(OpTable& t, const char* name, int since,
+                         std::function<PointwiseForm(const Node&)> lower, Make make) {
   OpDef d = ew_def(name, since);
   d.infer = [](InferCtx& c) {
     require_dtype(c, 0, kFloat);
@@ -27,7 +28,7 @@ void add_float_predicate(OpTable& t, const char* name, int since, const char* ex
     });
   };
   d.cost = cost_per_output(1);
-  d.pointwise = expr;
+  d.pointwise = std::move(lower);
   t.add(std::move(d));
 }
 
@@ -83,7 +84,9 @@ void add_clip(OpTable& t) {
     });
   };
   d.cost = cost_per_output(2);
-  d.pointwise = "brrr_clip({0}, {1|min}, {2|max})";
+  d.pointwise = [](const Node& n) {  // an omitted bound is NaN: no bound
+    return PointwiseForm{ScalarOp::Clip, {{0, 0, false}, input_or_attr(n, 1, "min"), input_or_attr(n, 2, "max")}, false};
+  };
   t.add(std::move(d));
 }
 
@@ -120,7 +123,7 @@ void add_prelu(OpTable& t) {
     });
   };
   d.cost = cost_per_output(2);
-  d.pointwise = "brrr_prelu({0}, {1})";
+  d.pointwise = pointwise_of(ScalarOp::PRelu, 2);
   t.add(std::move(d));
 }
 
@@ -168,7 +171,8 @@ void add_casts(OpTable& t) {
     d.infer = [](InferCtx& c) { c.set_output(0, c.in_dtype(0), c.in_shape(0)); };
     d.reference = [](KernelCtx& k) { k.outputs[0] = k.inputs[0].clone(); };
     d.cost = bytes_in0_out0;
-    d.pointwise = "({0})";
+    d.pointwise = pointwise_of(ScalarOp::Identity, 1);
+    d.lowering = Lowering::Copy;  // a copy when the dtype stays; else the scalar identity
     t.add(std::move(d));
   }
 }
@@ -214,9 +218,16 @@ void add_dropout(OpTable& t) {
 
 namespace ops {
 void register_elementwise_misc(OpTable& t) {
-  add_float_predicate(t, "IsNaN", 9, "({0} != {0})",
+  add_float_predicate(t, "IsNaN", 9, pointwise_of(ScalarOp::IsNaN, 1),
                       [](const Node&) { return [](auto x) { return x != x; }; });
-  add_float_predicate(t, "IsInf", 10, "brrr_isinf({0}, {detect_positive=1}, {detect_negative=1})",
+  add_float_predicate(t, "IsInf", 10,
+                      [](const Node& n) {
+                        return PointwiseForm{ScalarOp::IsInf,
+                                             {{0, 0, false},
+                                              attr_operand(n, "detect_positive", 1, true),
+                                              attr_operand(n, "detect_negative", 1, true)},
+                                             false};
+                      },
                       [](const Node& n) {
                         bool pos = n.attr_int("detect_positive", 1) != 0;
                         bool neg = n.attr_int("detect_negative", 1) != 0;

@@ -171,13 +171,20 @@ void space_to_depth(KernelCtx& k) {
 }  // namespace
 
 void register_reshape_ops(OpTable& t) {
-  t.add(movement_op("Reshape", infer_reshape, copy_kernel));
-  t.add(movement_op("Flatten", infer_flatten, copy_kernel));
-  t.add(movement_op("Squeeze", infer_squeeze, copy_kernel));
-  t.add(movement_op("Unsqueeze", infer_unsqueeze, copy_kernel));
-  t.add(movement_op("Transpose", infer_transpose, [](KernelCtx& k) {
+  using Infer = void (*)(InferCtx&);
+  const std::pair<const char*, Infer> copies[] = {{"Reshape", infer_reshape}, {"Flatten", infer_flatten},
+                                                  {"Squeeze", infer_squeeze},
+                                                  {"Unsqueeze", infer_unsqueeze}};
+  for (const auto& [name, infer] : copies) {
+    OpDef d = movement_op(name, infer, copy_kernel);
+    d.lowering = Lowering::Copy;  // the same elements: an alias or a copy, never arithmetic
+    t.add(std::move(d));
+  }
+  OpDef tr = movement_op("Transpose", infer_transpose, [](KernelCtx& k) {
     copy_view(k.inputs[0].permute(transpose_perm(k.node, k.inputs[0].rank())), k.outputs[0]);
-  }));
+  });
+  tr.lowering = Lowering::View;  // strides of the loads that read it inside a fused kernel
+  t.add(std::move(tr));
   t.add(movement_op("DepthToSpace", infer_depth_to_space, depth_to_space));
   t.add(movement_op("SpaceToDepth", infer_space_to_depth, space_to_depth));
 }

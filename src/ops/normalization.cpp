@@ -78,6 +78,12 @@ void add_softmax(OpTable& t, const char* name, SM kind) {
     }
     return c;
   };
+  if (kind == SM::softmax) {  // a row kernel over the last axis
+    d.lowering = Lowering::Softmax;
+    d.can_fuse = [](const Graph& g, const Node& n) -> std::string {
+      return is_last_axis(n.attr_int("axis", -1), input0_rank(g, n)) ? "" : "Softmax over a non-last axis";
+    };
+  }
   t.add(std::move(d));
 }
 
@@ -174,6 +180,14 @@ void add_layernorm(OpTable& t) {
     c.flops = 8 * double(shape_numel(s));
     c.special["sqrt"] = double(prod_dims(s, 0, size_t(a)));
     return c;
+  };
+  d.lowering = Lowering::LayerNorm;  // a row kernel over the last axis, output 0 alone
+  d.can_fuse = [](const Graph& g, const Node& n) -> std::string {
+    if (!is_last_axis(n.attr_int("axis", -1), input0_rank(g, n)))
+      return "LayerNormalization over more than the last axis";
+    for (size_t i = 1; i < n.outputs.size(); ++i)
+      if (n.outputs[i] >= 0) return "LayerNormalization's Mean/InvStdDev outputs are used";
+    return "";
   };
   t.add(std::move(d));
 }

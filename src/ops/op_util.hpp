@@ -7,6 +7,15 @@
 
 namespace brrr::ops {
 
+// Fusion conditions (OpDef::can_fuse): the rank of input 0 (0 when absent), and whether `axis`
+// names its last axis.
+inline size_t input0_rank(const Graph& g, const Node& n) {
+  return n.inputs.empty() || n.inputs[0] < 0 ? 0 : g.value(n.inputs[0]).shape.size();
+}
+inline bool is_last_axis(int64_t axis, size_t rank) {
+  return rank > 0 && (axis == int64_t(rank) - 1 || axis == -1);
+}
+
 inline int64_t numel_of(const Graph& g, int value_id) {
   return value_id < 0 ? 0 : shape_numel(g.value(value_id).shape);
 }

@@ -224,6 +224,24 @@ void add_reduce(OpTable& t, const char* name, RK kind) {
     }
     return c;
   };
+  // Sum, max and mean over the last axis alone are reductions inside fused kernels.
+  if (kind == RK::sum || kind == RK::max || kind == RK::mean) {
+    d.lowering = Lowering::Reduction;
+    d.reduce = kind == RK::sum ? ReduceKind::Sum : kind == RK::max ? ReduceKind::Max : ReduceKind::Mean;
+    d.can_fuse = [](const Graph& g, const Node& n) -> std::string {
+      size_t rank = input0_rank(g, n);
+      std::vector<int64_t> axes = n.attr_ints("axes");
+      if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
+        const Tensor& a = g.value(n.inputs[1]).constant;
+        if (!a.defined()) return "reduction axes are not constant";
+        axes = a.to_int64_vector();
+      }
+      if (axes.empty() && rank == 1) axes = {0};
+      if (axes.size() != 1 || !is_last_axis(axes[0], rank))
+        return fmt::format("{} reduces over axes other than the last one", n.op);
+      return "";
+    };
+  }
   t.add(std::move(d));
 }
 

@@ -33,7 +33,7 @@ struct NodeInfo {
   NodeKind kind = NodeKind::Other;
   ReduceKind reduce = ReduceKind::Sum;
   std::string why;   // for Other: why it is not fusible
-  std::string code;  // for Pointwise: the node's expression over its present inputs {0}, {1}, ...
+  PointwiseForm form;  // for Pointwise: the node's scalar function (OpDef::pointwise)
 };
 
 // An in-kernel value: an expression, or a strided view of a materialized buffer (a transpose of
@@ -78,22 +78,6 @@ bool all_float(const Graph& g, const Node& n, TypeSet ts) {
   return true;
 }
 bool all_f32(const Graph& g, const Node& n) { return all_float(g, n, {}); }
-
-// OpDef::pointwise must use only {0}, {1}, ... placeholders that exist.
-bool pointwise_code_ok(const std::string& code, size_t nin) {
-  for (size_t p = code.find('{'); p != std::string::npos; p = code.find('{', p + 1)) {
-    size_t q = code.find('}', p);
-    if (q == std::string::npos || q == p + 1) return false;
-    for (size_t i = p + 1; i < q; ++i)
-      if (!isdigit(static_cast<unsigned char>(code[i]))) return false;
-    if (size_t(std::stoi(code.substr(p + 1, q - p - 1))) >= nin) return false;
-  }
-  return true;
-}
-
-bool is_last_axis(int64_t axis, size_t rank) {
-  return rank > 0 && (axis == int64_t(rank) - 1 || axis == -1);
-}
 
 // A reduction over two or more trailing axes (the fused kernels take the last axis alone).
 bool trailing_reduce(const Graph& g, const Node& n) {
@@ -208,8 +192,8 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
     info.kind = NodeKind::Library;
     return info;
   }
-  if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" ||
-      op == "Identity") {
+  const Lowering lowering = n.def ? n.def->lowering : Lowering::None;
+  if (lowering == Lowering::Copy) {
     if (n.outputs.size() == 1 && g.value(n.inputs[0]).dtype == g.value(n.outputs[0]).dtype) {
       info.kind = NodeKind::Copy;
       return info;
@@ -219,56 +203,33 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
     return other(fmt::format("{} is not float32{}{} (generated kernels compute in float32)", op,
                              ts.float16 ? ", bfloat16, float16" : "",
                              ts.booleans ? " or bool" : ""));
-  size_t rank = n.inputs.empty() || n.inputs[0] < 0 ? 0 : g.value(n.inputs[0]).shape.size();
-  if (n.def && !n.def->pointwise.empty()) {
-    // Attributes become literals; omitted optional inputs become NAN ("no bound"); present
-    // inputs are renumbered {0}, {1}, ... in the order emit() loads them.
-    std::vector<std::string> args(n.inputs.size());
-    size_t present = 0;
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      if (n.inputs[i] >= 0) args[i] = fmt::format("{{{}}}", present++);
+  if (n.def && n.def->pointwise) {
+    // Attributes become immediates, omitted optional inputs NaN ("no bound").
     try {
-      info.code = expand_pointwise(*n.def, n, args);
+      info.form = n.def->pointwise(n);
     } catch (const Error& e) {
       return other(e.what());
     }
-    if (!pointwise_code_ok(info.code, present) || n.outputs.size() != 1)
-      return other(fmt::format("{}'s scalar expression has placeholders the fuser cannot bind", op));
+    bool omitted = std::find(n.inputs.begin(), n.inputs.end(), -1) != n.inputs.end();
+    if (info.form.operands.empty() || n.outputs.size() != 1 || (info.form.fold && omitted))
+      return other(fmt::format("{}'s scalar expression has operands the fuser cannot bind", op));
     info.kind = NodeKind::Pointwise;
     return info;
   }
-  if (op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMean") {
-    std::vector<int64_t> axes = n.attr_ints("axes");
-    if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
-      const Tensor& a = g.value(n.inputs[1]).constant;
-      if (!a.defined()) return other("reduction axes are not constant");
-      axes = a.to_int64_vector();
-    }
-    if (axes.empty() && rank == 1) axes = {0};
-    if (axes.size() != 1 || !is_last_axis(axes[0], rank))
-      return other(fmt::format("{} reduces over axes other than the last one", op));
-    info.kind = NodeKind::Reduce;
-    info.reduce = op == "ReduceSum" ? ReduceKind::Sum
-                  : op == "ReduceMax" ? ReduceKind::Max
-                                      : ReduceKind::Mean;
-    return info;
+  // Reductions, row kernels and views: the op's own condition, then the kind of IR it becomes.
+  if (lowering != Lowering::None && lowering != Lowering::Copy && n.def->can_fuse) {
+    std::string why = n.def->can_fuse(g, n);
+    if (!why.empty()) return other(why);
   }
-  if (op == "Softmax") {
-    if (!is_last_axis(n.attr_int("axis", -1), rank)) return other("Softmax over a non-last axis");
-    info.kind = NodeKind::Softmax;
-    return info;
-  }
-  if (op == "LayerNormalization") {
-    if (!is_last_axis(n.attr_int("axis", -1), rank))
-      return other("LayerNormalization over more than the last axis");
-    for (size_t i = 1; i < n.outputs.size(); ++i)
-      if (n.outputs[i] >= 0) return other("LayerNormalization's Mean/InvStdDev outputs are used");
-    info.kind = NodeKind::LayerNorm;
-    return info;
-  }
-  if (op == "Transpose") {
-    info.kind = NodeKind::Transpose;
-    return info;
+  switch (lowering) {
+    case Lowering::Reduction:
+      info.kind = NodeKind::Reduce;
+      info.reduce = n.def->reduce;
+      return info;
+    case Lowering::Softmax: info.kind = NodeKind::Softmax; return info;
+    case Lowering::LayerNorm: info.kind = NodeKind::LayerNorm; return info;
+    case Lowering::View: info.kind = NodeKind::Transpose; return info;
+    default: break;
   }
   return other(fmt::format("{} has no generated kernel", op));
 }
@@ -366,13 +327,17 @@ class Fuser {
     return it->second;
   }
 
-  int pw(Group& G, std::string code, std::vector<int> args) {
+  // A pointwise expression; `attrs` (sized like args, or empty) holds the immediate operands
+  // where args has -1.
+  int pw(Group& G, ScalarOp op, std::vector<int> args, std::vector<ScalarOperand> attrs = {}) {
     Expr e;
     e.kind = Expr::Pointwise;
-    e.code = std::move(code);
+    e.op = op;
     e.level = 1;
-    for (int a : args) e.level = std::min(e.level, G.k.exprs[a].level);
+    for (int a : args)
+      if (a >= 0) e.level = std::min(e.level, G.k.exprs[size_t(a)].level);
     e.args = std::move(args);
+    e.attrs = std::move(attrs);
     return add_expr(G, e);
   }
   int red(Group& G, ReduceKind kind, int arg) {
@@ -493,20 +458,39 @@ class Fuser {
     const Shape& S = G.k.space;
     switch (info.kind) {
       case NodeKind::Pointwise: {
+        // Every present input is loaded, in order, whether or not an operand reads it.
         const Shape& O = shape(out);
+        std::vector<int> loaded(node.inputs.size(), -1);
+        for (size_t i = 0; i < node.inputs.size(); ++i)
+          if (node.inputs[i] >= 0) loaded[i] = load(G, node.inputs[i], O);
+        const PointwiseForm& f = info.form;
         std::vector<int> args;
-        std::vector<Range> ranges;
-        for (int i : node.inputs)
-          if (i >= 0) {
-            args.push_back(load(G, i, O));
-            const Expr& a = G.k.exprs[size_t(args.back())];
-            ranges.push_back({a.lo, a.hi});
-          }
-        std::string narrow = narrowed_code(node, ranges);
-        int e = pw(G, narrow.empty() ? info.code : narrow, args);
-        Range r = op_range(node, ranges);
-        G.k.exprs[size_t(e)].lo = r.lo;
-        G.k.exprs[size_t(e)].hi = r.hi;
+        std::vector<ScalarOperand> attrs;
+        bool any_imm = false;
+        for (ScalarOperand o : f.operands) {
+          // An omitted optional input (-1, or past the node's inputs) is NaN: "no bound".
+          bool present = o.input >= 0 && o.input < int(loaded.size()) && loaded[size_t(o.input)] >= 0;
+          if (o.input >= 0 && !present) o = {-1, NAN, false};
+          args.push_back(present ? loaded[size_t(o.input)] : -1);
+          attrs.push_back(o);
+          any_imm = any_imm || !present;
+        }
+        if (!any_imm) attrs.clear();
+        int e = -1;
+        if (f.fold && args.size() == 1) {  // a variadic op of one input is that input
+          e = pw(G, ScalarOp::Identity, std::move(args), std::move(attrs));
+        } else if (f.fold) {  // variadic: ((a0 op a1) op a2) ...
+          e = args[0];
+          for (size_t i = 1; i < args.size(); ++i) e = pw(G, f.op, {e, args[i]});
+        } else {
+          std::vector<Range> ranges;
+          for (int a : args)
+            if (a >= 0) ranges.push_back({G.k.exprs[size_t(a)].lo, G.k.exprs[size_t(a)].hi});
+          e = pw(G, narrowed_op(f.op, ranges), std::move(args), std::move(attrs));
+          Range r = op_range(G.k.exprs[size_t(e)], ranges);
+          G.k.exprs[size_t(e)].lo = r.lo;
+          G.k.exprs[size_t(e)].hi = r.hi;
+        }
         G.vals[out].expr = e;
         (void)S;
         break;
@@ -519,24 +503,24 @@ class Fuser {
       case NodeKind::Softmax: {
         int x = load(G, node.inputs[0], S);
         int m = red(G, ReduceKind::Max, x);
-        int e = pw(G, "expf({0} - {1})", {x, m});
+        int e = pw(G, ScalarOp::Exp, {pw(G, ScalarOp::Sub, {x, m})});
         int s = red(G, ReduceKind::Sum, e);
         // One reciprocal per row, a multiply per element (as PyTorch's CPU softmax does): within
         // 1.5 ulp of the division, and a division per element is most of the ALU work of a
         // 16-bit softmax on the GPU.
-        G.vals[out].expr = pw(G, "({0} * {1})", {e, pw(G, "(1.0f / {0})", {s})});
+        G.vals[out].expr = pw(G, ScalarOp::Mul, {e, pw(G, ScalarOp::Reciprocal, {s})});
         break;
       }
       case NodeKind::LayerNorm: {
         int x = load(G, node.inputs[0], S);
         int mean = red(G, ReduceKind::Mean, x);
-        int d = pw(G, "({0} - {1})", {x, mean});
-        int var = red(G, ReduceKind::Mean, pw(G, "({0} * {0})", {d}));
+        int d = pw(G, ScalarOp::Sub, {x, mean});
+        int var = red(G, ReduceKind::Mean, pw(G, ScalarOp::Mul, {d, d}));
         int eps = cst(G, node.attr_float("epsilon", 1e-5f));
-        int inv = pw(G, "(1.0f / sqrtf({0} + {1}))", {var, eps});
-        int y = pw(G, "({0} * {1} * {2})", {d, inv, load(G, node.inputs[1], S)});
+        int inv = pw(G, ScalarOp::Reciprocal, {pw(G, ScalarOp::Sqrt, {pw(G, ScalarOp::Add, {var, eps})})});
+        int y = pw(G, ScalarOp::Mul, {pw(G, ScalarOp::Mul, {d, inv}), load(G, node.inputs[1], S)});
         if (node.inputs.size() > 2 && node.inputs[2] >= 0)
-          y = pw(G, "({0} + {1})", {y, load(G, node.inputs[2], S)});
+          y = pw(G, ScalarOp::Add, {y, load(G, node.inputs[2], S)});
         G.vals[out].expr = y;
         break;
       }

@@ -60,7 +60,8 @@ std::vector<int> level0_closure(const Kernel& k, const std::vector<int>& targets
     const Expr& e = k.exprs[size_t(id)];
     if (e.level != 0 || !need.insert(id).second) continue;
     if (e.kind != Expr::Reduce)
-      for (int a : e.args) stack.push_back(a);
+      for (int a : e.args)
+        if (a >= 0) stack.push_back(a);
   }
   return {need.begin(), need.end()};
 }
@@ -71,19 +72,27 @@ std::string float_lit(float v) {
   return fmt::format("{:a}f", v);
 }
 
-std::string subst(const std::string& code, const std::vector<int>& args) {
-  std::string out;
-  for (size_t i = 0; i < code.size(); ++i) {
-    if (code[i] == '{') {
-      size_t j = code.find('}', i);
-      int a = std::stoi(code.substr(i + 1, j - i - 1));
-      out += fmt::format("e{}", args[size_t(a)]);
-      i = j;
-    } else {
-      out += code[i];
-    }
+std::string imm_lit(const ScalarOperand& imm) {
+  double v = imm.imm;
+  if (imm.integer) return v < 0 ? fmt::format("({})", int64_t(v)) : fmt::format("{}", int64_t(v));
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
+  std::string s = fmt::format("{:.9g}", float(v));
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  s += "f";
+  return v < 0 ? "(" + s + ")" : s;
+}
+
+bool scalar_op_is_call(ScalarOp op) {
+  switch (op) {
+    case ScalarOp::Identity: case ScalarOp::Add: case ScalarOp::Sub: case ScalarOp::Mul:
+    case ScalarOp::Div: case ScalarOp::Where: case ScalarOp::Equal: case ScalarOp::Less:
+    case ScalarOp::LessOrEqual: case ScalarOp::Greater: case ScalarOp::GreaterOrEqual:
+    case ScalarOp::And: case ScalarOp::Or: case ScalarOp::Xor: case ScalarOp::Not:
+    case ScalarOp::Reciprocal: case ScalarOp::Neg: case ScalarOp::IsNaN:
+      return false;
+    default: return true;
   }
-  return out;
 }
 
 }  // namespace brrr::plan

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "brrr/graph.hpp"
+#include "brrr/op.hpp"
 #include "plan/target.hpp"
 
 namespace brrr::plan {
@@ -15,7 +16,7 @@ namespace brrr::plan {
 enum class KernelKind { Fused, Library, Copy, Reference };
 std::string_view kernel_kind_name(KernelKind k);
 
-enum class ReduceKind { Sum, Max, Mean };
+using brrr::ReduceKind;  // Sum, Max, Mean (brrr/op.hpp)
 
 struct LibraryDesc;  // plan/library_desc.hpp
 
@@ -30,8 +31,11 @@ struct Expr {
   std::vector<int64_t> strides;
   int64_t offset = 0;
   float constant = 0;       // Const (value: the scalar initializer it came from, or -1)
-  std::string code;         // Pointwise: C expression over {0}, {1}, ... (OpDef::pointwise)
-  std::vector<int> args;    // Pointwise arguments, or the single Reduce argument (expr ids)
+  ScalarOp op = ScalarOp::Identity;  // Pointwise: the scalar function (brrr/op.hpp)
+  // Pointwise operands (expr ids; -1 where operand k is the immediate attrs[k], an attribute's
+  // number), or the single Reduce argument.
+  std::vector<int> args;
+  std::vector<ScalarOperand> attrs;  // Pointwise: sized like args when any operand is immediate
   ReduceKind reduce = ReduceKind::Sum;
   // The interval the expression's non-NaN values lie in (plan/value_range.hpp).
   float lo = -INFINITY, hi = INFINITY;
@@ -108,9 +112,13 @@ bool fusion_disabled_by_env();
 std::vector<int> level0_closure(const Kernel& k, const std::vector<int>& targets);
 
 // Emitter helpers shared by the C++ and CUDA code generators: a float as an exact C literal
-// (hex float; NAN and INFINITY by name), and a pointwise expression with {k} replaced by the
-// variable e<args[k]>.
+// (hex float; NAN and INFINITY by name), and an immediate operand as the C literal of the
+// attribute it came from (an INT as an integer, a FLOAT in %.9g form, which reads back exactly).
 std::string float_lit(float v);
-std::string subst(const std::string& code, const std::vector<int>& args);
+std::string imm_lit(const ScalarOperand& imm);
+
+// Ops whose C form is a function call (libm or brrr/scalar_ops.h) rather than an operator: a
+// row kernel computes such a per-element value once and keeps it for later passes over the row.
+bool scalar_op_is_call(ScalarOp op);
 
 }  // namespace brrr::plan

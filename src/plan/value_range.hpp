@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "brrr/graph.hpp"
+#include "plan/kernel_ir.hpp"
 
 namespace brrr::plan {
 
@@ -18,11 +18,12 @@ struct Range {
   bool within(float a, float b) const { return lo >= a && hi <= b; }
 };
 
-// The range of op's output given its inputs' ranges (unbounded when not known).
-Range op_range(const Node& n, const std::vector<Range>& in);
+// The range of pointwise expression e's output given its expression arguments' ranges, in
+// operand order (unbounded when not known).
+Range op_range(const Expr& e, const std::vector<Range>& in);
 
-// A cheaper scalar expression for op over inputs {0}, ... with these ranges, with the same
-// accuracy as the general one; "" when there is none.
-std::string narrowed_code(const Node& n, const std::vector<Range>& in);
+// A cheaper op with the same accuracy as `op` over arguments with these ranges (an IR rewrite:
+// Cos -> CosUnit, Sin -> SinUnit on [-1, 1]); `op` itself when there is none.
+ScalarOp narrowed_op(ScalarOp op, const std::vector<Range>& in);
 
 }  // namespace brrr::plan

@@ -24,6 +24,7 @@
 #include "runtime/graph_builder.hpp"
 
 #ifdef BRRR_HAVE_CUDA
+#include "backend/embedded_headers.hpp"
 #include "backend/cuda/codegen_cuda.hpp"
 #include "backend/cuda/cudnn_pool.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
@@ -405,8 +406,11 @@ TEST(CudaPoolCodegen, HelperKernelsCompileWithNvrtc) {
   infer_shapes(b.g, {});
   plan::Plan p = plan::build_plan(b.g, {});
   cuda::CudaSource src = cuda::generate_cuda(b.g, p, {});
+  // The helper kernels live in an embedded device header the module includes.
+  EXPECT_NE(src.text.find("backend/cuda/device/kernels.cuh"), std::string::npos);
+  const std::string helpers = embedded_header("backend/cuda/device/kernels.cuh");
   for (const char* k : {"brrr_row_mean", "brrr_channel_scale", "brrr_conv_epilogue", "brrr_pool_f32", "brrr_pool_bf16", "brrr_pool_f16"})
-    EXPECT_NE(src.text.find(k), std::string::npos) << k;
+    EXPECT_NE(helpers.find(k), std::string::npos) << k;
   cuda::NvrtcCompiler nv("sm_90", "");
   EXPECT_NO_THROW(nv.compile(src.text, "pool_helpers")) << src.text;
 }

@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <unordered_map>
 #include <map>
+
+#include "backend/embedded_headers.hpp"
 
 namespace brrr::cpu {
 
@@ -23,26 +23,14 @@ using plan::ReduceKind;
 
 namespace {
 
-// scalar_ops.h is pasted into each source so the generated file stands alone and its hash covers
-// the scalar math it uses.
-std::string scalar_ops_text() {
-  static const std::string text = [] {
-    std::ifstream f(BRRR_INCLUDE_DIR "/brrr/scalar_ops.h");
-    BRRR_CHECK(f.good(), "cannot read {} (needed by the code generator)",
-               BRRR_INCLUDE_DIR "/brrr/scalar_ops.h");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  }();
-  return text;
-}
+// scalar_ops.h (embedded at build time) is pasted into each source so the generated file stands
+// alone and its hash covers the scalar math it uses.
+std::string scalar_ops_text() { return embedded_header("brrr/scalar_ops.h"); }
 
 const char* kVectorMath[] = {"expf",  "logf",  "cosf",  "sinf",  "tanhf", "erff",
                              "exp2f", "log2f", "tanf",  "atanf", "expm1f", "log1pf"};
 
-// C literals and {k} -> eN substitution are shared by both emitters (plan/kernel_ir.hpp).
 using plan::float_lit;
-using plan::subst;
 
 // Emits one kernel as a function body over local buffers b0, b1, ... (numbered in order of
 // first use; slots[a[j]] is bj), so kernels that differ only in which buffers they touch have the
@@ -132,7 +120,7 @@ class KernelEmitter {
       // only in such constants share code; attributes and derived constants stay literals.
       case Expr::Const: return e.value >= 0 ? buf(e.value) + "[0]" : float_lit(e.constant);
       case Expr::Load: return fmt::format("{}[{}]", buf(e.value), idx);
-      case Expr::Pointwise: return subst(e.code, e.args);
+      case Expr::Pointwise: return render_pointwise(c_code_for_op(), e);
       case Expr::Reduce: break;
     }
     BRRR_ASSERT(false, "reduce has no inline value");
@@ -334,6 +322,105 @@ static inline void brrr_stream_fence(void) {
 }
 
 }  // namespace
+
+const CodeForOp& c_code_for_op() {
+  static const CodeForOp table = [] {
+    using O = ScalarOp;
+    const std::pair<O, const char*> forms[] = {
+        {O::Identity, "({0})"},
+        {O::Add, "({0} + {1})"},
+        {O::Sub, "({0} - {1})"},
+        {O::Mul, "({0} * {1})"},
+        {O::Div, "({0} / {1})"},
+        {O::Pow, "powf({0}, {1})"},
+        {O::ModNumpy, "brrr_mod_0({0}, {1})"},
+        {O::ModFmod, "brrr_mod_1({0}, {1})"},
+        {O::Where, "({0} ? {1} : {2})"},
+        {O::Equal, "({0} == {1})"},
+        {O::Less, "({0} < {1})"},
+        {O::LessOrEqual, "({0} <= {1})"},
+        {O::Greater, "({0} > {1})"},
+        {O::GreaterOrEqual, "({0} >= {1})"},
+        {O::And, "({0} && {1})"},
+        {O::Or, "({0} || {1})"},
+        {O::Xor, "({0} != {1})"},
+        {O::Not, "(!{0})"},
+        {O::Min, "brrr_min({0}, {1})"},
+        {O::Max, "brrr_max({0}, {1})"},
+        {O::Sqrt, "sqrtf({0})"},
+        {O::Reciprocal, "(1.0f / {0})"},
+        {O::Exp, "expf({0})"},
+        {O::Log, "logf({0})"},
+        {O::Tanh, "tanhf({0})"},
+        {O::Erf, "erff({0})"},
+        {O::Cos, "cosf({0})"},
+        {O::Sin, "sinf({0})"},
+        {O::Tan, "tanf({0})"},
+        {O::Acos, "acosf({0})"},
+        {O::Asin, "asinf({0})"},
+        {O::Atan, "atanf({0})"},
+        {O::Sinh, "sinhf({0})"},
+        {O::Cosh, "coshf({0})"},
+        {O::Floor, "floorf({0})"},
+        {O::Ceil, "ceilf({0})"},
+        {O::Round, "brrr_round({0})"},
+        {O::Neg, "(-{0})"},
+        {O::Abs, "fabsf({0})"},
+        {O::Sign, "brrr_sign({0})"},
+        {O::Relu, "brrr_relu({0})"},
+        {O::Sigmoid, "brrr_sigmoid({0})"},
+        {O::LeakyRelu, "brrr_leaky_relu({0}, {1})"},
+        {O::Elu, "brrr_elu({0}, {1})"},
+        {O::Selu, "brrr_selu({0}, {1}, {2})"},
+        {O::Celu, "brrr_celu({0}, {1})"},
+        {O::ThresholdedRelu, "brrr_thresholded_relu({0}, {1})"},
+        {O::HardSigmoid, "brrr_hardsigmoid({0}, {1}, {2})"},
+        {O::HardSwish, "brrr_hardswish({0})"},
+        {O::Softplus, "brrr_softplus({0})"},
+        {O::Softsign, "brrr_softsign({0})"},
+        {O::Mish, "brrr_mish({0})"},
+        {O::GeluErf, "brrr_gelu_erf({0})"},
+        {O::GeluTanh, "brrr_gelu_tanh({0})"},
+        {O::IsNaN, "({0} != {0})"},
+        {O::IsInf, "brrr_isinf({0}, {1}, {2})"},
+        {O::Clip, "brrr_clip({0}, {1}, {2})"},
+        {O::PRelu, "brrr_prelu({0}, {1})"},
+        {O::CosUnit, "brrr_cos_unit({0})"},
+        {O::SinUnit, "brrr_sin_unit({0})"},
+    };
+    CodeForOp t;
+    for (const auto& [op, form] : forms) t[size_t(op)] = form;
+    for (size_t i = 0; i < t.size(); ++i)
+      BRRR_ASSERT(!t[i].empty(), "a scalar op without a C form");
+    return t;
+  }();
+  return table;
+}
+
+std::string render_op(const CodeForOp& table, ScalarOp op, const std::vector<std::string>& operands) {
+  const std::string& form = table[size_t(op)];
+  std::string out;
+  for (size_t i = 0; i < form.size(); ++i) {
+    if (form[i] != '{') {
+      out += form[i];
+      continue;
+    }
+    size_t j = form.find('}', i);
+    size_t k = size_t(std::stoi(form.substr(i + 1, j - i - 1)));
+    BRRR_CHECK(k < operands.size(), "scalar op {} takes operand {}, but has {}", scalar_op_name(op),
+               k, operands.size());
+    out += operands[k];
+    i = j;
+  }
+  return out;
+}
+
+std::string render_pointwise(const CodeForOp& table, const plan::Expr& e) {
+  std::vector<std::string> operands;
+  for (size_t k = 0; k < e.args.size(); ++k)
+    operands.push_back(e.args[k] >= 0 ? fmt::format("(e{})", e.args[k]) : plan::imm_lit(e.attrs.at(k)));
+  return render_op(table, e.op, operands);
+}
 
 CppSource generate_cpp(const Graph& g, const plan::Plan& p, const CodegenOptions& opts) {
   CppSource src;

@@ -3,6 +3,7 @@
 // C table (brrr_par, backend/cpu/thread_pool.hpp); large modules are split into several
 // translation units.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,6 +33,19 @@ struct CodegenOptions {
   size_t part_bytes = size_t(128) << 10;
   int max_parts = 1;
 };
+
+// The C form of each scalar op over its operands {0}, {1}, ... (tinygrad's code_for_op): the
+// C-style table both emitters start from, using brrr/scalar_ops.h for what is not an operator
+// or a libm call; the CUDA emitter copies it and overrides only what differs.
+using CodeForOp = std::array<std::string, size_t(ScalarOp::Count)>;
+const CodeForOp& c_code_for_op();
+
+// The C expression of `op` by `table` over operands already rendered as C.
+std::string render_op(const CodeForOp& table, ScalarOp op, const std::vector<std::string>& operands);
+
+// The C expression of pointwise expression `e` by `table`: expression operands as (eN),
+// immediates as the literals of their attributes.
+std::string render_pointwise(const CodeForOp& table, const plan::Expr& e);
 
 CppSource generate_cpp(const Graph& g, const plan::Plan& p, const CodegenOptions& opts);
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "backend/embedded_headers.hpp"
 #include "brrr/error.hpp"
 #include "core/env.hpp"
 #include "core/failed_compile.hpp"
@@ -62,7 +63,7 @@ CompiledKernel NvrtcCompiler::compile(const std::string& source, const std::stri
 
   std::string key_text = "brrr-cuda-v1\n" + nvrtc_version() + "\n" + arch_ + "\n";
   for (const auto& f : fl) key_text += f + "\n";
-  key_text += scalar_ops_header_text();
+  for (const EmbeddedHeader& h : embedded_headers()) key_text += std::string(h.name) + "\n" + h.text;
   key_text += "\n--source--\n" + source;
   const std::string key = content_hash(key_text);
 
@@ -77,10 +78,13 @@ CompiledKernel NvrtcCompiler::compile(const std::string& source, const std::stri
 
   auto t0 = std::chrono::steady_clock::now();
   nvrtcProgram prog = nullptr;
-  const char* hdr_src[] = {scalar_ops_header_text()};
-  const char* hdr_name[] = {"brrr/scalar_ops.h"};
-  check_nvrtc(nvrtcCreateProgram(&prog, source.c_str(), (name + ".cu").c_str(), 1, hdr_src,
-                                 hdr_name),
+  std::vector<const char*> hdr_src, hdr_name;  // every embedded header, by its include name
+  for (const EmbeddedHeader& h : embedded_headers()) {
+    hdr_src.push_back(h.text);
+    hdr_name.push_back(h.name);
+  }
+  check_nvrtc(nvrtcCreateProgram(&prog, source.c_str(), (name + ".cu").c_str(), int(hdr_src.size()),
+                                 hdr_src.data(), hdr_name.data()),
               "nvrtcCreateProgram", name);
   std::vector<const char*> argv;
   for (const auto& f : fl) argv.push_back(f.c_str());

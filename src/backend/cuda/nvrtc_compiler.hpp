@@ -22,9 +22,6 @@ struct CompiledKernel {
 std::string default_cuda_cache_dir();
 // "13.0" (nvrtcVersion)
 std::string nvrtc_version();
-// The text of include/brrr/scalar_ops.h, embedded at build time; sources include it as
-// "brrr/scalar_ops.h".
-const char* scalar_ops_header_text();
 
 class NvrtcCompiler {
  public:

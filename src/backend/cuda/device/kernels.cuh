@@ -1,0 +1,148 @@
+// The helper kernels of every CUDA module (declared in src/backend/cuda/codegen_cuda.hpp, launched
+// by the CUDA executor): dtype conversions for GEMM operands, GELU-erf after a GEMM, pools cuDNN
+// cannot express, the Conv epilogue, Gather, the channel scale and row means. Embedded for NVRTC
+// like prelude.cuh.
+#pragma once
+#include "backend/cuda/device/prelude.cuh"
+
+// float32 <-> 16-bit conversions, grid-stride over n elements.
+extern "C" __global__ void brrr_cvt_f32_bf16(const float* __restrict__ a, brrr_bf16* __restrict__ b, i64 n) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) { brrr_st(b + i, a[i]); }
+}
+extern "C" __global__ void brrr_cvt_bf16_f32(const brrr_bf16* __restrict__ a, float* __restrict__ b, i64 n) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) { b[i] = brrr_ld(a + i); }
+}
+extern "C" __global__ void brrr_cvt_f32_f16(const float* __restrict__ a, brrr_f16* __restrict__ b, i64 n) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) { brrr_st(b + i, a[i]); }
+}
+extern "C" __global__ void brrr_cvt_f16_f32(const brrr_f16* __restrict__ a, float* __restrict__ b, i64 n) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) { b[i] = brrr_ld(a + i); }
+}
+// In-place erf GELU after a GEMM (cuBLASLt's GELU epilogue is the tanh form): 16-byte
+// accesses when the pointer allows, a scalar tail. The vectors are walked from the end, which
+// the GEMM (or the cast after it) most likely wrote last and L2 may still hold (bf16 8192^3 on
+// the H200, two alternating pairs: 1.021 and 1.020x the plain GEMM walking backwards, 1.026 and
+// 1.023x forwards).
+template <class T, int V>
+static __device__ __forceinline__ void brrr_gelu_erf_inplace(T* __restrict__ a, i64 n) {
+  const i64 stride = (i64)gridDim.x * blockDim.x, t0 = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  i64 head = 0;
+  if ((reinterpret_cast<unsigned long long>(a) & 15) == 0) {
+    head = n / V * V;
+    for (i64 u = t0; u < n / V; u += stride) {
+      const i64 v = n / V - 1 - u;
+      float x[V];
+      if (V == 8) brrr_ld8(x, a + v * V); else brrr_ld4(x, a + v * V);
+#pragma unroll
+      for (int q = 0; q < V; ++q) x[q] = sizeof(T) == 2 ? brrr_gelu_erf16(x[q]) : brrr_gelu_erf(x[q]);
+      if (V == 8) brrr_st8(a + v * V, x); else brrr_st4(a + v * V, x);
+    }
+  }
+  for (i64 i = head + t0; i < n; i += stride) {
+    const float v = brrr_ld(a + i);
+    brrr_st(a + i, sizeof(T) == 2 ? brrr_gelu_erf16(v) : brrr_gelu_erf(v));
+  }
+}
+extern "C" __global__ void brrr_gelu_erf_f32(float* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<float, 4>(a, n); }
+extern "C" __global__ void brrr_gelu_erf_bf16(brrr_bf16* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<brrr_bf16, 8>(a, n); }
+extern "C" __global__ void brrr_gelu_erf_f16(brrr_f16* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<brrr_f16, 8>(a, n); }
+// Pools cuDNN cannot express (a ceil_mode window past the end, asymmetric pads, dilations,
+// 16-bit data, or no cuDNN): one thread per output over [planes, D, H, W] (1-D and 2-D pools
+// padded to 3-D), with the reference's taps and order (src/ops/pooling.cpp): max keeps the
+// first of equal values and propagates NaN, an average divides by the taps inside the input
+// (count_include_pad: inside input and explicit pads), accumulating in float32.
+struct brrr_pool_geo { i64 in[3], k[3], s[3], d[3], pb[3], pe[3], out[3]; };
+static __device__ __forceinline__ i64 brrr_floor_div(i64 a, i64 b) {
+  const i64 q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+template <class T>
+static __device__ __forceinline__ void brrr_pool_t(const T* __restrict__ x, T* __restrict__ y, const brrr_pool_geo& g, int is_max, int include_pad, i64 n) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+    i64 o[3], r = i;
+    for (int a = 2; a >= 0; --a) { o[a] = r % g.out[a]; r /= g.out[a]; }
+    i64 st[3], lo[3], hi[3], cnt = 1;
+    for (int a = 0; a < 3; ++a) {
+      st[a] = o[a] * g.s[a] - g.pb[a];
+      lo[a] = -brrr_floor_div(st[a], g.d[a]);
+      if (lo[a] < 0) lo[a] = 0;
+      hi[a] = brrr_floor_div(g.in[a] - 1 - st[a], g.d[a]) + 1;
+      if (hi[a] > g.k[a]) hi[a] = g.k[a];
+      if (hi[a] < lo[a]) hi[a] = lo[a];
+      i64 hp = brrr_floor_div(g.in[a] + g.pe[a] - 1 - st[a], g.d[a]) + 1;
+      if (hp > g.k[a]) hp = g.k[a];
+      cnt *= include_pad ? hp : hi[a] - lo[a];
+    }
+    const T* p = x + r * g.in[0] * g.in[1] * g.in[2];
+    float best = __int_as_float(0xff800000), sum = 0.0f;
+    bool any = false;
+    for (i64 kd = lo[0]; kd < hi[0]; ++kd)
+      for (i64 kh = lo[1]; kh < hi[1]; ++kh) {
+        const T* row = p + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2];
+        for (i64 kw = lo[2]; kw < hi[2]; ++kw) {
+          const float v = brrr_ld(row + kw * g.d[2]);
+          if (v > best || !any || (v != v && best == best)) best = v;  // NaN wins and stays
+          any = true;
+          sum += v;
+        }
+      }
+    brrr_st(y + i, is_max ? best : sum / (float)cnt);
+  }
+}
+extern "C" __global__ void brrr_pool_f32(const float* __restrict__ x, float* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 n) { brrr_pool_t<float>(x, y, g, is_max, include_pad, n); }
+extern "C" __global__ void brrr_pool_bf16(const brrr_bf16* __restrict__ x, brrr_bf16* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 n) { brrr_pool_t<brrr_bf16>(x, y, g, is_max, include_pad, n); }
+extern "C" __global__ void brrr_pool_f16(const brrr_f16* __restrict__ x, brrr_f16* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 n) { brrr_pool_t<brrr_f16>(x, y, g, is_max, include_pad, n); }
+// After a cuDNN Conv (NCHW float32, in place): + bias[channel], + sum (a residual), then the
+// activation (0 none, 1 relu, 2 hardswish, 3 hardsigmoid(alpha, beta), 4 clip(alpha, beta)),
+// with the reference ops' scalar functions. bias and sum may be null.
+extern "C" __global__ void brrr_conv_epilogue(float* __restrict__ y, const float* __restrict__ bias, const float* __restrict__ sum, i64 hw, i64 c, int act, float alpha, float beta, i64 n) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+    float v = y[i];
+    if (bias) v += bias[(i / hw) % c];
+    if (sum) v += sum[i];
+    switch (act) {
+      case 1: v = brrr_relu(v); break;
+      case 2: v = brrr_hardswish(v); break;
+      case 3: v = brrr_hardsigmoid(v, alpha, beta); break;
+      case 4: v = brrr_clip(v, alpha, beta); break;
+      default: break;
+    }
+    y[i] = v;
+  }
+}
+// Gather: y[o, j, q] = x[o, idx[j], q] in units of 1, 4 or 16 bytes (`inner` units per
+// slice, `axis` slices per outer step); indices int64 or int32, negative ones count from the
+// end. An index out of [-axis, axis) writes zeros and raises *err, which the executor reads
+// after the run and reports.
+template <class U>
+static __device__ __forceinline__ void brrr_gather_t(const U* __restrict__ x, const void* __restrict__ idx, U* __restrict__ y, i64 nidx, i64 axis, i64 inner, int idx64, int* __restrict__ err, i64 n) {
+  for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (i64)gridDim.x * blockDim.x) {
+    const i64 q = t % inner, j = (t / inner) % nidx, o = t / (inner * nidx);
+    i64 k = idx64 ? static_cast<const long long*>(idx)[j] : (i64)static_cast<const int*>(idx)[j];
+    if (k < 0) k += axis;
+    if (k < 0 || k >= axis) { *err = 1; y[t] = U{}; continue; }
+    y[t] = x[(o * axis + k) * inner + q];
+  }
+}
+extern "C" __global__ void brrr_gather_u1(const unsigned char* __restrict__ x, const void* __restrict__ idx, unsigned char* __restrict__ y, i64 nidx, i64 axis, i64 inner, int idx64, int* __restrict__ err, i64 n) { brrr_gather_t<unsigned char>(x, idx, y, nidx, axis, inner, idx64, err, n); }
+extern "C" __global__ void brrr_gather_u4(const unsigned* __restrict__ x, const void* __restrict__ idx, unsigned* __restrict__ y, i64 nidx, i64 axis, i64 inner, int idx64, int* __restrict__ err, i64 n) { brrr_gather_t<unsigned>(x, idx, y, nidx, axis, inner, idx64, err, n); }
+extern "C" __global__ void brrr_gather_u16(const uint4* __restrict__ x, const void* __restrict__ idx, uint4* __restrict__ y, i64 nidx, i64 axis, i64 inner, int idx64, int* __restrict__ err, i64 n) { brrr_gather_t<uint4>(x, idx, y, nidx, axis, inner, idx64, err, n); }
+// Channel scale (squeeze-excite): y = x * s[row], one s per HW-long row of x (NCHW float32).
+extern "C" __global__ void brrr_channel_scale(const float* __restrict__ x, const float* __restrict__ s, float* __restrict__ y, i64 hw, i64 n) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) { y[i] = x[i] * s[i / hw]; }
+}
+// Sum of each `cols`-long row times `scale` (GlobalAveragePool, ReduceMean / ReduceSum over
+// trailing axes): one warp per row, rows grid-strided.
+extern "C" __global__ void brrr_row_mean(const float* __restrict__ x,
+                                         float* __restrict__ y, i64 rows, i64 cols, float scale) {
+  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  const i64 step = (i64)gridDim.x * warps;
+  for (i64 r = (i64)blockIdx.x * warps + (threadIdx.x >> 5); r < rows; r += step) {
+    const float* row = x + r * cols;
+    float acc = 0.f;
+    for (i64 c = lane; c < cols; c += 32) acc += row[c];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) y[r] = acc * scale;
+  }
+}
