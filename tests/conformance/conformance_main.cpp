@@ -174,6 +174,9 @@ Result run_one(const fs::path& dir) {
       stage = "cpu plan";
       Session plan(g);
       std::vector<Tensor> planned = plan.run(inputs);
+      if (planned.size() != outs.size())
+        return {Status::fail, fmt::format("cpu plan: {} outputs, the reference gives {}",
+                                          planned.size(), outs.size())};
       if (auto r = check_outputs("cpu plan", ds, g, planned, expected)) return *r;
     } catch (const Error& e) {
       std::string m = first_line(e.what());

@@ -1170,6 +1170,13 @@ std::vector<OpSweep> build_sweep_table() {
            [](Piece& p) {
              p.emit("Expand", {p.in({1, 5}), p.ints({0, 5})});
            }},
+          // Feeding a pointwise op: the fuser may load it through a broadcast index map.
+          {"into_add",
+           [](Piece& p) {
+             int v = p.op("Expand", {p.in({3, 1}), p.ints({3, 4})});
+             p.out(p.op("Add", {v, p.in({3, 4})}));
+           },
+           Chain::pointwise},
       },
       kExact);
   add("Tile",
@@ -1186,6 +1193,12 @@ std::vector<OpSweep> build_sweep_table() {
            [](Piece& p) {
              p.emit("Tile", {p.in({2, 3}), p.ints({0, 2})});
            }},
+          {"into_add",
+           [](Piece& p) {
+             int v = p.op("Tile", {p.in({2, 3}), p.ints({2, 1})});
+             p.out(p.op("Add", {v, p.in({4, 3})}));
+           },
+           Chain::pointwise},
       },
       kExact);
   add("Pad",
@@ -1215,6 +1228,12 @@ std::vector<OpSweep> build_sweep_table() {
            [](Piece& p) {
              p.emit("Pad", {p.in({2, 3}), p.ints({1, 1}), p.scalar(0), p.ints({1})});
            }},
+          {"into_add",
+           [](Piece& p) {
+             int v = p.op("Pad", {p.in({3, 4}), p.ints({1, 0, 0, 1}), p.scalar(0)});
+             p.out(p.op("Add", {v, p.in({4, 5})}));
+           },
+           Chain::pointwise},
       },
       kExact);
   add("Gather",
@@ -1243,6 +1262,12 @@ std::vector<OpSweep> build_sweep_table() {
            [](Piece& p) {
              p.emit("Gather", {p.in({4, 3}), p.idx_const({0}, 4)});
            }},
+          {"into_add",
+           [](Piece& p) {
+             int v = p.op("Gather", {p.in({5, 4}), p.idx_const({3}, 5)});
+             p.out(p.op("Add", {v, p.in({3, 4})}));
+           },
+           Chain::pointwise},
       },
       kExact);
   add("GatherElements",
@@ -1440,6 +1465,14 @@ std::vector<OpSweep> build_sweep_table() {
            [](Piece& p) {
              p.emit("Slice", {p.in({2, 9, 4}), p.ints({1}), p.ints({9}), p.ints({1}), p.ints({3})});
            }},
+          // Feeding a pointwise op: the fuser may load it through a strided index map.
+          {"into_add",
+           [](Piece& p) {
+             int v =
+                 p.op("Slice", {p.in({5, 6}), p.ints({1}), p.ints({5}), p.ints({1}), p.ints({2})});
+             p.out(p.op("Add", {v, p.in({5, 2})}));
+           },
+           Chain::pointwise},
       },
       kExact);
   add("Concat",
