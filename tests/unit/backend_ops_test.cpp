@@ -44,8 +44,9 @@ enum class Data {
   unit,     // (-0.9, 0.9); integers [-1, 1]
   nonzero,  // |x| in [0.5, 3]; integers +-[1, 5] (u8: [1, 5])
   halves,   // multiples of 0.5 in [-4, 4] (ties for Round and arg-reductions); integers [-4, 4]
-  special,  // floats: NaN, +-inf, +-0 and ordinary values; integers as `any`
+  special,  // floats: NaN, +-inf, +-0 and ordinary values; integers as `nonzero`
   small,    // [0, 3] for exponents and products; floats and integers
+  wide,     // floats in [-80, 80] (overflow of exp and friends); integers as `any`
 };
 
 // Builds one piece (one case in one dtype) into a graph that may hold many pieces.
@@ -88,12 +89,15 @@ struct Piece {
           break;
         case Data::special: {
           static const double sp[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1.5, -2.25, 0.75};
-          x = flt ? sp[size_t(u(rng) * 8) % 8] : ui(-5, 5);
-          if (dt == DType::u8) x = std::fabs(x);
+          x = flt ? sp[size_t(u(rng) * 8) % 8] : ui(1, 5);  // integers: divisors too, no zero
+          if (dt != DType::u8 && !flt && u(rng) < 0.5) x = -x;
           break;
         }
         case Data::small:
           x = flt ? 3 * u(rng) : ui(0, 3);
+          break;
+        case Data::wide:
+          x = flt ? -80 + 160 * u(rng) : dt == DType::u8 ? ui(0, 10) : ui(-5, 5);
           break;
       }
     }
@@ -243,6 +247,13 @@ std::vector<Case> unary_cases(const std::string& op, Data d = Data::any, Attrs a
   };
   return {
       {"vec7", [=](Piece& p) { p.emit(op, {p.in({7}, d)}, a); }},
+      // NaN, infinities and signed zeros, and magnitudes where naive formulas overflow: the
+      // generated helpers and the reference must agree there too.
+      {"special_values",
+       [=](Piece& p) {
+         p.emit(op, {p.in({8, 8}, Data::special)}, a);
+       }},
+      {"wide_range", [=](Piece& p) { p.emit(op, {p.in({64}, Data::wide)}, a); }},
       {"3x5x17",
        [=](Piece& p) {
          p.emit(op, {p.in({3, 5, 17}, d)}, a);
@@ -281,6 +292,10 @@ std::vector<Case> binary_cases(const std::string& op, Data d0 = Data::any, Data 
   };
   return {
       {"same_3x17", two({3, 17}, {3, 17})},
+      {"special_values",
+       [=](Piece& p) {
+         p.emit(op, {p.in({8, 8}, Data::special), p.in({8}, Data::special)}, a);
+       }},
       {"bcast_4x1x5_3x1", two({4, 1, 5}, {3, 1})},
       {"scalar_rhs", two({2, 3}, {})},
       {"odd_1x7_5x1", two({1, 7}, {5, 1})},
@@ -327,6 +342,10 @@ std::vector<Case> reduce_cases(const std::string& op, Data d) {
   };
   return {
       {"all_3x5x7", red({3, 5, 7}, {}, 1)},
+      {"special_values",
+       [=](Piece& p) {
+         p.emit(op, {p.in({4, 9}, Data::special), p.ints({1})}, {{"keepdims", int64_t(0)}});
+       }},
       {"axis1_drop", red({3, 5, 7}, {1}, 0)},
       {"last_4x33", red({4, 33}, {-1}, 1)},
       {"axes02_2x3x4x5", red({2, 3, 4, 5}, {0, 2}, 0)},
@@ -354,6 +373,14 @@ std::vector<Case> softmax_cases(const std::string& op) {
     return [=](Piece& p) { p.emit(op, {p.in(s)}, {{"axis", axis}}); };
   };
   return {{"last_3x17", sm({3, 17}, -1)},
+          {"special_values",
+           [=](Piece& p) {
+             p.emit(op, {p.in({4, 8}, Data::special)}, {{"axis", int64_t(-1)}});
+           }},
+          {"wide_range",
+           [=](Piece& p) {
+             p.emit(op, {p.in({4, 8}, Data::wide)}, {{"axis", int64_t(-1)}});
+           }},
           {"middle_2x3x5", sm({2, 3, 5}, 1)},
           {"first_4x6", sm({4, 6}, 0)},
           {"vec", sm({9}, 0)},
@@ -374,6 +401,12 @@ std::vector<Case> pool_cases(const std::string& op, Attrs extra) {
   };
   using V = std::vector<int64_t>;
   std::vector<Case> c = {
+      {"special_values",
+       [=](Piece& p) {
+         Attrs a{{"kernel_shape", V{2, 2}}, {"strides", V{2, 2}}};
+         for (auto& [k, v] : extra) a[k] = v;
+         p.emit(op, {p.in({1, 2, 6, 6}, Data::special)}, a);
+       }},
       {"k3_s2_p1",
        pool({1, 3, 9, 9},
             {{"kernel_shape", V{3, 3}}, {"strides", V{2, 2}}, {"pads", V{1, 1, 1, 1}}})},
