@@ -1,9 +1,11 @@
 // The backend sweep (after ggml's tests/test-backend-ops.cpp): for every OpTable entry, small
-// graphs in every dtype the op's shape inference accepts (a few shapes each: broadcasting, odd
-// sizes, zero-size dims where legal) run through CPU sessions, fused (generated code and library
-// kernels) and one kernel per op, and through CUDA sessions when a device is present; every output
-// is compared with the reference executor under the op's tolerance. An op in the table without a
-// sweep entry fails BackendOps.EveryOpHasASweep, so no op lands untested.
+// graphs in every dtype the op's shape inference accepts (a few shapes each: broadcasting, odd and
+// large sizes, zero-size dims where legal, NaN and infinities, fused chains and library epilogues)
+// run through CPU sessions, fused (generated code and library kernels) and one kernel per op, and
+// through CUDA sessions when a device is present; every output is compared with the reference
+// executor under the op's tolerance. An op in the table without a sweep entry fails
+// BackendOpsCoverage.EveryOpHasASweep, so no op lands untested; a case that no dtype accepts fails
+// its op's test, so no case silently tests nothing.
 //
 // Only the public API is used (include/brrr: graph building, infer_shapes, Session, the reference
 // executor), so the sweep outlives the restructuring of the executors it checks.
@@ -1586,8 +1588,9 @@ const OpSweep& sweep_for(const std::string& op) {
   return sweep_table()[0];
 }
 
-// Known bugs the sweep found, one line each: "Op|case|dtype|mode" (mode "*": every mode) -> the
-// bug. Those pieces leave the op's graph for that mode, and the test says so by skipping.
+// Known bugs the sweep found, one line each: "Op|case/dtype|mode" (e.g. "Add|bcast_4x1x5_3x1/
+// float16|cuda-fused"; mode "*": every mode) -> the bug. Those pieces leave the op's graph for that
+// mode; the other pieces still run, then the test skips naming the bugs. None on the CPU today.
 const std::map<std::string, std::string>& known_bugs() {
   static const std::map<std::string, std::string> m = {};
   return m;
