@@ -25,6 +25,10 @@ struct Value {
   // caller feeds none (ONNX: the initializer is the input's default).
   Tensor default_value;
   int producer = -1;        // node index, -1 for graph inputs and constants
+
+  // Bytes of the value's data: elements of `shape` times the size of `dtype` (saturating at
+  // SIZE_MAX instead of wrapping). The one place a value's byte count is derived.
+  size_t nbytes() const;
 };
 
 struct Node {

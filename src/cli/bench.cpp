@@ -20,6 +20,7 @@
 #include "cli/options.hpp"
 #include "runtime/graph_builder.hpp"
 #include "core/env.hpp"
+#include "core/median.hpp"
 #include "core/file_io.hpp"
 
 namespace brrr::cli {
@@ -85,9 +86,7 @@ struct Result {
 // Compulsory bytes (graph inputs, weights and outputs once) and flops of a graph.
 std::pair<double, double> bytes_flops(const Graph& G) {
   double bytes = 0, flops = 0;
-  auto vbytes = [&](int v) {
-    return double(shape_numel(G.value(v).shape)) * dtype_size(G.value(v).dtype);
-  };
+  auto vbytes = [&](int v) { return double(G.value(v).nbytes()); };
   std::set<int> read;
   for (const Node& n : G.nodes)
     for (int i : n.inputs)
@@ -115,10 +114,9 @@ Result measure(const std::string& name, Session& s, int reps) {
     s.run(in);
     t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::sort(t.begin(), t.end());
   Result res;
   res.workload = name;
-  res.ms = t[t.size() / 2];
+  res.ms = median(t);
   res.gbps = bytes / (res.ms * 1e-3) / 1e9;
   res.gflops = flops / (res.ms * 1e-3) / 1e9;
   res.kernels = s.num_kernels();

@@ -24,6 +24,7 @@
 #include "backend/cuda/cuda_runtime.hpp"
 #include "core/env.hpp"
 #include "core/file_io.hpp"
+#include "core/median.hpp"
 #endif
 
 namespace brrr::cli {
@@ -134,7 +135,7 @@ std::pair<double, double> cost_of(const Graph& G) {
   for (const Node& n : G.nodes)
     for (int i : n.inputs)
       if (i >= 0 && G.value(i).producer < 0) read.insert(i);
-  auto vb = [&](int v) { return double(shape_numel(G.value(v).shape)) * dtype_size(G.value(v).dtype); };
+  auto vb = [&](int v) { return double(G.value(v).nbytes()); };
   for (int v : read) bytes += vb(v);
   for (int v : G.outputs) bytes += vb(v);
   for (const Node& n : G.nodes) {
@@ -142,11 +143,6 @@ std::pair<double, double> cost_of(const Graph& G) {
     flops += c.flops;
   }
   return {bytes, flops};
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 #ifdef BRRR_HAVE_CUDA

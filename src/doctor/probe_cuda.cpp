@@ -10,6 +10,7 @@
 
 #include "brrr/doctor.hpp"
 #include "brrr/error.hpp"
+#include "core/median.hpp"
 
 #ifdef BRRR_HAVE_CUDA
 #include "backend/cuda/gpu_probe.hpp"
@@ -60,8 +61,7 @@ double chain_run_us(int n) {
     s.run(in);
     t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(t);
 }
 
 }  // namespace

@@ -44,6 +44,11 @@ std::string Node::label() const {
   return fmt::format("node '{}' ({}{}{})", name, domain, domain.empty() ? "" : ".", op);
 }
 
+size_t Value::nbytes() const {
+  uint64_t n = uint64_t(shape_numel(shape)), es = dtype_size(dtype);
+  return n > SIZE_MAX / es ? SIZE_MAX : size_t(n * es);
+}
+
 int Graph::add_value(const std::string& n) {
   values.push_back(Value{});
   values.back().name = n;

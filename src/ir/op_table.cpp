@@ -53,10 +53,10 @@ Cost op_cost(const Graph& g, const Node& n) {
   if (c.bytes == 0) {
     for (int i : n.inputs)
       if (i >= 0 && g.value(i).typed)
-        c.bytes += double(shape_numel(g.value(i).shape)) * dtype_size(g.value(i).dtype);
+        c.bytes += double(g.value(i).nbytes());
     for (int o : n.outputs)
       if (g.value(o).typed)
-        c.bytes += double(shape_numel(g.value(o).shape)) * dtype_size(g.value(o).dtype);
+        c.bytes += double(g.value(o).nbytes());
   }
   return c;
 }

@@ -143,8 +143,7 @@ Cost bytes_in0_out0(const Graph& g, const Node& n) {
   Cost c;
   const Value& in = g.value(n.inputs[0]);
   const Value& out = g.value(n.outputs[0]);
-  c.bytes = double(shape_numel(in.shape)) * dtype_size(in.dtype) +
-            double(shape_numel(out.shape)) * dtype_size(out.dtype);
+  c.bytes = double(in.nbytes()) + double(out.nbytes());
   return c;
 }
 

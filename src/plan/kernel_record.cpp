@@ -35,7 +35,7 @@ KernelRecord kernel_record(const Graph& g, const Kernel& k) {
   // Reads and writes by value let the doctor see which intermediates fusion would remove.
   auto use = [&](int v) {
     const Value& val = g.value(v);
-    double b = double(shape_numel(val.shape)) * dtype_size(val.dtype);
+    double b = double(val.nbytes());
     rec.cost.bytes += b;
     return TensorUse{val.name.empty() ? fmt::format("%{}", v) : val.name, b};
   };

@@ -6,6 +6,7 @@
 
 #include "brrr/op.hpp"
 #include "brrr/reference.hpp"
+#include "core/median.hpp"
 
 namespace brrr {
 
@@ -17,14 +18,8 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 double value_bytes(const Value& v) {
-  return v.typed ? double(shape_numel(v.shape)) * double(dtype_size(v.dtype)) : 0.0;
+  return v.typed ? double(v.nbytes()) : 0.0;
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Runs the ONNX backend node tests (generate_node_tests.py writes them) through brrr's loader,
-// shape inference and reference executor, and compares with the expected outputs.
+// shape inference and reference executor, then through the compiled CPU plan (a Session: fused
+// generated code, library kernels), and compares both with the expected outputs.
 //
 //   brrr_conformance DATA_DIR [--skip-list FILE] [--filter SUBSTR] [--report FILE] [--no-fork]
+//                    [--reference-only]
 //
 // Each test runs in a forked child (with a time limit), so a crash or hang in one op is reported
 // as that test's failure instead of ending the run. Exit status 1 when any non-skipped test fails.
@@ -17,12 +19,14 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "brrr/onnx.hpp"
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
+#include "brrr/session.hpp"
 #include "cli/compare.hpp"
 #include "cli/test_data.hpp"
 
@@ -90,6 +94,32 @@ void freeze_integer_inputs(Graph& g, std::map<std::string, Tensor>& inputs) {
   g.inputs = keep;
 }
 
+// The first output of `outs` that differs from `expected`, as a failure naming `who` (the
+// reference or the CPU plan); nothing when all match.
+std::optional<Result> check_outputs(const char* who, const fs::path& ds, const Graph& g,
+                                    const std::vector<Tensor>& outs,
+                                    const std::vector<Tensor>& expected) {
+  for (size_t i = 0; i < outs.size() && i < expected.size(); ++i) {
+    if (!expected[i].defined()) continue;
+    cli::Tolerance tol = tolerance_for(expected[i].dtype());
+    cli::Comparison c = cli::compare_tensors(outs[i], expected[i], tol);
+    std::string where = fmt::format("{}: {} output {} '{}'", who, ds.filename().string(), i,
+                                    g.value(g.outputs[i]).name);
+    if (!c.problem.empty()) return Result{Status::fail, where + ": " + c.problem};
+    if (!c.pass)
+      return Result{
+          Status::fail,
+          fmt::format("{}: {} of {} elements differ (max abs {:.3g}, max rel {:.3g}; "
+                      "at {}: got {:.7g}, expected {:.7g}; {})",
+                      where, c.mismatches, expected[i].numel(), c.max_abs, c.max_rel, c.worst,
+                      c.worst_got, c.worst_expected, cli::criterion_str(expected[i], tol, c))};
+  }
+  return std::nullopt;
+}
+
+// Whether each test also runs through the compiled CPU plan (off with --reference-only).
+bool g_run_plan = true;
+
 Result run_one(const fs::path& dir) {
   Graph g0;
   try {
@@ -138,24 +168,21 @@ Result run_one(const fs::path& dir) {
       }
       stage = "run";
       std::vector<Tensor> outs = run_reference(g, inputs);
-      for (size_t i = 0; i < outs.size() && i < expected.size(); ++i) {
-        if (!expected[i].defined()) continue;
-        cli::Tolerance tol = tolerance_for(expected[i].dtype());
-        cli::Comparison c = cli::compare_tensors(outs[i], expected[i], tol);
-        std::string where =
-            fmt::format("{} output {} '{}'", ds.filename().string(), i, g.value(g.outputs[i]).name);
-        if (!c.problem.empty()) return {Status::fail, where + ": " + c.problem};
-        if (!c.pass)
-          return {
-              Status::fail,
-              fmt::format("{}: {} of {} elements differ (max abs {:.3g}, max rel {:.3g}; "
-                          "at {}: got {:.7g}, expected {:.7g}; {})",
-                          where, c.mismatches, expected[i].numel(), c.max_abs, c.max_rel, c.worst,
-                          c.worst_got, c.worst_expected, cli::criterion_str(expected[i], tol, c))};
-      }
+      if (auto r = check_outputs("reference", ds, g, outs, expected)) return *r;
+      if (!g_run_plan) continue;
+      // The same prepared graph through the compiled CPU plan: the path users run.
+      stage = "cpu plan";
+      Session plan(g);
+      std::vector<Tensor> planned = plan.run(inputs);
+      if (planned.size() != outs.size())
+        return {Status::fail, fmt::format("cpu plan: {} outputs, the reference gives {}",
+                                          planned.size(), outs.size())};
+      if (auto r = check_outputs("cpu plan", ds, g, planned, expected)) return *r;
     } catch (const Error& e) {
       std::string m = first_line(e.what());
-      return {is_unsupported(m) ? Status::skip : Status::fail, stage + ": " + m};
+      // The reference ran this graph, so the plan refusing it is a failure, not a skip.
+      bool skip = is_unsupported(m) && stage != "cpu plan";
+      return {skip ? Status::skip : Status::fail, stage + ": " + m};
     } catch (const std::exception& e) {
       return {Status::fail, stage + ": exception: " + first_line(e.what())};
     }
@@ -260,11 +287,13 @@ int main(int argc, char** argv) {
       report_path = next();
     else if (a == "--no-fork")
       fork_each = false;
+    else if (a == "--reference-only")
+      g_run_plan = false;
     else if (data.empty() && a[0] != '-')
       data = a;
     else {
       std::cerr << "usage: brrr_conformance DATA_DIR [--skip-list FILE] [--filter SUBSTR] "
-                   "[--report FILE] [--no-fork]\n";
+                   "[--report FILE] [--no-fork] [--reference-only]\n";
       return 2;
     }
   }

@@ -12,6 +12,7 @@
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
 #include "brrr/reference_profile.hpp"
+#include "core/median.hpp"
 
 using namespace brrr;
 using namespace brrr::doctor;
@@ -33,8 +34,7 @@ double median_ms(F&& f, int reps) {
     t.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return brrr::median(t);
 }
 
 // One measured kernel as a one-kernel run.
