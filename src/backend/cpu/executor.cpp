@@ -24,6 +24,7 @@
 #include "passes/choose_layouts.hpp"
 #include "passes/plan_memory.hpp"
 #include "plan/kernel_record.hpp"
+#include "core/median.hpp"
 
 namespace brrr::cpu {
 
@@ -207,7 +208,7 @@ void CpuExecutor::build() {
     steps[i].src = k.inputs.at(0);
     steps[i].dst = k.outputs.at(0);
     const Value& v = g.value(steps[i].dst);
-    steps[i].bytes = size_t(shape_numel(v.shape)) * dtype_size(v.dtype);
+    steps[i].bytes = v.nbytes();
   }
 }
 
@@ -333,10 +334,6 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
     walls.push_back(std::chrono::duration<double, std::milli>(clk::now() - w0).count());
     ++m.load->run;
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v[v.size() / 2];
-  };
   prof.wall_ms = median(walls);
   double start = 0;
   for (size_t i = 0; i < m.steps.size(); ++i) {

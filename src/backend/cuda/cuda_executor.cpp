@@ -26,7 +26,6 @@ using plan::KernelKind;
 
 namespace {
 
-size_t value_bytes(const Value& v) { return size_t(shape_numel(v.shape)) * dtype_size(v.dtype); }
 
 }  // namespace
 
@@ -139,10 +138,10 @@ void CudaExecutor::Impl::build() {
   slot.assign(g.values.size(), 0);
   std::vector<bool> is_out(g.values.size(), false);
   for (int o : g.outputs) is_out[size_t(o)] = true;
-  for (int id : g.inputs) slot[size_t(id)] = alloc(value_bytes(g.value(id)), "input " + g.value(id).name);
+  for (int id : g.inputs) slot[size_t(id)] = alloc(g.value(id).nbytes(), "input " + g.value(id).name);
   for (int o : g.outputs)
     if (g.value(o).producer >= 0 && !slot[size_t(o)])
-      slot[size_t(o)] = alloc(value_bytes(g.value(o)), "output " + g.value(o).name);
+      slot[size_t(o)] = alloc(g.value(o).nbytes(), "output " + g.value(o).name);
   std::vector<BufferRequest> reqs;
   std::vector<int> req_value;
   std::vector<int> last_use(g.values.size(), -1);
@@ -151,7 +150,7 @@ void CudaExecutor::Impl::build() {
   for (int i = 0; i < nk; ++i)
     for (int v : plan.kernels[size_t(i)].outputs) {
       if (is_out[size_t(v)] || slot[size_t(v)]) continue;
-      reqs.push_back({Arena::align(value_bytes(g.value(v))), i, std::max(i, last_use[size_t(v)])});
+      reqs.push_back({Arena::align(g.value(v).nbytes()), i, std::max(i, last_use[size_t(v)])});
       req_value.push_back(v);
     }
   MemoryPlan mp = plan_memory(reqs);

@@ -19,7 +19,7 @@ void CudaExecutor::Impl::setup_copy(const plan::Kernel& k, CopyStep& s) {
   s.src = slot[size_t(k.inputs.at(0))];
   s.dst = slot[size_t(k.outputs.at(0))];
   const Value& v = g.value(k.outputs.at(0));
-  s.bytes = size_t(shape_numel(v.shape)) * dtype_size(v.dtype);
+  s.bytes = v.nbytes();
 }
 
 void CudaExecutor::Impl::exec_copy(const CopyStep& s, const std::string& what) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/median.hpp"
 #include "backend/cuda/cuda_executor_impl.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "plan/kernel_record.hpp"
@@ -22,11 +23,6 @@ extern "C" __global__ void brrr_spin(unsigned long long ns) {
   } while (t - t0 < ns);
 }
 )cuda";
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -109,17 +105,17 @@ RunProfile CudaExecutor::profile(const std::map<std::string, Tensor>& inputs, in
   }
   RunProfile prof;
   prof.backend = "cuda";
-  prof.wall_ms = median_of(walls);
+  prof.wall_ms = median(walls);
   int med_run = 0;
   for (int r = 0; r < reps; ++r)
     if (walls[size_t(r)] == prof.wall_ms) med_run = r;
   double busy = 0;
-  for (size_t i = 0; i < n; ++i) busy += median_of(times[i]);
+  for (size_t i = 0; i < n; ++i) busy += median(times[i]);
   const double gap_per_node = n ? std::max(0.0, prof.wall_ms - busy) / double(n) : 0;
   double t = 0;
   for (size_t i = 0; i < n; ++i) {
     KernelRecord rec = plan::kernel_record(m.g, m.plan.kernels[i]);
-    rec.time_ms = median_of(times[i]);
+    rec.time_ms = median(times[i]);
     rec.graph_node = graph;
     if (m.steps[i].type == Step::Library) rec.precision = to_string(m.steps[i].gemm().prec);
     if (m.steps[i].type == Step::Conv) rec.precision = to_string(m.steps[i].conv().math);

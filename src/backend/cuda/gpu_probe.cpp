@@ -8,15 +8,9 @@
 #include "backend/cuda/bench_kernels.hpp"
 #include "backend/cuda/cuda_graph.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
+#include "core/median.hpp"
 
 namespace brrr::cuda {
-
-namespace {
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-}  // namespace
 
 double time_events_ms(const Stream& s, const std::function<void()>& body, int warmup, int reps) {
   for (int i = 0; i < warmup; ++i) body();
