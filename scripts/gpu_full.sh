@@ -3,7 +3,8 @@
 # brrr_tests (CUDA tests first; they must pass, not skip), brrr bench --backend cuda, the PyTorch
 # side-by-side, and one combined table last.
 # Usage there: cd .gpu_stage && bash scripts/gpu_full.sh   (writes logs to $OUT; SKIP_CUDA_TESTS,
-# SKIP_CPU_TESTS and SKIP_TORCH set to 1 skip those parts, BENCH_ITEMS picks workloads)
+# SKIP_CPU_TESTS and SKIP_TORCH set to 1 skip those parts, BENCH_ITEMS picks workloads,
+# REST_FILTER narrows the background tests (default: every test but the Cuda* ones))
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -15,7 +16,7 @@ source scripts/gpu_build.sh
 echo "== built in $(( $(date +%s) - T0 )) s"
 # CPU tests in the background (they use no GPU) while the CUDA tests and the bench run.
 if [ "${SKIP_CPU_TESTS:-0}" != 1 ]; then
-  (timeout 300 $B/tests/brrr_tests --gtest_filter='-Cuda*' > "$OUT/tests_rest.log" 2>&1) &
+  (timeout 300 $B/tests/brrr_tests --gtest_filter="${REST_FILTER:--Cuda*}" > "$OUT/tests_rest.log" 2>&1) &
   REST=$!
 fi
 if [ "${SKIP_CUDA_TESTS:-0}" != 1 ]; then
@@ -23,6 +24,12 @@ if [ "${SKIP_CUDA_TESTS:-0}" != 1 ]; then
     grep -E '^\[  (FAILED|SKIPPED) |^\[==========\]|^\[  PASSED|Failure|Expected|Which is|error|output' | head -60
 fi
 echo "== tests done at $(( $(date +%s) - T0 )) s"
+echo "== example models on cuda, --check against the PyTorch fp32 outputs"
+for m in mlp_tiny bert_tiny squeezenet1_1 mobilenet_v3_small; do
+  r=$(timeout 120 $B/brrr run examples/$m/model.onnx --data examples/$m/test_data_set_0 --check \
+      --backend cuda 2>&1 | grep -E "^check:|^time:|error" | tr '\n' ' ')
+  echo "$m: $r"
+done
 timeout 170 $B/brrr bench --backend cuda --reps ${BENCH_REPS:-20} --json "$OUT/brrr_bench.json" ${BENCH_ITEMS:-} 2>&1 | tee "$OUT/bench.log"
 echo "== bench done at $(( $(date +%s) - T0 )) s"
 if [ "${SKIP_TORCH:-0}" != 1 ]; then
