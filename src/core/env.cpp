@@ -113,7 +113,7 @@ std::string text(const char* name) {
     for (size_t p = 0; p <= acc.size();) {
       size_t q = acc.find('|', p);
       if (q == acc.npos) q = acc.size();
-      ok = ok || acc.compare(p, q - p, v) == 0 && q - p == v.size();
+      ok = ok || (acc.compare(p, q - p, v) == 0 && q - p == v.size());
       p = q + 1;
     }
     if (!ok) fail("{}='{}' is not valid: expected one of {} (or unset)", s->name, v, acc);

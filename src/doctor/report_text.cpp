@@ -55,8 +55,9 @@ std::string render_table(const Report& r) {
          "between kernels count as overhead\n";
   } else {
     // The threads the measured runs used (the session's), not the probe's.
-    s += fmt::format("brrr doctor: {} ({} kernels on {}, {} threads)\n", r.model, r.kernels.size(),
-                     r.profile.backend, r.profile.threads > 0 ? r.profile.threads : c.threads);
+    const int threads = r.profile.threads > 0 ? r.profile.threads : c.threads;
+    s += fmt::format("brrr doctor: {} ({} kernels on {}, {} thread{})\n", r.model, r.kernels.size(),
+                     r.profile.backend, threads, threads == 1 ? "" : "s");
     s += fmt::format(
         "ceilings (measured, brrr probe): {:.1f} GB/s, {:.1f} GFLOP/s fp32, dispatch {:.2f} us, "
         "kernel call + fork/join {:.2f} us\n",

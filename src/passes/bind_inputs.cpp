@@ -31,10 +31,15 @@ void bind_inputs(Graph& g, const std::map<std::string, Shape>& input_shapes) {
       v.shape = s;
     } else {
       for (size_t d = 0; d < v.shape.size(); ++d)
-        if (v.shape[d] < 0)
-          fail("input '{}' has a symbolic dim '{}' (axis {}); give a shape, e.g. --shape {}:{}",
+        if (v.shape[d] < 0) {
+          // An example that works when typed: the declared dims, 1 for each symbolic one.
+          std::vector<int64_t> example(v.shape.size());
+          for (size_t k = 0; k < v.shape.size(); ++k) example[k] = v.shape[k] < 0 ? 1 : v.shape[k];
+          fail("input '{}' has a symbolic dim '{}' (axis {}); give its shape "
+               "(SessionOptions::input_shapes; on the command line e.g. --shape {}:{})",
                v.name, d < v.dim_names.size() ? v.dim_names[d] : "?", d, v.name,
-               fmt::join(std::vector<std::string>(v.shape.size(), "N"), "x"));
+               fmt::join(example, "x"));
+        }
     }
     v.typed = true;
   }

@@ -58,6 +58,8 @@ TEST(OnnxLoader, ExternalDataInsideTheModelFolder) {
 
 TEST(OnnxLoader, SymbolicDimNeedsAShape) {
   expect_error([] { prepared("symbolic_batch.onnx"); }, "symbolic dim 'batch'");
+  // The example in the message works when typed: real numbers, not placeholders.
+  expect_error([] { prepared("symbolic_batch.onnx"); }, "--shape x:1x3)");
   InferOptions o;
   o.input_shapes["x"] = {5, 3};
   Graph g = prepared("symbolic_batch.onnx", o);
