@@ -4,7 +4,8 @@
 # side-by-side, and one combined table last.
 # Usage there: cd .gpu_stage && bash scripts/gpu_full.sh   (writes logs to $OUT; SKIP_CUDA_TESTS,
 # SKIP_CPU_TESTS and SKIP_TORCH set to 1 skip those parts, BENCH_ITEMS picks workloads,
-# REST_FILTER narrows the background tests (default: every test but the Cuda* ones))
+# REST_FILTER narrows the background tests (default: every test but the Cuda* ones) and REST_S
+# limits them (default 300 s; the backend sweep alone, with its CUDA modes, takes longer))
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -16,7 +17,7 @@ source scripts/gpu_build.sh
 echo "== built in $(( $(date +%s) - T0 )) s"
 # CPU tests in the background (they use no GPU) while the CUDA tests and the bench run.
 if [ "${SKIP_CPU_TESTS:-0}" != 1 ]; then
-  (timeout 300 $B/tests/brrr_tests --gtest_filter="${REST_FILTER:--Cuda*}" > "$OUT/tests_rest.log" 2>&1) &
+  (timeout ${REST_S:-300} $B/tests/brrr_tests --gtest_filter="${REST_FILTER:--Cuda*}" > "$OUT/tests_rest.log" 2>&1) &
   REST=$!
 fi
 if [ "${SKIP_CUDA_TESTS:-0}" != 1 ]; then
