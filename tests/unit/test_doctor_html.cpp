@@ -103,6 +103,15 @@ TEST(DoctorHtml, HostileNamesAreEscapedEverywhere) {
   EXPECT_EQ(h.find("<b>reduction</b>"), std::string::npos);
   EXPECT_NE(h.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
   EXPECT_NE(h.find("/act/Relu&#39;&quot;"), std::string::npos);
+  // The model path, backend names, batch error and remedy text are outside input too.
+  Report r = full_report();
+  r.model = r.profile.backend = r.after_profile->backend = kHostile;
+  r.remedies[0].detail = kHostile;
+  r.batch.reset();
+  r.batch_error = kHostile;
+  std::string h2 = render_html(r);
+  EXPECT_EQ(h2.find("<script"), std::string::npos);
+  EXPECT_GE(count(h2, "&lt;script&gt;alert(1)&lt;/script&gt;"), 6u);
 }
 
 TEST(DoctorHtml, KernelTableHasNodesBoundariesAndTheJsonNumbers) {
