@@ -182,7 +182,8 @@ std::string render_table(const Report& r);
 nlohmann::json report_json(const Report& r);
 // Chrome trace-event JSON (Perfetto): one lane per thread/stream, complete "X" events.
 nlohmann::json trace_json(const Report& r);
-// One self-contained HTML page: SVG roofline, class table, verdict.
+// One self-contained HTML page (no scripts, every model string escaped): SVG roofline with the
+// top kernels numbered, per-kernel table, class table, batch sweep and compare when run, verdict.
 std::string render_html(const Report& r);
 
 nlohmann::json profile_to_json(const RunProfile& p);

@@ -30,6 +30,9 @@ struct KernelRecord {
   bool graph_node = false;           // replayed as a CUDA graph node (fixed cost: per node)
   std::vector<TensorUse> reads;      // optional: lets the doctor predict what fusion saves
   std::vector<TensorUse> writes;
+  // Why this kernel's outputs did not fuse into their consumers, one line per boundary:
+  // "-> consumer via 'value': not fused: ..." (from the plan; empty for unplanned runs).
+  std::vector<std::string> boundaries;
 };
 
 struct RunProfile {

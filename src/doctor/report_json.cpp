@@ -23,7 +23,8 @@ json kernel_json(const KernelAnalysis& k) {
               {"overhead_ms", k.overhead_ms},
               {"efficiency", k.efficiency},
               {"regime", regime_name(k.regime)},
-              {"fused_from", k.rec.nodes}};
+              {"fused_from", k.rec.nodes},
+              {"boundaries", k.rec.boundaries}};
 }
 
 json attribution_json(const Attribution& a) {
@@ -123,7 +124,8 @@ json profile_to_json(const RunProfile& p) {
                   {"start_ms", k.start_ms},
                   {"lane", k.lane},
                   {"reads", reads},
-                  {"writes", writes}});
+                  {"writes", writes},
+                  {"boundaries", k.boundaries}});
   }
   return json{{"backend", p.backend}, {"wall_ms", p.wall_ms}, {"kernels", ks}};
 }
@@ -139,6 +141,7 @@ RunProfile profile_from_json(const json& j) {
       k.kind = kj.value("kind", "");
       k.ops = kj.value("ops", std::vector<std::string>{});
       k.nodes = kj.value("nodes", std::vector<std::string>{});
+      k.boundaries = kj.value("boundaries", std::vector<std::string>{});
       std::string cls = kj.value("class", "elementwise");
       k.cls = cls == "contraction"     ? OpClass::contraction
               : cls == "normalization" ? OpClass::normalization

@@ -44,4 +44,14 @@ KernelRecord kernel_record(const Graph& g, const Kernel& k) {
   return rec;
 }
 
+KernelRecord kernel_record(const Graph& g, const Plan& plan, size_t i) {
+  KernelRecord rec = kernel_record(g, plan.kernels[i]);
+  for (const Boundary& b : plan.boundaries)
+    if (b.from_kernel == int(i) && b.to_kernel >= 0 && size_t(b.to_kernel) < plan.kernels.size())
+      rec.boundaries.push_back(fmt::format("-> {} via '{}': {}",
+                                           plan.kernels[size_t(b.to_kernel)].name,
+                                           g.value(b.value).name, b.reason));
+  return rec;
+}
+
 }  // namespace brrr::plan

@@ -8,5 +8,7 @@
 namespace brrr::plan {
 
 KernelRecord kernel_record(const Graph& g, const Kernel& k);
+// The same for plan kernel i, with the plan's fusion-boundary reasons where it is the producer.
+KernelRecord kernel_record(const Graph& g, const Plan& plan, size_t i);
 
 }  // namespace brrr::plan

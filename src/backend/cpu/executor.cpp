@@ -337,8 +337,7 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
   prof.wall_ms = median(walls);
   double start = 0;
   for (size_t i = 0; i < m.steps.size(); ++i) {
-    const plan::Kernel& k = m.plan.kernels[i];
-    KernelRecord rec = plan::kernel_record(m.g, k);
+    KernelRecord rec = plan::kernel_record(m.g, m.plan, i);
     rec.time_ms = median(times[i]);
     rec.start_ms = start;
     start += rec.time_ms;

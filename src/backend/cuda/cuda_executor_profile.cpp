@@ -114,7 +114,7 @@ RunProfile CudaExecutor::profile(const std::map<std::string, Tensor>& inputs, in
   const double gap_per_node = n ? std::max(0.0, prof.wall_ms - busy) / double(n) : 0;
   double t = 0;
   for (size_t i = 0; i < n; ++i) {
-    KernelRecord rec = plan::kernel_record(m.g, m.plan.kernels[i]);
+    KernelRecord rec = plan::kernel_record(m.g, m.plan, i);
     rec.time_ms = median(times[i]);
     rec.graph_node = graph;
     if (m.steps[i].type == Step::Library) rec.precision = to_string(m.steps[i].gemm().prec);
