@@ -24,11 +24,11 @@
 
 #include "brrr/onnx.hpp"
 #include "brrr/op.hpp"
-#include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
 #include "cli/compare.hpp"
 #include "cli/test_data.hpp"
+#include "passes/pipeline.hpp"
 
 namespace fs = std::filesystem;
 using namespace brrr;
@@ -64,14 +64,15 @@ cli::Tolerance tolerance_for(DType t) {
   return cli::Tolerance{1e-3, 1e-5, false};
 }
 
-void prepare(Graph& g, const std::map<std::string, Tensor>& inputs) {
-  InferOptions io;
+// The graph the reference executor runs: the compile pipeline for the reference target, with the
+// test's input shapes bound.
+Graph prepare(Graph g, const std::map<std::string, Tensor>& inputs) {
+  CompileOptions co;
   for (int id : g.inputs) {
     auto it = inputs.find(g.value(id).name);
-    if (it != inputs.end()) io.input_shapes[it->first] = it->second.shape();
+    if (it != inputs.end()) co.input_shapes[it->first] = it->second.shape();
   }
-  infer_shapes(g, io);
-  eliminate_dead_nodes(g);
+  return compile(std::move(g), plan::Target::reference(), co).graph;
 }
 
 // Turns every integer graph input into a constant holding the test's data.
@@ -154,16 +155,14 @@ Result run_one(const fs::path& dir) {
           cli::load_expected_outputs(g, cli::list_pb_files(ds, "output"));
       stage = "infer_shapes";
       try {
-        Graph tmp = g;
-        prepare(tmp, inputs);
-        g = std::move(tmp);
+        g = prepare(g, inputs);  // a copy: on failure g stays as loaded for the retry
       } catch (const Error& e) {
         // brrr plans static shapes, so shape-giving inputs (axes, K, target shapes) must be
         // known at load time; the node tests feed them as graph inputs. Retry with the integer
         // inputs bound as constants, as a user of a static engine would.
         if (std::string(e.what()).find("must be a constant") == std::string::npos) throw;
         freeze_integer_inputs(g, inputs);
-        prepare(g, inputs);
+        g = prepare(std::move(g), inputs);
         froze = true;
       }
       stage = "run";
