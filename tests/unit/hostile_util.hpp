@@ -16,7 +16,7 @@
 
 #include "brrr/error.hpp"
 #include "brrr/onnx.hpp"
-#include "brrr/passes.hpp"
+#include "passes/pipeline.hpp"
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
 
@@ -61,11 +61,9 @@ inline SessionOptions session_options(const std::string& dump_dir = "") {
 // The reference executor's outputs for a model file.
 inline std::vector<Tensor> reference(const std::string& path,
                                      const std::map<std::string, Tensor>& inputs) {
-  Graph g = load_onnx(path);
-  InferOptions io;
-  for (const auto& [k, v] : inputs) io.input_shapes[k] = v.shape();
-  infer_shapes(g, io);
-  return run_reference(g, inputs);
+  CompileOptions co;
+  for (const auto& [k, v] : inputs) co.input_shapes[k] = v.shape();
+  return run_reference(compile(load_onnx(path), plan::Target::reference(), co).graph, inputs);
 }
 
 // Inputs from a folder of input_N.pb files, keyed by the tensors' own names.
