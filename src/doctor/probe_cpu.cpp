@@ -12,9 +12,9 @@
 #include <memory>
 
 #include "brrr/doctor.hpp"
-#include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
 #include "doctor/probe_kernels.hpp"
+#include "passes/pipeline.hpp"
 
 namespace brrr::doctor {
 
@@ -140,8 +140,7 @@ Graph tiny_chain(int n) {
     prev = y;
   }
   g.outputs.push_back(prev);
-  infer_shapes(g, {});
-  return g;
+  return compile(std::move(g), plan::Target::reference(), {}).graph;
 }
 
 struct FreeDeleter {
