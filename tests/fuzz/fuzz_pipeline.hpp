@@ -1,4 +1,5 @@
-// The fuzzed pipeline: ONNX bytes -> load -> shape inference -> one run on small inputs.
+// The fuzzed pipeline: ONNX bytes -> load -> compile for the reference target -> plans and
+// generated code -> one run on small inputs.
 // Shared by the libFuzzer target and the regression test that replays saved crashes.
 #pragma once
 #include <cstdint>
@@ -8,9 +9,9 @@
 
 #include "brrr/onnx.hpp"
 #include "brrr/op.hpp"
-#include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
 #include "backend/cpu/codegen_cpp.hpp"
+#include "passes/pipeline.hpp"
 #include "plan/kernel_ir.hpp"
 
 namespace brrr_fuzz {
@@ -35,7 +36,7 @@ inline void run_one(const uint8_t* data, size_t size) {
   using namespace brrr;
   try {
     Graph g = load_onnx_bytes(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
-    InferOptions opts;
+    CompileOptions opts;
     for (int id : g.inputs) {
       Shape s = g.value(id).shape;
       for (auto& d : s)
@@ -43,8 +44,7 @@ inline void run_one(const uint8_t* data, size_t size) {
       if (shape_numel(s) > kMaxElements) return;
       opts.input_shapes[g.value(id).name] = s;
     }
-    infer_shapes(g, opts);
-    eliminate_dead_nodes(g);
+    g = compile(std::move(g), plan::Target::reference(), opts).graph;
     // Plan and generate code, fused and one kernel per op (the system compiler is too slow to run
     // per input; the generated text is what untrusted names and constants could break).
     for (bool fuse : {true, false}) {
