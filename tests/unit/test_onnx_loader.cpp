@@ -5,8 +5,8 @@
 #include <fstream>
 
 #include "brrr/onnx.hpp"
-#include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
+#include "passes/pipeline.hpp"
 
 using namespace brrr;
 namespace fs = std::filesystem;
@@ -27,11 +27,10 @@ static void expect_error(F&& f, const std::string& needle) {
   }
 }
 
-static Graph prepared(const std::string& name, InferOptions o = {}) {
-  Graph g = load_onnx(fixture(name));
-  infer_shapes(g, o);
-  eliminate_dead_nodes(g);
-  return g;
+// A fixture loaded and prepared the way every caller prepares a model: the compile pipeline (for
+// the reference target: only the typed graph is wanted).
+static Graph prepared(const std::string& name, const CompileOptions& o = {}) {
+  return compile(load_onnx(fixture(name)), plan::Target::reference(), o).graph;
 }
 
 TEST(OnnxLoader, RunsAValidModelWithRawAndTypedInitializers) {
@@ -60,17 +59,17 @@ TEST(OnnxLoader, SymbolicDimNeedsAShape) {
   expect_error([] { prepared("symbolic_batch.onnx"); }, "symbolic dim 'batch'");
   // The example in the message works when typed: real numbers, not placeholders.
   expect_error([] { prepared("symbolic_batch.onnx"); }, "--shape x:1x3)");
-  InferOptions o;
+  CompileOptions o;
   o.input_shapes["x"] = {5, 3};
   Graph g = prepared("symbolic_batch.onnx", o);
   EXPECT_EQ(g.value(g.outputs[0]).shape, (Shape{5, 3}));
 }
 
 TEST(OnnxLoader, WrongGivenShape) {
-  InferOptions o;
+  CompileOptions o;
   o.input_shapes["x"] = {5, 4};
   expect_error([&] { prepared("symbolic_batch.onnx", o); }, "dim 1 fixed to 3");
-  InferOptions o2;
+  CompileOptions o2;
   o2.input_shapes["nope"] = {1};
   expect_error([&] { prepared("symbolic_batch.onnx", o2); }, "not an input of the model");
 }
