@@ -20,6 +20,7 @@
 #include "expect_outputs.hpp"
 #include "random_tensor.hpp"
 #include "brrr/session.hpp"
+#include "passes/pipeline.hpp"
 #include "plan/kernel_ir.hpp"
 #include "runtime/graph_builder.hpp"
 
@@ -374,12 +375,10 @@ TEST(CudaPoolGeometry, ExampleModelsMapToDevicePaths) {
     SCOPED_TRACE(name);
     const std::string path = example_model(name);
     if (!file_exists(path)) GTEST_SKIP() << path << " not found";
-    Graph g = load_onnx(path);
-    infer_shapes(g, {});
-    eliminate_dead_nodes(g);
-    plan::FusionOptions fo;
-    fo.float16 = true;
-    plan::Plan p = plan::build_plan(g, fo, plan::Target::cuda());
+    // The plan the CUDA session builds: the compile pipeline for the CUDA target.
+    Compiled c = compile(load_onnx(path), plan::Target::cuda(), {});
+    const Graph& g = c.graph;
+    const plan::Plan& p = c.plan;
     int pools = 0;
     for (const plan::Kernel& k : p.kernels) {
       EXPECT_NE(k.kind, plan::KernelKind::Reference) << k.name;
