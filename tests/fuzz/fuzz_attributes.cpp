@@ -11,9 +11,9 @@
 
 #include "backend/cpu/codegen_cpp.hpp"
 #include "brrr/onnx.hpp"
-#include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
+#include "passes/pipeline.hpp"
 #include "plan/kernel_ir.hpp"
 
 namespace {
@@ -165,8 +165,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Shape shape;
   std::string bytes = model_bytes(p, &shape);
   try {
-    Graph g = load_onnx_bytes(bytes, "fuzz");
-    infer_shapes(g, {});
+    Graph g = compile(load_onnx_bytes(bytes, "fuzz"), plan::Target::reference(), {}).graph;
     for (bool fuse : {true, false}) {
       plan::FusionOptions fo;
       fo.enable = fuse;
