@@ -29,6 +29,7 @@
 #include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
+#include "passes/pipeline.hpp"
 
 using namespace brrr;
 
@@ -1741,7 +1742,7 @@ int check_mode(const OpSweep& sweep, const Mode& mode, const std::vector<PieceSp
   Built ref = b;
   std::vector<Tensor> want;
   try {
-    infer_shapes(ref.g, InferOptions{});
+    ref.g = compile(std::move(ref.g), plan::Target::reference(), {}).graph;
     want = run_reference(ref.g, ref.feeds);
   } catch (const Error& e) {
     if (pieces.size() > 1) {
