@@ -10,9 +10,9 @@
 
 #include "brrr/doctor.hpp"
 #include "brrr/op.hpp"
-#include "brrr/passes.hpp"
 #include "brrr/reference_profile.hpp"
 #include "core/median.hpp"
+#include "passes/pipeline.hpp"
 
 using namespace brrr;
 using namespace brrr::doctor;
@@ -81,8 +81,7 @@ Graph chain(int n_ops, int64_t rows, int64_t cols) {
     prev = y;
   }
   g.outputs.push_back(prev);
-  infer_shapes(g, {});
-  return g;
+  return compile(std::move(g), plan::Target::reference(), {}).graph;
 }
 
 std::map<std::string, Tensor> input_for(int64_t rows, int64_t cols) {
