@@ -36,8 +36,9 @@ void infer_types(Graph& g, size_t fold_budget_bytes);
 // (src/passes/fold_constants.cpp).
 bool fold_node(Graph& g, const Node& n, size_t fold_budget_bytes);
 
-// topo_sort, bind_inputs and infer_types: a typed graph for callers that need no plan (tests,
-// the reference executor's users). The compile pipeline runs the three itself.
+// topo_sort, bind_inputs and infer_types: a typed graph for unit tests of one stage (an op's
+// inference, the planner, a code generator). Everything that runs a model, the reference
+// executor's users included, prepares it with compile() (src/passes/pipeline.hpp).
 void infer_shapes(Graph& g, const InferOptions& opts);
 
 // Removes nodes whose outputs are all constant or unused by the graph outputs
