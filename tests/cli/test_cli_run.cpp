@@ -152,7 +152,7 @@ TEST(CliRun, ThreadsReported) {
     EXPECT_TRUE(has(r.out, "backend: cpu, 1 thread\n")) << r.out;
     CliResult d = run_cli("doctor " + m + " --reps 1 " + args, env);
     EXPECT_EQ(d.code, 0) << d.err;
-    EXPECT_TRUE(has(d.out, "kernels on cpu, 1 threads)")) << d.out;
+    EXPECT_TRUE(has(d.out, "kernels on cpu, 1 thread)")) << d.out;
     fs::path json = scratch() / "bench.json";
     CliResult b = run_cli("bench " + m + " --reps 1 --json " + json.string() + " " + args, env);
     EXPECT_EQ(b.code, 0) << b.err;
