@@ -9,50 +9,21 @@
 #include <fstream>
 #include <random>
 
+#include "../cli/cli_util.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 
 const std::string kData = std::string(BRRR_TEST_DATA) + "/cli";
 
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-fs::path scratch_dir() {
-  fs::path d = fs::temp_directory_path() / ("brrr_cli_test_" + std::to_string(getpid()));
-  fs::create_directories(d);
-  return d;
-}
-
-// Removes this process's scratch folder at exit.
-struct ScratchCleanup {
-  ~ScratchCleanup() {
-    std::error_code ec;
-    fs::remove_all(fs::temp_directory_path() / ("brrr_cli_test_" + std::to_string(getpid())), ec);
-  }
-} scratch_cleanup;
-
-CliResult run_cli(const std::string& args) {
-  fs::path d = scratch_dir();
-  std::string cmd = std::string("'") + BRRR_CLI + "' " + args + " >'" + (d / "out").string() +
-                    "' 2>'" + (d / "err").string() + "'";
-  int st = std::system(cmd.c_str());
-  CliResult r;
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(d / "out");
-  r.err = slurp(d / "err");
-  return r;
-}
+using brrr::cli_test::CliResult;
+using brrr::cli_test::run_cli;
+using brrr::cli_test::slurp;
+brrr::cli_test::ScratchCleanup scratch_cleanup;
 
 fs::path write_file(const std::string& name, const std::string& bytes) {
-  fs::path p = scratch_dir() / name;
+  fs::path p = brrr::cli_test::scratch() / name;
   std::ofstream(p, std::ios::binary) << bytes;
   return p;
 }
@@ -120,7 +91,7 @@ TEST(CliErrors, DataWithWrongShape) {
 TEST(CliErrors, DataFolderProblems) {
   std::string m = kData + "/add_relu.onnx";
   expect_user_error(run_cli("run " + m + " --data " + kData + "/no_such_dir"), "does not exist");
-  fs::path empty = scratch_dir() / "empty_data";
+  fs::path empty = brrr::cli_test::scratch() / "empty_data";
   fs::create_directories(empty);
   expect_user_error(run_cli("run " + m + " --data " + empty.string()), "no input_N.pb");
   expect_user_error(run_cli("run " + m + " --data " + kData + "/add_relu.onnx"), "not a folder");
@@ -128,13 +99,13 @@ TEST(CliErrors, DataFolderProblems) {
   expect_user_error(run_cli("run " + m + " --data " + kData + "/data_no_outputs --check"),
                     "no output_N.pb");
   // A gap in the numbering: input_1.pb without input_0.pb.
-  fs::path gap = scratch_dir() / "gap_data";
+  fs::path gap = brrr::cli_test::scratch() / "gap_data";
   fs::create_directories(gap);
   fs::copy_file(kData + "/data_ok/input_0.pb", gap / "input_1.pb",
                 fs::copy_options::overwrite_existing);
   expect_user_error(run_cli("run " + m + " --data " + gap.string()), "no input_0.pb");
   // A corrupt tensor file.
-  fs::path bad = scratch_dir() / "bad_tensor";
+  fs::path bad = brrr::cli_test::scratch() / "bad_tensor";
   fs::create_directories(bad);
   std::ofstream(bad / "input_0.pb", std::ios::binary) << std::string("\xff\xff\xff\x01garbage");
   expect_user_error(run_cli("run " + m + " --data " + bad.string()), "");
