@@ -8,6 +8,13 @@
 #   PRELOAD=0   no fault handler (an ASan build: its runtime must come first)
 #   ENV2        shell code run before the FILTER2 loop (e.g. a variant's environment)
 #   TIMEOUT     seconds per run (default 400)   B, EXTRA_CMAKE: as for scripts/gpu_build.sh
+#   VARIANTS    instead of the FILTER loops: run FILTER once per listed variant, in order, e.g.
+#               VARIANTS="plain mcheck perturb apilog plain"; a variant is one environment:
+#                 plain    nothing added
+#                 mcheck   glibc's checking allocator (libc_malloc_debug, malloc.check=3): a
+#                          damaged heap chunk aborts at the free that finds it
+#                 perturb  MALLOC_PERTURB_: freed memory is overwritten (a use after free reads junk)
+#                 apilog   cuDNN and cuBLASLt API logs; their last lines are shown on a crash
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -23,14 +30,22 @@ mkdir -p /tmp/cores && (echo '/tmp/cores/core.%p' > /proc/sys/kernel/core_patter
 echo "core_pattern: $(cat /proc/sys/kernel/core_pattern 2>/dev/null)"
 
 mkdir -p /tmp/brrr_runs
-loop() {  # loop FILTER REPEAT TAG
-  local filter=$1 reps=$2 tag=$3 pass=0 fail=0
+MDEBUG=$(ls /usr/lib/x86_64-linux-gnu/libc_malloc_debug.so* /lib/x86_64-linux-gnu/libc_malloc_debug.so* 2>/dev/null | head -1)
+loop() {  # loop FILTER REPEAT TAG [VARIANT]
+  local filter=$1 reps=$2 tag=$3 variant=${4:-plain} pass=0 fail=0
   for i in $(seq 1 "$reps"); do
     local log="/tmp/brrr_runs/${tag}_$i.log" t=$(date +%s) pre=/tmp/segv_backtrace.so
     [ "${COLD:-0}" = 1 ] && rm -rf "$XDG_CACHE_HOME"
     [ "${PRELOAD:-1}" = 0 ] && pre=
-    LD_PRELOAD=$pre timeout "${TIMEOUT:-400}" "$B/tests/brrr_tests" --gtest_filter="$filter" \
-      >"$log" 2>&1
+    local -a venv=()
+    case $variant in
+      mcheck) pre="$pre $MDEBUG"; venv=(GLIBC_TUNABLES=glibc.malloc.check=3) ;;
+      perturb) venv=(MALLOC_PERTURB_=165) ;;
+      apilog) venv=(CUDNN_LOGLEVEL_DBG=3 "CUDNN_LOGDEST_DBG=$log.cudnn" CUBLASLT_LOG_LEVEL=5
+                    "CUBLASLT_LOG_FILE=$log.lt") ;;
+    esac
+    env "${venv[@]}" LD_PRELOAD="$pre" timeout "${TIMEOUT:-400}" "$B/tests/brrr_tests" \
+      --gtest_filter="$filter" >"$log" 2>&1
     local rc=$?
     local summary
     summary=$(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+|^\[  SKIPPED \] [0-9]+' "$log" | tr '\n' ' ')
@@ -39,6 +54,10 @@ loop() {  # loop FILTER REPEAT TAG
       fail=$((fail + 1))
       [ $fail -le 3 ] && cp "$log" "$OUT/"
       grep -E '^\[ RUN      \]' "$log" | tail -1
+      for api in "$log.cudnn" "$log.lt"; do
+        [ -f "$api" ] && { echo "-- last lines of $api"; tail -25 "$api"; cp "$api" "$OUT/"; }
+      done
+      grep -E -B2 -A30 'malloc|free\(\)|corrupted|double free' "$log" | head -60
       grep -E 'Failure|FAILED' "$log" | head -5
       grep -E -A40 '^(==[0-9]+==ERROR|SUMMARY: |.*runtime error:)' "$log" | head -80
       if grep -q 'segv_backtrace' "$log"; then
@@ -58,7 +77,13 @@ loop() {  # loop FILTER REPEAT TAG
   done
   echo "== $tag: $pass of $reps runs passed, $fail failed"
 }
-loop "${FILTER:-Cuda*:DoctorCuda*}" "${REPEAT:-10}" main
+if [ -n "${VARIANTS:-}" ]; then
+  echo "malloc debug library: ${MDEBUG:-none}"
+  n=0
+  for v in $VARIANTS; do n=$((n + 1)); loop "${FILTER:-Cuda*:DoctorCuda*}" 1 "${n}_$v" "$v"; done
+else
+  loop "${FILTER:-Cuda*:DoctorCuda*}" "${REPEAT:-10}" main
+fi
 [ -n "${ENV2:-}" ] && eval "$ENV2"
 [ -n "${FILTER2:-}" ] && loop "$FILTER2" "${REPEAT2:-10}" second
 echo "== total $(( $(date +%s) - T0 )) s"
