@@ -1,0 +1,43 @@
+// Loads each cubin named on the command line with cuModuleLoadData into one context, in a fresh
+// process with nothing else loaded (no cuDNN, cuBLASLt or NVRTC): tells a driver fault caused by
+// a module's contents from one caused by what the process did before. Build on the device:
+//   gcc -O1 -g -o /tmp/load_cubin load_cubin.c -I/usr/local/cuda/include -lcuda
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static void check(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) {
+    const char* s = "?";
+    cuGetErrorString(r, &s);
+    fprintf(stderr, "%s: %s\n", what, s);
+    exit(1);
+  }
+}
+
+int main(int argc, char** argv) {
+  check(cuInit(0), "cuInit");
+  CUdevice d;
+  CUcontext c;
+  check(cuDeviceGet(&d, 0), "cuDeviceGet");
+  check(cuDevicePrimaryCtxRetain(&c, d), "cuDevicePrimaryCtxRetain");
+  check(cuCtxSetCurrent(c), "cuCtxSetCurrent");
+  int reps = getenv("REPS") ? atoi(getenv("REPS")) : 1;
+  for (int r = 0; r < reps; ++r)
+    for (int i = 1; i < argc; ++i) {
+      FILE* f = fopen(argv[i], "rb");
+      if (!f) { perror(argv[i]); return 1; }
+      fseek(f, 0, SEEK_END);
+      long n = ftell(f);
+      fseek(f, 0, SEEK_SET);
+      char* buf = malloc((size_t)n);
+      if (fread(buf, 1, (size_t)n, f) != (size_t)n) { perror(argv[i]); return 1; }
+      fclose(f);
+      CUmodule m;
+      check(cuModuleLoadData(&m, buf), argv[i]);
+      printf("loaded %s (%ld bytes)\n", argv[i], n);
+      check(cuModuleUnload(m), "cuModuleUnload");
+      free(buf);
+    }
+  return 0;
+}
