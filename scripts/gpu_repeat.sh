@@ -15,6 +15,7 @@
 #                          damaged heap chunk aborts at the free that finds it
 #                 perturb  MALLOC_PERTURB_: freed memory is overwritten (a use after free reads junk)
 #                 apilog   cuDNN and cuBLASLt API logs; their last lines are shown on a crash
+#                 K=V,K2=V2  those environment variables
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -43,6 +44,7 @@ loop() {  # loop FILTER REPEAT TAG [VARIANT]
       perturb) venv=(MALLOC_PERTURB_=165) ;;
       apilog) venv=(CUDNN_LOGLEVEL_DBG=3 "CUDNN_LOGDEST_DBG=$log.cudnn" CUBLASLT_LOG_LEVEL=5
                     "CUBLASLT_LOG_FILE=$log.lt") ;;
+      *=*) IFS=, read -ra venv <<<"$variant" ;;
     esac
     env "${venv[@]}" LD_PRELOAD="$pre" timeout "${TIMEOUT:-400}" "$B/tests/brrr_tests" \
       --gtest_filter="$filter" >"$log" 2>&1
@@ -80,7 +82,10 @@ loop() {  # loop FILTER REPEAT TAG [VARIANT]
 if [ -n "${VARIANTS:-}" ]; then
   echo "malloc debug library: ${MDEBUG:-none}"
   n=0
-  for v in $VARIANTS; do n=$((n + 1)); loop "${FILTER:-Cuda*:DoctorCuda*}" 1 "${n}_$v" "$v"; done
+  for v in $VARIANTS; do
+    n=$((n + 1))
+    loop "${FILTER:-Cuda*:DoctorCuda*}" 1 "${n}_${v//[^A-Za-z0-9_]/_}" "$v"
+  done
 else
   loop "${FILTER:-Cuda*:DoctorCuda*}" "${REPEAT:-10}" main
 fi
