@@ -2,7 +2,13 @@
 // process with nothing else loaded (no cuDNN, cuBLASLt or NVRTC): tells a driver fault caused by
 // a module's contents from one caused by what the process did before. Build on the device:
 //   gcc -O1 -g -o /tmp/load_cubin load_cubin.c -I/usr/local/cuda/include -lcuda
+// With -DWITH_LIBS (and -lcublasLt -lnvrtc): LT=1 creates a cuBLASLt handle first, NVRTC=1
+// compiles a small kernel with NVRTC first, as a brrr session does before its module load.
 #include <cuda.h>
+#ifdef WITH_LIBS
+#include <cublasLt.h>
+#include <nvrtc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -22,6 +28,22 @@ int main(int argc, char** argv) {
   check(cuDeviceGet(&d, 0), "cuDeviceGet");
   check(cuDevicePrimaryCtxRetain(&c, d), "cuDevicePrimaryCtxRetain");
   check(cuCtxSetCurrent(c), "cuCtxSetCurrent");
+#ifdef WITH_LIBS
+  if (getenv("LT")) {
+    cublasLtHandle_t h;
+    if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS) { fprintf(stderr, "cublasLtCreate\n"); return 1; }
+    printf("cuBLASLt handle created\n");
+  }
+  if (getenv("NVRTC")) {
+    nvrtcProgram p;
+    const char* src = "extern \"C\" __global__ void k(float* x) { x[threadIdx.x] *= 2.f; }";
+    nvrtcCreateProgram(&p, src, "k.cu", 0, NULL, NULL);
+    const char* opt[] = {"--gpu-architecture=sm_90"};
+    if (nvrtcCompileProgram(p, 1, opt) != NVRTC_SUCCESS) { fprintf(stderr, "nvrtc\n"); return 1; }
+    nvrtcDestroyProgram(&p);
+    printf("NVRTC compiled a kernel\n");
+  }
+#endif
   int reps = getenv("REPS") ? atoi(getenv("REPS")) : 1;
   for (int r = 0; r < reps; ++r)
     for (int i = 1; i < argc; ++i) {
