@@ -4,6 +4,8 @@
 //   gcc -O1 -g -o /tmp/load_cubin load_cubin.c -I/usr/local/cuda/include -lcuda
 // With -DWITH_LIBS (and -lcublasLt -lnvrtc): LT=1 creates a cuBLASLt handle first, NVRTC=1
 // compiles a small kernel with NVRTC first, as a brrr session does before its module load.
+// Without it too: STREAM=1 creates a non-blocking stream first; ALLOC_MB=N allocates N MiB in
+// 64 pieces and uploads pageable host data into them on that stream (a session's weights).
 #include <cuda.h>
 #ifdef WITH_LIBS
 #include <cublasLt.h>
@@ -28,6 +30,21 @@ int main(int argc, char** argv) {
   check(cuDeviceGet(&d, 0), "cuDeviceGet");
   check(cuDevicePrimaryCtxRetain(&c, d), "cuDevicePrimaryCtxRetain");
   check(cuCtxSetCurrent(c), "cuCtxSetCurrent");
+  CUstream st = 0;
+  if (getenv("STREAM")) check(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  if (getenv("ALLOC_MB")) {
+    size_t piece = (size_t)atoi(getenv("ALLOC_MB")) * 1024 * 1024 / 64;
+    for (int i = 0; i < 64; ++i) {
+      CUdeviceptr p;
+      check(cuMemAlloc(&p, piece), "cuMemAlloc");
+      float* h = malloc(piece);
+      for (size_t j = 0; j < piece / sizeof(float); ++j) h[j] = (float)j;
+      check(cuMemcpyHtoDAsync(p, h, piece, st), "cuMemcpyHtoDAsync");
+      check(cuStreamSynchronize(st), "cuStreamSynchronize");
+      free(h);
+    }
+    printf("allocated and uploaded %s MiB\n", getenv("ALLOC_MB"));
+  }
 #ifdef WITH_LIBS
   if (getenv("LT")) {
     cublasLtHandle_t h;
