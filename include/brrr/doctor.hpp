@@ -42,6 +42,10 @@ struct Ceilings {
   std::map<std::string, double> datasheet;  // estimates from /proc/cpuinfo, same units
   std::string datasheet_note;
   double probe_seconds = 0;
+  // When and under what load the probe ran: a probe measured on a busy machine is too low, and
+  // load_or_probe measures again instead of trusting it.
+  std::string probed_at;             // UTC, ISO 8601 ("" in caches written before this field)
+  double probe_other_busy_cpus = -1;  // CPUs other processes kept busy meanwhile (-1 unknown)
 
   // Fixed cost of one kernel of this kind ("reference": executor dispatch; compiled kinds: a
   // function-pointer call plus one parallel region).
@@ -52,6 +56,10 @@ struct Ceilings {
   double special_per_s(const std::string& fn) const;
   double peak_flops_per_s(const std::string& precision = "fp32") const;
 };
+
+// What makes these ceilings suspect, one line each (empty: nothing known): a 16-bit peak below
+// the fp32 one, a probe run on a busy machine, an fp32 peak far below the datasheet estimate.
+std::vector<std::string> ceilings_warnings(const Ceilings& c);
 
 nlohmann::json ceilings_to_json(const Ceilings& c);
 Ceilings ceilings_from_json(const nlohmann::json& j);
@@ -138,6 +146,19 @@ struct Verdict {
   std::string advice;
 };
 
+// Whether the measurements can be trusted: a wide spread between runs, other processes busy on
+// the CPUs brrr needed, or suspect ceilings make the diagnosis noise, and the verdict says so.
+struct Reliability {
+  bool reliable = true;
+  std::vector<std::string> reasons;  // why not, one line each
+  int samples = 0;                   // timed runs behind the wall time
+  double wall_p10_ms = 0, wall_p90_ms = 0;
+  double other_busy_cpus = -1;  // -1: not measured
+  int online_cpus = 0;
+  int threads = 0;  // CPU threads the run used (1 for a GPU run's host thread)
+};
+Reliability assess_reliability(const RunProfile& p, const Ceilings& c);
+
 // Runs the model at a given batch and returns its wall time (ms); for the batch-scaling test.
 using BatchRunner = std::function<double(int64_t batch)>;
 
@@ -162,6 +183,7 @@ struct Report {
   std::string batch_error;  // why the batch sweep could not run
   std::vector<Remedy> remedies;
   Verdict verdict;
+  Reliability reliability;
   // --compare
   std::optional<RunProfile> after_profile;
   std::vector<KernelAnalysis> after_kernels;

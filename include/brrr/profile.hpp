@@ -38,7 +38,12 @@ struct KernelRecord {
 struct RunProfile {
   std::string backend;               // "cpu", "cuda", "reference"
   double wall_ms = 0;                // median wall time of one whole run
+  std::vector<double> wall_samples_ms;  // every timed run's wall time, in run order
   int threads = 0;                   // CPU threads the run used (0: not a CPU run)
+  // The machine while the runs were measured: CPUs kept busy by other processes on average
+  // (-1: not measured) out of the CPUs online (Session::profile measures both).
+  double other_busy_cpus = -1;
+  int online_cpus = 0;
   std::vector<KernelRecord> kernels; // in execution order
 };
 

@@ -27,6 +27,15 @@ Report diagnose(const RunProfile& p, const Ceilings& c, const DoctorOptions& opt
   }
   r.remedies = predict_remedies(p, r.kernels, r.attribution, c);
   r.verdict = make_verdict(r.attribution, r.remedies, r.batch);
+  r.reliability = assess_reliability(p, c);
+  if (!r.reliability.reliable) {
+    std::string why;
+    for (const auto& s : r.reliability.reasons) why += (why.empty() ? "" : "; ") + s;
+    r.verdict.advice = "unreliable measurements: " + why +
+                       ". Rerun on a quiet machine (and `brrr probe --refresh` if the ceilings "
+                       "are suspect) before acting on this. As measured: " +
+                       r.verdict.advice;
+  }
   if (opts.compare) {
     const RunProfile& q = *opts.compare;
     r.after_profile = q;

@@ -67,6 +67,9 @@ void validate_ceilings(const Ceilings& c) {
       {"graph_node_us", c.graph_node_us}};
   for (const auto& [k, v] : times) check_range(k, v, 0, 1e6);
   check_range("probe_seconds", c.probe_seconds, 0, 1e6);
+  check_range("probe_other_busy_cpus", c.probe_other_busy_cpus, -1, 1 << 20);
+  BRRR_CHECK(c.probed_at.size() <= 64, "ceilings: probed_at is {} characters long",
+             c.probed_at.size());
 }
 
 }  // namespace
@@ -89,7 +92,9 @@ json ceilings_to_json(const Ceilings& c) {
               {"graph_node_us", c.graph_node_us},
               {"datasheet_estimates", c.datasheet},
               {"datasheet_note", c.datasheet_note},
-              {"probe_seconds", c.probe_seconds}};
+              {"probe_seconds", c.probe_seconds},
+              {"probed_at", c.probed_at},
+              {"probe_other_busy_cpus", c.probe_other_busy_cpus}};
 }
 
 Ceilings ceilings_from_json(const json& j) {
@@ -113,6 +118,8 @@ Ceilings ceilings_from_json(const json& j) {
     c.datasheet = j.value("datasheet_estimates", std::map<std::string, double>{});
     c.datasheet_note = j.value("datasheet_note", "");
     c.probe_seconds = j.value("probe_seconds", 0.0);
+    c.probed_at = j.value("probed_at", "");
+    c.probe_other_busy_cpus = j.value("probe_other_busy_cpus", -1.0);
   } catch (const json::exception& e) {
     fail("ceilings file is malformed: {}", e.what());
   }
@@ -140,8 +147,20 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
       BRRR_CHECK(read_regular_file(path, 1 << 20, &text), "not a regular file of at most 1 MiB");
       Ceilings c = ceilings_from_json(json::parse(text));
       BRRR_CHECK(c.backend == backend, "it holds '{}' ceilings", c.backend);
-      if (from_cache) *from_cache = true;
-      return c;
+      // A probe that ran on a busy machine measured the contention, not the machine: measure
+      // again (the new figures are cached only when they were measured under less load).
+      if (c.probe_other_busy_cpus < 0.5) {
+        if (from_cache) *from_cache = true;
+        return c;
+      }
+      fmt::print(stderr, "probe: the cached ceilings {} were measured while other processes kept "
+                         "{:.1f} CPUs busy; measuring again\n", path, c.probe_other_busy_cpus);
+      Ceilings again = backend == "cuda" ? probe_cuda(progress) : probe_cpu(progress);
+      if (again.probe_other_busy_cpus >= c.probe_other_busy_cpus) return again;
+      std::string why;
+      if (!try_replace_file(path, ceilings_to_json(again).dump(2) + "\n", &why) && cache_error)
+        *cache_error = why;
+      return again;
     } catch (const std::exception& e) {
       fmt::print(stderr, "probe: ignoring the cached ceilings {} ({}); measuring again\n", path,
                  e.what());

@@ -13,6 +13,7 @@
 
 #include "brrr/doctor.hpp"
 #include "brrr/reference.hpp"
+#include "core/machine_load.hpp"
 #include "doctor/probe_kernels.hpp"
 #include "passes/pipeline.hpp"
 
@@ -174,6 +175,7 @@ Ceilings probe_cpu(bool progress_on, bool quick) {
   c.isa = kern::isa_name();
   c.threads = kern::max_threads();
   auto t_start = Clock::now();
+  LoadMeter load;
   Progress step{progress_on, 0, 6};
 
   // 1. Memory bandwidth: buffers well beyond the last-level cache, pages placed by first touch.
@@ -262,6 +264,8 @@ Ceilings probe_cpu(bool progress_on, bool quick) {
   }
   fill_datasheet(c);
   c.probe_seconds = seconds_since(t_start);
+  c.probed_at = utc_timestamp();
+  c.probe_other_busy_cpus = load.other_busy_cpus();
   if (progress_on) fmt::print(stderr, "probe done in {:.1f}s\n", c.probe_seconds);
   return c;
 }

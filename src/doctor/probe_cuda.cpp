@@ -10,6 +10,7 @@
 
 #include "brrr/doctor.hpp"
 #include "brrr/error.hpp"
+#include "core/machine_load.hpp"
 #include "core/median.hpp"
 
 #ifdef BRRR_HAVE_CUDA
@@ -71,6 +72,7 @@ Ceilings probe_cuda(bool progress) {
   std::string why;
   if (!cuda_device_available(&why)) fail("no CUDA device: {}", why);
   auto t_start = Clock::now();
+  LoadMeter load;
   auto step = [&](const std::string& what) {
     if (progress) fmt::print(stderr, "probe: {}\n", what);
   };
@@ -123,6 +125,8 @@ Ceilings probe_cuda(bool progress) {
   c.dispatch_us = std::max(0.0, (chain_run_us(65) - chain_run_us(1)) / 64);
 
   c.probe_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
+  c.probed_at = utc_timestamp();
+  c.probe_other_busy_cpus = load.other_busy_cpus();
   return c;
 }
 

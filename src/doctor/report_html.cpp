@@ -423,6 +423,19 @@ std::string render_html(const Report& r) {
   h += attribution_bar(a);
   h += fmt::format("<h2>Verdict: {}</h2>\n<p>{}</p>\n", regime_name(r.verdict.regime),
                    esc(r.verdict.advice));
+  {
+    const Reliability& t = r.reliability;
+    std::string why;
+    for (const auto& x : t.reasons) why += "<li>" + esc(x) + "</li>";
+    h += fmt::format(
+        "<p id=\"trust\">Trust: {} timed runs, wall p10 {:.4f} ms, p90 {:.4f} ms{}. {}</p>\n",
+        t.samples, t.wall_p10_ms, t.wall_p90_ms,
+        t.other_busy_cpus >= 0
+            ? fmt::format(", other processes busy on {:.1f} of {} CPUs", t.other_busy_cpus,
+                          t.online_cpus)
+            : std::string(),
+        t.reliable ? std::string("Reliable.") : "Unreliable:<ul>" + why + "</ul>");
+  }
   h += "<h2>Roofline</h2>\n" + roofline_svg(r, ranked, labelled);
   h += "<p>Conventions: FLOPs are 2 per multiply-add and 1 per other arithmetic op; special "
        "functions are converted to equivalent FLOPs at their measured throughput; bytes are "

@@ -95,6 +95,16 @@ json report_json(const Report& r) {
          {"in_effect", rm.in_effect},
          {"detail", rm.detail}});
   j["verdict"] = {{"regime", regime_name(r.verdict.regime)}, {"advice", r.verdict.advice}};
+  const Reliability& t = r.reliability;
+  j["reliability"] = {{"reliable", t.reliable},
+                      {"reasons", t.reasons},
+                      {"samples", t.samples},
+                      {"wall_p10_ms", t.wall_p10_ms},
+                      {"wall_p90_ms", t.wall_p90_ms},
+                      {"other_busy_cpus", t.other_busy_cpus < 0 ? json(nullptr)
+                                                                : json(t.other_busy_cpus)},
+                      {"online_cpus", t.online_cpus},
+                      {"threads", t.threads}};
   if (r.after) {
     json k = json::array();
     for (const auto& a : r.after_kernels) k.push_back(kernel_json(a));

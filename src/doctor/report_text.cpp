@@ -39,6 +39,16 @@ std::string class_rows(const std::vector<ClassRow>& rows) {
 
 }  // namespace
 
+// The spread of the runs and the machine's load, and whether they leave the numbers usable.
+std::string trust_line(const Reliability& t) {
+  std::string s = fmt::format("trust: {} timed run{}", t.samples, t.samples == 1 ? "" : "s");
+  if (t.samples >= 2) s += fmt::format(", wall p10 {:.4f} ms / p90 {:.4f} ms", t.wall_p10_ms, t.wall_p90_ms);
+  if (t.other_busy_cpus >= 0)
+    s += fmt::format(", other processes busy on {:.1f} of {} CPUs", t.other_busy_cpus, t.online_cpus);
+  s += t.reliable ? "; reliable" : "; UNRELIABLE: " + fmt::format("{}", fmt::join(t.reasons, "; "));
+  return s;
+}
+
 std::string render_table(const Report& r) {
   const Ceilings& c = r.ceilings;
   std::string s;
@@ -66,6 +76,7 @@ std::string render_table(const Report& r) {
   s += "conventions: FLOPs = 2 per multiply-add, 1 per other arithmetic op; special functions "
        "priced per function at measured throughput; bytes = compulsory (inputs read once, "
        "outputs written once)\n\n";
+  s += trust_line(r.reliability) + "\n";
   s += attribution_line(r.attribution) + "\n\n";
 
   std::vector<const KernelAnalysis*> top;

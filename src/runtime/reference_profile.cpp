@@ -63,6 +63,7 @@ RunProfile profile_reference(const Graph& g, const std::map<std::string, Tensor>
   p.backend = "reference";
   p.threads = 1;
   p.wall_ms = median(walls);
+  p.wall_samples_ms = walls;
   // Start offsets come from the run closest to the median wall time.
   size_t rep_at = 0;
   for (size_t r = 0; r < walls.size(); ++r)

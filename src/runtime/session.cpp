@@ -5,12 +5,15 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <iostream>
+#include <thread>
 
 #include "backend/executor.hpp"
 #include "brrr/onnx.hpp"
 #include "brrr/passes.hpp"
 #include "core/env.hpp"
+#include "core/machine_load.hpp"
 #include "passes/pipeline.hpp"
 #include "plan/kernel_ir.hpp"
 
@@ -69,7 +72,16 @@ std::vector<double> Session::time_runs(const std::map<std::string, Tensor>& inpu
 }
 
 RunProfile Session::profile(const std::map<std::string, Tensor>& inputs, int reps) {
-  return impl_->exec->profile(inputs, std::max(reps, 1));
+  LoadMeter load;
+  RunProfile p = impl_->exec->profile(inputs, std::max(reps, 1));
+  // /proc/stat counts in 10 ms ticks: a profile shorter than 0.2 s is followed by a short
+  // wait, so the load figure covers enough time to mean something (the machine as brrr left it).
+  const double min_s = 0.2;
+  if (double e = load.elapsed_s(); e < min_s)
+    std::this_thread::sleep_for(std::chrono::duration<double>(min_s - e));
+  p.other_busy_cpus = load.other_busy_cpus();
+  p.online_cpus = LoadMeter::online_cpus();
+  return p;
 }
 
 std::string Session::plan_summary() const {

@@ -335,6 +335,7 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
     ++m.load->run;
   }
   prof.wall_ms = median(walls);
+  prof.wall_samples_ms = walls;
   double start = 0;
   for (size_t i = 0; i < m.steps.size(); ++i) {
     KernelRecord rec = plan::kernel_record(m.g, m.plan, i);

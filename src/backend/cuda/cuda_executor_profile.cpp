@@ -106,6 +106,7 @@ RunProfile CudaExecutor::profile(const std::map<std::string, Tensor>& inputs, in
   RunProfile prof;
   prof.backend = "cuda";
   prof.wall_ms = median(walls);
+  prof.wall_samples_ms = walls;
   int med_run = 0;
   for (int r = 0; r < reps; ++r)
     if (walls[size_t(r)] == prof.wall_ms) med_run = r;

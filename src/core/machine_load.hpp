@@ -1,0 +1,35 @@
+// How busy the rest of the machine was while brrr measured something: CPU time spent by other
+// processes (and stolen by the hypervisor), in cores, over an interval. The doctor uses it to say
+// when its measurements cannot be trusted (a loaded machine) instead of diagnosing noise.
+#pragma once
+#include <chrono>
+#include <string>
+
+namespace brrr {
+
+// Now, in UTC, ISO 8601 to the second ("2026-12-01T15:22:07Z"): when a measurement was taken.
+std::string utc_timestamp();
+
+class LoadMeter {
+ public:
+  LoadMeter();  // starts the interval
+  // Average number of CPUs busy with work other than this process's since construction (user,
+  // system, interrupts and steal time of the whole machine minus this process's own CPU time),
+  // at least 0. -1 when /proc/stat cannot be read (not Linux).
+  double other_busy_cpus() const;
+  // CPUs the machine has online (what /proc/stat counts), at least 1.
+  static int online_cpus();
+  // Seconds since construction.
+  double elapsed_s() const;
+
+ private:
+  struct Sample {
+    double busy_s = -1;  // whole machine, seconds of CPU time
+    double self_s = 0;   // this process, all threads
+    std::chrono::steady_clock::time_point at;
+  };
+  static Sample sample();
+  Sample start_;
+};
+
+}  // namespace brrr

@@ -1,0 +1,78 @@
+// Trust: whether the measured runs can carry a diagnosis (spread, machine load, ceilings).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "brrr/doctor.hpp"
+
+namespace brrr::doctor {
+
+namespace {
+
+// Nearest-rank percentile of sorted values (q in [0, 1]): always a measured value.
+double nearest_rank(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  size_t i = size_t(std::ceil(q * double(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, i == 0 ? 0 : i - 1)];
+}
+
+// Runs whose p90 is more than this times their p10 vary too much for a per-kernel diagnosis.
+constexpr double kWideSpread = 1.5;
+// Other processes busy on at least this many CPUs, more than the machine had to spare for
+// brrr's threads, make every timing a share of a contended machine.
+constexpr double kBusyCpus = 0.5;
+
+}  // namespace
+
+std::vector<std::string> ceilings_warnings(const Ceilings& c) {
+  std::vector<std::string> w;
+  auto peak = [&](const char* p) {
+    auto it = c.peak_gflops.find(p);
+    return it == c.peak_gflops.end() ? 0.0 : it->second;
+  };
+  const double fp32 = peak("fp32");
+  for (const char* p : {"bf16", "fp16"})
+    if (peak(p) > 0 && fp32 > 0 && peak(p) < fp32)
+      w.push_back(fmt::format("the {} peak ({:.1f} GFLOP/s) is below the fp32 peak ({:.1f}): a "
+                              "16-bit unit is never slower, so the probe was disturbed",
+                              p, peak(p), fp32));
+  if (c.probe_other_busy_cpus >= kBusyCpus)
+    w.push_back(fmt::format("the probe ran while other processes kept {:.1f} CPUs busy{}",
+                            c.probe_other_busy_cpus,
+                            c.probed_at.empty() ? "" : " (" + c.probed_at + ")"));
+  auto ds = c.datasheet.find("fp32_gflops");
+  if (c.backend == "cpu" && ds != c.datasheet.end() && ds->second > 0 && fp32 > 0 &&
+      fp32 < 0.25 * ds->second)
+    w.push_back(fmt::format("the fp32 peak ({:.1f} GFLOP/s) is under a quarter of the datasheet "
+                            "estimate ({:.1f})",
+                            fp32, ds->second));
+  return w;
+}
+
+Reliability assess_reliability(const RunProfile& p, const Ceilings& c) {
+  Reliability r;
+  std::vector<double> w = p.wall_samples_ms;
+  std::sort(w.begin(), w.end());
+  r.samples = int(w.size());
+  r.wall_p10_ms = nearest_rank(w, 0.10);
+  r.wall_p90_ms = nearest_rank(w, 0.90);
+  r.other_busy_cpus = p.other_busy_cpus;
+  r.online_cpus = p.online_cpus;
+  r.threads = p.threads > 0 ? p.threads : 1;
+  if (r.samples >= 5 && r.wall_p10_ms > 0 && r.wall_p90_ms > kWideSpread * r.wall_p10_ms)
+    r.reasons.push_back(fmt::format("the wall time varies from {:.4f} ms (p10) to {:.4f} ms (p90) "
+                                    "over {} runs",
+                                    r.wall_p10_ms, r.wall_p90_ms, r.samples));
+  if (r.other_busy_cpus >= kBusyCpus && r.online_cpus > 0 &&
+      r.other_busy_cpus + r.threads > r.online_cpus + 0.25)
+    r.reasons.push_back(fmt::format("other processes kept {:.1f} of {} CPUs busy while brrr ran "
+                                    "{} thread{}",
+                                    r.other_busy_cpus, r.online_cpus, r.threads,
+                                    r.threads == 1 ? "" : "s"));
+  for (const auto& cw : ceilings_warnings(c)) r.reasons.push_back("ceilings: " + cw);
+  r.reliable = r.reasons.empty();
+  return r;
+}
+
+}  // namespace brrr::doctor

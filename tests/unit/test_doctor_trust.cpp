@@ -1,0 +1,125 @@
+// The doctor's trust checks on synthetic profiles: a wide spread between runs, other processes
+// busy on the CPUs, and suspect ceilings each make the report say its measurements are
+// unreliable, with the reason; a quiet, steady run does not. The load meter itself is checked
+// against real CPU hogs in tests/timing/test_doctor_load.cpp.
+#include <gtest/gtest.h>
+
+#include "brrr/doctor.hpp"
+
+using namespace brrr;
+using namespace brrr::doctor;
+
+namespace {
+
+Ceilings quiet_ceilings() {
+  Ceilings c;
+  c.bandwidth_gbs = 100;
+  c.peak_gflops = {{"fp32", 1000}, {"bf16", 2000}};
+  c.kernel_call_us = 0.1;
+  c.fork_join_us = 0.4;
+  c.threads = 2;
+  c.probe_other_busy_cpus = 0.05;
+  c.probed_at = "2026-12-01T15:00:00Z";
+  return c;
+}
+
+RunProfile steady_profile() {
+  RunProfile p;
+  p.backend = "cpu";
+  p.threads = 2;
+  p.online_cpus = 2;
+  p.other_busy_cpus = 0.1;
+  for (int i = 0; i < 20; ++i) p.wall_samples_ms.push_back(1.0 + 0.01 * (i % 5));
+  p.wall_ms = 1.02;
+  KernelRecord k;
+  k.name = "k0_gemm";
+  k.kind = "library";
+  k.ops = {"MatMul"};
+  k.cls = OpClass::contraction;
+  k.cost.flops = 5e8;
+  k.cost.bytes = 1e6;
+  k.time_ms = 1.0;
+  p.kernels = {k};
+  return p;
+}
+
+}  // namespace
+
+TEST(DoctorTrust, QuietSteadyRunIsReliable) {
+  Report r = diagnose(steady_profile(), quiet_ceilings());
+  EXPECT_TRUE(r.reliability.reliable);
+  EXPECT_TRUE(r.reliability.reasons.empty());
+  EXPECT_EQ(r.reliability.samples, 20);
+  EXPECT_DOUBLE_EQ(r.reliability.wall_p10_ms, 1.0);
+  EXPECT_DOUBLE_EQ(r.reliability.wall_p90_ms, 1.04);
+  EXPECT_EQ(r.verdict.advice.find("unreliable"), std::string::npos) << r.verdict.advice;
+  EXPECT_NE(render_table(r).find("; reliable"), std::string::npos);
+  EXPECT_TRUE(report_json(r)["reliability"]["reliable"].get<bool>());
+}
+
+TEST(DoctorTrust, WideSpreadIsUnreliable) {
+  RunProfile p = steady_profile();
+  for (size_t i = 0; i < p.wall_samples_ms.size(); i += 3) p.wall_samples_ms[i] = 3.0;
+  Report r = diagnose(p, quiet_ceilings());
+  ASSERT_FALSE(r.reliability.reliable);
+  EXPECT_NE(r.reliability.reasons[0].find("p90"), std::string::npos) << r.reliability.reasons[0];
+  EXPECT_EQ(r.verdict.advice.rfind("unreliable measurements:", 0), 0u) << r.verdict.advice;
+  // The diagnosis as measured is still there, after the warning.
+  EXPECT_NE(r.verdict.advice.find("As measured:"), std::string::npos);
+  EXPECT_NE(render_table(r).find("UNRELIABLE"), std::string::npos);
+  EXPECT_FALSE(report_json(r)["reliability"]["reliable"].get<bool>());
+  EXPECT_NE(render_html(r).find("Unreliable"), std::string::npos);
+}
+
+TEST(DoctorTrust, OtherProcessesOnTheCpusMakeItUnreliable) {
+  RunProfile p = steady_profile();
+  p.other_busy_cpus = 1.8;  // two hogs on a 2-CPU machine, brrr on 2 threads
+  Report r = diagnose(p, quiet_ceilings());
+  ASSERT_FALSE(r.reliability.reliable);
+  EXPECT_NE(r.reliability.reasons[0].find("other processes kept 1.8 of 2 CPUs busy"),
+            std::string::npos)
+      << r.reliability.reasons[0];
+  // One thread on a 4-CPU machine with 1.8 CPUs busy elsewhere has room: still reliable.
+  p.threads = 1;
+  p.online_cpus = 4;
+  EXPECT_TRUE(diagnose(p, quiet_ceilings()).reliability.reliable);
+  // Not measured (-1) is not a reason.
+  p = steady_profile();
+  p.other_busy_cpus = -1;
+  EXPECT_TRUE(diagnose(p, quiet_ceilings()).reliability.reliable);
+}
+
+TEST(DoctorTrust, SuspectCeilingsAreNamed) {
+  Ceilings c = quiet_ceilings();
+  c.peak_gflops["bf16"] = 80.9;
+  c.peak_gflops["fp32"] = 144.6;
+  auto w = ceilings_warnings(c);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("bf16 peak (80.9 GFLOP/s) is below the fp32 peak (144.6)"),
+            std::string::npos)
+      << w[0];
+  c = quiet_ceilings();
+  c.probe_other_busy_cpus = 1.6;
+  w = ceilings_warnings(c);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("1.6 CPUs busy (2026-12-01T15:00:00Z)"), std::string::npos) << w[0];
+  Report r = diagnose(steady_profile(), c);
+  ASSERT_FALSE(r.reliability.reliable);
+  EXPECT_EQ(r.reliability.reasons[0].rfind("ceilings: ", 0), 0u);
+}
+
+TEST(DoctorTrust, CeilingsKeepWhenAndUnderWhatLoad) {
+  Ceilings c = quiet_ceilings();
+  Ceilings back = ceilings_from_json(ceilings_to_json(c));
+  EXPECT_EQ(back.probed_at, c.probed_at);
+  EXPECT_DOUBLE_EQ(back.probe_other_busy_cpus, c.probe_other_busy_cpus);
+  // A cache written before these fields: unknown, not an error.
+  nlohmann::json j = ceilings_to_json(c);
+  j.erase("probed_at");
+  j.erase("probe_other_busy_cpus");
+  back = ceilings_from_json(j);
+  EXPECT_EQ(back.probed_at, "");
+  EXPECT_DOUBLE_EQ(back.probe_other_busy_cpus, -1);
+  j["probe_other_busy_cpus"] = -7;
+  EXPECT_THROW(ceilings_from_json(j), std::exception);
+}
