@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <functional>
 #include <optional>
 
 #include "core/cleanup.hpp"
@@ -32,6 +33,53 @@ std::string resolve(const std::string& prog) {
     p = q + 1;
   }
   return "";
+}
+
+// Reads the child's output until it exits and closes the pipe, or kills its group at the time
+// limit; reaps it and sets r.exit_code / r.timed_out / r.output.
+void wait_child(pid_t pid, int out_fd, int timeout_s, size_t max_output,
+                std::optional<ChildGroupGuard>& guard, ProcessResult& r) {
+  using Clock = std::chrono::steady_clock;
+  auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  bool eof = false, exited = false;
+  while (!(eof && exited)) {
+    // Not reaped yet (WNOWAIT): while it is a zombie its pid, the group id, cannot be reused.
+    siginfo_t info{};
+    if (!exited && ::waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == pid) {
+      exited = true;
+      ::kill(-pid, SIGKILL);  // strays it left in its group would hold the pipe open
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0 && !r.timed_out) {
+      r.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      deadline = Clock::now() + std::chrono::seconds(5);  // to reap it and drain the pipe
+      continue;
+    }
+    if (left.count() <= 0) break;  // the group is gone but something still holds the pipe
+    if (eof) {
+      ::usleep(10000);
+      continue;
+    }
+    pollfd p{out_fd, POLLIN, 0};
+    if (::poll(&p, 1, int(std::min<long long>(left.count(), 50))) <= 0) continue;
+    char buf[8192];
+    ssize_t got = ::read(out_fd, buf, sizeof buf);
+    if (got > 0) {
+      size_t room = max_output - std::min(max_output, r.output.size());
+      r.output.append(buf, std::min(size_t(got), room));
+    } else if (got == 0 || errno != EINTR) {
+      eof = true;
+    }
+  }
+  ::close(out_fd);
+  ::kill(-pid, SIGKILL);  // whatever the program left running in its group
+  guard.reset();
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
 }
 
 }  // namespace
@@ -94,48 +142,55 @@ ProcessResult run_process(const std::vector<std::string>& argv, int timeout_s, s
   }
   if (n == sizeof e) r.exec_errno = e;
   ::close(err[0]);
+  wait_child(pid, out[0], timeout_s, max_output, guard, r);
+  return r;
+}
 
-  using Clock = std::chrono::steady_clock;
-  auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
-  bool eof = false, exited = false;
-  while (!(eof && exited)) {
-    // Not reaped yet (WNOWAIT): while it is a zombie its pid, the group id, cannot be reused.
-    siginfo_t info{};
-    if (!exited && ::waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        info.si_pid == pid) {
-      exited = true;
-      ::kill(-pid, SIGKILL);  // strays it left in its group would hold the pipe open
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0 && !r.timed_out) {
-      r.timed_out = true;
-      ::kill(-pid, SIGKILL);
-      deadline = Clock::now() + std::chrono::seconds(5);  // to reap it and drain the pipe
-      continue;
-    }
-    if (left.count() <= 0) break;  // the group is gone but something still holds the pipe
-    if (eof) {
-      ::usleep(10000);
-      continue;
-    }
-    pollfd p{out[0], POLLIN, 0};
-    if (::poll(&p, 1, int(std::min<long long>(left.count(), 50))) <= 0) continue;
-    char buf[8192];
-    ssize_t got = ::read(out[0], buf, sizeof buf);
-    if (got > 0) {
-      size_t room = max_output - std::min(max_output, r.output.size());
-      r.output.append(buf, std::min(size_t(got), room));
-    } else if (got == 0 || errno != EINTR) {
-      eof = true;
-    }
+ProcessResult run_forked(const std::function<std::string()>& work, int timeout_s,
+                         size_t max_output) {
+  ProcessResult r;
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    r.exec_errno = errno;
+    return r;
   }
-  ::close(out[0]);
-  ::kill(-pid, SIGKILL);  // whatever the program left running in its group
-  guard.reset();
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // Child: a copy of brrr that does `work` and exits without running brrr's atexit handlers or
+    // destructors (_exit): it shares the parent's open files and must not touch its devices.
+    ::close(out[0]);
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    int code = 0;
+    std::string bytes;
+    try {
+      bytes = work();
+    } catch (const std::exception& e) {
+      bytes = e.what();
+      code = 1;
+    } catch (...) {
+      bytes = "unknown exception";
+      code = 1;
+    }
+    for (size_t off = 0; off < bytes.size();) {
+      ssize_t w = ::write(out[1], bytes.data() + off, bytes.size() - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) ::_exit(3);
+      off += size_t(w);
+    }
+    ::_exit(code);
   }
-  if (!r.timed_out && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  ::close(out[1]);
+  if (pid < 0) {
+    r.exec_errno = errno;
+    ::close(out[0]);
+    return r;
+  }
+  ::setpgid(pid, pid);
+  std::optional<ChildGroupGuard> guard(std::in_place, pid);
+  wait_child(pid, out[0], timeout_s, max_output, guard, r);
   return r;
 }
 

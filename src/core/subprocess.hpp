@@ -2,6 +2,7 @@
 // limit, or when brrr dies of SIGINT/SIGTERM/SIGHUP (core/cleanup.hpp), the whole group is killed;
 // PR_SET_PDEATHSIG kills the program if brrr itself is SIGKILLed. Safe from several threads.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,5 +17,12 @@ struct ProcessResult {
 
 ProcessResult run_process(const std::vector<std::string>& argv, int timeout_s,
                           size_t max_output = 1 << 20);
+
+// Runs `work` in a forked copy of this process under the same time limit and group rules, and
+// returns what it returned as `output` (exit_code 0), or the message of what it threw
+// (exit_code 1). For libraries that must not share brrr's heap (NVRTC, cuda/nvrtc_compiler.cpp):
+// the child makes no CUDA driver call and exits with _exit.
+ProcessResult run_forked(const std::function<std::string()>& work, int timeout_s,
+                         size_t max_output = size_t(1) << 30);
 
 }  // namespace brrr
