@@ -1,5 +1,6 @@
 #include "backend/cuda/nvrtc_compiler.hpp"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
 
 #include <chrono>
@@ -70,6 +71,22 @@ NvrtcOutput run_nvrtc(const std::string& source, const std::string& name,
   return o;
 }
 
+// NVRTC dlopens libnvrtc-builtins.so.<major>.<minor> from its own folder at its first compile.
+// Loaded once here, every forked child inherits the mapping instead of loading ~the library
+// again (which also fails in a child under an address-space limit, as the bounded tests use).
+void preload_nvrtc_builtins() {
+  static const bool once = [] {
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) || !info.dli_fname) return false;
+    int major = 0, minor = 0;
+    if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return false;
+    fs::path lib = fs::path(info.dli_fname).parent_path() /
+                   fmt::format("libnvrtc-builtins.so.{}.{}", major, minor);
+    return dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL) != nullptr;  // kept for the process
+  }();
+  (void)once;
+}
+
 // Compiles in a forked child (core/subprocess.hpp) and reads the result back through a pipe. NVRTC
 // then never shares brrr's heap with the CUDA driver: on the H200 a session compiling in-process
 // crashed later inside cuModuleLoadData with libcuda's allocator damaged (docs/CUDA.md, issue
@@ -77,6 +94,7 @@ NvrtcOutput run_nvrtc(const std::string& source, const std::string& name,
 // dead brrr. Framing: 'K' or 'F', then the log's and the cubin's (or error's) byte counts.
 NvrtcOutput run_nvrtc_forked(const std::string& source, const std::string& name,
                              const std::vector<std::string>& flags) {
+  preload_nvrtc_builtins();
   ProcessResult r = run_forked(
       [&] {
         NvrtcOutput o = run_nvrtc(source, name, flags);
