@@ -44,7 +44,7 @@ TEST(CliUsage, UsageErrorsAreOneLine) {
   expect_usage_error(run_cli("frobnicate"), "frobnicate");
   expect_usage_error(run_cli("run " + m + " --backend gpu"), "--backend: gpu not in");
   expect_usage_error(run_cli("run " + m + " --backend gpu"), "brrr run --help");
-  expect_usage_error(run_cli("bench --iterations 100"), "--iterations");
+  expect_usage_error(run_cli("bench --repetitions 100"), "--repetitions");
   expect_usage_error(run_cli("run"), "model");
   expect_usage_error(run_cli("run " + m + " --reps many"), "--reps");
   expect_usage_error(run_cli("doctor " + m + " --top 0"), "--top");
