@@ -265,7 +265,8 @@ void bench_command(const Args& a) {
   ma.duration_s = a.duration;
   for (size_t i = 0; i < todo.size(); ++i) {
     if (i > 0 || !names.empty()) fmt::print("\n");
-    records.push_back(bench_model(todo[i].path, todo[i].graph, todo[i].load_ms, todo[i].shapes, ma));
+    const ModelItem& m = todo[i];
+    records.push_back(bench_model(m.path, m.graph, m.load_ms, m.shapes, ma));
   }
   if (!a.json.empty()) write_file(a.json, records.dump(2) + "\n");
 }
@@ -274,7 +275,7 @@ void bench_command(const Args& a) {
 
 void setup_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "bench", "time MODEL.onnx files (trtexec-style report) or built-in workloads (fused vs unfused)");
+      "bench", "time MODEL.onnx files (trtexec-style) or built-in workloads (fused vs unfused)");
   auto args = std::make_shared<Args>();
   cmd->add_option("items", args->items,
                   "MODEL.onnx paths or built-in workload names (default: all built-ins)")

@@ -112,8 +112,23 @@ std::string shapes_str(const Graph& g) {
 
 }  // namespace
 
-nlohmann::json bench_model(const std::string& path, const Graph& loaded, double load_ms,
-                           const std::map<std::string, Shape>& shapes, const ModelBenchArgs& a) {
+namespace {
+
+// What one bench of a model measured.
+struct ModelBench {
+  std::string path, device, shapes, cold_code, warm_code;
+  double load_ms = 0, cold_ms = 0, warm_ms = 0;
+  int threads = 0, kernels = 0;
+  std::map<std::string, int> kinds;  // kernels by kind
+  std::vector<double> t;             // timed runs, sorted (ms)
+  nlohmann::json shapes_json;
+  int64_t batch = 0;
+  double per_s = 0;  // timed runs / their total time
+};
+
+// Cold compile, warm load, warm-up and the timed runs.
+ModelBench measure(const std::string& path, const Graph& loaded, double load_ms,
+                   const std::map<std::string, Shape>& shapes, const ModelBenchArgs& a) {
   SessionOptions so;
   so.backend = a.backend;
   so.precision = a.precision;
@@ -122,74 +137,111 @@ nlohmann::json bench_model(const std::string& path, const Graph& loaded, double 
   if (a.no_graphs) so.graphs = 0;
   FreshCacheDir cache;
   so.cache_dir = cache.path;
-  double cold_ms = 0;
-  std::string cold_code;
+  ModelBench r;
+  r.path = path;
+  r.load_ms = load_ms;
   {
     auto t0 = Clock::now();
     Session cold(loaded, so);
-    cold_ms = ms_since(t0);
-    cold_code = code_source(cold);
+    r.cold_ms = ms_since(t0);
+    r.cold_code = code_source(cold);
   }  // freed before the warm session, so the two never hold memory together
   auto t0 = Clock::now();
   Session s(loaded, so);
-  double warm_ms = ms_since(t0);
-  std::string warm_code = code_source(s);
+  r.warm_ms = ms_since(t0);
+  r.warm_code = code_source(s);
 
   const Graph& g = s.graph();
   std::map<std::string, Tensor> in = random_inputs(g, 42);
   for (int w = 0; w < a.warmup; ++w) s.run(in);
-  std::vector<double> t = timed_runs(s, in, a);
-  std::sort(t.begin(), t.end());
-  double total = std::accumulate(t.begin(), t.end(), 0.0);
-  double lat_min = t.front(), lat_max = t.back(), med = median(t);
-  double p90 = percentile(t, 90), p99 = percentile(t, 99), mean = total / double(t.size());
-  double per_s = total > 0 ? double(t.size()) / (total * 1e-3) : 0;
-  int64_t batch = known_batch(loaded, shapes);
-  std::string device = a.backend == "cuda" ? cuda_device_name() : cpu_model_name();
+  r.t = timed_runs(s, in, a);
+  std::sort(r.t.begin(), r.t.end());
+  double total = std::accumulate(r.t.begin(), r.t.end(), 0.0);
+  r.per_s = total > 0 ? double(r.t.size()) / (total * 1e-3) : 0;
+  r.batch = known_batch(loaded, shapes);
+  r.device = a.backend == "cuda" ? cuda_device_name() : cpu_model_name();
+  r.threads = s.threads();
+  r.kernels = s.num_kernels();
+  for (const char* k : {"fused", "library", "copy", "reference"}) r.kinds[k] = s.num_kernels(k);
+  r.shapes = shapes_str(g);
+  r.shapes_json = nlohmann::json::object();
+  for (int id : g.inputs) r.shapes_json[g.value(id).name] = g.value(id).shape;
+  return r;
+}
 
-  std::map<std::string, int> kinds;
-  for (const char* k : {"fused", "library", "copy", "reference"}) kinds[k] = s.num_kernels(k);
-  fmt::print("model: {}\n", path);
+double mean_of(const std::vector<double>& t) {
+  return std::accumulate(t.begin(), t.end(), 0.0) / double(t.size());
+}
+
+void print_report(const ModelBench& r, const ModelBenchArgs& a) {
+  fmt::print("model: {}\n", r.path);
   fmt::print("backend: {}{}, precision: {}, device: {}\n", a.backend,
-             a.backend == "cpu" ? fmt::format(", threads: {} (CPU threads the session ran on)",
-                                              s.threads())
-                                : std::string(a.no_graphs ? ", no CUDA graph" : ", CUDA graph"),
-             a.precision, device);
-  fmt::print("shapes: {}\n", shapes_str(g));
-  fmt::print("load: model file {}, cold compile {} (an empty kernel cache; generated code: {}), "
-             "warm load {} (a second session on that cache; generated code: {})\n",
-             time_str(load_ms), time_str(cold_ms), cold_code, time_str(warm_ms), warm_code);
-  fmt::print("kernels: {} ({} generated, {} library, {} copy, {} on the host)\n", s.num_kernels(),
-             kinds["fused"], kinds["library"], kinds["copy"], kinds["reference"]);
-  fmt::print("timed: {} runs after {} warm-up runs ({}, inputs bound once)\n", t.size(), a.warmup,
+             a.backend == "cpu"
+                 ? fmt::format(", threads: {} (CPU threads the session ran on)", r.threads)
+                 : std::string(a.no_graphs ? ", no CUDA graph" : ", CUDA graph"),
+             a.precision, r.device);
+  fmt::print("shapes: {}\n", r.shapes);
+  fmt::print(
+      "load: model file {}, cold compile {} (an empty kernel cache; generated code: {}), "
+      "warm load {} (a second session on that cache; generated code: {})\n",
+      time_str(r.load_ms), time_str(r.cold_ms), r.cold_code, time_str(r.warm_ms), r.warm_code);
+  fmt::print("kernels: {} ({} generated, {} library, {} copy, {} on the host)\n", r.kernels,
+             r.kinds.at("fused"), r.kinds.at("library"), r.kinds.at("copy"),
+             r.kinds.at("reference"));
+  fmt::print("timed: {} runs after {} warm-up runs ({}, inputs bound once)\n", r.t.size(), a.warmup,
              a.backend == "cuda" ? "CUDA events around each run" : "wall clock per run");
-  fmt::print("latency: min {}, median {}, p90 {}, p99 {}, max {}, mean {} (percentiles by "
-             "nearest rank)\n",
-             time_str(lat_min), time_str(med), time_str(p90), time_str(p99), time_str(lat_max),
-             time_str(mean));
-  std::string tp = fmt::format("throughput: {:.4g} inferences/s (timed runs / their total time)",
-                               per_s);
-  if (batch > 0)
+  fmt::print(
+      "latency: min {}, median {}, p90 {}, p99 {}, max {}, mean {} (percentiles by nearest "
+      "rank)\n",
+      time_str(r.t.front()), time_str(median(r.t)), time_str(percentile(r.t, 90)),
+      time_str(percentile(r.t, 99)), time_str(r.t.back()), time_str(mean_of(r.t)));
+  std::string tp =
+      fmt::format("throughput: {:.4g} inferences/s (timed runs / their total time)", r.per_s);
+  if (r.batch > 0)
     tp += fmt::format(", {:.4g} samples/s (batch {}, the symbolic leading dim)",
-                      per_s * double(batch), batch);
+                      r.per_s * double(r.batch), r.batch);
   fmt::print("{}\n", tp);
+}
 
-  nlohmann::json shapes_j = nlohmann::json::object();
-  for (int id : g.inputs) shapes_j[g.value(id).name] = g.value(id).shape;
-  nlohmann::json j = {
-      {"workload", path}, {"variant", "fused"}, {"ms", med}, {"threads", s.threads()},
-      {"backend", a.backend}, {"precision", a.precision}, {"device", device},
-      {"brrr_version", BRRR_VERSION}, {"shapes", shapes_j}, {"warmup", a.warmup},
-      {"iterations", t.size()},
-      {"latency_ms",
-       {{"min", lat_min}, {"median", med}, {"p90", p90}, {"p99", p99}, {"max", lat_max},
-        {"mean", mean}}},
-      {"throughput_per_s", per_s}, {"batch", batch},
-      {"samples_per_s", batch > 0 ? nlohmann::json(per_s * double(batch)) : nlohmann::json(nullptr)},
-      {"kernels", s.num_kernels()}, {"kernels_by_kind", kinds}, {"load_ms", load_ms},
-      {"cold_compile_ms", cold_ms}, {"warm_load_ms", warm_ms}, {"cold_code", cold_code},
-      {"warm_code", warm_code}};
-  return j;
+// The --json record: workload, variant and ms as the built-ins' records have them (scripts read
+// those), then everything the report prints.
+nlohmann::json to_json(const ModelBench& r, const ModelBenchArgs& a) {
+  nlohmann::json latency = {{"min", r.t.front()},         {"median", median(r.t)},
+                            {"p90", percentile(r.t, 90)}, {"p99", percentile(r.t, 99)},
+                            {"max", r.t.back()},          {"mean", mean_of(r.t)}};
+  nlohmann::json samples = nullptr;
+  if (r.batch > 0) samples = r.per_s * double(r.batch);
+  return {{"workload", r.path},
+          {"variant", "fused"},
+          {"ms", median(r.t)},
+          {"threads", r.threads},
+          {"backend", a.backend},
+          {"precision", a.precision},
+          {"device", r.device},
+          {"brrr_version", BRRR_VERSION},
+          {"shapes", r.shapes_json},
+          {"warmup", a.warmup},
+          {"iterations", r.t.size()},
+          {"latency_ms", latency},
+          {"throughput_per_s", r.per_s},
+          {"batch", r.batch},
+          {"samples_per_s", samples},
+          {"kernels", r.kernels},
+          {"kernels_by_kind", r.kinds},
+          {"load_ms", r.load_ms},
+          {"cold_compile_ms", r.cold_ms},
+          {"warm_load_ms", r.warm_ms},
+          {"cold_code", r.cold_code},
+          {"warm_code", r.warm_code}};
+}
+
+}  // namespace
+
+nlohmann::json bench_model(const std::string& path, const Graph& loaded, double load_ms,
+                           const std::map<std::string, Shape>& shapes, const ModelBenchArgs& a) {
+  ModelBench r = measure(path, loaded, load_ms, shapes, a);
+  print_report(r, a);
+  return to_json(r, a);
 }
 
 }  // namespace brrr::cli

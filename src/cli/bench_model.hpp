@@ -2,10 +2,9 @@
 // or the GPU through the same Session path.
 #pragma once
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "brrr/graph.hpp"
 
@@ -15,10 +14,10 @@ struct ModelBenchArgs {
   std::string backend = "cpu";
   std::string precision = "fp32";
   bool no_graphs = false;
-  int threads = 0;          // CPU: SessionOptions::threads (session_threads already applied)
-  int warmup = 2;           // Session::run calls before timing
-  int iterations = 10;      // timed runs, unless duration_s > 0
-  double duration_s = 0;    // > 0: timed runs until this many seconds have passed
+  int threads = 0;        // CPU: SessionOptions::threads (session_threads already applied)
+  int warmup = 2;         // Session::run calls before timing
+  int iterations = 10;    // timed runs, unless duration_s > 0
+  double duration_s = 0;  // > 0: timed runs until this many seconds have passed
 };
 
 // Loads, compiles cold (an empty kernel cache) and warm (a second Session on that cache), times

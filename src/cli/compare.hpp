@@ -49,7 +49,7 @@ struct Comparison {
   // The worst element: furthest outside the criterion when some fail, else closest to it.
   int64_t worst = -1;
   double worst_got = 0, worst_expected = 0;
-  bool l2_pass = true;     // rel_l2 <= tol.l2 (true when not checked)
+  bool l2_pass = true;  // rel_l2 <= tol.l2 (true when not checked)
 };
 
 // Floats: pass iff |got - exp| <= atol*S + rtol*|exp| for every element and the relative L2 error

@@ -322,7 +322,9 @@ void setup_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "run a model and print its outputs (--check: compare)");
   cmd->add_option("model", opts->model, "ONNX model file")->required();
   cmd->add_option("--data", opts->data, "test_data_set folder with input_N.pb (and output_N.pb)");
-  cmd->add_flag("--check", opts->check, "compare outputs with the folder's output_N.pb");
+  cmd->add_flag("--check", opts->check,
+                "compare outputs with the folder's output_N.pb (default tolerance: by the precision "
+                "the output was computed at)");
   cmd->add_option("--backend", opts->backend,
                   "cpu (compiled plan, default), cuda (compiled plan on the GPU) or reference "
                   "(the oracle)")

@@ -23,12 +23,13 @@ TEST(CliBench, ModelReportAndJson) {
   std::string m = cli_data() + "/symbolic_batch.onnx";  // x: [batch, 3]
   CliResult r;
   nlohmann::json j = bench_json(m + " --shape x:4x3 --iterations 25 --warmup 3", &r);
-  for (const char* line : {"model: ", "backend: cpu, threads: ", "shapes: x:4x3\n",
-                           "cold compile ", "generated code: compiled)", "warm load ",
-                           "generated code: from cache)", "kernels: 1 (1 generated, 0 library, 0 "
-                           "copy, 0 on the host)", "timed: 25 runs after 3 warm-up runs",
-                           "latency: min ", ", median ", ", p90 ", ", p99 ", ", max ",
-                           "throughput: ", "samples/s (batch 4, the symbolic leading dim)"})
+  for (const char* line :
+       {"model: ", "backend: cpu, threads: ", "shapes: x:4x3\n", "cold compile ",
+        "generated code: compiled)", "warm load ", "generated code: from cache)",
+        "kernels: 1 (1 generated, 0 library, 0 "
+        "copy, 0 on the host)",
+        "timed: 25 runs after 3 warm-up runs", "latency: min ", ", median ", ", p90 ", ", p99 ",
+        ", max ", "throughput: ", "samples/s (batch 4, the symbolic leading dim)"})
     EXPECT_TRUE(has(r.out, line)) << line << "\n" << r.out;
   ASSERT_EQ(j.size(), 1u);
   const nlohmann::json& rec = j[0];
