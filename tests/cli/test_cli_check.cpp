@@ -280,5 +280,39 @@ TEST(CliCheck, NonFiniteAndIntegerOutputs) {
   EXPECT_TRUE(has(bad.out, "first at [1, 0]: got 3, expected 4")) << bad.out;
 }
 
+// The precision an output is judged at: the coarsest of --precision, the graph's 16-bit values
+// and the two tensors' dtypes (fp32 < tf32 < fp16 < bf16).
+TEST(CliCheck, OutputPrecisionIsTheCoarsest) {
+  Graph g;
+  g.values.resize(1);
+  g.values[0].dtype = DType::f32;
+  Tensor f = Tensor::empty(DType::f32, {2}), h = Tensor::empty(DType::f16, {2});
+  EXPECT_EQ(cli::output_precision("fp32", g, f, f), "fp32");
+  EXPECT_EQ(cli::output_precision("tf32", g, f, f), "tf32");
+  EXPECT_EQ(cli::output_precision("tf32", g, h, f), "fp16");
+  EXPECT_EQ(cli::output_precision("fp32", g, f, h), "fp16");
+  g.values[0].dtype = DType::bf16;
+  EXPECT_EQ(cli::output_precision("fp16", g, h, f), "bf16");
+  EXPECT_EQ(cli::coarser_precision("fp16", "tf32"), "fp16");
+}
+
+// Bool and integer outputs: exact, whatever the tolerance.
+TEST(CliCheck, BoolAndIntegersAreExact) {
+  Tensor a = Tensor::from_vector<bool>({3}, {true, false, true});
+  Tensor b = Tensor::from_vector<bool>({3}, {true, true, true});
+  cli::Tolerance loose = cli::default_tolerance("bf16");
+  loose.atol = 10;
+  EXPECT_TRUE(cli::compare_tensors(a, a, loose).pass);
+  cli::Comparison c = cli::compare_tensors(a, b, loose);
+  EXPECT_FALSE(c.pass);
+  EXPECT_EQ(c.mismatches, 1);
+  EXPECT_EQ(c.worst, 1);
+  Tensor i = Tensor::from_vector<int64_t>({2}, {5, 7}),
+         j = Tensor::from_vector<int64_t>({2}, {5, 8});
+  EXPECT_FALSE(cli::compare_tensors(i, j, loose).pass);
+  // An integer output against a float file is a dtype problem, never a conversion.
+  EXPECT_FALSE(cli::compare_tensors(i, Tensor::empty(DType::f32, {2}), loose).problem.empty());
+}
+
 }  // namespace
 }  // namespace brrr::cli_test
