@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace brrr::cli {
 
@@ -96,7 +97,9 @@ Comparison compare_tensors(const Tensor& got, const Tensor& expected, const Tole
   c.scale = tol.scale_atol ? (scale > 0 ? scale : 1.0) : 1.0;
   const double tiny = std::numeric_limits<float>::min();
   const double inf = std::numeric_limits<double>::infinity();
-  double worst_excess = -inf;
+  // The worst element: among failing ones the furthest outside the bound, else (all pass) the
+  // one with the largest error, so the printed element is the max abs error's.
+  std::pair<bool, double> worst_key{false, -inf};
   for (int64_t i = 0; i < n; ++i) {
     double x = a[size_t(i)], y = b[size_t(i)];
     c.got_nan += std::isnan(x), c.got_inf += std::isinf(x);
@@ -117,9 +120,9 @@ Comparison compare_tensors(const Tensor& got, const Tensor& expected, const Tole
       diff2 += square(x - y), exp2 += square(y);
     }
     if (!ok) ++c.mismatches;
-    double excess = d - bound;
-    if (c.worst < 0 || excess > worst_excess) {
-      worst_excess = excess;
+    std::pair<bool, double> key{!ok, ok ? d : d - bound};
+    if (c.worst < 0 || key > worst_key) {
+      worst_key = key;
       c.worst = i, c.worst_got = x, c.worst_expected = y;
     }
   }

@@ -46,7 +46,7 @@ struct Comparison {
   int64_t mismatches = 0;  // elements outside the criterion (non-finite mismatches included)
   int64_t nonfinite_mismatches = 0;  // NaN or inf in one tensor where the other differs
   int64_t got_nan = 0, got_inf = 0, expected_nan = 0, expected_inf = 0;
-  // The worst element: furthest outside the criterion when some fail, else closest to it.
+  // The worst element: furthest outside the criterion when some fail, else the largest error.
   int64_t worst = -1;
   double worst_got = 0, worst_expected = 0;
   bool l2_pass = true;  // rel_l2 <= tol.l2 (true when not checked)
