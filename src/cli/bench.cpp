@@ -15,6 +15,7 @@
 #include "brrr/op.hpp"
 #include "brrr/session.hpp"
 #include "cli/bench_cuda.hpp"
+#include "cli/bench_model.hpp"
 #include "cli/commands.hpp"
 #include "cli/inputs.hpp"
 #include "cli/options.hpp"
@@ -138,43 +139,149 @@ Result bench_one(const std::string& name, Graph g, bool fused, int reps, Session
 struct Item {
   std::string name;
   std::function<Graph()> build;
-  std::map<std::string, Shape> shapes;  // ONNX models: every symbolic input dim bound
 };
 
-// An ONNX model item, loaded now (before the table starts, so a bad model or shape fails first)
-// with the --shape entries naming its inputs; bind_symbolic_dims adds the rest once every entry
-// is known to name some model's input.
-Item model_item(const std::string& path, const std::map<std::string, Shape>& all_shapes,
-                std::set<std::string>& used, std::vector<std::shared_ptr<Graph>>& graphs) {
-  auto g = std::make_shared<Graph>(load_onnx(path));
-  graphs.push_back(g);
-  Item it{path, [g] { return *g; }, {}};
-  for (int id : g->inputs) {
-    auto s = all_shapes.find(g->value(id).name);
+// An ONNX model to time, loaded before anything runs (so a bad model or shape fails first), with
+// the --shape entries naming its inputs; bind_symbolic_dims adds the rest once every entry is
+// known to name some model's input.
+struct ModelItem {
+  std::string path;
+  Graph graph;
+  double load_ms = 0;
+  std::map<std::string, Shape> shapes;
+};
+
+ModelItem load_model_item(const std::string& path, const std::map<std::string, Shape>& all_shapes,
+                          std::set<std::string>& used) {
+  ModelItem m;
+  m.path = path;
+  auto t0 = std::chrono::steady_clock::now();
+  m.graph = load_onnx(path);
+  m.load_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (int id : m.graph.inputs) {
+    auto s = all_shapes.find(m.graph.value(id).name);
     if (s == all_shapes.end()) continue;
-    it.shapes.insert(*s);
+    m.shapes.insert(*s);
     used.insert(s->first);
   }
-  return it;
+  return m;
+}
+
+bool is_model_path(const std::string& item) {
+  return item.size() > 5 && item.substr(item.size() - 5) == ".onnx";
+}
+
+struct Args {
+  std::vector<std::string> items;
+  std::string backend = "cpu", json, precision = "fp32";
+  std::vector<std::string> shapes;
+  bool no_graphs = false;
+  bool list = false;
+  int reps = 10;
+  int threads = 0;
+  int warmup = 2;
+  int iterations = 0;  // 0: --reps
+  double duration = 0;
+};
+
+// The built-in CPU workloads named in `names` (all when `all_of_them`), fused and unfused, as one
+// table; appends their --json records.
+void bench_cpu_builtins(const std::vector<std::string>& names, bool all_of_them, const Args& a,
+                        nlohmann::json& records) {
+  auto all = builtins();
+  std::vector<Item> todo;
+  for (const auto& w : all)
+    if (all_of_them || std::find(names.begin(), names.end(), w.name) != names.end())
+      todo.push_back({w.name, w.build});
+  SessionOptions base;
+  base.threads = session_threads(a.threads);
+  fmt::print("GB/s: compulsory bytes (graph inputs, weights, outputs once); GFLOP/s counts 2 per\n"
+             "multiply-add, 1 per arithmetic op and 1 per special-function evaluation.\n");
+  fmt::print("{:<12} {:<8} {:>10} {:>9} {:>10} {:>8} {:>8}\n", "workload", "variant", "ms", "GB/s",
+             "GFLOP/s", "kernels", "speedup");
+  int threads = 0;
+  std::vector<Result> results;
+  for (const auto& item : todo) {
+    Result u = bench_one(item.name, item.build(), false, a.reps, base, &threads);
+    Result f = bench_one(item.name, item.build(), true, a.reps, base, &threads);
+    fmt::print("{:<12} {:<8} {:>10.3f} {:>9.1f} {:>10.1f} {:>8}\n", u.workload, u.variant, u.ms,
+               u.gbps, u.gflops, u.kernels);
+    fmt::print("{:<12} {:<8} {:>10.3f} {:>9.1f} {:>10.1f} {:>8} {:>7.2f}x\n", f.workload,
+               f.variant, f.ms, f.gbps, f.gflops, f.kernels, u.ms / f.ms);
+    results.push_back(u);
+    results.push_back(f);
+  }
+  fmt::print("threads: {} (CPU threads each session ran on)\n", threads);
+  for (const auto& r : results)
+    records.push_back({{"workload", r.workload}, {"variant", r.variant}, {"ms", r.ms},
+                       {"gbps", r.gbps}, {"gflops", r.gflops}, {"threads", threads}});
+}
+
+void bench_command(const Args& a) {
+  if (!a.json.empty()) check_output_path(a.json, "--json");
+  check_backend_options(a.backend, a.threads, a.precision);
+  std::vector<std::string> names, models;
+  for (const auto& it : a.items) (is_model_path(it) ? models : names).push_back(it);
+  bool timing_flags = a.iterations > 0 || a.duration > 0 || a.warmup != 2;
+  if (timing_flags && models.empty())
+    fail("--warmup, --iterations and --duration time MODEL.onnx files; built-in workloads take "
+         "--reps");
+  if (a.backend == "cuda" && (!models.empty() || !a.shapes.empty())) {
+    if (!names.empty())
+      fail("bench --backend cuda: give built-in workloads or MODEL.onnx files, not both");
+    if (models.empty()) fail("--shape: bench --backend cuda takes it for MODEL.onnx files only");
+  } else if (a.backend == "cuda") {
+    CudaBenchArgs ca{names, a.json, a.precision, a.no_graphs, a.list, std::max(a.reps, 20)};
+    bench_cuda(ca);
+    return;
+  }
+  auto all = builtins();
+  if (a.list) {
+    for (const auto& w : all) fmt::print("{:<10} {}\n", w.name, w.what);
+    return;
+  }
+  for (const auto& n : names)
+    if (std::none_of(all.begin(), all.end(), [&](const Workload& w) { return w.name == n; }))
+      fail("unknown workload '{}' (see brrr bench --list) and not an .onnx path", n);
+  std::map<std::string, Shape> shapes = parse_shape_args(a.shapes);
+  std::set<std::string> used_shapes;
+  std::vector<ModelItem> todo;
+  for (const auto& m : models) todo.push_back(load_model_item(m, shapes, used_shapes));
+  for (const auto& [name, s] : shapes)
+    if (!used_shapes.count(name))
+      fail("--shape names '{}', which is not an input of any MODEL.onnx given", name);
+  for (auto& m : todo) bind_symbolic_dims(m.graph, m.shapes);
+
+  nlohmann::json records = nlohmann::json::array();
+  if (!names.empty() || a.items.empty()) bench_cpu_builtins(names, a.items.empty(), a, records);
+  ModelBenchArgs ma;
+  ma.backend = a.backend;
+  ma.precision = a.precision;
+  ma.no_graphs = a.no_graphs;
+  ma.threads = a.backend == "cpu" ? session_threads(a.threads) : 0;
+  ma.warmup = a.warmup;
+  ma.iterations = a.iterations > 0 ? a.iterations : a.reps;
+  ma.duration_s = a.duration;
+  for (size_t i = 0; i < todo.size(); ++i) {
+    if (i > 0 || !names.empty()) fmt::print("\n");
+    const ModelItem& m = todo[i];
+    records.push_back(bench_model(m.path, m.graph, m.load_ms, m.shapes, ma));
+  }
+  if (!a.json.empty()) write_file(a.json, records.dump(2) + "\n");
 }
 
 }  // namespace
 
 void setup_bench(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "benchmark built-in workloads or ONNX models, fused vs unfused");
-  struct Args {
-    std::vector<std::string> items;
-    std::string backend = "cpu", json, precision = "fp32";
-    std::vector<std::string> shapes;
-    bool no_graphs = false;
-    bool list = false;
-    int reps = 10;
-    int threads = 0;
-  };
+  auto* cmd = app.add_subcommand(
+      "bench", "time MODEL.onnx files (trtexec-style) or built-in workloads (fused vs unfused)");
   auto args = std::make_shared<Args>();
-  cmd->add_option("items", args->items, "built-in workload names or MODEL.onnx paths (default: all built-ins)")
+  cmd->add_option("items", args->items,
+                  "MODEL.onnx paths or built-in workload names (default: all built-ins)")
       ->default_str("");
-  cmd->add_option("--backend", args->backend, "cpu or cuda (cuda: its own workload set, see --list)")
+  cmd->add_option("--backend", args->backend,
+                  "cpu or cuda (cuda: MODEL.onnx files, or its own workload set, see --list)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", args->precision,
                   "cuda: float32 GEMM precision fp32|tf32|bf16|fp16; cpu: fp32 only")
@@ -182,78 +289,24 @@ void setup_bench(CLI::App& app) {
   add_shape_option(cmd, args->shapes);
   add_threads_option(cmd, args->threads);
   cmd->add_flag("--no-graphs", args->no_graphs, "cuda: no CUDA graph (same as BRRR_DISABLE_GRAPHS=1)");
-  cmd->add_option("--json", args->json, "write {workload, variant, ms, gbps, gflops, threads} records");
-  cmd->add_option("--reps", args->reps, "timed repetitions (median is reported; cuda: at least 20)")->check(CLI::Range(1, 10000));
+  cmd->add_option("--json", args->json,
+                  "write one record per workload and variant (MODEL.onnx: latency percentiles, "
+                  "throughput, kernels, load times, backend, precision, shapes, device, version)");
+  cmd->add_option("--reps", args->reps,
+                  "timed repetitions (median is reported; cuda built-ins: at least 20; MODEL.onnx: "
+                  "unless --iterations or --duration)")
+      ->check(CLI::Range(1, 10000));
+  cmd->add_option("--warmup", args->warmup, "MODEL.onnx: untimed runs before timing")
+      ->check(CLI::Range(0, 100000));
+  auto* iters = cmd->add_option("--iterations", args->iterations,
+                                "MODEL.onnx: timed runs (0: --reps)")
+                    ->check(CLI::Range(0, 10000000));
+  cmd->add_option("--duration", args->duration,
+                  "MODEL.onnx: time runs for this many seconds instead (0: off)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->excludes(iters);
   cmd->add_flag("--list", args->list, "list built-in workloads");
-  cmd->callback([args] {
-    if (!args->json.empty()) check_output_path(args->json, "--json");
-    check_backend_options(args->backend, args->threads, args->precision);
-    if (args->backend == "cuda") {
-      if (!args->shapes.empty()) fail("--shape: bench --backend cuda runs built-in workloads only");
-      CudaBenchArgs ca{args->items, args->json, args->precision, args->no_graphs, args->list,
-                       std::max(args->reps, 20)};
-      bench_cuda(ca);
-      return;
-    }
-    auto all = builtins();
-    if (args->list) {
-      for (const auto& w : all) fmt::print("{:<10} {}\n", w.name, w.what);
-      return;
-    }
-    std::map<std::string, Shape> shapes = parse_shape_args(args->shapes);
-    std::set<std::string> used_shapes;
-    std::vector<Item> todo;
-    std::vector<std::shared_ptr<Graph>> graphs;  // per item: the loaded model, or null
-    if (args->items.empty())
-      for (const auto& w : all) {
-        todo.push_back({w.name, w.build, {}});
-        graphs.push_back(nullptr);
-      }
-    for (const auto& it : args->items) {
-      auto f = std::find_if(all.begin(), all.end(), [&](const Workload& w) { return w.name == it; });
-      if (f != all.end()) {
-        todo.push_back({f->name, f->build, {}});
-        graphs.push_back(nullptr);
-      } else if (it.size() > 5 && it.substr(it.size() - 5) == ".onnx") {
-        todo.push_back(model_item(it, shapes, used_shapes, graphs));
-      } else {
-        fail("unknown workload '{}' (see brrr bench --list) and not an .onnx path", it);
-      }
-    }
-    for (const auto& [name, s] : shapes)
-      if (!used_shapes.count(name))
-        fail("--shape names '{}', which is not an input of any MODEL.onnx given", name);
-    for (size_t i = 0; i < todo.size(); ++i)
-      if (graphs[i]) bind_symbolic_dims(*graphs[i], todo[i].shapes);
-    SessionOptions base;
-    base.threads = session_threads(args->threads);
-    fmt::print("GB/s: compulsory bytes (graph inputs, weights, outputs once); GFLOP/s counts 2 per\n"
-               "multiply-add, 1 per arithmetic op and 1 per special-function evaluation.\n");
-    fmt::print("{:<12} {:<8} {:>10} {:>9} {:>10} {:>8} {:>8}\n", "workload", "variant", "ms", "GB/s",
-               "GFLOP/s", "kernels", "speedup");
-    std::vector<Result> results;
-    int threads = 0;
-    for (const auto& item : todo) {
-      SessionOptions so = base;
-      so.input_shapes = item.shapes;
-      Result u = bench_one(item.name, item.build(), false, args->reps, so, &threads);
-      Result f = bench_one(item.name, item.build(), true, args->reps, so, &threads);
-      fmt::print("{:<12} {:<8} {:>10.3f} {:>9.1f} {:>10.1f} {:>8}\n", u.workload, u.variant, u.ms,
-                 u.gbps, u.gflops, u.kernels);
-      fmt::print("{:<12} {:<8} {:>10.3f} {:>9.1f} {:>10.1f} {:>8} {:>7.2f}x\n", f.workload, f.variant,
-                 f.ms, f.gbps, f.gflops, f.kernels, u.ms / f.ms);
-      results.push_back(u);
-      results.push_back(f);
-    }
-    fmt::print("threads: {} (CPU threads each session ran on)\n", threads);
-    if (!args->json.empty()) {
-      nlohmann::json j = nlohmann::json::array();
-      for (const auto& r : results)
-        j.push_back({{"workload", r.workload}, {"variant", r.variant}, {"ms", r.ms}, {"gbps", r.gbps},
-                     {"gflops", r.gflops}, {"threads", threads}});
-      write_file(args->json, j.dump(2) + "\n");
-    }
-  });
+  cmd->callback([args] { bench_command(*args); });
 }
 
 }  // namespace brrr::cli

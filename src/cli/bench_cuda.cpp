@@ -221,6 +221,18 @@ class DirectGemm {
 
 }  // namespace
 
+std::string cuda_device_name() {
+#ifndef BRRR_HAVE_CUDA
+  return "none (built without CUDA)";
+#else
+  std::string why;
+  if (!cuda::cuda_device_available(&why)) return "none (" + why + ")";
+  cuda::Device dev(0);
+  const cuda::DeviceInfo& i = dev.info();
+  return fmt::format("{} ({}, {} SMs)", i.name, i.arch(), i.sm_count);
+#endif
+}
+
 void bench_cuda(const CudaBenchArgs& args) {
   auto all = workloads();
   if (args.list) {

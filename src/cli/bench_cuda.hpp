@@ -1,4 +1,5 @@
-// brrr bench --backend cuda: the issue-5 workloads on the GPU (bench_cuda.cpp).
+// brrr bench --backend cuda: the issue-5 workloads on the GPU (bench_cuda.cpp), and the device
+// name bench MODEL.onnx reports.
 #pragma once
 #include <string>
 #include <vector>
@@ -15,5 +16,9 @@ struct CudaBenchArgs {
 };
 
 void bench_cuda(const CudaBenchArgs& args);
+
+// "NVIDIA H200 (sm_90, 132 SMs)" for device 0 (bench MODEL.onnx's device line); in a build
+// without CUDA, or with no device, why not.
+std::string cuda_device_name();
 
 }  // namespace brrr::cli

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -39,8 +40,8 @@ struct RunOptions {
   std::string save_outputs;
   int threads = 0;
   int reps = 10;
-  double rtol = 1e-4;
-  double atol = 1e-6;
+  double rtol = -1;  // negative: the precision's default (default_tolerance)
+  double atol = -1;
 };
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -196,10 +197,64 @@ void save_test_data(const std::string& dir, const Graph& loaded, const Graph& g,
               outs.size(), dir.c_str());
 }
 
+// The tolerance one output is checked with: its precision's default, with --rtol / --atol (when
+// given) replacing the per-element bound and dropping the L2 bound, as the user asked.
+Tolerance check_tolerance(const std::string& precision, const RunOptions& o) {
+  Tolerance t = default_tolerance(precision);
+  if (o.rtol >= 0 || o.atol >= 0) {
+    if (o.rtol >= 0) t.rtol = o.rtol;
+    if (o.atol >= 0) t.atol = o.atol;
+    t.l2 = -1;
+  }
+  return t;
+}
+
+// Compares output i with its expected tensor and prints its lines: PASS/FAIL with the relative
+// L2 error, the max abs error against max|exp| and the worst element; NaN/inf counts when any.
+bool check_output(size_t i, const std::string& name, const Tensor& got, const Tensor& expected,
+                  const Graph& g, const RunOptions& o) {
+  std::string precision = output_precision(o.precision, g, got, expected);
+  Tolerance tol = check_tolerance(precision, o);
+  Comparison c = compare_tensors(got, expected, tol);
+  if (!c.problem.empty()) {
+    std::printf("check %zu '%s': FAIL (%s)\n", i, name.c_str(), c.problem.c_str());
+    return false;
+  }
+  if (!is_floating(expected.dtype())) {
+    std::printf("check %zu '%s': %s  [criterion: exact match]\n", i, name.c_str(),
+                c.pass ? "PASS" : "FAIL");
+    if (!c.pass)
+      std::printf("  %lld of %lld elements differ; first at %s: got %.0f, expected %.0f\n",
+                  (long long)c.mismatches, (long long)expected.numel(),
+                  index_str(expected.shape(), c.worst).c_str(), c.worst_got, c.worst_expected);
+    return c.pass;
+  }
+  std::printf(
+      "check %zu '%s': %s  rel L2 err %.3g, max abs err %.3g (%.3g of max|exp| %.3g), max rel "
+      "err %.3g  [%s criterion%s: %s]\n",
+      i, name.c_str(), c.pass ? "PASS" : "FAIL", c.rel_l2, c.max_abs, c.max_abs / c.scale, c.scale,
+      c.max_rel, precision.c_str(), tol.l2 < 0 ? " (--rtol/--atol)" : "",
+      criterion_str(expected, tol, c).c_str());
+  if (c.worst >= 0)
+    std::printf("  worst element %s (flat %lld): got %.9g, expected %.9g; %lld of %lld outside\n",
+                index_str(expected.shape(), c.worst).c_str(), (long long)c.worst, c.worst_got,
+                c.worst_expected, (long long)c.mismatches, (long long)expected.numel());
+  if (c.got_nan + c.got_inf + c.expected_nan + c.expected_inf > 0)
+    std::printf("  non-finite: got %lld NaN, %lld inf; expected %lld NaN, %lld inf; %lld "
+                "mismatched\n",
+                (long long)c.got_nan, (long long)c.got_inf, (long long)c.expected_nan,
+                (long long)c.expected_inf, (long long)c.nonfinite_mismatches);
+  if (!c.l2_pass)
+    std::printf("  rel L2 err %.3g is over the bound %g\n", c.rel_l2, tol.l2);
+  return c.pass;
+}
+
 int run_command(const RunOptions& o) {
   check_model_path(o.model);
   if (o.check && o.data.empty()) fail("--check needs --data DIR with output_N.pb files");
-  if (!(o.rtol >= 0) || !(o.atol >= 0)) fail("--rtol and --atol must be non-negative");
+  if (std::isnan(o.rtol) || std::isnan(o.atol) || (o.rtol < 0 && o.rtol != -1) ||
+      (o.atol < 0 && o.atol != -1))
+    fail("--rtol and --atol must be non-negative");
   check_backend_options(o.backend, o.threads, o.precision);
   if (!o.save_outputs.empty()) check_save_dir(o);
   auto load_start = std::chrono::steady_clock::now();
@@ -247,7 +302,6 @@ int run_command(const RunOptions& o) {
   if (!o.check) return 0;
 
   std::vector<Tensor> expected = load_expected_outputs(g, output_files);
-  Tolerance tol{o.rtol, o.atol, true};
   bool all_pass = true;
   for (size_t i = 0; i < outs.size(); ++i) {
     const std::string& name = g.value(g.outputs[i]).name;
@@ -255,23 +309,7 @@ int run_command(const RunOptions& o) {
       std::printf("check %zu '%s': no expected output file; not compared\n", i, name.c_str());
       continue;
     }
-    Comparison c = compare_tensors(outs[i], expected[i], tol);
-    if (!c.problem.empty()) {
-      std::printf("check %zu '%s': FAIL (%s)\n", i, name.c_str(), c.problem.c_str());
-      all_pass = false;
-      continue;
-    }
-    std::printf("check %zu '%s': %s  max abs err %.3g, max rel err %.3g  [criterion: %s]\n", i,
-                name.c_str(), c.pass ? "PASS" : "FAIL", c.max_abs, c.max_rel,
-                criterion_str(expected[i], tol, c).c_str());
-    if (!c.pass) {
-      std::printf(
-          "  %lld of %lld elements outside; worst at flat index %lld: got %.9g, "
-          "expected %.9g\n",
-          (long long)c.mismatches, (long long)expected[i].numel(), (long long)c.worst, c.worst_got,
-          c.worst_expected);
-      all_pass = false;
-    }
+    all_pass = check_output(i, name, outs[i], expected[i], g, o) && all_pass;
   }
   std::printf("%s\n", all_pass ? "check: PASS" : "check: FAIL");
   return all_pass ? 0 : 1;
@@ -284,7 +322,9 @@ void setup_run(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "run a model and print its outputs (--check: compare)");
   cmd->add_option("model", opts->model, "ONNX model file")->required();
   cmd->add_option("--data", opts->data, "test_data_set folder with input_N.pb (and output_N.pb)");
-  cmd->add_flag("--check", opts->check, "compare outputs with the folder's output_N.pb");
+  cmd->add_flag("--check", opts->check,
+                "compare outputs with the folder's output_N.pb (default tolerance: by the precision "
+                "the output was computed at)");
   cmd->add_option("--backend", opts->backend,
                   "cpu (compiled plan, default), cuda (compiled plan on the GPU) or reference "
                   "(the oracle)")
@@ -303,8 +343,14 @@ void setup_run(CLI::App& app) {
   cmd->add_option("--save-outputs", opts->save_outputs,
                   "write the inputs and outputs as DIR/input_N.pb and output_N.pb (a "
                   "test_data_set folder)");
-  cmd->add_option("--rtol", opts->rtol, "relative tolerance for --check");
-  cmd->add_option("--atol", opts->atol, "absolute tolerance for --check, times max|expected|");
+  cmd->add_option("--rtol", opts->rtol,
+                  "--check: relative tolerance per element (replaces the precision's default "
+                  "bounds)")
+      ->default_str("by precision");
+  cmd->add_option("--atol", opts->atol,
+                  "--check: absolute tolerance per element, times max|expected| (replaces the "
+                  "precision's default bounds)")
+      ->default_str("by precision");
   cmd->callback([opts] {
     std::fflush(stdout);
     int rc = run_command(*opts);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "brrr/graph.hpp"
 #include "core/median.hpp"
@@ -20,6 +21,31 @@ TEST(Median, EvenCountIsTheUpperMiddle) {
 
 TEST(Median, EmptyIsZero) {
   EXPECT_EQ(median({}), 0.0);
+}
+
+// Nearest rank: sorted v[ceil(p/100 * n) - 1], always a sample.
+TEST(Percentile, NearestRank) {
+  std::vector<double> v;
+  for (int i = 10; i >= 1; --i) v.push_back(double(i));  // 1..10, unsorted
+  EXPECT_EQ(percentile(v, 0), 1.0);
+  EXPECT_EQ(percentile(v, 10), 1.0);
+  EXPECT_EQ(percentile(v, 11), 2.0);
+  EXPECT_EQ(percentile(v, 50), 5.0);  // lower middle; median() is the upper one
+  EXPECT_EQ(median(v), 6.0);
+  EXPECT_EQ(percentile(v, 90), 9.0);  // exactly 90% at or below 9, despite 0.9 * 10 rounding
+  EXPECT_EQ(percentile(v, 99), 10.0);
+  EXPECT_EQ(percentile(v, 100), 10.0);
+  EXPECT_EQ(percentile(v, 250), 10.0);
+  EXPECT_EQ(percentile(v, -5), 1.0);
+}
+
+TEST(Percentile, SmallAndEmpty) {
+  EXPECT_EQ(percentile({}, 50), 0.0);
+  EXPECT_EQ(percentile({7.0}, 99), 7.0);
+  std::vector<double> hundred;
+  for (int i = 1; i <= 100; ++i) hundred.push_back(double(i));
+  EXPECT_EQ(percentile(hundred, 99), 99.0);
+  EXPECT_EQ(percentile(hundred, 99.5), 100.0);
 }
 
 TEST(ValueNbytes, ElementsTimesElementSize) {
