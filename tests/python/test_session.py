@@ -1,6 +1,8 @@
 """brrr.Session: the examples against their reference outputs, the inputs/outputs description,
 options, and arrays in and out."""
+import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -122,3 +124,31 @@ def test_random_inputs_fit_the_model():
     r = s.random_inputs()
     assert r["input_ids"].dtype == np.int64 and r["input_ids"].shape == (2, 16)
     assert s.run(r)["output"].shape == (2, 16, 128)
+
+
+def test_run_releases_the_gil():
+    # With a long switch interval the interpreter never takes the GIL from the thread holding
+    # it: the spinning thread advances during run() only if run() lets go of the GIL.
+    s = brrr.Session(f"{EXAMPLES}/squeezenet1_1/model.onnx", "reference")  # ~0.5 s per run
+    x = s.random_inputs()
+    count, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+            time.sleep(0)  # lets the main thread take the GIL back when run() returns
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        time.sleep(0.05)
+        before = count[0]
+        s.run(x)
+        during = count[0] - before
+    finally:
+        stop.set()
+        t.join()
+        sys.setswitchinterval(old)
+    assert during > 100, f"the other thread ran {during} times during run()"
