@@ -14,16 +14,22 @@ REPORT_KEYS = {"model", "backend", "conventions", "wall_ms", "attribution", "sha
                "ceilings", "class_table", "remedies", "verdict"}
 
 
+@pytest.fixture(scope="module")
+def xdg(tmp_path_factory):
+    """One $XDG_CACHE_HOME for the module, so the kernels compile once."""
+    return tmp_path_factory.mktemp("xdg")
+
+
 @pytest.fixture
-def fixed_ceilings(tmp_path, monkeypatch):
+def fixed_ceilings(xdg, monkeypatch):
     """A cached ceilings file where the doctor looks ($XDG_CACHE_HOME/brrr)."""
-    cache = tmp_path / "xdg" / "brrr"
-    cache.mkdir(parents=True)
+    cache = xdg / "brrr"
+    cache.mkdir(parents=True, exist_ok=True)
     ceilings = {"backend": "cpu", "threads": 2, "bandwidth_gbs": 20, "memcpy_gbs": 10,
                 "peak_gflops": {"fp32": 500}, "special_gops": {"exp": 5}, "dispatch_us": 1,
                 "fork_join_us": 2, "kernel_call_us": 0.01}
     (cache / f"ceilings-{socket.gethostname()}-cpu.json").write_text(json.dumps(ceilings))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
     return ceilings
 
 
