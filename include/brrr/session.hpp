@@ -40,6 +40,14 @@ struct SessionOptions {
   int threads = 0;
 };
 
+// Contiguous row-major memory on the session's GPU that the caller owns (a CUDA torch tensor's
+// data_ptr(), a cudaMalloc'ed buffer): what Session::run_device reads and writes.
+struct DeviceTensor {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  Shape shape;
+};
+
 struct MemoryStats {
   size_t arena_bytes = 0;         // peak: size of the one arena all intermediates share
   size_t intermediate_bytes = 0;  // sum of all intermediate buffers (no reuse)
@@ -57,6 +65,14 @@ class Session {
   // Runs the plan; outputs in graph output order. Output buffers the caller no longer holds are
   // reused, so a steady loop allocates nothing. Not reentrant (one run at a time per Session).
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs);
+  // CUDA: runs the plan on inputs in GPU memory and writes the outputs (graph output order, their
+  // dtypes and shapes) into buffers the caller allocated on the same GPU. Tensor data moves device
+  // to device only, into the plan's arena and out of it: nothing goes through the host (kernels
+  // the plan runs on the host, listed in plan_summary, excepted). Starts after all work already
+  // queued on the device, on any stream, and has finished when it returns. Other backends throw
+  // brrr::Error.
+  void run_device(const std::map<std::string, DeviceTensor>& inputs,
+                  const std::vector<DeviceTensor>& outputs);
   // Runs every kernel `reps` times (after a warm-up) and reports per-kernel median times.
   RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps = 10);
   // Times `reps` whole-plan runs after a warm-up, inputs bound once (CUDA: CUDA events on the

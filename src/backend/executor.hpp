@@ -19,6 +19,11 @@ class Executor {
   virtual ~Executor() = default;
   // Runs the plan; outputs in graph output order (Session::run).
   virtual std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) = 0;
+  // Runs the plan on caller-owned device memory (Session::run_device); only a GPU executor can.
+  virtual void run_device(const std::map<std::string, DeviceTensor>& /*inputs*/,
+                          const std::vector<DeviceTensor>& /*outputs*/) {
+    fail("run_device: this session runs on the host; device buffers need backend cuda");
+  }
   // Per-kernel median times after a warm-up (Session::profile).
   virtual RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps) = 0;
   // Whole-plan run times, `between` called before each, outside the timed region.

@@ -66,6 +66,11 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& inputs) {
   return impl_->exec->run(inputs);
 }
 
+void Session::run_device(const std::map<std::string, DeviceTensor>& inputs,
+                         const std::vector<DeviceTensor>& outputs) {
+  impl_->exec->run_device(inputs, outputs);
+}
+
 std::vector<double> Session::time_runs(const std::map<std::string, Tensor>& inputs, int reps,
                                        const std::function<void()>& between) {
   return impl_->exec->time_runs(inputs, reps, between);

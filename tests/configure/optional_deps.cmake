@@ -37,8 +37,9 @@ endfunction()
 # Stale paths, as a moved or half-removed install leaves them, and a oneDNN config that fails.
 file(WRITE "${WORK}/broken-dnnl/dnnlConfig.cmake" "message(FATAL_ERROR \"broken dnnl config\")\n")
 configure_case(broken_paths -DSLEEF_LIB=/nonexistent/libsleef.so -DCUDNN_INCLUDE_DIR=/nonexistent
-  -Ddnnl_DIR=${WORK}/broken-dnnl)
+  -Ddnnl_DIR=${WORK}/broken-dnnl -DPython_EXECUTABLE=/nonexistent/python3)
 expect_one_line(broken_paths "brrr: oneDNN not usable")
+expect_one_line(broken_paths "brrr: no Python with development headers")
 expect_one_line(broken_paths "brrr: no libsleef")
 expect_undefined(broken_paths BRRR_HAVE_DNNL)
 expect_undefined(broken_paths BRRR_HAVE_SLEEF)
@@ -47,10 +48,11 @@ if(OUT MATCHES "brrr: CUDA toolkit [^\n]* found; CUDA backend enabled")
   expect_undefined(broken_paths BRRR_HAVE_CUDNN)
 endif()
 
-# Everything optional turned off: oneDNN, SLEEF, cuDNN, the CUDA toolkit.
+# Everything optional turned off: oneDNN, SLEEF, cuDNN, the CUDA toolkit, the Python package.
 configure_case(all_off -DBRRR_WITH_DNNL=OFF -DBRRR_WITH_SLEEF=OFF -DBRRR_WITH_CUDNN=OFF
-  -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON)
+  -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON -DBRRR_WITH_PYTHON=OFF)
 expect_one_line(all_off "brrr: oneDNN disabled")
+expect_one_line(all_off "brrr: Python package disabled")
 expect_one_line(all_off "brrr: SLEEF disabled")
 expect_one_line(all_off "brrr: no CUDA toolkit")
 foreach(d BRRR_HAVE_DNNL BRRR_HAVE_SLEEF BRRR_HAVE_CUDNN BRRR_HAVE_CUDA)

@@ -33,6 +33,9 @@ class CudaExecutor final : public Executor {
 
   // Copies inputs to the device, runs the plan, copies outputs back (synchronous).
   std::vector<Tensor> run(const std::map<std::string, Tensor>& inputs) override;
+  // Device to device copies into the arena and out of it (cuda_executor_device.cpp).
+  void run_device(const std::map<std::string, DeviceTensor>& inputs,
+                  const std::vector<DeviceTensor>& outputs) override;
   // Per-kernel CUDA-event medians (eager launches) and wall_ms = median of whole-plan runs
   // (graph replay when graphs are on), all on device-resident inputs.
   RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps) override;
