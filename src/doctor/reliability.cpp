@@ -1,21 +1,13 @@
 // Trust: whether the measured runs can carry a diagnosis (spread, machine load, ceilings).
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cmath>
 
 #include "brrr/doctor.hpp"
+#include "core/median.hpp"
 
 namespace brrr::doctor {
 
 namespace {
-
-// Nearest-rank percentile of sorted values (q in [0, 1]): always a measured value.
-double nearest_rank(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  size_t i = size_t(std::ceil(q * double(sorted.size())));
-  return sorted[std::min(sorted.size() - 1, i == 0 ? 0 : i - 1)];
-}
 
 // Runs whose p90 is more than this times their p10 vary too much for a per-kernel diagnosis.
 constexpr double kWideSpread = 1.5;
@@ -52,11 +44,9 @@ std::vector<std::string> ceilings_warnings(const Ceilings& c) {
 
 Reliability assess_reliability(const RunProfile& p, const Ceilings& c) {
   Reliability r;
-  std::vector<double> w = p.wall_samples_ms;
-  std::sort(w.begin(), w.end());
-  r.samples = int(w.size());
-  r.wall_p10_ms = nearest_rank(w, 0.10);
-  r.wall_p90_ms = nearest_rank(w, 0.90);
+  r.samples = int(p.wall_samples_ms.size());
+  r.wall_p10_ms = percentile(p.wall_samples_ms, 10);
+  r.wall_p90_ms = percentile(p.wall_samples_ms, 90);
   r.other_busy_cpus = p.other_busy_cpus;
   r.online_cpus = p.online_cpus;
   r.threads = p.threads > 0 ? p.threads : 1;
