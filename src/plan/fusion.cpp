@@ -34,6 +34,7 @@ struct NodeInfo {
   ReduceKind reduce = ReduceKind::Sum;
   std::string why;   // for Other: why it is not fusible
   PointwiseForm form;  // for Pointwise: the node's scalar function (OpDef::pointwise)
+  int divide_by = 0;   // for Pointwise: then divided by this count (Mean), when nonzero
 };
 
 // An in-kernel value: an expression, or a strided view of a materialized buffer (a transpose of
@@ -49,6 +50,7 @@ struct Group {
   Kernel k;
   std::map<int, KVal> vals;  // graph value id -> in-kernel value
   bool fused = false;        // a Fused kernel others may join
+  std::string why;           // a Reference kernel: why nothing faster applies
   // (buffer, offset, level, strides) -> the Load expression reading it, so a kernel with many
   // loads finds its duplicates without a scan.
   std::map<std::tuple<int, int64_t, int, std::vector<int64_t>>, int> loads;
@@ -78,6 +80,46 @@ bool all_float(const Graph& g, const Node& n, TypeSet ts) {
   return true;
 }
 bool all_f32(const Graph& g, const Node& n) { return all_float(g, n, {}); }
+
+// An integer or bool scalar constant whose value float32 holds exactly: on a target with
+// generated_casts a pointwise kernel takes it as a float immediate (Pow's int64 exponent).
+bool exact_scalar_const(const Value& v) {
+  if (!v.constant.defined() || v.constant.numel() != 1 || is_floating(v.dtype)) return false;
+  double x = v.constant.at_double(0);
+  return std::fabs(x) <= double(1 << 24);
+}
+
+// all_float, where the inputs may also be such scalar constants.
+bool all_float_or_scalar(const Graph& g, const Node& n, TypeSet ts) {
+  for (int i : n.inputs)
+    if (i >= 0 && !float_ok(g.value(i).dtype, ts) && !exact_scalar_const(g.value(i))) return false;
+  for (int o : n.outputs)
+    if (o >= 0 && !float_ok(g.value(o).dtype, ts)) return false;
+  return true;
+}
+
+// The pointwise forms a generated_casts target adds (Target::generated_casts): Cast and CastLike
+// are the identity (float32 math; the store rounds to the output's dtype as Tensor::cast does:
+// nearest-even to 16 bits, v != 0 to bool), inference Dropout is the identity, Mean a fold of
+// Add (its division comes after, in emit). Empty operands: no such form.
+PointwiseForm extra_pointwise_form(const Graph& g, const Node& n) {
+  const std::string& op = n.op;
+  if (op == "Cast" || op == "CastLike") return {ScalarOp::Identity, {{0, 0, false}}, false};
+  if (op == "Dropout") {
+    // A training_mode input that is not a constant false could mean random masks.
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+      const Value& m = g.value(n.inputs[2]);
+      if (!m.constant.defined() || m.constant.at_double(0) != 0) return {};
+    }
+    return {ScalarOp::Identity, {{0, 0, false}}, false};
+  }
+  if (op == "Mean") {
+    PointwiseForm f{ScalarOp::Add, {}, true};
+    for (size_t i = 0; i < n.inputs.size(); ++i) f.operands.push_back({int(i), 0, false});
+    return f;
+  }
+  return {};
+}
 
 // A reduction over two or more trailing axes (the fused kernels take the last axis alone).
 bool trailing_reduce(const Graph& g, const Node& n) {
@@ -142,7 +184,8 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
   NodeInfo info;
   const std::string& op = n.op;
   bool f32 = all_f32(g, n);
-  bool gen = all_float(g, n, ts);  // generated kernels can read and write its tensors
+  // generated kernels can read and write its tensors
+  bool gen = t.generated_casts ? all_float_or_scalar(g, n, ts) : all_float(g, n, ts);
   if (op.rfind("Reduce", 0) == 0 && !n.inputs.empty() && n.inputs[0] >= 0) {  // axes are int64
     f32 = g.value(n.inputs[0]).dtype == DType::f32 && g.value(n.outputs[0]).dtype == DType::f32;
     gen = float_ok(g.value(n.inputs[0]).dtype, ts) &&
@@ -161,8 +204,9 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
   if (op == "MatMul" || op == "Gemm" || op == "Conv" || pool) {
     // What has a library lowering is the target's to say: 16-bit GEMMs have one on CUDA
     // (cuBLASLt); elsewhere they run by reference.
-    bool same16 = t.library_16bit_gemm && (op == "MatMul" || op == "Gemm") && !n.inputs.empty() &&
-                  n.inputs[0] >= 0 &&
+    bool same16 = ((t.library_16bit_gemm && (op == "MatMul" || op == "Gemm")) ||
+                   (t.library_16bit_conv && op == "Conv")) &&
+                  !n.inputs.empty() && n.inputs[0] >= 0 &&
                   (g.value(n.inputs[0]).dtype == DType::bf16 ||
                    g.value(n.inputs[0]).dtype == DType::f16);
     for (int i : n.inputs)
@@ -184,11 +228,26 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
   }
   // Hand-written library kernels (src/backend/cpu/library_cpu.cpp): channel concat and means
   // over trailing axes (global pooling, the squeeze of squeeze-excite blocks).
+  // A device target's row-mean kernel takes float32 (and 16-bit data with
+  // library_16bit_row_reduce); what it cannot take runs on the host, decided here.
+  bool row16 = t.library_16bit_row_reduce && !n.inputs.empty() && n.inputs[0] >= 0 &&
+               (g.value(n.inputs[0]).dtype == DType::bf16 ||
+                g.value(n.inputs[0]).dtype == DType::f16) &&
+               g.value(n.outputs[0]).dtype == g.value(n.inputs[0]).dtype;
+  if (op == "GlobalAveragePool" && t.device && !f32 && !row16)
+    return other(fmt::format("GlobalAveragePool on {} (the device's row-mean kernel takes float32{})",
+                             dtype_name(g.value(n.outputs[0]).dtype),
+                             t.library_16bit_row_reduce ? ", bfloat16 and float16" : ""));
   if (op == "Concat" || op == "GlobalAveragePool" || channel_scale_between_convs(g, n)) {
     info.kind = NodeKind::Library;
     return info;
   }
-  if ((op == "ReduceMean" || op == "ReduceSum") && f32 && trailing_reduce(g, n)) {
+  if ((op == "ReduceMean" || op == "ReduceSum") && (f32 || row16) && trailing_reduce(g, n)) {
+    info.kind = NodeKind::Library;
+    return info;
+  }
+  // Split as device copies, one per output.
+  if (op == "Split" && t.library_split) {
     info.kind = NodeKind::Library;
     return info;
   }
@@ -203,15 +262,23 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
     return other(fmt::format("{} is not float32{}{} (generated kernels compute in float32)", op,
                              ts.float16 ? ", bfloat16, float16" : "",
                              ts.booleans ? " or bool" : ""));
-  if (n.def && n.def->pointwise) {
+  PointwiseForm extra = t.generated_casts ? extra_pointwise_form(g, n) : PointwiseForm{};
+  if ((n.def && n.def->pointwise) || !extra.operands.empty()) {
     // Attributes become immediates, omitted optional inputs NaN ("no bound").
     try {
-      info.form = n.def->pointwise(n);
+      info.form = !extra.operands.empty() ? extra : n.def->pointwise(n);
     } catch (const Error& e) {
       return other(e.what());
     }
+    // Dropout's mask output, when used, is all true: a second store of the constant 1.
+    if (n.op == "Dropout" && !extra.operands.empty() && n.outputs.size() > 1 && n.outputs[1] >= 0)
+      return other("Dropout's mask output is used (generated kernels store one value per node)");
     bool omitted = std::find(n.inputs.begin(), n.inputs.end(), -1) != n.inputs.end();
-    if (info.form.operands.empty() || n.outputs.size() != 1 || (info.form.fold && omitted))
+    size_t outs = n.outputs.size();
+    if (!extra.operands.empty())  // Dropout's unused mask output
+      outs = size_t(std::count_if(n.outputs.begin(), n.outputs.end(), [](int o) { return o >= 0; }));
+    if (n.op == "Mean" && !extra.operands.empty()) info.divide_by = int(n.inputs.size());
+    if (info.form.operands.empty() || outs != 1 || n.outputs[0] < 0 || (info.form.fold && omitted))
       return other(fmt::format("{}'s scalar expression has operands the fuser cannot bind", op));
     info.kind = NodeKind::Pointwise;
     return info;
@@ -289,12 +356,15 @@ class Fuser {
     const Shape& S = G.k.space;
     if (auto it = G.vals.find(v); it != G.vals.end() && it->second.expr >= 0) return it->second.expr;
     const Value& val = g_.value(v);
-    if (val.constant.defined() && val.constant.numel() == 1 && val.dtype == DType::f32) {
+    bool other_scalar = target_.generated_casts && exact_scalar_const(val);
+    if (val.constant.defined() && val.constant.numel() == 1 &&
+        (val.dtype == DType::f32 || other_scalar)) {
       Expr c;
       c.kind = Expr::Const;
       c.level = 1;
       c.constant = float(val.constant.at_double(0));
-      c.value = v;  // the C++ emitter reads it through its pointer (kernels then share code)
+      // The C++ emitter reads a float32 one through its pointer (kernels then share code).
+      c.value = other_scalar ? -1 : v;
       if (!std::isnan(c.constant)) c.lo = c.hi = c.constant;
       return add_expr(G, c);
     }
@@ -482,6 +552,7 @@ class Fuser {
         } else if (f.fold) {  // variadic: ((a0 op a1) op a2) ...
           e = args[0];
           for (size_t i = 1; i < args.size(); ++i) e = pw(G, f.op, {e, args[i]});
+          if (info.divide_by > 1) e = pw(G, ScalarOp::Div, {e, cst(G, float(info.divide_by))});
         } else {
           std::vector<Range> ranges;
           for (int a : args)
@@ -602,6 +673,7 @@ class Fuser {
                                                      : KernelKind::Reference;
     Group& G = new_group(kind, n);
     G.k.nodes.push_back(n);
+    if (kind == KernelKind::Reference) G.why = info.why;
     note_reads(gi, node);
     for (int o : node.outputs)
       if (o >= 0) kernel_of_value_[o] = gi;
@@ -626,7 +698,7 @@ class Fuser {
       const Node& add = g_.nodes[c];
       int other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
       const Value& ov = g_.value(other);
-      if (other != cur && ov.dtype == DType::f32 && ov.shape == shape(cur) &&
+      if (other != cur && ov.dtype == g_.value(cur).dtype && ov.shape == shape(cur) &&
           shape(add.outputs[0]) == shape(cur) && ov.producer < n) {
         G.k.sum = other;
         G.k.nodes.push_back(c);
@@ -769,6 +841,9 @@ class Fuser {
       }
       k.inputs.assign(ins.begin(), ins.end());
       k.outputs.assign(outs.begin(), outs.end());
+      if (target_.device && k.kind == KernelKind::Reference)
+        k.host = G.why.empty() ? g_.nodes[k.nodes[0]].op + " has no generated or library kernel"
+                               : G.why;
       std::string ops;
       const Node& first = g_.nodes[k.nodes[0]];
       std::string tag = first.op;
@@ -802,11 +877,38 @@ class Fuser {
   }
 };
 
+// A Gather the target's gather kernel takes (element of 1, 2, 4 or 8 bytes, int32 or int64
+// indices, a valid descriptor) becomes a Library kernel; "" when it does, else why not.
+std::string device_gather(const Graph& g, const Kernel& k) {
+  const GatherDesc* d = desc_of<GatherDesc>(k);
+  if (!d) return "";  // not a Gather
+  if (!d->why.empty()) return d->why;
+  const Value& iv = g.value(d->indices);
+  if (iv.dtype != DType::i64 && iv.dtype != DType::i32)
+    return fmt::format("Gather indices are {} (the device's gather kernel takes int64 or int32)",
+                       dtype_name(iv.dtype));
+  const size_t es = dtype_size(g.value(d->x).dtype);
+  if (es != 1 && es != 2 && es != 4 && es != 8)
+    return fmt::format("Gather of {} elements", dtype_name(g.value(d->x).dtype));
+  return "";
+}
+
 }  // namespace
 
 Plan build_plan(const Graph& g, const FusionOptions& opts, const Target& target) {
   Plan p = Fuser(g, opts, target).run();
   describe_library(g, p);  // the library calls' typed descriptors, read once from the attributes
+  if (target.library_gather)
+    for (Kernel& k : p.kernels) {
+      if (k.kind != KernelKind::Reference || !desc_of<GatherDesc>(k)) continue;
+      std::string why = device_gather(g, k);
+      if (why.empty()) {
+        k.kind = KernelKind::Library;
+        k.host.clear();
+      } else {
+        k.host = why;
+      }
+    }
   return p;
 }
 

@@ -42,6 +42,7 @@ std::string Plan::print(const Graph& g) const {
     if (k.bias >= 0) s += " +bias";
     if (k.sum >= 0) s += " +sum";
     if (!k.activation.empty()) s += " +" + k.activation;
+    if (!k.host.empty()) s += " on the host: " + k.host;
     s += "\n";
   }
   if (!boundaries.empty()) s += "  boundaries:\n";

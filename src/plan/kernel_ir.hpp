@@ -68,6 +68,10 @@ struct Kernel {
   // Library (and Gather): the typed descriptor of the call, built once from the node's
   // attributes by describe_library (plan/library_desc.hpp); backends read only this.
   std::shared_ptr<const LibraryDesc> lib;
+  // Device targets (Target::device): non-empty when the device cannot run this kernel, which then
+  // runs its reference kernel on host copies of the device buffers; says why. Decided by the
+  // fusion pass, read by the executor.
+  std::string host;
   bool has_reduction() const;
   int64_t rows() const;
   int64_t cols() const;

@@ -29,6 +29,12 @@ Target Target::cuda() {
   t.library_f32_contractions = true;
   t.library_16bit_gemm = true;
   t.library_16bit_pool = true;
+  t.device = true;
+  t.library_16bit_conv = true;
+  t.library_16bit_row_reduce = true;
+  t.library_gather = true;
+  t.library_split = true;
+  t.generated_casts = true;
   return t;
 }
 

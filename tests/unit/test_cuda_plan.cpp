@@ -1,0 +1,188 @@
+// What the CUDA plan decides (Target::cuda(), src/plan/fusion.cpp): which kernels run on the
+// device and how, and which run on the host with their reason (plan::Kernel::host), so the
+// executor only reads the plan. These run without a GPU; the generated module of the new
+// pointwise forms is compiled with NVRTC (which needs no device) when the toolkit is there. The
+// device runs the same ops through the backend sweep (tests/unit/backend_ops_test.cpp).
+#include <gtest/gtest.h>
+
+#include "passes/pipeline.hpp"
+#include "plan/kernel_ir.hpp"
+#include "plan/library_desc.hpp"
+#include "plan/target.hpp"
+#include "runtime/graph_builder.hpp"
+
+#ifdef BRRR_HAVE_CUDA
+#include "backend/cuda/codegen_cuda.hpp"
+#include "backend/cuda/nvrtc_compiler.hpp"
+#endif
+
+namespace brrr {
+namespace {
+
+using plan::KernelKind;
+using plan::Target;
+
+Compiled plan_for(const Graph& g, const Target& t) { return compile(g, t, {}); }
+
+// The kernel that covers the graph's first node.
+const plan::Kernel& kernel_of_first_node(const Compiled& c) {
+  for (const plan::Kernel& k : c.plan.kernels)
+    for (int n : k.nodes)
+      if (c.graph.nodes[size_t(n)].op == c.graph.nodes[0].op) return k;
+  ADD_FAILURE() << "no kernel holds " << c.graph.nodes[0].op;
+  return c.plan.kernels.at(0);
+}
+
+Graph conv_graph(DType t, bool bias_relu) {
+  GraphBuilder b;
+  int x = b.input("x", {1, 4, 8, 8}, t);
+  int w = b.input("w", {6, 4, 3, 3}, t);
+  std::vector<int> ins = {x, w};
+  if (bias_relu) ins.push_back(b.input("bias", {6}, t));
+  int y = b.node("Conv", ins, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  b.output(bias_relu ? b.node("Relu", {y}) : y);
+  return b.g;
+}
+
+// bf16 and fp16 Conv are cuDNN library kernels on CUDA (with their epilogue), the reference
+// kernel on the CPU as before.
+TEST(CudaPlan, SixteenBitConvIsALibraryKernel) {
+  for (DType t : {DType::bf16, DType::f16}) {
+    Compiled c = plan_for(conv_graph(t, true), Target::cuda());
+    ASSERT_EQ(c.plan.kernels.size(), 1u) << c.plan.print(c.graph);
+    const plan::Kernel& k = c.plan.kernels[0];
+    EXPECT_EQ(k.kind, KernelKind::Library) << dtype_name(t);
+    EXPECT_EQ(k.host, "");
+    EXPECT_EQ(k.activation, "relu");
+    ASSERT_NE(plan::desc_of<plan::ConvDesc>(k), nullptr);
+    Compiled cpu = plan_for(conv_graph(t, false), Target::cpu());
+    EXPECT_EQ(kernel_of_first_node(cpu).kind, KernelKind::Reference) << cpu.plan.print(cpu.graph);
+    EXPECT_EQ(kernel_of_first_node(cpu).host, "");  // the CPU plan marks no host kernels
+  }
+}
+
+TEST(CudaPlan, SixteenBitGlobalAveragePoolIsALibraryKernel) {
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+    GraphBuilder b;
+    b.output(b.node("GlobalAveragePool", {b.input("x", {2, 8, 7, 7}, t)}));
+    Compiled c = plan_for(b.g, Target::cuda());
+    ASSERT_EQ(c.plan.kernels.size(), 1u);
+    EXPECT_EQ(c.plan.kernels[0].kind, KernelKind::Library) << dtype_name(t);
+    EXPECT_EQ(c.plan.kernels[0].host, "");
+    EXPECT_NE(plan::desc_of<plan::RowReduceDesc>(c.plan.kernels[0]), nullptr);
+  }
+  // float64: no device kernel; the plan says so (the CPU plan still makes it a library kernel).
+  GraphBuilder b;
+  b.output(b.node("GlobalAveragePool", {b.input("x", {2, 8, 7, 7}, DType::f64)}));
+  Compiled c = plan_for(b.g, Target::cuda());
+  EXPECT_EQ(c.plan.kernels[0].kind, KernelKind::Reference);
+  EXPECT_NE(c.plan.kernels[0].host.find("GlobalAveragePool on float64"), std::string::npos)
+      << c.plan.kernels[0].host;
+  EXPECT_EQ(plan_for(b.g, Target::cpu()).plan.kernels[0].kind, KernelKind::Library);
+}
+
+TEST(CudaPlan, SplitIsDeviceCopies) {
+  for (DType t : {DType::f32, DType::bf16, DType::i64, DType::boolean}) {
+    GraphBuilder b;
+    int x = b.input("x", {2, 12, 5}, t);
+    int s = b.constant("s", Tensor::from_vector<int64_t>({3}, {3, 4, 5}));
+    int y0 = b.node("Split", {x, s}, {{"axis", int64_t(-2)}}, 3);
+    for (int i = 0; i < 3; ++i) b.output(y0 + i);
+    Compiled c = plan_for(b.g, Target::cuda());
+    const plan::Kernel& k = kernel_of_first_node(c);
+    EXPECT_EQ(k.kind, KernelKind::Library) << dtype_name(t) << "\n" << c.plan.print(c.graph);
+    EXPECT_EQ(k.host, "");
+    EXPECT_EQ(k.outputs.size(), 3u);
+    const auto* d = plan::desc_of<plan::SplitDesc>(k);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->why, "");
+    EXPECT_EQ(d->axis, 1);
+    EXPECT_EQ(d->sizes, (std::vector<int64_t>{3, 4, 5}));
+    EXPECT_EQ(kernel_of_first_node(plan_for(b.g, Target::cpu())).kind, KernelKind::Reference);
+  }
+}
+
+TEST(CudaPlan, GatherIsALibraryKernel) {
+  GraphBuilder b;
+  int x = b.input("x", {10, 16}, DType::bf16);
+  b.output(b.node("Gather", {x, b.input("i", {3}, DType::i32)}));
+  Compiled c = plan_for(b.g, Target::cuda());
+  ASSERT_EQ(c.plan.kernels.size(), 1u);
+  EXPECT_EQ(c.plan.kernels[0].kind, KernelKind::Library);
+  EXPECT_EQ(c.plan.kernels[0].host, "");
+  EXPECT_NE(plan::desc_of<plan::GatherDesc>(c.plan.kernels[0]), nullptr);
+  EXPECT_EQ(plan_for(b.g, Target::cpu()).plan.kernels[0].kind, KernelKind::Reference);
+}
+
+// Cast / CastLike between generated dtypes, inference Dropout, Mean and Pow with an int64
+// exponent: generated kernels on CUDA, one fused kernel here (the reference kernel on the CPU).
+Graph pointwise_graph() {
+  GraphBuilder b;
+  int x = b.input("x", {4, 33}, DType::f32);
+  int h = b.node("Cast", {x}, {{"to", int64_t(16)}});                  // -> bfloat16
+  int f = b.node("Cast", {h}, {{"to", int64_t(1)}});                   // -> float32
+  int like = b.input("like", {1}, DType::f16);
+  int l = b.node("CastLike", {f, like});                               // -> float16
+  int d = b.node("Dropout", {b.node("Cast", {l}, {{"to", int64_t(1)}})});
+  int p = b.node("Pow", {d, b.constant("e", Tensor::scalar<int64_t>(3))});
+  int m = b.node("Mean", {p, x, d});
+  b.output(b.node("Cast", {m}, {{"to", int64_t(9)}}));                 // -> bool
+  return b.g;
+}
+
+TEST(CudaPlan, CastDropoutMeanAndPowAreGenerated) {
+  Graph g = pointwise_graph();
+  Compiled c = plan_for(g, Target::cuda());
+  ASSERT_EQ(c.plan.kernels.size(), 1u) << c.plan.print(c.graph);
+  EXPECT_EQ(c.plan.kernels[0].kind, KernelKind::Fused) << c.plan.print(c.graph);
+  EXPECT_EQ(c.plan.kernels[0].host, "");
+  Compiled cpu = plan_for(g, Target::cpu());
+  for (const plan::Kernel& k : cpu.plan.kernels) {
+    const std::string& op = cpu.graph.nodes[size_t(k.nodes[0])].op;
+    if (op == "Cast" || op == "CastLike" || op == "Dropout" || op == "Mean")
+      EXPECT_EQ(k.kind, KernelKind::Reference) << op;  // the CPU plan is as it was
+  }
+}
+
+// What CUDA truly cannot do today is marked in the plan with its reason: integer arithmetic and
+// a Cast to an integer type (generated kernels compute in float32).
+TEST(CudaPlan, HostKernelsAreMarkedWithTheirReason) {
+  GraphBuilder b;
+  int x = b.input("x", {4, 5}, DType::i64);
+  b.output(b.node("Add", {x, x}));
+  int f = b.input("f", {4, 5}, DType::f32);
+  b.output(b.node("Cast", {f}, {{"to", int64_t(7)}}));  // -> int64
+  Compiled c = plan_for(b.g, Target::cuda());
+  ASSERT_EQ(c.plan.kernels.size(), 2u) << c.plan.print(c.graph);
+  for (const plan::Kernel& k : c.plan.kernels) {
+    EXPECT_EQ(k.kind, KernelKind::Reference);
+    EXPECT_NE(k.host.find("is not float32"), std::string::npos) << k.host;
+  }
+  EXPECT_NE(c.plan.print(c.graph).find("on the host: "), std::string::npos);
+  for (const plan::Kernel& k : plan_for(b.g, Target::cpu()).plan.kernels) EXPECT_EQ(k.host, "");
+}
+
+#ifdef BRRR_HAVE_CUDA
+// The emitter needs no GPU: the module of the new pointwise forms (and the helper kernels, 16-bit
+// Conv epilogues and row means among them) is printed and compiled with NVRTC here.
+TEST(CudaPlan, GeneratedModuleCompilesWithNvrtc) {
+  Compiled c = plan_for(pointwise_graph(), Target::cuda());
+  cuda::CudaSource src = cuda::generate_cuda(c.graph, c.plan, {});
+  ASSERT_EQ(src.launches.size(), 1u);
+  EXPECT_NE(src.launches[0].symbol, "");
+  cuda::NvrtcCompiler nv("sm_90", "");
+  cuda::CompiledKernel ck;
+  try {
+    ck = nv.compile(src.text, "cuda_plan_test");
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("nvrtc") != std::string::npos &&
+        std::string(e.what()).find("load") != std::string::npos)
+      GTEST_SKIP() << "NVRTC cannot be loaded here: " << e.what();
+    FAIL() << e.what() << "\n" << src.text;
+  }
+  EXPECT_FALSE(ck.cubin.empty());
+}
+#endif
+
+}  // namespace
+}  // namespace brrr
