@@ -35,6 +35,7 @@ struct NodeInfo {
   std::string why;   // for Other: why it is not fusible
   PointwiseForm form;  // for Pointwise: the node's scalar function (OpDef::pointwise)
   int divide_by = 0;   // for Pointwise: then divided by this count (Mean), when nonzero
+  DType compute = DType::f32;  // Pointwise and Transpose: the type its kernel computes in
 };
 
 // An in-kernel value: an expression, or a strided view of a materialized buffer (a transpose of
@@ -180,6 +181,29 @@ bool has_nonempty_output(const Graph& g, const Node& n) {
   return false;
 }
 
+// The type a typed kernel would compute node n in (Target::generated_typed): int32, int64 or
+// float64 when every tensor it reads or writes is that type or bool, and one it reads is that
+// type; float32 (no typed kernel) otherwise.
+DType typed_compute(const Graph& g, const Node& n) {
+  DType t = DType::f32;
+  bool read = false;
+  auto note = [&](int v, bool input) {
+    if (v < 0) return true;
+    DType d = g.value(v).dtype;
+    if (d == DType::boolean) return true;
+    if (d != DType::i32 && d != DType::i64 && d != DType::f64) return false;
+    if (t != DType::f32 && t != d) return false;
+    t = d;
+    read = read || input;
+    return true;
+  };
+  for (int i : n.inputs)
+    if (!note(i, true)) return DType::f32;
+  for (int o : n.outputs)
+    if (!note(o, false)) return DType::f32;
+  return read ? t : DType::f32;
+}
+
 NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& t) {
   NodeInfo info;
   const std::string& op = n.op;
@@ -258,10 +282,41 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
       return info;
     }
   }
+  // Typed kernels: integer and float64 pointwise math (and transposes) in their own type.
+  const DType typed = !gen && t.generated_typed ? typed_compute(g, n) : DType::f32;
+  if (typed != DType::f32 && lowering == Lowering::View) {
+    if (n.def->can_fuse)
+      if (std::string why = n.def->can_fuse(g, n); !why.empty()) return other(why);
+    info.kind = NodeKind::Transpose;
+    info.compute = typed;
+    return info;
+  }
+  if (typed != DType::f32 && n.def && n.def->pointwise && n.outputs.size() == 1) {
+    try {
+      info.form = n.def->pointwise(n);
+    } catch (const Error& e) {
+      return other(e.what());
+    }
+    if (!t.generates(info.form.op, typed))
+      return other(fmt::format("{} on {}: the device's {} kernels have no {}", op,
+                               dtype_name(typed), dtype_name(typed),
+                               scalar_op_name(info.form.op)));
+    bool omitted = std::find(n.inputs.begin(), n.inputs.end(), -1) != n.inputs.end();
+    bool imm = std::any_of(info.form.operands.begin(), info.form.operands.end(),
+                           [](const ScalarOperand& o) { return o.input < 0; });
+    if (info.form.operands.empty() || omitted || imm)
+      return other(fmt::format("{}'s scalar expression has operands a {} kernel cannot bind", op,
+                               dtype_name(typed)));
+    info.kind = NodeKind::Pointwise;
+    info.compute = typed;
+    return info;
+  }
   if (!gen)
-    return other(fmt::format("{} is not float32{}{} (generated kernels compute in float32)", op,
+    return other(fmt::format("{} is not float32{}{} (generated kernels compute in float32{})", op,
                              ts.float16 ? ", bfloat16, float16" : "",
-                             ts.booleans ? " or bool" : ""));
+                             ts.booleans ? " or bool" : "",
+                             t.generated_typed ? "; typed kernels in int32, int64 or float64 alone"
+                                               : ""));
   PointwiseForm extra = t.generated_casts ? extra_pointwise_form(g, n) : PointwiseForm{};
   if ((n.def && n.def->pointwise) || !extra.operands.empty()) {
     // Attributes become immediates, omitted optional inputs NaN ("no bound").
@@ -357,7 +412,7 @@ class Fuser {
     if (auto it = G.vals.find(v); it != G.vals.end() && it->second.expr >= 0) return it->second.expr;
     const Value& val = g_.value(v);
     bool other_scalar = target_.generated_casts && exact_scalar_const(val);
-    if (val.constant.defined() && val.constant.numel() == 1 &&
+    if (G.k.compute == DType::f32 && val.constant.defined() && val.constant.numel() == 1 &&
         (val.dtype == DType::f32 || other_scalar)) {
       Expr c;
       c.kind = Expr::Const;
@@ -465,6 +520,9 @@ class Fuser {
   std::string can_join(const Group& G, int gi, int n, const NodeInfo& info) {
     const Node& node = g_.nodes[n];
     const Shape& S = G.k.space;
+    if (info.compute != G.k.compute)
+      return fmt::format("the kernel computes in {}, this node in {}", dtype_name(G.k.compute),
+                         dtype_name(info.compute));
     if (G.k.exprs.size() >= kMaxKernelExprs)
       return fmt::format("the kernel has {} expressions, the most one generated function gets",
                          G.k.exprs.size());
@@ -557,7 +615,9 @@ class Fuser {
           std::vector<Range> ranges;
           for (int a : args)
             if (a >= 0) ranges.push_back({G.k.exprs[size_t(a)].lo, G.k.exprs[size_t(a)].hi});
-          e = pw(G, narrowed_op(f.op, ranges), std::move(args), std::move(attrs));
+          // Value-range variants (CosUnit, ...) are float32 forms: typed kernels keep the op.
+          ScalarOp op = G.k.compute == DType::f32 ? narrowed_op(f.op, ranges) : f.op;
+          e = pw(G, op, std::move(args), std::move(attrs));
           Range r = op_range(G.k.exprs[size_t(e)], ranges);
           G.k.exprs[size_t(e)].lo = r.lo;
           G.k.exprs[size_t(e)].hi = r.hi;
@@ -662,6 +722,7 @@ class Fuser {
     int gi = int(groups_.size());
     if (fusible) {
       Group& G = new_group(KernelKind::Fused, n);
+      G.k.compute = info.compute;
       G.k.space = (info.kind == NodeKind::Pointwise || info.kind == NodeKind::Transpose)
                       ? shape(node.outputs[0])
                       : shape(node.inputs[0]);

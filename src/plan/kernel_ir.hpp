@@ -56,6 +56,10 @@ struct Kernel {
   std::vector<int> outputs;   // graph value ids written
   // Fused: the index space. rows = prod(space[:-1]), cols = space.back() (1 for a scalar space).
   Shape space;
+  // Fused: the type the expressions compute in. float32 (16-bit and bool buffers convert in
+  // registers), or int32 / int64 / float64 for a device target's typed kernels, whose buffers all
+  // hold that type or bool (Target::generated_typed).
+  DType compute = DType::f32;
   std::vector<Expr> exprs;    // topologically ordered: args precede users
   std::vector<Store> stores;
   // Library: epilogue fused into the library call (a bias value id, then an activation).

@@ -4,6 +4,9 @@
 #pragma once
 #include <string>
 
+#include "brrr/dtype.hpp"
+#include "brrr/op.hpp"
+
 namespace brrr::plan {
 
 struct Target {
@@ -50,6 +53,12 @@ struct Target {
   // scalar constant operand of another dtype whose value float32 holds exactly (Pow's int64
   // exponent). The CPU plan keeps those ops on their reference kernels.
   bool generated_casts = false;
+  // Typed pointwise kernels (plan::Kernel::compute): nodes whose tensors are all int32, all
+  // int64 or all float64 (bool besides: Where's condition, a comparison's result) compute in that
+  // type, for the scalar ops generates() lists; transposes of such tensors too.
+  bool generated_typed = false;
+  // Whether a typed kernel computing in `t` (int32, int64, float64) renders `op`.
+  bool generates(ScalarOp op, DType t) const;
 
   // The CPU, with oneDNN when brrr was built with it (the one place that asks the build).
   static Target cpu();

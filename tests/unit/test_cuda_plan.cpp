@@ -5,6 +5,9 @@
 // device runs the same ops through the backend sweep (tests/unit/backend_ops_test.cpp).
 #include <gtest/gtest.h>
 
+#include <iostream>
+#include <set>
+
 #include "passes/pipeline.hpp"
 #include "plan/kernel_ir.hpp"
 #include "plan/library_desc.hpp"
@@ -144,32 +147,65 @@ TEST(CudaPlan, CastDropoutMeanAndPowAreGenerated) {
   }
 }
 
+// Integer and float64 pointwise math: typed kernels that compute in the tensors' own type
+// (int64 Div and Mod with the reference's semantics, comparisons into bool, Where), one kernel
+// per type; a transpose of int32 data too.
+Graph typed_graph() {
+  GraphBuilder b;
+  int a = b.input("a", {6, 7}, DType::i64);
+  int c = b.input("c", {7}, DType::i64);
+  int q = b.node("Div", {b.node("Mul", {a, c}), c});
+  int m = b.node("Mod", {b.node("Sub", {q, a}), c});
+  int lt = b.node("Less", {m, a});
+  b.output(b.node("Where", {lt, m, b.node("Neg", {a})}));
+  int x = b.input("x", {5, 3}, DType::f64);
+  b.output(b.node("Max", {b.node("Exp", {x}), b.node("Abs", {x})}));
+  int i = b.input("i", {4, 9}, DType::i32);
+  b.output(b.node("Add", {b.node("Transpose", {i}, {{"perm", std::vector<int64_t>{1, 0}}}),
+                          b.input("j", {9, 4}, DType::i32)}));
+  return b.g;
+}
+
+TEST(CudaPlan, IntegerAndFloat64MathIsGeneratedInItsOwnType) {
+  Compiled c = plan_for(typed_graph(), Target::cuda());
+  std::set<std::string> types;
+  for (const plan::Kernel& k : c.plan.kernels) {
+    EXPECT_EQ(k.kind, KernelKind::Fused) << c.plan.print(c.graph);
+    EXPECT_EQ(k.host, "");
+    types.insert(std::string(dtype_name(k.compute)));
+  }
+  EXPECT_EQ(types, (std::set<std::string>{"int64", "float64", "int32"}));
+  for (const plan::Kernel& k : plan_for(typed_graph(), Target::cpu()).plan.kernels)
+    EXPECT_EQ(k.kind, KernelKind::Reference);  // the CPU plan is as it was
+}
+
 // What CUDA truly cannot do today is marked in the plan with its reason: integer arithmetic and
 // a Cast to an integer type (generated kernels compute in float32).
 TEST(CudaPlan, HostKernelsAreMarkedWithTheirReason) {
   GraphBuilder b;
   int x = b.input("x", {4, 5}, DType::i64);
-  b.output(b.node("Add", {x, x}));
+  b.output(b.node("Pow", {x, x}));  // integer Pow: no typed form
   int f = b.input("f", {4, 5}, DType::f32);
-  b.output(b.node("Cast", {f}, {{"to", int64_t(7)}}));  // -> int64
+  b.output(b.node("Cast", {f}, {{"to", int64_t(6)}}));  // float32 -> int32: two types
   Compiled c = plan_for(b.g, Target::cuda());
   ASSERT_EQ(c.plan.kernels.size(), 2u) << c.plan.print(c.graph);
-  for (const plan::Kernel& k : c.plan.kernels) {
-    EXPECT_EQ(k.kind, KernelKind::Reference);
-    EXPECT_NE(k.host.find("is not float32"), std::string::npos) << k.host;
-  }
+  EXPECT_NE(c.plan.kernels[0].host.find("Pow on int64: the device's int64 kernels have no pow"),
+            std::string::npos) << c.plan.kernels[0].host;
+  EXPECT_NE(c.plan.kernels[1].host.find("is not float32"), std::string::npos)
+      << c.plan.kernels[1].host;
+  for (const plan::Kernel& k : c.plan.kernels) EXPECT_EQ(k.kind, KernelKind::Reference);
   EXPECT_NE(c.plan.print(c.graph).find("on the host: "), std::string::npos);
   for (const plan::Kernel& k : plan_for(b.g, Target::cpu()).plan.kernels) EXPECT_EQ(k.host, "");
 }
 
 #ifdef BRRR_HAVE_CUDA
-// The emitter needs no GPU: the module of the new pointwise forms (and the helper kernels, 16-bit
-// Conv epilogues and row means among them) is printed and compiled with NVRTC here.
-TEST(CudaPlan, GeneratedModuleCompilesWithNvrtc) {
-  Compiled c = plan_for(pointwise_graph(), Target::cuda());
+// The emitter needs no GPU: the module of the new pointwise forms and typed kernels (and the
+// helper kernels, 16-bit Conv epilogues and row means among them) is compiled with NVRTC here.
+void compiles(const Graph& g) {
+  Compiled c = plan_for(g, Target::cuda());
   cuda::CudaSource src = cuda::generate_cuda(c.graph, c.plan, {});
-  ASSERT_EQ(src.launches.size(), 1u);
-  EXPECT_NE(src.launches[0].symbol, "");
+  ASSERT_EQ(src.launches.size(), c.plan.kernels.size());
+  for (const cuda::CudaLaunch& l : src.launches) EXPECT_NE(l.symbol, "");
   cuda::NvrtcCompiler nv("sm_90", "");
   cuda::CompiledKernel ck;
   try {
@@ -179,8 +215,15 @@ TEST(CudaPlan, GeneratedModuleCompilesWithNvrtc) {
         std::string(e.what()).find("load") != std::string::npos)
       GTEST_SKIP() << "NVRTC cannot be loaded here: " << e.what();
     FAIL() << e.what() << "\n" << src.text;
+    return;
   }
   EXPECT_FALSE(ck.cubin.empty());
+  if (::testing::Test::HasFailure()) std::cout << src.text;
+}
+
+TEST(CudaPlan, GeneratedModuleCompilesWithNvrtc) {
+  compiles(pointwise_graph());
+  compiles(typed_graph());
 }
 #endif
 
