@@ -36,6 +36,7 @@ struct NodeInfo {
   PointwiseForm form;  // for Pointwise: the node's scalar function (OpDef::pointwise)
   int divide_by = 0;   // for Pointwise: then divided by this count (Mean), when nonzero
   DType compute = DType::f32;  // Pointwise and Transpose: the type its kernel computes in
+  bool to_bool = false;        // Pointwise Cast to bool: the value becomes 0 or 1 (x != 0)
 };
 
 // An in-kernel value: an expression, or a strided view of a materialized buffer (a transpose of
@@ -283,7 +284,23 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
     }
   }
   // Typed kernels: integer and float64 pointwise math (and transposes) in their own type.
-  const DType typed = !gen && t.generated_typed ? typed_compute(g, n) : DType::f32;
+  DType typed = !gen && t.generated_typed ? typed_compute(g, n) : DType::f32;
+  // A Cast with an int32 / int64 / float64 side computes in the output's type when it is one
+  // (the load converts: float -> integer truncates toward zero, NaN -> 0, saturating, as
+  // PTX's cvt.rzi does and the reference's cast), else in the input's (the store converts).
+  auto typed_kind = [](DType d) { return d == DType::i32 || d == DType::i64 || d == DType::f64; };
+  auto castable = [&](DType d) { return typed_kind(d) || float_ok(d, ts); };
+  if (!gen && t.generated_typed && t.generated_casts && (op == "Cast" || op == "CastLike") &&
+      n.inputs[0] >= 0 && n.outputs.size() == 1) {
+    const DType from = g.value(n.inputs[0]).dtype, to = g.value(n.outputs[0]).dtype;
+    if (castable(from) && castable(to)) {
+      info.kind = NodeKind::Pointwise;
+      info.form = {ScalarOp::Identity, {{0, 0, false}}, false};
+      info.compute = typed_kind(to) ? to : from;
+      info.to_bool = to == DType::boolean;
+      return info;
+    }
+  }
   if (typed != DType::f32 && lowering == Lowering::View) {
     if (n.def->can_fuse)
       if (std::string why = n.def->can_fuse(g, n); !why.empty()) return other(why);
@@ -333,6 +350,8 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
     if (!extra.operands.empty())  // Dropout's unused mask output
       outs = size_t(std::count_if(n.outputs.begin(), n.outputs.end(), [](int o) { return o >= 0; }));
     if (n.op == "Mean" && !extra.operands.empty()) info.divide_by = int(n.inputs.size());
+    info.to_bool = (n.op == "Cast" || n.op == "CastLike") && !extra.operands.empty() &&
+                   g.value(n.outputs[0]).dtype == DType::boolean;
     if (info.form.operands.empty() || outs != 1 || n.outputs[0] < 0 || (info.form.fold && omitted))
       return other(fmt::format("{}'s scalar expression has operands the fuser cannot bind", op));
     info.kind = NodeKind::Pointwise;
@@ -621,6 +640,8 @@ class Fuser {
           Range r = op_range(G.k.exprs[size_t(e)], ranges);
           G.k.exprs[size_t(e)].lo = r.lo;
           G.k.exprs[size_t(e)].hi = r.hi;
+          // A bool read later in the kernel is 0 or 1, as the reference's cast makes it.
+          if (info.to_bool) e = pw(G, ScalarOp::Not, {pw(G, ScalarOp::Not, {e})});
         }
         G.vals[out].expr = e;
         (void)S;

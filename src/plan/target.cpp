@@ -45,7 +45,7 @@ bool Target::generates(ScalarOp op, DType t) const {
   switch (op) {  // both: what integer and float64 kernels share
     case O::Identity: case O::Add: case O::Sub: case O::Mul: case O::Div: case O::Where:
     case O::Equal: case O::Less: case O::LessOrEqual: case O::Greater: case O::GreaterOrEqual:
-    case O::Min: case O::Max: case O::Neg: case O::Abs:
+    case O::Min: case O::Max: case O::Neg: case O::Abs: case O::Not:
       return t == DType::i32 || t == DType::i64 || t == DType::f64;
     case O::ModNumpy: case O::ModFmod: case O::Sign:  // the integer forms
       return t == DType::i32 || t == DType::i64;

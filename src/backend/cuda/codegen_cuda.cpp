@@ -57,6 +57,7 @@ const cpu::CodeForOp& typed_code_for_op(DType t) {
     c[size_t(O::LessOrEqual)] = "({0} <= {1})";
     c[size_t(O::Greater)] = "({0} > {1})";
     c[size_t(O::GreaterOrEqual)] = "({0} >= {1})";
+    c[size_t(O::Not)] = "(!{0})";
   };
   static const cpu::CodeForOp ints = [&] {
     cpu::CodeForOp c;
