@@ -205,6 +205,61 @@ DType typed_compute(const Graph& g, const Node& n) {
   return read ? t : DType::f32;
 }
 
+// A constant int64 / int32 input's values, or nullopt when input i is absent or not constant.
+std::optional<std::vector<int64_t>> const_ints(const Graph& g, const Node& n, size_t i) {
+  if (i >= n.inputs.size() || n.inputs[i] < 0) return std::nullopt;
+  const Value& v = g.value(n.inputs[i]);
+  if (!v.constant.defined() || (v.dtype != DType::i64 && v.dtype != DType::i32)) return std::nullopt;
+  return v.constant.to_int64_vector();
+}
+
+// Slice as a view (Target::generated_views): per input axis the first element taken and the step
+// ("" when it can be one, else why not). Starts follow ONNX's rules: negative counts from the
+// end, then clamped to [0, dim] (step > 0) or [0, dim - 1] (step < 0); the element counts are the
+// output's shape, which shape inference derived by the same rules.
+std::string slice_view(const Graph& g, const Node& n, std::vector<int64_t>* start,
+                       std::vector<int64_t>* step) {
+  const Shape& xs = g.value(n.inputs[0]).shape;
+  const int64_t rank = int64_t(xs.size());
+  std::vector<int64_t> starts, axes, steps;
+  if (n.has_attr("starts")) {  // Slice-1: attributes
+    starts = n.attr_ints("starts");
+    axes = n.attr_ints("axes");
+  } else {
+    auto s = const_ints(g, n, 1), e = const_ints(g, n, 2);
+    if (!s || !e) return "Slice with computed starts or ends";
+    starts = *s;
+    if (n.inputs.size() > 3 && n.inputs[3] >= 0) {
+      auto a = const_ints(g, n, 3);
+      if (!a) return "Slice with computed axes";
+      axes = *a;
+    }
+    if (n.inputs.size() > 4 && n.inputs[4] >= 0) {
+      auto st = const_ints(g, n, 4);
+      if (!st) return "Slice with computed steps";
+      steps = *st;
+    }
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+  if (axes.size() != starts.size() || (!steps.empty() && steps.size() != starts.size()))
+    return "Slice with mismatched starts, axes and steps";
+  start->assign(size_t(rank), 0);
+  step->assign(size_t(rank), 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (a < 0 || a >= rank) return "Slice axis out of range";
+    const int64_t d = xs[size_t(a)], st = steps.empty() ? 1 : steps[i];
+    if (st == 0) return "Slice step 0";
+    int64_t b = starts[i];
+    if (b < 0) b = b < -d ? 0 : b + d;
+    b = st > 0 ? std::min(b, d) : std::min(b, d - 1);
+    (*start)[size_t(a)] = std::max<int64_t>(b, 0);
+    (*step)[size_t(a)] = st;
+  }
+  return "";
+}
+
 NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& t) {
   NodeInfo info;
   const std::string& op = n.op;
@@ -274,6 +329,20 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
   // Split as device copies, one per output.
   if (op == "Split" && t.library_split) {
     info.kind = NodeKind::Library;
+    return info;
+  }
+  // Slice and Expand as views on a device target: data of a generated or typed dtype.
+  if (t.generated_views && (op == "Slice" || op == "Expand") && !n.inputs.empty() &&
+      n.inputs[0] >= 0 && n.outputs.size() == 1 && n.outputs[0] >= 0) {
+    const DType d = g.value(n.inputs[0]).dtype;
+    const bool typed_data = t.generated_typed && (d == DType::i32 || d == DType::i64 || d == DType::f64);
+    std::vector<int64_t> start, step;
+    std::string why = !float_ok(d, ts) && !typed_data ? fmt::format("{} of {} data", op, dtype_name(d))
+                      : op == "Slice" ? slice_view(g, n, &start, &step)
+                      : !const_ints(g, n, 1) ? "Expand to a computed shape" : "";
+    if (!why.empty()) return other(why);
+    info.kind = NodeKind::Transpose;
+    info.compute = typed_data ? d : DType::f32;
     return info;
   }
   const Lowering lowering = n.def ? n.def->lowering : Lowering::None;
@@ -679,9 +748,6 @@ class Fuser {
       case NodeKind::Transpose: {
         int src = node.inputs[0];
         const Shape& is = shape(src);
-        auto perm = node.attr_ints("perm");
-        if (perm.empty())
-          for (int i = int(is.size()) - 1; i >= 0; --i) perm.push_back(i);
         Shape base = contiguous_strides(is);
         int bufv = src;
         int64_t off = 0;
@@ -693,7 +759,26 @@ class Fuser {
         KVal kv;
         kv.view_value = bufv;
         kv.view_offset = off;
-        for (auto p : perm) kv.view_strides.push_back(base[size_t(p < 0 ? p + int64_t(is.size()) : p)]);
+        if (node.op == "Slice") {  // the first element taken, then `step` apart on each axis
+          std::vector<int64_t> start, step;
+          slice_view(g_, node, &start, &step);
+          for (size_t d = 0; d < is.size(); ++d) {
+            kv.view_offset += start[d] * base[d];
+            kv.view_strides.push_back(base[d] * step[d]);
+          }
+        } else if (node.op == "Expand") {  // broadcast axes read one element (stride 0)
+          const Shape& os = shape(out);
+          kv.view_strides.assign(os.size(), 0);
+          for (size_t i = 0; i < os.size() && i < is.size(); ++i) {
+            size_t o = os.size() - 1 - i, d = is.size() - 1 - i;
+            if (is[d] == os[o] && os[o] != 1) kv.view_strides[o] = base[d];
+          }
+        } else {
+          auto perm = node.attr_ints("perm");
+          if (perm.empty())
+            for (int i = int(is.size()) - 1; i >= 0; --i) perm.push_back(i);
+          for (auto p : perm) kv.view_strides.push_back(base[size_t(p < 0 ? p + int64_t(is.size()) : p)]);
+        }
         G.vals[out] = kv;
         break;
       }

@@ -36,6 +36,7 @@ Target Target::cuda() {
   t.library_split = true;
   t.generated_casts = true;
   t.generated_typed = true;
+  t.generated_views = true;
   return t;
 }
 

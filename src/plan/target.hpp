@@ -57,6 +57,9 @@ struct Target {
   // int64 or all float64 (bool besides: Where's condition, a comparison's result) compute in that
   // type, for the scalar ops generates() lists; transposes of such tensors too.
   bool generated_typed = false;
+  // Slice (constant starts / ends / axes / steps) and Expand (a constant shape) as views, like
+  // Transpose: strides and an offset on the loads that read them; a copy kernel when stored.
+  bool generated_views = false;
   // Whether a typed kernel computing in `t` (int32, int64, float64) renders `op`.
   bool generates(ScalarOp op, DType t) const;
 

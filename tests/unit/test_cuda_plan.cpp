@@ -5,9 +5,13 @@
 // device runs the same ops through the backend sweep (tests/unit/backend_ops_test.cpp).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <iostream>
 #include <set>
 
+#include "backend/executor.hpp"
+#include "brrr/reference.hpp"
+#include "brrr/session.hpp"
 #include "passes/pipeline.hpp"
 #include "plan/kernel_ir.hpp"
 #include "plan/library_desc.hpp"
@@ -186,6 +190,73 @@ TEST(CudaPlan, IntegerAndFloat64MathIsGeneratedInItsOwnType) {
     EXPECT_EQ(k.kind, KernelKind::Reference);  // the CPU plan is as it was
 }
 
+// Slice (negative starts, clamped ends, negative steps) and Expand as views: loads with strides
+// and an offset, stored by a copy kernel when a view is itself an output.
+Graph view_graph() {
+  GraphBuilder b;
+  int x = b.input("x", {4, 6, 5});
+  auto ints = [&](const char* name, std::vector<int64_t> v) {
+    return b.constant(name, Tensor::from_vector<int64_t>({int64_t(v.size())}, v));
+  };
+  int s1 = b.node("Slice", {x, ints("st", {1, -4}), ints("en", {100, 1}), ints("ax", {0, -2}),
+                            ints("sp", {2, -2})});  // [2, 1, 5]: rows 1, 3; column 2
+  b.output(b.node("Mul", {s1, b.input("y", {2, 1, 5})}));
+  b.output(b.node("Slice", {x, ints("st2", {-3}), ints("en2", {-1}), ints("ax2", {2})}));
+  int e = b.node("Expand", {b.input("z", {6, 1}), ints("sh", {4, 6, 5})});
+  b.output(b.node("Add", {e, x}));
+  b.output(b.node("Expand", {b.input("w", {5}), ints("sh2", {3, 5})}));
+  return b.g;
+}
+
+TEST(CudaPlan, SliceAndExpandAreViews) {
+  Compiled c = plan_for(view_graph(), Target::cuda());
+  for (const plan::Kernel& k : c.plan.kernels) {
+    EXPECT_EQ(k.kind, KernelKind::Fused) << c.plan.print(c.graph);
+    EXPECT_EQ(k.host, "");
+  }
+  EXPECT_EQ(c.plan.kernels.size(), 4u) << c.plan.print(c.graph);
+}
+
+// The plan decisions that are not CUDA-specific (views, the Cast / Dropout / Mean / Pow forms)
+// checked by value here: a CPU executor runs a float32 plan made with those Target flags on (the
+// C++ emitter reads the same strides, offsets and expressions) against the reference.
+TEST(CudaPlan, ViewsAndPointwiseFormsMatchTheReferenceOnTheCpu) {
+  Target t = Target::cpu();
+  t.generated_views = true;
+  t.generated_casts = true;
+  GraphBuilder pb;
+  {
+    int x = pb.input("x", {4, 33});
+    int d = pb.node("Dropout", {pb.node("Cast", {x}, {{"to", int64_t(1)}})});
+    int p = pb.node("Pow", {d, pb.constant("e", Tensor::scalar<int64_t>(3))});
+    pb.output(pb.node("Mean", {p, x, d}));
+  }
+  for (const Graph& g : {view_graph(), pb.g}) {
+    Compiled c = compile(g, t, {});
+    for (const plan::Kernel& k : c.plan.kernels)
+      EXPECT_EQ(k.kind, KernelKind::Fused) << c.plan.print(c.graph);
+    std::map<std::string, Tensor> feeds;
+    int seed = 1;
+    for (int v : c.graph.inputs) {
+      Tensor in = Tensor::empty(DType::f32, c.graph.value(v).shape);
+      float* p = in.data<float>();
+      for (int64_t i = 0; i < in.numel(); ++i) p[i] = float((i * 7 + seed) % 13) * 0.25f - 1.5f;
+      feeds[c.graph.value(v).name] = in;
+      ++seed;
+    }
+    std::vector<Tensor> want = run_reference(c.graph, feeds);
+    auto exec = cpu::make_cpu_executor(c.graph, c.plan, SessionOptions{});
+    std::vector<Tensor> got = exec->run(feeds);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t o = 0; o < got.size(); ++o) {
+      ASSERT_EQ(got[o].shape(), want[o].shape()) << o;
+      std::vector<double> a = got[o].to_double_vector(), b = want[o].to_double_vector();
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_NEAR(a[i], b[i], 1e-5 * (1 + std::fabs(b[i]))) << "output " << o << " element " << i;
+    }
+  }
+}
+
 // What CUDA truly cannot do today is marked in the plan with its reason: integer Pow (no typed
 // form) and a Cast to int8 (generated kernels have no 8-bit integer buffers).
 TEST(CudaPlan, HostKernelsAreMarkedWithTheirReason) {
@@ -231,6 +302,7 @@ void compiles(const Graph& g) {
 TEST(CudaPlan, GeneratedModuleCompilesWithNvrtc) {
   compiles(pointwise_graph());
   compiles(typed_graph());
+  compiles(view_graph());
 }
 #endif
 
