@@ -171,6 +171,38 @@ GatherDesc describe_gather(const Graph& g, const Node& n) {
   return d;
 }
 
+SplitDesc describe_split(const Graph& g, const Node& n) {
+  SplitDesc d;
+  d.x = input_or_none(n, 0);
+  d.outputs = n.outputs;
+  if (d.x < 0 || n.outputs.empty()) {
+    d.why = "Split without an input or outputs";
+    return d;
+  }
+  const Shape& xs = g.value(d.x).shape;
+  const int64_t rank = int64_t(xs.size());
+  d.axis = n.attr_int("axis", 0);
+  if (d.axis < 0) d.axis += rank;
+  if (d.axis < 0 || d.axis >= rank) {
+    d.why = "Split axis out of range";
+    return d;
+  }
+  // The shares of an omitted output: what the present ones leave (at most one may be omitted).
+  int64_t known = 0, omitted = 0;
+  for (int o : n.outputs) {
+    if (o >= 0) known += g.value(o).shape[size_t(d.axis)];
+    else ++omitted;
+  }
+  if (omitted > 1) {
+    d.why = "Split with more than one omitted output";
+    return d;
+  }
+  for (int o : n.outputs)
+    d.sizes.push_back(o >= 0 ? g.value(o).shape[size_t(d.axis)] : xs[size_t(d.axis)] - known);
+  if (!omitted && known != xs[size_t(d.axis)]) d.why = "Split outputs do not add up to the input";
+  return d;
+}
+
 LibraryDesc describe_kernel(const Graph& g, const Kernel& k) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
   const std::string& op = n.op;
@@ -197,6 +229,7 @@ LibraryDesc describe_kernel(const Graph& g, const Kernel& k) {
   if (op == "GlobalAveragePool" || op == "ReduceMean" || op == "ReduceSum")
     return describe_row_reduce(g, n);
   if (op == "Mul") return describe_channel_scale(g, n);
+  if (op == "Split") return describe_split(g, n);
   return LibraryDesc();
 }
 

@@ -34,6 +34,9 @@ struct NodeInfo {
   ReduceKind reduce = ReduceKind::Sum;
   std::string why;   // for Other: why it is not fusible
   PointwiseForm form;  // for Pointwise: the node's scalar function (OpDef::pointwise)
+  int divide_by = 0;   // for Pointwise: then divided by this count (Mean), when nonzero
+  DType compute = DType::f32;  // Pointwise and Transpose: the type its kernel computes in
+  bool to_bool = false;        // Pointwise Cast to bool: the value becomes 0 or 1 (x != 0)
 };
 
 // An in-kernel value: an expression, or a strided view of a materialized buffer (a transpose of
@@ -49,6 +52,7 @@ struct Group {
   Kernel k;
   std::map<int, KVal> vals;  // graph value id -> in-kernel value
   bool fused = false;        // a Fused kernel others may join
+  std::string why;           // a Reference kernel: why nothing faster applies
   // (buffer, offset, level, strides) -> the Load expression reading it, so a kernel with many
   // loads finds its duplicates without a scan.
   std::map<std::tuple<int, int64_t, int, std::vector<int64_t>>, int> loads;
@@ -78,6 +82,46 @@ bool all_float(const Graph& g, const Node& n, TypeSet ts) {
   return true;
 }
 bool all_f32(const Graph& g, const Node& n) { return all_float(g, n, {}); }
+
+// An integer or bool scalar constant whose value float32 holds exactly: on a target with
+// generated_casts a pointwise kernel takes it as a float immediate (Pow's int64 exponent).
+bool exact_scalar_const(const Value& v) {
+  if (!v.constant.defined() || v.constant.numel() != 1 || is_floating(v.dtype)) return false;
+  double x = v.constant.at_double(0);
+  return std::fabs(x) <= double(1 << 24);
+}
+
+// all_float, where the inputs may also be such scalar constants.
+bool all_float_or_scalar(const Graph& g, const Node& n, TypeSet ts) {
+  for (int i : n.inputs)
+    if (i >= 0 && !float_ok(g.value(i).dtype, ts) && !exact_scalar_const(g.value(i))) return false;
+  for (int o : n.outputs)
+    if (o >= 0 && !float_ok(g.value(o).dtype, ts)) return false;
+  return true;
+}
+
+// The pointwise forms a generated_casts target adds (Target::generated_casts): Cast and CastLike
+// are the identity (float32 math; the store rounds to the output's dtype as Tensor::cast does:
+// nearest-even to 16 bits, v != 0 to bool), inference Dropout is the identity, Mean a fold of
+// Add (its division comes after, in emit). Empty operands: no such form.
+PointwiseForm extra_pointwise_form(const Graph& g, const Node& n) {
+  const std::string& op = n.op;
+  if (op == "Cast" || op == "CastLike") return {ScalarOp::Identity, {{0, 0, false}}, false};
+  if (op == "Dropout") {
+    // A training_mode input that is not a constant false could mean random masks.
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+      const Value& m = g.value(n.inputs[2]);
+      if (!m.constant.defined() || m.constant.at_double(0) != 0) return {};
+    }
+    return {ScalarOp::Identity, {{0, 0, false}}, false};
+  }
+  if (op == "Mean") {
+    PointwiseForm f{ScalarOp::Add, {}, true};
+    for (size_t i = 0; i < n.inputs.size(); ++i) f.operands.push_back({int(i), 0, false});
+    return f;
+  }
+  return {};
+}
 
 // A reduction over two or more trailing axes (the fused kernels take the last axis alone).
 bool trailing_reduce(const Graph& g, const Node& n) {
@@ -138,11 +182,90 @@ bool has_nonempty_output(const Graph& g, const Node& n) {
   return false;
 }
 
+// The type a typed kernel would compute node n in (Target::generated_typed): int32, int64 or
+// float64 when every tensor it reads or writes is that type or bool, and one it reads is that
+// type; float32 (no typed kernel) otherwise.
+DType typed_compute(const Graph& g, const Node& n) {
+  DType t = DType::f32;
+  bool read = false;
+  auto note = [&](int v, bool input) {
+    if (v < 0) return true;
+    DType d = g.value(v).dtype;
+    if (d == DType::boolean) return true;
+    if (d != DType::i32 && d != DType::i64 && d != DType::f64) return false;
+    if (t != DType::f32 && t != d) return false;
+    t = d;
+    read = read || input;
+    return true;
+  };
+  for (int i : n.inputs)
+    if (!note(i, true)) return DType::f32;
+  for (int o : n.outputs)
+    if (!note(o, false)) return DType::f32;
+  return read ? t : DType::f32;
+}
+
+// A constant int64 / int32 input's values, or nullopt when input i is absent or not constant.
+std::optional<std::vector<int64_t>> const_ints(const Graph& g, const Node& n, size_t i) {
+  if (i >= n.inputs.size() || n.inputs[i] < 0) return std::nullopt;
+  const Value& v = g.value(n.inputs[i]);
+  if (!v.constant.defined() || (v.dtype != DType::i64 && v.dtype != DType::i32)) return std::nullopt;
+  return v.constant.to_int64_vector();
+}
+
+// Slice as a view (Target::generated_views): per input axis the first element taken and the step
+// ("" when it can be one, else why not). Starts follow ONNX's rules: negative counts from the
+// end, then clamped to [0, dim] (step > 0) or [0, dim - 1] (step < 0); the element counts are the
+// output's shape, which shape inference derived by the same rules.
+std::string slice_view(const Graph& g, const Node& n, std::vector<int64_t>* start,
+                       std::vector<int64_t>* step) {
+  const Shape& xs = g.value(n.inputs[0]).shape;
+  const int64_t rank = int64_t(xs.size());
+  std::vector<int64_t> starts, axes, steps;
+  if (n.has_attr("starts")) {  // Slice-1: attributes
+    starts = n.attr_ints("starts");
+    axes = n.attr_ints("axes");
+  } else {
+    auto s = const_ints(g, n, 1), e = const_ints(g, n, 2);
+    if (!s || !e) return "Slice with computed starts or ends";
+    starts = *s;
+    if (n.inputs.size() > 3 && n.inputs[3] >= 0) {
+      auto a = const_ints(g, n, 3);
+      if (!a) return "Slice with computed axes";
+      axes = *a;
+    }
+    if (n.inputs.size() > 4 && n.inputs[4] >= 0) {
+      auto st = const_ints(g, n, 4);
+      if (!st) return "Slice with computed steps";
+      steps = *st;
+    }
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+  if (axes.size() != starts.size() || (!steps.empty() && steps.size() != starts.size()))
+    return "Slice with mismatched starts, axes and steps";
+  start->assign(size_t(rank), 0);
+  step->assign(size_t(rank), 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (a < 0 || a >= rank) return "Slice axis out of range";
+    const int64_t d = xs[size_t(a)], st = steps.empty() ? 1 : steps[i];
+    if (st == 0) return "Slice step 0";
+    int64_t b = starts[i];
+    if (b < 0) b = b < -d ? 0 : b + d;
+    b = st > 0 ? std::min(b, d) : std::min(b, d - 1);
+    (*start)[size_t(a)] = std::max<int64_t>(b, 0);
+    (*step)[size_t(a)] = st;
+  }
+  return "";
+}
+
 NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& t) {
   NodeInfo info;
   const std::string& op = n.op;
   bool f32 = all_f32(g, n);
-  bool gen = all_float(g, n, ts);  // generated kernels can read and write its tensors
+  // generated kernels can read and write its tensors
+  bool gen = t.generated_casts ? all_float_or_scalar(g, n, ts) : all_float(g, n, ts);
   if (op.rfind("Reduce", 0) == 0 && !n.inputs.empty() && n.inputs[0] >= 0) {  // axes are int64
     f32 = g.value(n.inputs[0]).dtype == DType::f32 && g.value(n.outputs[0]).dtype == DType::f32;
     gen = float_ok(g.value(n.inputs[0]).dtype, ts) &&
@@ -161,8 +284,9 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
   if (op == "MatMul" || op == "Gemm" || op == "Conv" || pool) {
     // What has a library lowering is the target's to say: 16-bit GEMMs have one on CUDA
     // (cuBLASLt); elsewhere they run by reference.
-    bool same16 = t.library_16bit_gemm && (op == "MatMul" || op == "Gemm") && !n.inputs.empty() &&
-                  n.inputs[0] >= 0 &&
+    bool same16 = ((t.library_16bit_gemm && (op == "MatMul" || op == "Gemm")) ||
+                   (t.library_16bit_conv && op == "Conv")) &&
+                  !n.inputs.empty() && n.inputs[0] >= 0 &&
                   (g.value(n.inputs[0]).dtype == DType::bf16 ||
                    g.value(n.inputs[0]).dtype == DType::f16);
     for (int i : n.inputs)
@@ -184,12 +308,41 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
   }
   // Hand-written library kernels (src/backend/cpu/library_cpu.cpp): channel concat and means
   // over trailing axes (global pooling, the squeeze of squeeze-excite blocks).
+  // A device target's row-mean kernel takes float32 (and 16-bit data with
+  // library_16bit_row_reduce); what it cannot take runs on the host, decided here.
+  bool row16 = t.library_16bit_row_reduce && !n.inputs.empty() && n.inputs[0] >= 0 &&
+               (g.value(n.inputs[0]).dtype == DType::bf16 ||
+                g.value(n.inputs[0]).dtype == DType::f16) &&
+               g.value(n.outputs[0]).dtype == g.value(n.inputs[0]).dtype;
+  if (op == "GlobalAveragePool" && t.device && !f32 && !row16)
+    return other(fmt::format("GlobalAveragePool on {} (the device's row-mean kernel takes float32{})",
+                             dtype_name(g.value(n.outputs[0]).dtype),
+                             t.library_16bit_row_reduce ? ", bfloat16 and float16" : ""));
   if (op == "Concat" || op == "GlobalAveragePool" || channel_scale_between_convs(g, n)) {
     info.kind = NodeKind::Library;
     return info;
   }
-  if ((op == "ReduceMean" || op == "ReduceSum") && f32 && trailing_reduce(g, n)) {
+  if ((op == "ReduceMean" || op == "ReduceSum") && (f32 || row16) && trailing_reduce(g, n)) {
     info.kind = NodeKind::Library;
+    return info;
+  }
+  // Split as device copies, one per output.
+  if (op == "Split" && t.library_split) {
+    info.kind = NodeKind::Library;
+    return info;
+  }
+  // Slice and Expand as views on a device target: data of a generated or typed dtype.
+  if (t.generated_views && (op == "Slice" || op == "Expand") && !n.inputs.empty() &&
+      n.inputs[0] >= 0 && n.outputs.size() == 1 && n.outputs[0] >= 0) {
+    const DType d = g.value(n.inputs[0]).dtype;
+    const bool typed_data = t.generated_typed && (d == DType::i32 || d == DType::i64 || d == DType::f64);
+    std::vector<int64_t> start, step;
+    std::string why = !float_ok(d, ts) && !typed_data ? fmt::format("{} of {} data", op, dtype_name(d))
+                      : op == "Slice" ? slice_view(g, n, &start, &step)
+                      : !const_ints(g, n, 1) ? "Expand to a computed shape" : "";
+    if (!why.empty()) return other(why);
+    info.kind = NodeKind::Transpose;
+    info.compute = typed_data ? d : DType::f32;
     return info;
   }
   const Lowering lowering = n.def ? n.def->lowering : Lowering::None;
@@ -199,19 +352,76 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
       return info;
     }
   }
-  if (!gen)
-    return other(fmt::format("{} is not float32{}{} (generated kernels compute in float32)", op,
-                             ts.float16 ? ", bfloat16, float16" : "",
-                             ts.booleans ? " or bool" : ""));
-  if (n.def && n.def->pointwise) {
-    // Attributes become immediates, omitted optional inputs NaN ("no bound").
+  // Typed kernels: integer and float64 pointwise math (and transposes) in their own type.
+  DType typed = !gen && t.generated_typed ? typed_compute(g, n) : DType::f32;
+  // A Cast with an int32 / int64 / float64 side computes in the output's type when it is one
+  // (the load converts: float -> integer truncates toward zero, NaN -> 0, saturating, as
+  // PTX's cvt.rzi does and the reference's cast), else in the input's (the store converts).
+  auto typed_kind = [](DType d) { return d == DType::i32 || d == DType::i64 || d == DType::f64; };
+  auto castable = [&](DType d) { return typed_kind(d) || float_ok(d, ts); };
+  if (!gen && t.generated_typed && t.generated_casts && (op == "Cast" || op == "CastLike") &&
+      n.inputs[0] >= 0 && n.outputs.size() == 1) {
+    const DType from = g.value(n.inputs[0]).dtype, to = g.value(n.outputs[0]).dtype;
+    if (castable(from) && castable(to)) {
+      info.kind = NodeKind::Pointwise;
+      info.form = {ScalarOp::Identity, {{0, 0, false}}, false};
+      info.compute = typed_kind(to) ? to : from;
+      info.to_bool = to == DType::boolean;
+      return info;
+    }
+  }
+  if (typed != DType::f32 && lowering == Lowering::View) {
+    if (n.def->can_fuse)
+      if (std::string why = n.def->can_fuse(g, n); !why.empty()) return other(why);
+    info.kind = NodeKind::Transpose;
+    info.compute = typed;
+    return info;
+  }
+  if (typed != DType::f32 && n.def && n.def->pointwise && n.outputs.size() == 1) {
     try {
       info.form = n.def->pointwise(n);
     } catch (const Error& e) {
       return other(e.what());
     }
+    if (!t.generates(info.form.op, typed))
+      return other(fmt::format("{} on {}: the device's {} kernels have no {}", op,
+                               dtype_name(typed), dtype_name(typed),
+                               scalar_op_name(info.form.op)));
     bool omitted = std::find(n.inputs.begin(), n.inputs.end(), -1) != n.inputs.end();
-    if (info.form.operands.empty() || n.outputs.size() != 1 || (info.form.fold && omitted))
+    bool imm = std::any_of(info.form.operands.begin(), info.form.operands.end(),
+                           [](const ScalarOperand& o) { return o.input < 0; });
+    if (info.form.operands.empty() || omitted || imm)
+      return other(fmt::format("{}'s scalar expression has operands a {} kernel cannot bind", op,
+                               dtype_name(typed)));
+    info.kind = NodeKind::Pointwise;
+    info.compute = typed;
+    return info;
+  }
+  if (!gen)
+    return other(fmt::format("{} is not float32{}{} (generated kernels compute in float32{})", op,
+                             ts.float16 ? ", bfloat16, float16" : "",
+                             ts.booleans ? " or bool" : "",
+                             t.generated_typed ? "; typed kernels in int32, int64 or float64 alone"
+                                               : ""));
+  PointwiseForm extra = t.generated_casts ? extra_pointwise_form(g, n) : PointwiseForm{};
+  if ((n.def && n.def->pointwise) || !extra.operands.empty()) {
+    // Attributes become immediates, omitted optional inputs NaN ("no bound").
+    try {
+      info.form = !extra.operands.empty() ? extra : n.def->pointwise(n);
+    } catch (const Error& e) {
+      return other(e.what());
+    }
+    // Dropout's mask output, when used, is all true: a second store of the constant 1.
+    if (n.op == "Dropout" && !extra.operands.empty() && n.outputs.size() > 1 && n.outputs[1] >= 0)
+      return other("Dropout's mask output is used (generated kernels store one value per node)");
+    bool omitted = std::find(n.inputs.begin(), n.inputs.end(), -1) != n.inputs.end();
+    size_t outs = n.outputs.size();
+    if (!extra.operands.empty())  // Dropout's unused mask output
+      outs = size_t(std::count_if(n.outputs.begin(), n.outputs.end(), [](int o) { return o >= 0; }));
+    if (n.op == "Mean" && !extra.operands.empty()) info.divide_by = int(n.inputs.size());
+    info.to_bool = (n.op == "Cast" || n.op == "CastLike") && !extra.operands.empty() &&
+                   g.value(n.outputs[0]).dtype == DType::boolean;
+    if (info.form.operands.empty() || outs != 1 || n.outputs[0] < 0 || (info.form.fold && omitted))
       return other(fmt::format("{}'s scalar expression has operands the fuser cannot bind", op));
     info.kind = NodeKind::Pointwise;
     return info;
@@ -289,12 +499,15 @@ class Fuser {
     const Shape& S = G.k.space;
     if (auto it = G.vals.find(v); it != G.vals.end() && it->second.expr >= 0) return it->second.expr;
     const Value& val = g_.value(v);
-    if (val.constant.defined() && val.constant.numel() == 1 && val.dtype == DType::f32) {
+    bool other_scalar = target_.generated_casts && exact_scalar_const(val);
+    if (G.k.compute == DType::f32 && val.constant.defined() && val.constant.numel() == 1 &&
+        (val.dtype == DType::f32 || other_scalar)) {
       Expr c;
       c.kind = Expr::Const;
       c.level = 1;
       c.constant = float(val.constant.at_double(0));
-      c.value = v;  // the C++ emitter reads it through its pointer (kernels then share code)
+      // The C++ emitter reads a float32 one through its pointer (kernels then share code).
+      c.value = other_scalar ? -1 : v;
       if (!std::isnan(c.constant)) c.lo = c.hi = c.constant;
       return add_expr(G, c);
     }
@@ -395,6 +608,9 @@ class Fuser {
   std::string can_join(const Group& G, int gi, int n, const NodeInfo& info) {
     const Node& node = g_.nodes[n];
     const Shape& S = G.k.space;
+    if (info.compute != G.k.compute)
+      return fmt::format("the kernel computes in {}, this node in {}", dtype_name(G.k.compute),
+                         dtype_name(info.compute));
     if (G.k.exprs.size() >= kMaxKernelExprs)
       return fmt::format("the kernel has {} expressions, the most one generated function gets",
                          G.k.exprs.size());
@@ -482,14 +698,19 @@ class Fuser {
         } else if (f.fold) {  // variadic: ((a0 op a1) op a2) ...
           e = args[0];
           for (size_t i = 1; i < args.size(); ++i) e = pw(G, f.op, {e, args[i]});
+          if (info.divide_by > 1) e = pw(G, ScalarOp::Div, {e, cst(G, float(info.divide_by))});
         } else {
           std::vector<Range> ranges;
           for (int a : args)
             if (a >= 0) ranges.push_back({G.k.exprs[size_t(a)].lo, G.k.exprs[size_t(a)].hi});
-          e = pw(G, narrowed_op(f.op, ranges), std::move(args), std::move(attrs));
+          // Value-range variants (CosUnit, ...) are float32 forms: typed kernels keep the op.
+          ScalarOp op = G.k.compute == DType::f32 ? narrowed_op(f.op, ranges) : f.op;
+          e = pw(G, op, std::move(args), std::move(attrs));
           Range r = op_range(G.k.exprs[size_t(e)], ranges);
           G.k.exprs[size_t(e)].lo = r.lo;
           G.k.exprs[size_t(e)].hi = r.hi;
+          // A bool read later in the kernel is 0 or 1, as the reference's cast makes it.
+          if (info.to_bool) e = pw(G, ScalarOp::Not, {pw(G, ScalarOp::Not, {e})});
         }
         G.vals[out].expr = e;
         (void)S;
@@ -527,9 +748,6 @@ class Fuser {
       case NodeKind::Transpose: {
         int src = node.inputs[0];
         const Shape& is = shape(src);
-        auto perm = node.attr_ints("perm");
-        if (perm.empty())
-          for (int i = int(is.size()) - 1; i >= 0; --i) perm.push_back(i);
         Shape base = contiguous_strides(is);
         int bufv = src;
         int64_t off = 0;
@@ -541,7 +759,26 @@ class Fuser {
         KVal kv;
         kv.view_value = bufv;
         kv.view_offset = off;
-        for (auto p : perm) kv.view_strides.push_back(base[size_t(p < 0 ? p + int64_t(is.size()) : p)]);
+        if (node.op == "Slice") {  // the first element taken, then `step` apart on each axis
+          std::vector<int64_t> start, step;
+          slice_view(g_, node, &start, &step);
+          for (size_t d = 0; d < is.size(); ++d) {
+            kv.view_offset += start[d] * base[d];
+            kv.view_strides.push_back(base[d] * step[d]);
+          }
+        } else if (node.op == "Expand") {  // broadcast axes read one element (stride 0)
+          const Shape& os = shape(out);
+          kv.view_strides.assign(os.size(), 0);
+          for (size_t i = 0; i < os.size() && i < is.size(); ++i) {
+            size_t o = os.size() - 1 - i, d = is.size() - 1 - i;
+            if (is[d] == os[o] && os[o] != 1) kv.view_strides[o] = base[d];
+          }
+        } else {
+          auto perm = node.attr_ints("perm");
+          if (perm.empty())
+            for (int i = int(is.size()) - 1; i >= 0; --i) perm.push_back(i);
+          for (auto p : perm) kv.view_strides.push_back(base[size_t(p < 0 ? p + int64_t(is.size()) : p)]);
+        }
         G.vals[out] = kv;
         break;
       }
@@ -591,6 +828,7 @@ class Fuser {
     int gi = int(groups_.size());
     if (fusible) {
       Group& G = new_group(KernelKind::Fused, n);
+      G.k.compute = info.compute;
       G.k.space = (info.kind == NodeKind::Pointwise || info.kind == NodeKind::Transpose)
                       ? shape(node.outputs[0])
                       : shape(node.inputs[0]);
@@ -602,6 +840,7 @@ class Fuser {
                                                      : KernelKind::Reference;
     Group& G = new_group(kind, n);
     G.k.nodes.push_back(n);
+    if (kind == KernelKind::Reference) G.why = info.why;
     note_reads(gi, node);
     for (int o : node.outputs)
       if (o >= 0) kernel_of_value_[o] = gi;
@@ -626,7 +865,7 @@ class Fuser {
       const Node& add = g_.nodes[c];
       int other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
       const Value& ov = g_.value(other);
-      if (other != cur && ov.dtype == DType::f32 && ov.shape == shape(cur) &&
+      if (other != cur && ov.dtype == g_.value(cur).dtype && ov.shape == shape(cur) &&
           shape(add.outputs[0]) == shape(cur) && ov.producer < n) {
         G.k.sum = other;
         G.k.nodes.push_back(c);
@@ -769,6 +1008,9 @@ class Fuser {
       }
       k.inputs.assign(ins.begin(), ins.end());
       k.outputs.assign(outs.begin(), outs.end());
+      if (target_.device && k.kind == KernelKind::Reference)
+        k.host = G.why.empty() ? g_.nodes[k.nodes[0]].op + " has no generated or library kernel"
+                               : G.why;
       std::string ops;
       const Node& first = g_.nodes[k.nodes[0]];
       std::string tag = first.op;
@@ -802,11 +1044,38 @@ class Fuser {
   }
 };
 
+// A Gather the target's gather kernel takes (element of 1, 2, 4 or 8 bytes, int32 or int64
+// indices, a valid descriptor) becomes a Library kernel; "" when it does, else why not.
+std::string device_gather(const Graph& g, const Kernel& k) {
+  const GatherDesc* d = desc_of<GatherDesc>(k);
+  if (!d) return "";  // not a Gather
+  if (!d->why.empty()) return d->why;
+  const Value& iv = g.value(d->indices);
+  if (iv.dtype != DType::i64 && iv.dtype != DType::i32)
+    return fmt::format("Gather indices are {} (the device's gather kernel takes int64 or int32)",
+                       dtype_name(iv.dtype));
+  const size_t es = dtype_size(g.value(d->x).dtype);
+  if (es != 1 && es != 2 && es != 4 && es != 8)
+    return fmt::format("Gather of {} elements", dtype_name(g.value(d->x).dtype));
+  return "";
+}
+
 }  // namespace
 
 Plan build_plan(const Graph& g, const FusionOptions& opts, const Target& target) {
   Plan p = Fuser(g, opts, target).run();
   describe_library(g, p);  // the library calls' typed descriptors, read once from the attributes
+  if (target.library_gather)
+    for (Kernel& k : p.kernels) {
+      if (k.kind != KernelKind::Reference || !desc_of<GatherDesc>(k)) continue;
+      std::string why = device_gather(g, k);
+      if (why.empty()) {
+        k.kind = KernelKind::Library;
+        k.host.clear();
+      } else {
+        k.host = why;
+      }
+    }
   return p;
 }
 

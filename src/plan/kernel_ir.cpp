@@ -42,6 +42,9 @@ std::string Plan::print(const Graph& g) const {
     if (k.bias >= 0) s += " +bias";
     if (k.sum >= 0) s += " +sum";
     if (!k.activation.empty()) s += " +" + k.activation;
+    if (k.kind == KernelKind::Fused && k.compute != DType::f32)
+      s += fmt::format(" computes in {}", dtype_name(k.compute));
+    if (!k.host.empty()) s += " on the host: " + k.host;
     s += "\n";
   }
   if (!boundaries.empty()) s += "  boundaries:\n";

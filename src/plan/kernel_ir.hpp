@@ -56,6 +56,10 @@ struct Kernel {
   std::vector<int> outputs;   // graph value ids written
   // Fused: the index space. rows = prod(space[:-1]), cols = space.back() (1 for a scalar space).
   Shape space;
+  // Fused: the type the expressions compute in. float32 (16-bit and bool buffers convert in
+  // registers), or int32 / int64 / float64 for a device target's typed kernels, whose buffers all
+  // hold that type or bool (Target::generated_typed).
+  DType compute = DType::f32;
   std::vector<Expr> exprs;    // topologically ordered: args precede users
   std::vector<Store> stores;
   // Library: epilogue fused into the library call (a bias value id, then an activation).
@@ -68,6 +72,10 @@ struct Kernel {
   // Library (and Gather): the typed descriptor of the call, built once from the node's
   // attributes by describe_library (plan/library_desc.hpp); backends read only this.
   std::shared_ptr<const LibraryDesc> lib;
+  // Device targets (Target::device): non-empty when the device cannot run this kernel, which then
+  // runs its reference kernel on host copies of the device buffers; says why. Decided by the
+  // fusion pass, read by the executor.
+  std::string host;
   bool has_reduction() const;
   int64_t rows() const;
   int64_t cols() const;

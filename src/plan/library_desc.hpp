@@ -74,6 +74,17 @@ struct ConcatDesc {
   std::string why;          // axis out of range, a missing input
 };
 
+// Split along `axis` (normalized): each present output is `outer` rows of its share of the axis,
+// cut from the input's rows in order (outputs holds -1 where one is omitted; its share is still
+// skipped, so `sizes` gives every share along the axis).
+struct SplitDesc {
+  int x = -1;
+  int64_t axis = 0;
+  std::vector<int> outputs;
+  std::vector<int64_t> sizes;
+  std::string why;  // axis out of range, shares that do not add up
+};
+
 // GlobalAveragePool / ReduceMean / ReduceSum over trailing axes: y[r] = scale * sum_c x[r, c]
 // (the fusion pass sends only trailing reductions here).
 struct RowReduceDesc {
@@ -100,7 +111,7 @@ struct GatherDesc {
 
 // One of the above. A struct (not an alias) so that kernel_ir.hpp can declare it.
 struct LibraryDesc : std::variant<std::monostate, GemmDesc, ConvDesc, PoolDesc, ConcatDesc,
-                                  RowReduceDesc, ChannelScaleDesc, GatherDesc> {
+                                  RowReduceDesc, ChannelScaleDesc, GatherDesc, SplitDesc> {
   using variant::variant;
 };
 

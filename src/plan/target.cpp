@@ -29,7 +29,32 @@ Target Target::cuda() {
   t.library_f32_contractions = true;
   t.library_16bit_gemm = true;
   t.library_16bit_pool = true;
+  t.device = true;
+  t.library_16bit_conv = true;
+  t.library_16bit_row_reduce = true;
+  t.library_gather = true;
+  t.library_split = true;
+  t.generated_casts = true;
+  t.generated_typed = true;
+  t.generated_views = true;
   return t;
+}
+
+bool Target::generates(ScalarOp op, DType t) const {
+  if (!generated_typed) return false;
+  using O = ScalarOp;
+  switch (op) {  // both: what integer and float64 kernels share
+    case O::Identity: case O::Add: case O::Sub: case O::Mul: case O::Div: case O::Where:
+    case O::Equal: case O::Less: case O::LessOrEqual: case O::Greater: case O::GreaterOrEqual:
+    case O::Min: case O::Max: case O::Neg: case O::Abs: case O::Not:
+      return t == DType::i32 || t == DType::i64 || t == DType::f64;
+    case O::ModNumpy: case O::ModFmod: case O::Sign:  // the integer forms
+      return t == DType::i32 || t == DType::i64;
+    case O::Pow: case O::Sqrt: case O::Reciprocal: case O::Exp: case O::Log: case O::Tanh:
+    case O::Erf: case O::Cos: case O::Sin: case O::Floor: case O::Ceil:  // libm's double forms
+      return t == DType::f64;
+    default: return false;
+  }
 }
 
 Target Target::reference() {

@@ -4,6 +4,9 @@
 #pragma once
 #include <string>
 
+#include "brrr/dtype.hpp"
+#include "brrr/op.hpp"
+
 namespace brrr::plan {
 
 struct Target {
@@ -27,6 +30,38 @@ struct Target {
   // distribute_concat: convs over a channel Concat become partial convs chained by sum post-ops
   // (the CPU's oneDNN convs fuse the sums).
   bool partial_convs = false;
+
+  // Device targets (CUDA). Kernels run on a device, so a kernel the device cannot run is a host
+  // step (a reference kernel on host copies): the plan marks it, with its reason
+  // (Kernel::host), and the executor only reads the mark. Library kernels are made only of
+  // what the device library takes (the dtype lists below), never demoted after planning.
+  bool device = false;
+  // Conv whose data, weights, bias and residual are all bfloat16 or all float16 (cuDNN, with
+  // float32 accumulation).
+  bool library_16bit_conv = false;
+  // GlobalAveragePool / trailing ReduceMean / ReduceSum on 16-bit data (CUDA's row-mean kernel,
+  // float32 sums). Without it a device target takes float32 only.
+  bool library_16bit_row_reduce = false;
+  // Gather of any 1, 2, 4 or 8-byte element with int32 or int64 indices (CUDA's gather kernel):
+  // a Library kernel rather than a Reference one.
+  bool library_gather = false;
+  // Split as device copies (one strided copy per output; any dtype).
+  bool library_split = false;
+  // Pointwise forms the generated kernels give ops whose reference kernel is the only other
+  // lowering: Cast / CastLike between the generated dtypes (float32 math, rounded by the store),
+  // inference Dropout (the identity; its mask output all true), Mean (a sum over n), and a
+  // scalar constant operand of another dtype whose value float32 holds exactly (Pow's int64
+  // exponent). The CPU plan keeps those ops on their reference kernels.
+  bool generated_casts = false;
+  // Typed pointwise kernels (plan::Kernel::compute): nodes whose tensors are all int32, all
+  // int64 or all float64 (bool besides: Where's condition, a comparison's result) compute in that
+  // type, for the scalar ops generates() lists; transposes of such tensors too.
+  bool generated_typed = false;
+  // Slice (constant starts / ends / axes / steps) and Expand (a constant shape) as views, like
+  // Transpose: strides and an offset on the loads that read them; a copy kernel when stored.
+  bool generated_views = false;
+  // Whether a typed kernel computing in `t` (int32, int64, float64) renders `op`.
+  bool generates(ScalarOp op, DType t) const;
 
   // The CPU, with oneDNN when brrr was built with it (the one place that asks the build).
   static Target cpu();

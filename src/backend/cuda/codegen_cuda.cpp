@@ -44,6 +44,64 @@ const cpu::CodeForOp& code_for_op(bool stores16) {
   return stores16 ? table16 : cpu::c_code_for_op();
 }
 
+// Typed kernels (Kernel::compute int32 / int64 / float64): the forms Target::generates() lists,
+// in the kernel's own type. Integer math wraps and divides as the reference does (prelude.cuh);
+// float64 calls libm's double functions.
+const cpu::CodeForOp& typed_code_for_op(DType t) {
+  using O = ScalarOp;
+  auto shared = [](cpu::CodeForOp& c) {
+    c[size_t(O::Identity)] = "({0})";
+    c[size_t(O::Where)] = "({0} ? {1} : {2})";
+    c[size_t(O::Equal)] = "({0} == {1})";
+    c[size_t(O::Less)] = "({0} < {1})";
+    c[size_t(O::LessOrEqual)] = "({0} <= {1})";
+    c[size_t(O::Greater)] = "({0} > {1})";
+    c[size_t(O::GreaterOrEqual)] = "({0} >= {1})";
+    c[size_t(O::Not)] = "(!{0})";
+  };
+  static const cpu::CodeForOp ints = [&] {
+    cpu::CodeForOp c;
+    shared(c);
+    c[size_t(O::Add)] = "brrr_wadd({0}, {1})";
+    c[size_t(O::Sub)] = "brrr_wsub({0}, {1})";
+    c[size_t(O::Mul)] = "brrr_wmul({0}, {1})";
+    c[size_t(O::Div)] = "brrr_idiv({0}, {1})";
+    c[size_t(O::ModNumpy)] = "brrr_imod({0}, {1}, false)";
+    c[size_t(O::ModFmod)] = "brrr_imod({0}, {1}, true)";
+    c[size_t(O::Min)] = "brrr_imin({0}, {1})";
+    c[size_t(O::Max)] = "brrr_imax({0}, {1})";
+    c[size_t(O::Neg)] = "brrr_wneg({0})";
+    c[size_t(O::Abs)] = "brrr_iabs({0})";
+    c[size_t(O::Sign)] = "brrr_isign({0})";
+    return c;
+  }();
+  static const cpu::CodeForOp doubles = [&] {
+    cpu::CodeForOp c;
+    shared(c);
+    c[size_t(O::Add)] = "({0} + {1})";
+    c[size_t(O::Sub)] = "({0} - {1})";
+    c[size_t(O::Mul)] = "({0} * {1})";
+    c[size_t(O::Div)] = "({0} / {1})";
+    c[size_t(O::Min)] = "brrr_dmin({0}, {1})";
+    c[size_t(O::Max)] = "brrr_dmax({0}, {1})";
+    c[size_t(O::Neg)] = "(-{0})";
+    c[size_t(O::Abs)] = "fabs({0})";
+    c[size_t(O::Pow)] = "pow({0}, {1})";
+    c[size_t(O::Sqrt)] = "sqrt({0})";
+    c[size_t(O::Reciprocal)] = "(1.0 / {0})";
+    c[size_t(O::Exp)] = "exp({0})";
+    c[size_t(O::Log)] = "log({0})";
+    c[size_t(O::Tanh)] = "tanh({0})";
+    c[size_t(O::Erf)] = "erf({0})";
+    c[size_t(O::Cos)] = "cos({0})";
+    c[size_t(O::Sin)] = "sin({0})";
+    c[size_t(O::Floor)] = "floor({0})";
+    c[size_t(O::Ceil)] = "ceil({0})";
+    return c;
+  }();
+  return t == DType::f64 ? doubles : ints;
+}
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t pow2_ceil(int64_t v) {
   int64_t p = 1;
@@ -80,12 +138,25 @@ class KernelEmitter {
   const CudaCodegenOptions& opts_;
   CudaLaunch launch_;
 
-  // The element type of buffer `v` in generated code; expressions are float32 throughout.
+  // The element type of buffer `v` in generated code.
   const char* ctype(int v) const {
     switch (g_.value(v).dtype) {
       case DType::bf16: return "brrr_bf16";
       case DType::f16: return "brrr_f16";
       case DType::boolean: return "unsigned char";
+      case DType::i32: return "int";
+      case DType::i64: return "long long";
+      case DType::f64: return "double";
+      default: return "float";
+    }
+  }
+  // The type expressions compute in: float32, or a typed kernel's own type.
+  bool typed() const { return k_.compute != DType::f32; }
+  const char* vt() const {
+    switch (k_.compute) {
+      case DType::i32: return "int";
+      case DType::i64: return "long long";
+      case DType::f64: return "double";
       default: return "float";
     }
   }
@@ -97,6 +168,7 @@ class KernelEmitter {
   // 8 elements per vector access when a streamed operand is 16-bit (16 bytes), else 4; none
   // (1) when one is a bool (a byte: masks are small, scalar accesses do).
   int vector_width(bool level0_only) const {
+    if (typed()) return 1;  // typed kernels (integer and float64 math): scalar accesses
     bool any16 = false, any8 = false;
     auto note = [&](int v) {
       any16 = any16 || is16(v);
@@ -145,7 +217,12 @@ class KernelEmitter {
     switch (e.kind) {
       case Expr::Const: return float_lit(e.constant);
       case Expr::Load: return load;
-      case Expr::Pointwise: return cpu::render_pointwise(code_for_op(stores16()), e);
+      case Expr::Pointwise: {
+        if (!typed()) return cpu::render_pointwise(code_for_op(stores16()), e);
+        BRRR_ASSERT(!typed_code_for_op(k_.compute)[size_t(e.op)].empty(),
+                    "a typed kernel with an op its emitter has no form for");
+        return cpu::render_pointwise(typed_code_for_op(k_.compute), e);
+      }
       case Expr::Reduce: break;
     }
     BRRR_ASSERT(false, "reduce has no inline value");
@@ -202,7 +279,7 @@ class KernelEmitter {
     for (size_t id = 0; id < k_.exprs.size(); ++id) {
       const Expr& e = k_.exprs[id];
       if (e.kind == Expr::Load && all_zero(e.strides))
-        s += fmt::format("  const float s{} = brrr_ld(b{} + {});\n", id, e.value, e.offset);
+        s += fmt::format("  const {} s{} = brrr_ld(b{} + {});\n", vt(), id, e.value, e.offset);
     }
     // Loads of streamed operands for element `base` into l<id><x>; `which`: 0 all, 1 only
     // periodic ones, 2 only the others.
@@ -229,20 +306,20 @@ class KernelEmitter {
         if (!streamed(e)) continue;
         bool periodic = period(e) != n;
         if ((which == 1 && !periodic) || (which == 2 && periodic)) continue;
-        b += fmt::format("{}float l{}{}[{}];\n", ind, id, x, width);
+        b += fmt::format("{}{} l{}{}[{}];\n", ind, vt(), id, x, width);
       }
       return b;
     };
     auto compute = [&](const std::string& base, int width, const std::string& ind, const std::string& x) {
       std::string b;
-      for (const auto& st : k_.stores) b += fmt::format("{}float o{}[{}];\n", ind, st.value, width);
+      for (const auto& st : k_.stores) b += fmt::format("{}{} o{}[{}];\n", ind, vt(), st.value, width);
       b += fmt::format("{}#pragma unroll\n{}for (int q = 0; q < {}; ++q) {{\n", ind, ind, width);
       for (size_t id = 0; id < k_.exprs.size(); ++id) {
         const Expr& e = k_.exprs[id];
         std::string ld = e.kind == Expr::Load
                              ? (all_zero(e.strides) ? fmt::format("s{}", id) : fmt::format("l{}{}[q]", id, x))
                              : "";
-        b += fmt::format("{}  const float e{} = {};\n", ind, id, value_of(int(id), ld));
+        b += fmt::format("{}  const {} e{} = {};\n", ind, vt(), id, value_of(int(id), ld));
       }
       for (const auto& st : k_.stores) b += fmt::format("{}  o{}[q] = e{};\n", ind, st.value, st.expr);
       b += fmt::format("{}}}\n", ind);
@@ -304,7 +381,7 @@ class KernelEmitter {
           if (e.strides[size_t(d)] != 0) idx += fmt::format(" + i{} * {}LL", d, e.strides[size_t(d)]);
         ld = fmt::format("brrr_ld(b{} + {})", e.value, idx);
       }
-      s += fmt::format("    const float e{} = {};\n", id, value_of(int(id), ld));
+      s += fmt::format("    const {} e{} = {};\n", vt(), id, value_of(int(id), ld));
     }
     for (const auto& st : k_.stores) s += fmt::format("    brrr_st(b{} + i, e{});\n", st.value, st.expr);
     s += "  }\n";

@@ -4,10 +4,11 @@
 // can be captured into one CUDA graph and replayed. Each step kind lives in its own file
 // (cuda_executor_impl.hpp lists them): GEMMs on cuBLASLt, Convs on cuDNN with their epilogue in
 // one helper kernel, pools, Concat, row reductions, channel scales and Gather as op steps,
-// generated kernels and copies, and host steps: kernels with no CUDA path run on the host with
-// their reference kernels (a device->host->device round trip), reported in the summary and on
-// stderr. This file decides each kernel's step kind, plans memory, compiles the module, sets the
-// steps up and dispatches.
+// generated kernels and copies, and host steps: kernels the plan marks as having no CUDA path
+// (plan::Kernel::host, decided against Target::cuda()) run on the host with their reference
+// kernels (a device->host->device round trip), reported in the summary and on stderr. This file
+// maps each kernel to its step kind, plans memory, compiles the module, sets the steps up and
+// dispatches.
 #include "backend/cuda/cuda_executor.hpp"
 
 #include <fmt/format.h>
@@ -74,50 +75,59 @@ void CudaExecutor::Impl::launch_helper(const Function& f, std::vector<DevPtr> pt
   launch(f, helper_grid(n, 256), {256, 1, 1}, 0, stream, a.data());
 }
 
+// The device step of plan kernel k, by its kind and descriptor: "" when it has one, else why the
+// library (cuDNN, cuBLASLt) refused it here, on this device.
+std::string CudaExecutor::Impl::device_step(const plan::Kernel& k, Step* s) {
+  switch (k.kind) {
+    case KernelKind::Fused:
+      s->type = Step::Kernel;
+      s->body.emplace<LaunchStep>();
+      return "";
+    case KernelKind::Copy:
+      s->type = Step::Copy;
+      s->body.emplace<CopyStep>();
+      return "";
+    case KernelKind::Reference:  // a plan made for a target without a device
+      return "the plan has no device kernel for it (planned for another target)";
+    case KernelKind::Library: break;
+  }
+  std::string why;
+  if (plan::desc_of<plan::GemmDesc>(k)) {
+    s->type = Step::Library;
+    why = gemm_plan(k, &s->body.emplace<GemmStep>());
+  } else if (plan::desc_of<plan::ConvDesc>(k)) {
+    s->type = Step::Conv;
+    why = conv_plan(k, &s->body.emplace<ConvStep>());
+  } else if (plan::desc_of<plan::GatherDesc>(k)) {
+    s->type = Step::Op;
+    why = gather_plan(k, &s->body.emplace<OpStep>());
+  } else if (plan::desc_of<plan::SplitDesc>(k)) {
+    s->type = Step::Op;
+    why = split_plan(k, &s->body.emplace<OpStep>());
+  } else if (k.lib) {  // pool, Concat, row reduce, channel scale
+    s->type = Step::Op;
+    why = op_plan(k, &s->body.emplace<OpStep>());
+  } else {
+    why = "a library kernel without a descriptor";
+  }
+  return why;
+}
+
 void CudaExecutor::Impl::build() {
   const int nk = int(plan.kernels.size());
   steps.resize(size_t(nk));
-  // Decide each kernel's step kind first: kernels run on the host store every node output.
+  // Each kernel's step kind first: the plan says which kernels run on the host (Kernel::host);
+  // a library kernel the library itself refuses here (cuDNN missing, no algorithm within the
+  // workspace) joins them. Host kernels store every node output.
   for (int i = 0; i < nk; ++i) {
     plan::Kernel& k = plan.kernels[size_t(i)];
     Step& s = steps[size_t(i)];
     s.what = fmt::format("{} ({})", k.name, g.nodes[size_t(k.nodes[0])].op);
-    std::string why;
-    if (k.kind == KernelKind::Library) {
-      why = gemm_plan(k, &s.body.emplace<GemmStep>());
-      if (why.empty()) {
-        s.type = Step::Library;
-        continue;
-      }
-      if (plan::desc_of<plan::ConvDesc>(k)) {
-        why = conv_plan(k, &s.body.emplace<ConvStep>());
-        if (why.empty()) {
-          s.type = Step::Conv;
-          continue;
-        }
-      } else if (k.lib && !plan::desc_of<plan::GemmDesc>(k)) {  // pool, Concat, row reduce, scale
-        why = op_plan(k, &s.body.emplace<OpStep>());
-        if (why.empty()) {
-          s.type = Step::Op;
-          continue;
-        }
-      }
-    } else if (k.kind == KernelKind::Reference && plan::desc_of<plan::GatherDesc>(k)) {
-      why = gather_plan(k, &s.body.emplace<OpStep>());
-      if (why.empty()) {
-        s.type = Step::Op;
-        continue;
-      }
-    } else if (k.kind == KernelKind::Reference) {
-      why = "no generated or library kernel for this op";
-    } else if (k.kind == KernelKind::Fused) {
-      s.type = Step::Kernel;
-      s.body.emplace<LaunchStep>();
-      continue;
-    } else {
-      s.type = Step::Copy;
-      s.body.emplace<CopyStep>();
-      continue;
+    std::string why = k.host;
+    if (why.empty()) {
+      why = device_step(k, &s);
+      if (why.empty()) continue;
+      why = "the library refused it here: " + why;
     }
     s.type = Step::Host;
     s.body = std::monostate{};
@@ -126,6 +136,7 @@ void CudaExecutor::Impl::build() {
     host_notes.push_back(fmt::format("{} [{}] runs on the host (reference kernel, device<->host "
                                      "copies): {}", k.name, ops, why));
     k.kind = KernelKind::Reference;
+    k.host = why;
     k.outputs.clear();
     for (int n : k.nodes)
       for (int o : g.nodes[size_t(n)].outputs)

@@ -1,5 +1,5 @@
-// Conv steps: cuDNN's convolution, then brrr_conv_epilogue in place for the bias, residual and
-// activation (cuDNN's legacy API fuses none of them).
+// Conv steps: cuDNN's convolution (float32, bfloat16 or float16 data), then brrr_conv_epilogue
+// in place for the bias, residual and activation (cuDNN's legacy API fuses none of them).
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
@@ -20,10 +20,15 @@ std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
   if (!d) return "Conv without a library descriptor";
   if (d->x < 0 || d->w < 0) return d->why;
   const int vx = d->x, vw = d->w, vc = d->y, vo = d->out, vb = d->epi.bias, vs = d->epi.sum;
+  // One dtype throughout: float32, or 16-bit data with float32 accumulation.
+  const DType dt = g.value(vx).dtype;
+  if (dt != DType::f32 && dt != DType::bf16 && dt != DType::f16)
+    return fmt::format("Conv on {} (cuDNN's path takes float32, bfloat16 or float16)",
+                       dtype_name(dt));
   for (int v : {vx, vw, vc, vo, vb, vs})
-    if (v >= 0 && g.value(v).dtype != DType::f32)
-      return fmt::format("{} is {} (the cuDNN Conv path is float32 only)", g.value(v).name,
-                         dtype_name(g.value(v).dtype));
+    if (v >= 0 && g.value(v).dtype != dt)
+      return fmt::format("{} is {} where the Conv's input is {}", g.value(v).name,
+                         dtype_name(g.value(v).dtype), dtype_name(dt));
   const Shape &xs = g.value(vx).shape, &ws = g.value(vw).shape, &ys = g.value(vc).shape;
   if (g.value(vo).shape != ys || (vs >= 0 && g.value(vs).shape != ys))
     return "Conv epilogue changes the shape";
@@ -38,6 +43,7 @@ std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
   const int act = a == Act::Relu ? 1 : a == Act::HardSwish ? 2 : a == Act::HardSigmoid ? 3
                   : a == Act::Clip ? 4 : 0;
   if (std::string why = conv_geometry(*d, xs, ws, ys, &cr->geo); !why.empty()) return why;
+  cr->geo.dt = cr->dt = dt;
   cr->vx = vx, cr->vw = vw, cr->vy = vo, cr->vbias = vb, cr->vsum = vs;
   cr->act = act;
   cr->alpha = d->epi.alpha, cr->beta = d->epi.beta;
@@ -49,6 +55,8 @@ std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
   // tf32: the graph's data stays float32, and cuDNN's down-conversion math
   // (TENSOR_OP_MATH_ALLOW_CONVERSION) goes through fp16, which can overflow float32 activations.
   cr->math = opts.precision == "fp32" || opts.precision.empty() ? ConvMath::kFp32 : ConvMath::kTf32;
+  // 16-bit data: Tensor Cores whatever the precision option (float32 accumulation).
+  if (dt != DType::f32) cr->math = dt == DType::bf16 ? ConvMath::kBf16 : ConvMath::kFp16;
   if (!open_dnn()) return dnn_why;
   const std::string who = fmt::format("{} (Conv {})", k.name, g.nodes[size_t(k.nodes[0])].name);
   try {
@@ -67,7 +75,9 @@ void CudaExecutor::Impl::setup_conv(ConvStep& c) {
   // keeps a kernel's inputs and outputs apart; a graph input or output has its own buffer).
   BRRR_ASSERT(c.sum == 0 || c.sum != c.y, "Conv residual aliases the Conv output");
   if (!c.epilogue) return;
-  c.fn = module->function("brrr_conv_epilogue");
+  c.fn = module->function(c.dt == DType::bf16  ? "brrr_conv_epilogue_bf16"
+                          : c.dt == DType::f16 ? "brrr_conv_epilogue_f16"
+                                               : "brrr_conv_epilogue");
   c.grid = helper_grid(c.n, 256);
   c.block = {256, 1, 1};
   c.argp = {&c.y, &c.bias, &c.sum, &c.hw, &c.c, &c.act, &c.alpha, &c.beta, &c.n};

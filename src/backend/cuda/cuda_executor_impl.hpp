@@ -74,6 +74,7 @@ struct ConvStep {
   float alpha = 0, beta = 0;
   int64_t n = 0;
   bool epilogue = false;
+  DType dt = DType::f32;  // the Conv's data type (float32, bfloat16 or float16)
   Function fn;
   Dim3 grid, block;
   std::vector<void*> argp;
@@ -84,7 +85,7 @@ struct ConvStep {
 // or a Gather (brrr_gather_u<unit>). Kernel arguments live here, so argp stays valid for the
 // step's lifetime.
 struct OpStep {
-  enum Kind { Pool, PoolKernel, Concat, RowMean, ChannelScale, Gather } kind = Pool;
+  enum Kind { Pool, PoolKernel, Concat, Split, RowMean, ChannelScale, Gather } kind = Pool;
   PoolGeometry geo;
   std::unique_ptr<CudnnPool> pool;
   // PoolKernel: brrr_pool_<type>(x, y, geometry, is_max, include_pad, n); the geometry has
@@ -99,6 +100,9 @@ struct OpStep {
   std::vector<int> parts;
   std::vector<size_t> part_bytes;
   size_t outer = 1, out_row = 0;
+  // Split: output q takes part_bytes[q] of each of the input's `outer` rows of out_row bytes
+  // (parts: the output value ids, -1 for an omitted one; part_offset: where its share starts).
+  std::vector<size_t> part_offset;
   struct Copy {
     DevPtr src = 0, dst = 0;
     size_t width = 0;
@@ -213,6 +217,9 @@ struct CudaExecutor::Impl {
   std::string pool_kernel_plan(const plan::PoolDesc& d, OpStep* r);
   std::string op_plan(const plan::Kernel& k, OpStep* r);
   std::string gather_plan(const plan::Kernel& k, OpStep* r);
+  std::string split_plan(const plan::Kernel& k, OpStep* r);
+  // A plan kernel's device step ("" when it has one), or why its library refused it here.
+  std::string device_step(const plan::Kernel& k, Step* s);
   void setup_op(OpStep& r);
   void exec_op(OpStep& r);
   void fetch_gather_flag();

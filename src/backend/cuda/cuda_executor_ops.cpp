@@ -102,9 +102,11 @@ std::string CudaExecutor::Impl::op_plan(const plan::Kernel& k, OpStep* r) {
     r->kind = OpStep::RowMean;
     r->vx = d->x;
     const Value& xv = g.value(r->vx);
-    if (xv.dtype != DType::f32 || yv.dtype != DType::f32)
-      return fmt::format("{} on {} (the row-mean kernel is float32 only)", n.op,
-                         dtype_name(xv.dtype));
+    r->dt = xv.dtype;
+    if (xv.dtype != yv.dtype ||
+        (xv.dtype != DType::f32 && xv.dtype != DType::bf16 && xv.dtype != DType::f16))
+      return fmt::format("{} on {} (the row-mean kernel takes float32, bfloat16 or float16)",
+                         n.op, dtype_name(xv.dtype));
     if (!d->why.empty()) return d->why;
     r->rows = d->rows;
     r->cols = d->cols;
@@ -126,6 +128,42 @@ std::string CudaExecutor::Impl::op_plan(const plan::Kernel& k, OpStep* r) {
     return "";
   }
   return n.op + " has no CUDA library path";
+}
+
+// Why a Split has no device path here ("" when it has one): one 2-D copy per present output
+// (any element type), its share of each of the input's rows.
+std::string CudaExecutor::Impl::split_plan(const plan::Kernel& k, OpStep* r) {
+  const plan::SplitDesc* d = plan::desc_of<plan::SplitDesc>(k);
+  if (!d) return "Split without a library descriptor";
+  if (!d->why.empty()) return d->why;
+  const Value& xv = g.value(d->x);
+  const size_t es = dtype_size(xv.dtype);
+  r->kind = OpStep::Split;
+  r->vx = d->x;
+  r->who = fmt::format("{} (Split {})", k.name, g.nodes[size_t(k.nodes[0])].name);
+  for (int64_t i = 0; i < d->axis; ++i) r->outer *= size_t(xv.shape[size_t(i)]);
+  size_t inner = es;  // bytes per step along the axis
+  for (size_t i = size_t(d->axis) + 1; i < xv.shape.size(); ++i) inner *= size_t(xv.shape[i]);
+  r->out_row = size_t(xv.shape[size_t(d->axis)]) * inner;
+  size_t at = 0;
+  for (size_t q = 0; q < d->outputs.size(); ++q) {
+    const size_t bytes = size_t(d->sizes[q]) * inner;
+    const int v = d->outputs[q];
+    if (v >= 0 && g.value(v).dtype != xv.dtype) return "Split output of another dtype";
+    if (v >= 0 && bytes && r->outer) {
+      r->parts.push_back(v);
+      r->part_bytes.push_back(bytes);
+      r->part_offset.push_back(at);
+    }
+    at += bytes;
+  }
+  if (at != r->out_row) return "Split outputs do not add up to the input";
+  if (r->outer > 1 && r->out_row > size_t(INT32_MAX))
+    return "Split rows of 2^31 bytes or more (beyond cuMemcpy2D's pitch)";
+  r->desc = r->outer == 1 ? fmt::format("split: {} device copies", r->parts.size())
+                          : fmt::format("split: {} 2-D copies ({} rows of {} B)", r->parts.size(),
+                                        r->outer, r->out_row);
+  return "";
 }
 
 // Why a Gather has no device path here ("" when it has one): any element type of 1, 2, 4 or 8
@@ -172,8 +210,14 @@ void CudaExecutor::Impl::setup_op(OpStep& r) {
       }
       return;
     }
+    case OpStep::Split:
+      for (size_t q = 0; q < r.parts.size(); ++q)
+        r.copies.push_back({r.x + r.part_offset[q], at(r.parts[q]), r.part_bytes[q]});
+      return;
     case OpStep::RowMean:
-      r.fn = module->function("brrr_row_mean");
+      r.fn = module->function(r.dt == DType::bf16  ? "brrr_row_mean_bf16"
+                              : r.dt == DType::f16 ? "brrr_row_mean_f16"
+                                                   : "brrr_row_mean");
       r.block = {256, 1, 1};
       r.grid = helper_grid(r.rows, 256 / 32);
       r.argp = {&r.x, &r.y, &r.rows, &r.cols, &r.scale};
@@ -222,6 +266,12 @@ void CudaExecutor::Impl::exec_op(OpStep& r) {
       for (const OpStep::Copy& c : r.copies) {
         if (r.outer == 1) copy_d2d(c.dst, c.src, c.width, stream, what);
         else copy_2d_d2d(c.dst, r.out_row, c.src, c.width, c.width, r.outer, stream, what);
+      }
+      return;
+    case OpStep::Split:  // each output's rows are packed; the input's are out_row apart
+      for (const OpStep::Copy& c : r.copies) {
+        if (r.outer == 1) copy_d2d(c.dst, c.src, c.width, stream, what);
+        else copy_2d_d2d(c.dst, c.width, c.src, r.out_row, c.width, r.outer, stream, what);
       }
       return;
     case OpStep::PoolKernel:

@@ -15,7 +15,14 @@
 
 namespace brrr::cuda {
 
-const char* to_string(ConvMath m) { return m == ConvMath::kTf32 ? "tf32" : "fp32"; }
+const char* to_string(ConvMath m) {
+  switch (m) {
+    case ConvMath::kTf32: return "tf32";
+    case ConvMath::kBf16: return "bf16";
+    case ConvMath::kFp16: return "fp16";
+    default: return "fp32";
+  }
+}
 
 std::string conv_geometry(const plan::ConvDesc& d, const Shape& xs, const Shape& ws,
                           const Shape& ys, ConvGeometry* geo) {
@@ -123,7 +130,12 @@ bool cudnn_available(std::string* reason) { return try_cudnn(reason) != nullptr;
 
 namespace {
 
-// Sets the descriptors for `g` (float32, packed NCHW / NCDHW, cross-correlation).
+cudnnDataType_t data_type(DType t) {
+  return t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : t == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+}
+
+// Sets the descriptors for `g` (its dtype, packed NCHW / NCDHW, cross-correlation, float32
+// accumulation).
 void set_descriptors(const CudnnApi& api, const ConvGeometry& g, cudnnTensorDescriptor_t xd,
                      cudnnFilterDescriptor_t wd, cudnnConvolutionDescriptor_t cd,
                      const std::string& what) {
@@ -133,10 +145,10 @@ void set_descriptors(const CudnnApi& api, const ConvGeometry& g, cudnnTensorDesc
                   int(g.dilation.size()) == nsp,
               "bad cuDNN conv geometry");
   std::vector<int> xs = packed_strides(g.x);
-  BRRR_DNN(api, cudnnSetTensorNdDescriptor, (xd, CUDNN_DATA_FLOAT, nd, g.x.data(), xs.data()),
+  BRRR_DNN(api, cudnnSetTensorNdDescriptor, (xd, data_type(g.dt), nd, g.x.data(), xs.data()),
            what);
   BRRR_DNN(api, cudnnSetFilterNdDescriptor,
-           (wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nd, g.w.data()), what);
+           (wd, data_type(g.dt), CUDNN_TENSOR_NCHW, nd, g.w.data()), what);
   // ONNX Conv is a cross-correlation (no kernel flip); accumulate in float32.
   BRRR_DNN(api, cudnnSetConvolutionNdDescriptor,
            (cd, nsp, g.pad.data(), g.stride.data(), g.dilation.data(), CUDNN_CROSS_CORRELATION,
@@ -215,8 +227,8 @@ CudnnConv::CudnnConv(const CudnnContext& ctx, const ConvGeometry& g, ConvMath m,
   set_descriptors(api, g, c.xd, c.wd, c.cd, what);
   std::vector<int> ys = packed_strides(g.y);
   BRRR_DNN(api, cudnnSetTensorNdDescriptor,
-           (c.yd, CUDNN_DATA_FLOAT, int(g.y.size()), g.y.data(), ys.data()), what);
-  c.math = m == ConvMath::kTf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+           (c.yd, data_type(g.dt), int(g.y.size()), g.y.data(), ys.data()), what);
+  c.math = m == ConvMath::kFp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
   BRRR_DNN(api, cudnnSetConvolutionMathType, (c.cd, c.math), what);
   std::vector<int> out = output_dims(api, g, c.xd, c.wd, c.cd, what);
   if (out != g.y)
@@ -230,8 +242,8 @@ CudnnConv::CudnnConv(const CudnnContext& ctx, const ConvGeometry& g, ConvMath m,
   BRRR_DNN(api, cudnnGetConvolutionForwardAlgorithm_v7,
            (c.h, c.xd, c.wd, c.cd, c.yd, int(perf.size()), &got, perf.data()), what);
   // The heuristic's order, first fit wins. fp32 forces FMA math on every candidate (no TF32
-  // whatever the heuristic reports); tf32 takes the math type the heuristic paired with the
-  // algorithm. A candidate whose workspace query fails with that math type is skipped.
+  // whatever the heuristic reports); tf32, bf16 and fp16 take the math type the heuristic paired
+  // with the algorithm. A candidate whose workspace query fails with that math type is skipped.
   std::string tried;
   for (int i = 0; i < got; ++i) {
     const cudnnConvolutionFwdAlgoPerf_t& p = perf[size_t(i)];

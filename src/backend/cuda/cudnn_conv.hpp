@@ -1,5 +1,5 @@
-// Conv on cuDNN's legacy API (the Library kernel of a Conv node, DESIGN.md section 3): float32
-// NCHW / NCDHW data as the graph holds it, descriptors and the algorithm chosen once at plan
+// Conv on cuDNN's legacy API (the Library kernel of a Conv node, DESIGN.md section 3): float32,
+// bfloat16 or float16 NCHW / NCDHW data as the graph holds it, descriptors and the algorithm chosen once at plan
 // build, then one cudnnConvolutionForward per run on the executor's stream with a workspace the
 // executor owns (no allocation or host sync at run time, so the plan stays capturable into a
 // CUDA graph). Header free of cudnn.h and CUDA includes.
@@ -20,6 +20,7 @@ struct ConvGeometry {
   std::vector<int> x, w, y;                // input, filter (K, C/groups, ...), output dims
   std::vector<int> pad, stride, dilation;  // per spatial dim
   int groups = 1;
+  DType dt = DType::f32;  // x, w and y: float32, bfloat16 or float16 (accumulation is float32)
 };
 
 // Maps a Conv (its descriptor, input, weight and output shapes x, w, y: float32, N C spatial...)
@@ -33,7 +34,8 @@ std::string conv_geometry(const plan::ConvDesc& d, const Shape& x, const Shape& 
 std::vector<int> cudnn_output_dims(const ConvGeometry& g);
 
 // fp32: CUDNN_FMA_MATH (true float32, no TF32). tf32: CUDNN_TENSOR_OP_MATH on float32 data.
-enum class ConvMath { kFp32, kTf32 };
+// bf16 / fp16: 16-bit data (ConvGeometry::dt) on Tensor Cores, accumulating in float32.
+enum class ConvMath { kFp32, kTf32, kBf16, kFp16 };
 const char* to_string(ConvMath m);
 
 // A cuDNN handle bound to one stream.

@@ -92,14 +92,16 @@ static __device__ __forceinline__ void brrr_pool_t(const T* __restrict__ x, T* _
 extern "C" __global__ void brrr_pool_f32(const float* __restrict__ x, float* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 n) { brrr_pool_t<float>(x, y, g, is_max, include_pad, n); }
 extern "C" __global__ void brrr_pool_bf16(const brrr_bf16* __restrict__ x, brrr_bf16* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 n) { brrr_pool_t<brrr_bf16>(x, y, g, is_max, include_pad, n); }
 extern "C" __global__ void brrr_pool_f16(const brrr_f16* __restrict__ x, brrr_f16* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 n) { brrr_pool_t<brrr_f16>(x, y, g, is_max, include_pad, n); }
-// After a cuDNN Conv (NCHW float32, in place): + bias[channel], + sum (a residual), then the
-// activation (0 none, 1 relu, 2 hardswish, 3 hardsigmoid(alpha, beta), 4 clip(alpha, beta)),
-// with the reference ops' scalar functions. bias and sum may be null.
-extern "C" __global__ void brrr_conv_epilogue(float* __restrict__ y, const float* __restrict__ bias, const float* __restrict__ sum, i64 hw, i64 c, int act, float alpha, float beta, i64 n) {
+// After a cuDNN Conv (NCHW, in place): + bias[channel], + sum (a residual), then the activation
+// (0 none, 1 relu, 2 hardswish, 3 hardsigmoid(alpha, beta), 4 clip(alpha, beta)), with the
+// reference ops' scalar functions, in float32 on float32 or 16-bit data (the Conv's dtype: bias
+// and residual share it). bias and sum may be null.
+template <class T>
+static __device__ __forceinline__ void brrr_conv_epilogue_t(T* __restrict__ y, const T* __restrict__ bias, const T* __restrict__ sum, i64 hw, i64 c, int act, float alpha, float beta, i64 n) {
   for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
-    float v = y[i];
-    if (bias) v += bias[(i / hw) % c];
-    if (sum) v += sum[i];
+    float v = brrr_ld(y + i);
+    if (bias) v += brrr_ld(bias + (i / hw) % c);
+    if (sum) v += brrr_ld(sum + i);
     switch (act) {
       case 1: v = brrr_relu(v); break;
       case 2: v = brrr_hardswish(v); break;
@@ -107,9 +109,12 @@ extern "C" __global__ void brrr_conv_epilogue(float* __restrict__ y, const float
       case 4: v = brrr_clip(v, alpha, beta); break;
       default: break;
     }
-    y[i] = v;
+    brrr_st(y + i, v);
   }
 }
+extern "C" __global__ void brrr_conv_epilogue(float* __restrict__ y, const float* __restrict__ bias, const float* __restrict__ sum, i64 hw, i64 c, int act, float alpha, float beta, i64 n) { brrr_conv_epilogue_t<float>(y, bias, sum, hw, c, act, alpha, beta, n); }
+extern "C" __global__ void brrr_conv_epilogue_bf16(brrr_bf16* __restrict__ y, const brrr_bf16* __restrict__ bias, const brrr_bf16* __restrict__ sum, i64 hw, i64 c, int act, float alpha, float beta, i64 n) { brrr_conv_epilogue_t<brrr_bf16>(y, bias, sum, hw, c, act, alpha, beta, n); }
+extern "C" __global__ void brrr_conv_epilogue_f16(brrr_f16* __restrict__ y, const brrr_f16* __restrict__ bias, const brrr_f16* __restrict__ sum, i64 hw, i64 c, int act, float alpha, float beta, i64 n) { brrr_conv_epilogue_t<brrr_f16>(y, bias, sum, hw, c, act, alpha, beta, n); }
 // Gather: y[o, j, q] = x[o, idx[j], q] in units of 1, 4 or 16 bytes (`inner` units per
 // slice, `axis` slices per outer step); indices int64 or int32, negative ones count from the
 // end. An index out of [-axis, axis) writes zeros and raises *err, which the executor reads
@@ -132,17 +137,20 @@ extern "C" __global__ void brrr_channel_scale(const float* __restrict__ x, const
   for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) { y[i] = x[i] * s[i / hw]; }
 }
 // Sum of each `cols`-long row times `scale` (GlobalAveragePool, ReduceMean / ReduceSum over
-// trailing axes): one warp per row, rows grid-strided.
-extern "C" __global__ void brrr_row_mean(const float* __restrict__ x,
-                                         float* __restrict__ y, i64 rows, i64 cols, float scale) {
+// trailing axes): one warp per row, rows grid-strided; float32 sums for 16-bit data too.
+template <class T>
+static __device__ __forceinline__ void brrr_row_mean_t(const T* __restrict__ x, T* __restrict__ y, i64 rows, i64 cols, float scale) {
   const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
   const i64 step = (i64)gridDim.x * warps;
   for (i64 r = (i64)blockIdx.x * warps + (threadIdx.x >> 5); r < rows; r += step) {
-    const float* row = x + r * cols;
+    const T* row = x + r * cols;
     float acc = 0.f;
-    for (i64 c = lane; c < cols; c += 32) acc += row[c];
+    for (i64 c = lane; c < cols; c += 32) acc += brrr_ld(row + c);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) y[r] = acc * scale;
+    if (lane == 0) brrr_st(y + r, acc * scale);
   }
 }
+extern "C" __global__ void brrr_row_mean(const float* __restrict__ x, float* __restrict__ y, i64 rows, i64 cols, float scale) { brrr_row_mean_t<float>(x, y, rows, cols, scale); }
+extern "C" __global__ void brrr_row_mean_bf16(const brrr_bf16* __restrict__ x, brrr_bf16* __restrict__ y, i64 rows, i64 cols, float scale) { brrr_row_mean_t<brrr_bf16>(x, y, rows, cols, scale); }
+extern "C" __global__ void brrr_row_mean_f16(const brrr_f16* __restrict__ x, brrr_f16* __restrict__ y, i64 rows, i64 cols, float scale) { brrr_row_mean_t<brrr_f16>(x, y, rows, cols, scale); }

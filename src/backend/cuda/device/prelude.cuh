@@ -22,6 +22,52 @@ static __device__ __forceinline__ void brrr_st(brrr_bf16* p, float v) {
 static __device__ __forceinline__ void brrr_st(brrr_f16* p, float v) {
   unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v)); p->x = h;
 }
+// Typed kernels (plan::Kernel::compute int32, int64 or float64) load and store their buffers as
+// they are, and bool ones through the float32 forms below (0 or 1; v != 0).
+static __device__ __forceinline__ int brrr_ld(const int* p) { return *p; }
+static __device__ __forceinline__ long long brrr_ld(const long long* p) { return *p; }
+static __device__ __forceinline__ double brrr_ld(const double* p) { return *p; }
+static __device__ __forceinline__ void brrr_st(int* p, int v) { *p = v; }
+static __device__ __forceinline__ void brrr_st(long long* p, long long v) { *p = v; }
+static __device__ __forceinline__ void brrr_st(double* p, double v) { *p = v; }
+// Integer arithmetic as the reference does it: two's-complement wrap (computed unsigned), C's
+// truncating division with INT_MIN / -1 wrapping, numpy's or C's remainder sign. A zero divisor
+// is an error in the reference; a kernel cannot fail, so it gives 0.
+template <class T> struct brrr_unsigned_of;
+template <> struct brrr_unsigned_of<int> { typedef unsigned type; };
+template <> struct brrr_unsigned_of<long long> { typedef unsigned long long type; };
+template <class T> static __device__ __forceinline__ T brrr_wadd(T a, T b) {
+  typedef typename brrr_unsigned_of<T>::type U; return (T)((U)a + (U)b);
+}
+template <class T> static __device__ __forceinline__ T brrr_wsub(T a, T b) {
+  typedef typename brrr_unsigned_of<T>::type U; return (T)((U)a - (U)b);
+}
+template <class T> static __device__ __forceinline__ T brrr_wmul(T a, T b) {
+  typedef typename brrr_unsigned_of<T>::type U; return (T)((U)a * (U)b);
+}
+template <class T> static __device__ __forceinline__ T brrr_wneg(T a) {
+  typedef typename brrr_unsigned_of<T>::type U; return (T)((U)0 - (U)a);
+}
+template <class T> static __device__ __forceinline__ T brrr_idiv(T a, T b) {
+  return b == 0 ? (T)0 : b == (T)-1 ? brrr_wneg(a) : (T)(a / b);
+}
+template <class T> static __device__ __forceinline__ T brrr_imod(T a, T b, bool fmod) {
+  if (b == 0 || b == (T)-1) return (T)0;
+  T r = (T)(a % b);
+  if (!fmod && r != 0 && ((r < 0) != (b < 0))) r = (T)(r + b);
+  return r;
+}
+template <class T> static __device__ __forceinline__ T brrr_iabs(T a) { return a < 0 ? brrr_wneg(a) : a; }
+template <class T> static __device__ __forceinline__ T brrr_isign(T a) { return (T)((a > 0) - (a < 0)); }
+template <class T> static __device__ __forceinline__ T brrr_imin(T a, T b) { return b < a ? b : a; }
+template <class T> static __device__ __forceinline__ T brrr_imax(T a, T b) { return a < b ? b : a; }
+// float64 Min / Max: a NaN operand gives NaN (the reference's min_nan / max_nan).
+static __device__ __forceinline__ double brrr_dmin(double a, double b) {
+  return a != a ? a : b != b ? b : b < a ? b : a;
+}
+static __device__ __forceinline__ double brrr_dmax(double a, double b) {
+  return a != a ? a : b != b ? b : a < b ? b : a;
+}
 // bool buffers (one byte): 0 or 1 in float32.
 static __device__ __forceinline__ float brrr_ld(const unsigned char* p) { return *p ? 1.0f : 0.0f; }
 static __device__ __forceinline__ void brrr_st(unsigned char* p, float v) { *p = v != 0.0f; }
