@@ -86,5 +86,19 @@ TEST(CpuMatMul, SharedConstantWeightsTwoKernels) {  // one constant packed by tw
   expect_library_kernels(check(b.g), 2);
 }
 
+// ViT's in-projection: A [S, 1, K] against a shared weight runs as one [S, K] x [K, N] GEMM, not
+// S GEMVs; so does a weight whose batch dims are all 1.
+TEST(CpuMatMul, SharedWeightFoldsBatchIntoRows) {
+  GraphBuilder b;
+  int x = b.input("x", {37, 1, 48});
+  int y = b.node("MatMul", {x, b.constant("w", rnd({48, 72}, 9))});
+  b.output(b.node("Add", {b.constant("bias", rnd({72}, 10)), y}));
+  expect_library_kernels(check(b.g), 1);
+  GraphBuilder b2;
+  int x2 = b2.input("x", {2, 5, 19, 24});
+  b2.output(b2.node("MatMul", {x2, b2.constant("w", rnd({1, 1, 24, 40}, 11))}));
+  expect_library_kernels(check(b2.g), 1);
+}
+
 }  // namespace
 }  // namespace brrr
