@@ -21,6 +21,8 @@ Activation activation_of(const std::string& a) {
   if (a == "hardswish") return Activation::HardSwish;
   if (a == "hardsigmoid") return Activation::HardSigmoid;
   if (a == "clip") return Activation::Clip;
+  if (a == "sigmoid") return Activation::Sigmoid;
+  if (a == "tanh") return Activation::Tanh;
   return Activation::Other;
 }
 

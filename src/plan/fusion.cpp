@@ -669,7 +669,78 @@ class Fuser {
     kernel_of_value_[act.outputs[0]] = gi;
   }
 
-  // MatMul/Gemm followed by its only consumer Add(bias over the last axis), then Relu.
+  // Node c joins library kernel gi: its reads are the kernel's, its outputs the kernel's values.
+  void absorb(Group& G, int gi, int c) {
+    const Node& node = g_.nodes[size_t(c)];
+    G.k.nodes.push_back(c);
+    note_reads(gi, node);
+    absorbed_.insert(c);
+    for (int o : node.outputs)
+      if (o >= 0) kernel_of_value_[o] = gi;
+  }
+
+  // The value of v when it is a one-element float constant.
+  std::optional<double> scalar_of(int v) const {
+    if (v < 0 || !g_.value(v).constant.defined() || g_.value(v).constant.numel() != 1)
+      return std::nullopt;
+    return g_.value(v).constant.at_double(0);
+  }
+  // The input of binary node c other than v, when c is a plain `op` reading v.
+  int other_input(int c, int v, const char* op) const {
+    if (c < 0) return -2;
+    const Node& m = g_.nodes[size_t(c)];
+    if (m.op != op || !m.domain.empty() || m.inputs.size() != 2 || m.outputs.size() != 1) return -2;
+    if (m.inputs[0] == v && m.inputs[1] != v) return m.inputs[1];
+    if (m.inputs[1] == v && m.inputs[0] != v) return m.inputs[0];
+    return -2;
+  }
+  bool is_scalar(int v, double want) const {
+    std::optional<double> x = scalar_of(v);
+    return x && std::abs(*x - want) <= 1e-4 * std::abs(want);
+  }
+
+  // The erf GELU as exporters write it, x * 0.5 * (1 + erf(x / sqrt(2))) in either order of the
+  // two products (TorchScript: (x * (1 + erf)) * 0.5; Hugging Face: (x * 0.5) * (1 + erf)), with
+  // x / sqrt(2) also as x * (1 / sqrt(2)). Returns its nodes in graph order, last the output's.
+  std::vector<int> gelu_erf_nodes(int x) const {
+    if (consumers_[x].size() != 2 ||
+        std::find(g_.outputs.begin(), g_.outputs.end(), x) != g_.outputs.end())
+      return {};
+    for (int first = 0; first < 2; ++first) {
+      int scale = consumers_[x][size_t(first)], half = consumers_[x][size_t(1 - first)];
+      int s = other_input(scale, x, "Div");
+      bool ok = s >= 0 ? is_scalar(s, std::sqrt(2.0))
+                       : is_scalar(other_input(scale, x, "Mul"), std::sqrt(0.5));
+      if (!ok) continue;
+      int erf = sole_consumer(g_.nodes[size_t(scale)].outputs[0]);
+      if (erf < 0 || g_.nodes[size_t(erf)].op != "Erf" || !g_.nodes[size_t(erf)].domain.empty())
+        continue;
+      int e = g_.nodes[size_t(erf)].outputs[0];
+      int plus = sole_consumer(e);
+      if (!is_scalar(other_input(plus, e, "Add"), 1.0)) continue;
+      int p = g_.nodes[size_t(plus)].outputs[0];
+      int last = -1;
+      if (other_input(half, x, "Mul") == p && sole_consumer(p) == half) {  // (x*(1+erf))*0.5
+        int h = g_.nodes[size_t(half)].outputs[0];
+        last = sole_consumer(h);
+        if (!is_scalar(other_input(last, h, "Mul"), 0.5)) continue;
+      } else if (is_scalar(other_input(half, x, "Mul"), 0.5)) {  // (x * 0.5) * (1 + erf)
+        int h = g_.nodes[size_t(half)].outputs[0];
+        last = sole_consumer(h);
+        if (last < 0 || sole_consumer(p) != last || other_input(last, h, "Mul") != p) continue;
+      } else {
+        continue;
+      }
+      std::vector<int> nodes = {scale, erf, plus, half, last};
+      std::sort(nodes.begin(), nodes.end());
+      return nodes;
+    }
+    return {};
+  }
+
+  // MatMul/Gemm followed by its only consumer Add(bias over the last axis), then (where the
+  // target's GEMM takes post-ops) an Add of a same-shape value computed earlier (a residual),
+  // then an activation.
   void absorb_epilogue(Group& G, int gi, int n) {
     const Node& mm = g_.nodes[n];
     if (mm.op == "Conv") return absorb_conv_epilogue(G, gi, n);
@@ -686,26 +757,42 @@ class Fuser {
                        !os.empty() && os.back() == N && shape(add.outputs[0]) == shape(cur);
       if (bias_like) {
         G.k.bias = other;
-        G.k.nodes.push_back(c);
-        note_reads(gi, add);
-        absorbed_.insert(c);
+        absorb(G, gi, c);
         cur = add.outputs[0];
-        kernel_of_value_[cur] = gi;
         c = sole_consumer(cur);
       }
     }
-    if (c >= 0 &&
-        (g_.nodes[c].op == "Relu" || g_.nodes[c].op == "Gelu" || g_.nodes[c].op == "HardSwish") &&
-        g_.nodes[c].domain.empty()) {
-      const Node& act = g_.nodes[c];
-      G.k.activation = act.op == "Relu"        ? "relu"
-                       : act.op == "HardSwish" ? "hardswish"
-                       : act.attr_string("approximate", "none") == "tanh" ? "gelu_tanh"
-                                                                          : "gelu_erf";
-      G.k.nodes.push_back(c);
-      absorbed_.insert(c);
-      kernel_of_value_[act.outputs[0]] = gi;
+    const bool post_ops = target_.gemm_post_ops;
+    if (post_ops) {
+      int other = other_input(c, cur, "Add");
+      if (other >= 0) {
+        const Value& ov = g_.value(other);
+        if (ov.dtype == DType::f32 && ov.shape == shape(cur) &&
+            shape(g_.nodes[size_t(c)].outputs[0]) == shape(cur) && ov.producer < n) {
+          G.k.sum = other;
+          absorb(G, gi, c);
+          cur = g_.nodes[size_t(c)].outputs[0];
+          c = sole_consumer(cur);
+        }
+      }
+      std::vector<int> gelu = gelu_erf_nodes(cur);
+      if (!gelu.empty()) {
+        G.k.activation = "gelu_erf";
+        for (int m : gelu) absorb(G, gi, m);
+        return;
+      }
     }
+    if (c < 0 || !g_.nodes[c].domain.empty()) return;
+    const std::string& op = g_.nodes[c].op;
+    if (op == "Relu") G.k.activation = "relu";
+    else if (op == "HardSwish") G.k.activation = "hardswish";
+    else if (op == "Gelu")
+      G.k.activation =
+          g_.nodes[c].attr_string("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu_erf";
+    else if (post_ops && op == "Sigmoid") G.k.activation = "sigmoid";
+    else if (post_ops && op == "Tanh") G.k.activation = "tanh";
+    else return;
+    absorb(G, gi, c);
   }
 
   Plan finish() {

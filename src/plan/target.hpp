@@ -27,6 +27,10 @@ struct Target {
   // distribute_concat: convs over a channel Concat become partial convs chained by sum post-ops
   // (the CPU's oneDNN convs fuse the sums).
   bool partial_convs = false;
+  // MatMul/Gemm library calls fuse a residual sum and any activation the fuser recognizes
+  // (Sigmoid, Tanh, the exported erf-GELU subgraph) as post-ops (the CPU's oneDNN). Without it
+  // only a bias row and Relu / Gelu / HardSwish join a GEMM.
+  bool gemm_post_ops = false;
 
   // The CPU, with oneDNN when brrr was built with it (the one place that asks the build).
   static Target cpu();

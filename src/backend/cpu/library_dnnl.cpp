@@ -9,6 +9,7 @@
 #endif
 
 #include <cstdlib>
+#include <cstring>
 #include <unordered_map>
 
 namespace brrr::cpu {
@@ -30,7 +31,11 @@ class DnnlMatMul : public LibraryKernel {
   dnnl::memory scratch;  // user scratchpad: no allocation inside execute
   dnnl::stream strm{engine()};
 
+  int sum = -1, dst = -1;  // the sum post-op's addend, copied into dst unless it shares dst
+  size_t dst_bytes = 0;
+
   void run(void* const* slots) override {
+    if (sum >= 0 && slots[sum] != slots[dst]) std::memmove(slots[dst], slots[sum], dst_bytes);
     for (Operand& o : ops) o.mem.set_data_handle(slots[o.value]);
     prim.execute(strm, args);
     strm.wait();
@@ -108,20 +113,11 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
     bool prepack = wconst.defined() && !env::flag("BRRR_NO_PREPACK");
     dnnl::memory::desc bany = prepack ? dnnl::memory::desc(bd, dt::f32, tag::any) : bmd;
     dnnl::memory::desc omd(od, dt::f32, strides_of(od, false));
+    // Post-ops in the epilogue's order: the bias (the primitive's own), a residual sum (added
+    // onto dst, which holds it when the run starts), then the activation.
     dnnl::post_ops po;
-    using Act = plan::Activation;
-    switch (d->epi.act) {
-      case Act::None: break;
-      case Act::Relu: po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f); break;
-      case Act::GeluErf: po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f); break;
-      case Act::HardSwish:
-        po.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
-        break;
-      case Act::GeluTanh:
-        po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
-        break;
-      default: return nullptr;
-    }
+    if (d->epi.sum >= 0) po.append_sum(1.f);
+    if (!append_activation(po, d->epi)) return nullptr;
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -159,6 +155,9 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
     }
     if (vbias >= 0) add(DNNL_ARG_BIAS, vbias, biasmd);
     add(DNNL_ARG_DST, vout, omd);
+    kern->sum = d->epi.sum;
+    kern->dst = vout;
+    kern->dst_bytes = size_t(shape_numel(os)) * sizeof(float);
     kern->scratch = dnnl::memory(pd.scratchpad_desc(), engine());
     kern->args[DNNL_ARG_SCRATCHPAD] = kern->scratch;
     return kern;
