@@ -261,6 +261,7 @@ class Fuser {
   }
 
   Plan run() {
+    if (opts_.enable && target_.gemm_strided_operands) find_strided_operands();
     for (size_t k = 0; k < g_.nodes.size(); ++k) place(int(k));
     return finish();
   }
@@ -273,7 +274,8 @@ class Fuser {
   std::vector<int> kernel_of_value_;  // producing kernel of each value
   std::vector<std::vector<int>> consumers_;
   std::map<std::pair<int, int>, std::string> refusals_;  // (value, consumer node) -> reason
-  std::set<int> absorbed_;                               // nodes folded into a library epilogue
+  std::set<int> absorbed_;  // nodes folded into a library kernel (epilogues, strided operands)
+  std::map<int, std::vector<int>> operand_views_;  // GEMM node -> Transposes it reads through
   std::vector<std::set<int>> reads_;                     // kernels each kernel reads from
 
   const Shape& shape(int v) const { return g_.value(v).shape; }
@@ -605,7 +607,12 @@ class Fuser {
     note_reads(gi, node);
     for (int o : node.outputs)
       if (o >= 0) kernel_of_value_[o] = gi;
-    if (kind == KernelKind::Library && opts_.enable) absorb_epilogue(G, gi, n);
+    if (kind == KernelKind::Library && opts_.enable) {
+      auto views = operand_views_.find(n);
+      if (views != operand_views_.end())
+        for (int t : views->second) absorb(G, gi, t);  // before the epilogue: see finish()
+      absorb_epilogue(G, gi, n);
+    }
   }
 
   int sole_consumer(int v) const {
@@ -667,6 +674,40 @@ class Fuser {
     k.nodes.push_back(c);
     absorbed_.insert(c);
     kernel_of_value_[act.outputs[0]] = gi;
+  }
+
+  // Transposes of the last two axes whose only reader is a library MatMul/Gemm: the GEMM reads
+  // their input with swapped strides (describe_gemm flips trans_a / trans_b), so no copy runs.
+  void find_strided_operands() {
+    const TypeSet ts{opts_.float16, opts_.booleans};
+    for (size_t m = 0; m < g_.nodes.size(); ++m) {
+      const Node& mm = g_.nodes[m];
+      if ((mm.op != "MatMul" && mm.op != "Gemm") || mm.inputs.size() < 2 ||
+          mm.inputs[0] == mm.inputs[1] || classify(g_, mm, ts, target_).kind != NodeKind::Library)
+        continue;
+      for (int slot = 0; slot < 2; ++slot) {
+        int v = mm.inputs[size_t(slot)];
+        if (v < 0 || g_.value(v).producer < 0 || sole_consumer(v) != int(m)) continue;
+        int t = g_.value(v).producer;
+        const Node& tr = g_.nodes[size_t(t)];
+        if (tr.op != "Transpose" || !tr.domain.empty() || tr.inputs.empty() || tr.inputs[0] < 0 ||
+            g_.value(tr.inputs[0]).dtype != DType::f32)
+          continue;
+        const size_t r = g_.value(v).shape.size();
+        std::vector<int64_t> perm;
+        try {
+          perm = tr.attr_ints("perm", {});
+        } catch (const Error&) {
+          continue;
+        }
+        bool swap_last = r >= 2 && perm.size() == r && perm[r - 1] == int64_t(r) - 2 &&
+                         perm[r - 2] == int64_t(r) - 1;
+        for (size_t i = 0; i + 2 < r && swap_last; ++i) swap_last = perm[i] == int64_t(i);
+        if (!swap_last) continue;
+        operand_views_[int(m)].push_back(t);
+        absorbed_.insert(t);
+      }
+    }
   }
 
   // Node c joins library kernel gi: its reads are the kernel's, its outputs the kernel's values.
@@ -767,7 +808,13 @@ class Fuser {
       int other = other_input(c, cur, "Add");
       if (other >= 0) {
         const Value& ov = g_.value(other);
-        if (ov.dtype == DType::f32 && ov.shape == shape(cur) &&
+        // The sum may share dst's buffer where the GEMM's own inputs do not read it
+        // (plan_memory); a strided operand's source counts as one of those inputs.
+        bool read = false;
+        for (int m : G.k.nodes)
+          if (g_.nodes[size_t(m)].op == "Transpose")
+            for (int i : g_.nodes[size_t(m)].inputs) read = read || i == other;
+        if (!read && ov.dtype == DType::f32 && ov.shape == shape(cur) &&
             shape(g_.nodes[size_t(c)].outputs[0]) == shape(cur) && ov.producer < n) {
           G.k.sum = other;
           absorb(G, gi, c);
@@ -793,6 +840,14 @@ class Fuser {
     else if (post_ops && op == "Tanh") G.k.activation = "tanh";
     else return;
     absorb(G, gi, c);
+  }
+
+  // The node whose outputs a kernel ends with: the last one, or for a library GEMM without an
+  // epilogue the GEMM itself (its operand views follow it in k.nodes).
+  int last_computed(const Kernel& k) const {
+    for (auto it = k.nodes.rbegin(); it != k.nodes.rend(); ++it)
+      if (g_.nodes[size_t(*it)].op != "Transpose" || !absorbed_.count(*it)) return *it;
+    return k.nodes[0];
   }
 
   Plan finish() {
@@ -850,7 +905,7 @@ class Fuser {
         if (k.kind == KernelKind::Copy) ins = {g_.nodes[k.nodes[0]].inputs[0]};
         if (k.kind == KernelKind::Library) {  // epilogue intermediates are never materialized
           outs.clear();
-          for (int o : g_.nodes[k.nodes.back()].outputs)
+          for (int o : g_.nodes[size_t(last_computed(k))].outputs)
             if (o >= 0) outs.insert(o);
         }
       }
@@ -859,7 +914,7 @@ class Fuser {
       std::string ops;
       const Node& first = g_.nodes[k.nodes[0]];
       std::string tag = first.op;
-      if (k.nodes.size() > 1) tag += "_" + g_.nodes[k.nodes.back()].op;
+      if (last_computed(k) != k.nodes[0]) tag += "_" + g_.nodes[size_t(last_computed(k))].op;
       for (char& ch : tag) ch = char(std::tolower(static_cast<unsigned char>(ch)));
       k.name = fmt::format("k{}_{}", p.kernels.size(), tag);  // op names come from the op table, not the model
       p.kernels.push_back(std::move(k));

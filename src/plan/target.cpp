@@ -11,6 +11,7 @@ Target Target::cpu(bool onednn) {
   // As before Targets: the CPU splits convs over concats whether or not oneDNN fuses the sums.
   t.partial_convs = true;
   t.gemm_post_ops = onednn;
+  t.gemm_strided_operands = onednn;
   return t;
 }
 

@@ -31,6 +31,9 @@ struct Target {
   // (Sigmoid, Tanh, the exported erf-GELU subgraph) as post-ops (the CPU's oneDNN). Without it
   // only a bias row and Relu / Gelu / HardSwish join a GEMM.
   bool gemm_post_ops = false;
+  // A Transpose of the last two axes feeding only a MatMul/Gemm is read through the GEMM's
+  // strides (oneDNN memory descriptors), not copied first.
+  bool gemm_strided_operands = false;
 
   // The CPU, with oneDNN when brrr was built with it (the one place that asks the build).
   static Target cpu();

@@ -180,5 +180,46 @@ TEST(CpuMatMul, PostOpsOnlyWhereTheTargetTakesThem) {
   EXPECT_EQ(cuda.kernels[0].activation, "");
 }
 
+// Attention's Q.K^T with K transposed by a Transpose node, a transposed A, and a weight stored
+// [N, K] (a dynamo export's Transpose of a weight too large to fold): each Transpose is read
+// through the GEMM's strides, so the graph is one library kernel with no copy.
+TEST(CpuMatMul, TransposedOperandsAreReadThroughStrides) {
+  GraphBuilder b;
+  int q = b.input("q", {1, 3, 10, 16});
+  int k = b.input("k", {1, 3, 10, 16});
+  b.output(b.node("MatMul", {q, b.node("Transpose", {k}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}})}));
+  expect_one_library_kernel(b.g);
+  GraphBuilder b2;
+  int a = b2.input("a", {2, 16, 9});
+  int a_t = b2.node("Transpose", {a}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  b2.output(b2.node("Relu", {b2.node("MatMul", {a_t, b2.input("b", {2, 16, 12})})}));
+  expect_one_library_kernel(b2.g);
+  GraphBuilder b3;  // 1024 x 1100 floats: past fold_constants' 4 MB budget
+  int x = b3.input("x", {1, 3, 1100});
+  int w = b3.node("Transpose", {b3.constant("w", rnd({1024, 1100}, 20))},
+                  {{"perm", std::vector<int64_t>{1, 0}}});
+  b3.output(b3.node("Add", {b3.node("MatMul", {x, w}), b3.constant("bias", rnd({1024}, 21))}));
+  expect_one_library_kernel(b3.g);
+}
+
+// A Transpose that moves batch axes is a copy, not a stride swap of the last two axes.
+TEST(CpuMatMul, OtherTransposesStayKernels) {
+  GraphBuilder b;
+  int k = b.input("k", {3, 1, 10, 16});
+  int kt = b.node("Transpose", {k}, {{"perm", std::vector<int64_t>{1, 0, 3, 2}}});
+  b.output(b.node("MatMul", {b.input("q", {1, 3, 10, 16}), kt}));
+  infer_shapes(b.g, {});
+  plan::Plan p = plan::build_plan(b.g, {}, plan::Target::cpu(true));
+  EXPECT_EQ(p.kernels.size(), 2u) << p.print(b.g);
+  expect_library_kernels(check(b.g), 1);
+}
+
+// Batch dims broadcast against each other: A [2, 3, 5, 8] x B [3, 8, 6].
+TEST(CpuMatMul, BroadcastBatch) {
+  GraphBuilder b;
+  b.output(b.node("MatMul", {b.input("a", {2, 3, 5, 8}), b.input("b", {3, 8, 6})}));
+  expect_library_kernels(check(b.g), 1);
+}
+
 }  // namespace
 }  // namespace brrr
