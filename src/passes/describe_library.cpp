@@ -21,6 +21,8 @@ Activation activation_of(const std::string& a) {
   if (a == "hardswish") return Activation::HardSwish;
   if (a == "hardsigmoid") return Activation::HardSigmoid;
   if (a == "clip") return Activation::Clip;
+  if (a == "sigmoid") return Activation::Sigmoid;
+  if (a == "tanh") return Activation::Tanh;
   return Activation::Other;
 }
 
@@ -52,6 +54,14 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
     d.beta = n.attr_float("beta", 1.0f);
     d.c = input_or_none(n, 2);
   }
+  // An operand made by a Transpose in the kernel (the fusion pass puts only last-two-axes swaps
+  // there) is its input read transposed.
+  for (int m : k.nodes) {
+    const Node& t = g.nodes[size_t(m)];
+    if (t.op != "Transpose" || t.outputs.empty() || t.inputs.empty()) continue;
+    if (t.outputs[0] == d.a) d.a = t.inputs[0], d.trans_a = !d.trans_a;
+    else if (t.outputs[0] == d.b) d.b = t.inputs[0], d.trans_b = !d.trans_b;
+  }
   const Shape &as = g.value(d.a).shape, &bs = g.value(d.b).shape, &os = g.value(d.out).shape;
   if (d.alpha != 1.0f) d.why = "Gemm alpha != 1";
   if (d.c >= 0) {  // Gemm's C is a bias only as one value per output column, added once
@@ -70,12 +80,16 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
     d.strided_why = "GEMM with no elements";
     return d;
   }
+  if (rb == 2 && d.trans_a && ra > 2) {
+    d.strided_why = "batched MatMul with a transposed A";
+    return d;
+  }
   if (rb == 2) {  // a shared B: A's batch dims fold into M
     d.M = shape_numel(as) / d.K;
     d.N = d.trans_b ? bs[0] : bs[1];
   } else if (ra == rb && std::equal(as.begin(), as.end() - 2, bs.begin())) {
-    d.M = as[ra - 2];
-    d.N = bs[rb - 1];
+    d.M = d.trans_a ? as[ra - 1] : as[ra - 2];
+    d.N = d.trans_b ? bs[rb - 2] : bs[rb - 1];
     d.batch = shape_numel(as) / (d.M * d.K);
   } else {
     d.strided_why = "batched MatMul with broadcast batch dims";

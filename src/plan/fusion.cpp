@@ -471,6 +471,7 @@ class Fuser {
   }
 
   Plan run() {
+    if (opts_.enable && target_.gemm_strided_operands) find_strided_operands();
     for (size_t k = 0; k < g_.nodes.size(); ++k) place(int(k));
     return finish();
   }
@@ -483,7 +484,8 @@ class Fuser {
   std::vector<int> kernel_of_value_;  // producing kernel of each value
   std::vector<std::vector<int>> consumers_;
   std::map<std::pair<int, int>, std::string> refusals_;  // (value, consumer node) -> reason
-  std::set<int> absorbed_;                               // nodes folded into a library epilogue
+  std::set<int> absorbed_;  // nodes folded into a library kernel (epilogues, strided operands)
+  std::map<int, std::vector<int>> operand_views_;  // GEMM node -> Transposes it reads through
   std::vector<std::set<int>> reads_;                     // kernels each kernel reads from
 
   const Shape& shape(int v) const { return g_.value(v).shape; }
@@ -844,7 +846,12 @@ class Fuser {
     note_reads(gi, node);
     for (int o : node.outputs)
       if (o >= 0) kernel_of_value_[o] = gi;
-    if (kind == KernelKind::Library && opts_.enable) absorb_epilogue(G, gi, n);
+    if (kind == KernelKind::Library && opts_.enable) {
+      auto views = operand_views_.find(n);
+      if (views != operand_views_.end())
+        for (int t : views->second) absorb(G, gi, t);  // before the epilogue: see finish()
+      absorb_epilogue(G, gi, n);
+    }
   }
 
   int sole_consumer(int v) const {
@@ -908,7 +915,112 @@ class Fuser {
     kernel_of_value_[act.outputs[0]] = gi;
   }
 
-  // MatMul/Gemm followed by its only consumer Add(bias over the last axis), then Relu.
+  // Transposes of the last two axes whose only reader is a library MatMul/Gemm: the GEMM reads
+  // their input with swapped strides (describe_gemm flips trans_a / trans_b), so no copy runs.
+  void find_strided_operands() {
+    const TypeSet ts{opts_.float16, opts_.booleans};
+    for (size_t m = 0; m < g_.nodes.size(); ++m) {
+      const Node& mm = g_.nodes[m];
+      if ((mm.op != "MatMul" && mm.op != "Gemm") || mm.inputs.size() < 2 ||
+          mm.inputs[0] == mm.inputs[1] || classify(g_, mm, ts, target_).kind != NodeKind::Library)
+        continue;
+      for (int slot = 0; slot < 2; ++slot) {
+        int v = mm.inputs[size_t(slot)];
+        if (v < 0 || g_.value(v).producer < 0 || sole_consumer(v) != int(m)) continue;
+        int t = g_.value(v).producer;
+        const Node& tr = g_.nodes[size_t(t)];
+        if (tr.op != "Transpose" || !tr.domain.empty() || tr.inputs.empty() || tr.inputs[0] < 0 ||
+            g_.value(tr.inputs[0]).dtype != DType::f32)
+          continue;
+        const size_t r = g_.value(v).shape.size();
+        std::vector<int64_t> perm;
+        try {
+          perm = tr.attr_ints("perm", {});
+        } catch (const Error&) {
+          continue;
+        }
+        bool swap_last = r >= 2 && perm.size() == r && perm[r - 1] == int64_t(r) - 2 &&
+                         perm[r - 2] == int64_t(r) - 1;
+        for (size_t i = 0; i + 2 < r && swap_last; ++i) swap_last = perm[i] == int64_t(i);
+        if (!swap_last) continue;
+        operand_views_[int(m)].push_back(t);
+        absorbed_.insert(t);
+      }
+    }
+  }
+
+  // Node c joins library kernel gi: its reads are the kernel's, its outputs the kernel's values.
+  void absorb(Group& G, int gi, int c) {
+    const Node& node = g_.nodes[size_t(c)];
+    G.k.nodes.push_back(c);
+    note_reads(gi, node);
+    absorbed_.insert(c);
+    for (int o : node.outputs)
+      if (o >= 0) kernel_of_value_[o] = gi;
+  }
+
+  // The value of v when it is a one-element float constant.
+  std::optional<double> scalar_of(int v) const {
+    if (v < 0 || !g_.value(v).constant.defined() || g_.value(v).constant.numel() != 1)
+      return std::nullopt;
+    return g_.value(v).constant.at_double(0);
+  }
+  // The input of binary node c other than v, when c is a plain `op` reading v.
+  int other_input(int c, int v, const char* op) const {
+    if (c < 0) return -2;
+    const Node& m = g_.nodes[size_t(c)];
+    if (m.op != op || !m.domain.empty() || m.inputs.size() != 2 || m.outputs.size() != 1) return -2;
+    if (m.inputs[0] == v && m.inputs[1] != v) return m.inputs[1];
+    if (m.inputs[1] == v && m.inputs[0] != v) return m.inputs[0];
+    return -2;
+  }
+  bool is_scalar(int v, double want) const {
+    std::optional<double> x = scalar_of(v);
+    return x && std::abs(*x - want) <= 1e-4 * std::abs(want);
+  }
+
+  // The erf GELU as exporters write it, x * 0.5 * (1 + erf(x / sqrt(2))) in either order of the
+  // two products (TorchScript: (x * (1 + erf)) * 0.5; Hugging Face: (x * 0.5) * (1 + erf)), with
+  // x / sqrt(2) also as x * (1 / sqrt(2)). Returns its nodes in graph order, last the output's.
+  std::vector<int> gelu_erf_nodes(int x) const {
+    if (consumers_[x].size() != 2 ||
+        std::find(g_.outputs.begin(), g_.outputs.end(), x) != g_.outputs.end())
+      return {};
+    for (int first = 0; first < 2; ++first) {
+      int scale = consumers_[x][size_t(first)], half = consumers_[x][size_t(1 - first)];
+      int s = other_input(scale, x, "Div");
+      bool ok = s >= 0 ? is_scalar(s, std::sqrt(2.0))
+                       : is_scalar(other_input(scale, x, "Mul"), std::sqrt(0.5));
+      if (!ok) continue;
+      int erf = sole_consumer(g_.nodes[size_t(scale)].outputs[0]);
+      if (erf < 0 || g_.nodes[size_t(erf)].op != "Erf" || !g_.nodes[size_t(erf)].domain.empty())
+        continue;
+      int e = g_.nodes[size_t(erf)].outputs[0];
+      int plus = sole_consumer(e);
+      if (!is_scalar(other_input(plus, e, "Add"), 1.0)) continue;
+      int p = g_.nodes[size_t(plus)].outputs[0];
+      int last = -1;
+      if (other_input(half, x, "Mul") == p && sole_consumer(p) == half) {  // (x*(1+erf))*0.5
+        int h = g_.nodes[size_t(half)].outputs[0];
+        last = sole_consumer(h);
+        if (!is_scalar(other_input(last, h, "Mul"), 0.5)) continue;
+      } else if (is_scalar(other_input(half, x, "Mul"), 0.5)) {  // (x * 0.5) * (1 + erf)
+        int h = g_.nodes[size_t(half)].outputs[0];
+        last = sole_consumer(h);
+        if (last < 0 || sole_consumer(p) != last || other_input(last, h, "Mul") != p) continue;
+      } else {
+        continue;
+      }
+      std::vector<int> nodes = {scale, erf, plus, half, last};
+      std::sort(nodes.begin(), nodes.end());
+      return nodes;
+    }
+    return {};
+  }
+
+  // MatMul/Gemm followed by its only consumer Add(bias over the last axis), then (where the
+  // target's GEMM takes post-ops) an Add of a same-shape value computed earlier (a residual),
+  // then an activation.
   void absorb_epilogue(Group& G, int gi, int n) {
     const Node& mm = g_.nodes[n];
     if (mm.op == "Conv") return absorb_conv_epilogue(G, gi, n);
@@ -925,26 +1037,56 @@ class Fuser {
                        !os.empty() && os.back() == N && shape(add.outputs[0]) == shape(cur);
       if (bias_like) {
         G.k.bias = other;
-        G.k.nodes.push_back(c);
-        note_reads(gi, add);
-        absorbed_.insert(c);
+        absorb(G, gi, c);
         cur = add.outputs[0];
-        kernel_of_value_[cur] = gi;
         c = sole_consumer(cur);
       }
     }
-    if (c >= 0 &&
-        (g_.nodes[c].op == "Relu" || g_.nodes[c].op == "Gelu" || g_.nodes[c].op == "HardSwish") &&
-        g_.nodes[c].domain.empty()) {
-      const Node& act = g_.nodes[c];
-      G.k.activation = act.op == "Relu"        ? "relu"
-                       : act.op == "HardSwish" ? "hardswish"
-                       : act.attr_string("approximate", "none") == "tanh" ? "gelu_tanh"
-                                                                          : "gelu_erf";
-      G.k.nodes.push_back(c);
-      absorbed_.insert(c);
-      kernel_of_value_[act.outputs[0]] = gi;
+    const bool post_ops = target_.gemm_post_ops;
+    if (post_ops) {
+      int other = other_input(c, cur, "Add");
+      if (other >= 0) {
+        const Value& ov = g_.value(other);
+        // The sum may share dst's buffer where the GEMM's own inputs do not read it
+        // (plan_memory); a strided operand's source counts as one of those inputs.
+        bool read = false;
+        for (int m : G.k.nodes)
+          if (g_.nodes[size_t(m)].op == "Transpose")
+            for (int i : g_.nodes[size_t(m)].inputs) read = read || i == other;
+        if (!read && ov.dtype == DType::f32 && ov.shape == shape(cur) &&
+            shape(g_.nodes[size_t(c)].outputs[0]) == shape(cur) && ov.producer < n) {
+          G.k.sum = other;
+          absorb(G, gi, c);
+          cur = g_.nodes[size_t(c)].outputs[0];
+          c = sole_consumer(cur);
+        }
+      }
+      std::vector<int> gelu = gelu_erf_nodes(cur);
+      if (!gelu.empty()) {
+        G.k.activation = "gelu_erf";
+        for (int m : gelu) absorb(G, gi, m);
+        return;
+      }
     }
+    if (c < 0 || !g_.nodes[c].domain.empty()) return;
+    const std::string& op = g_.nodes[c].op;
+    if (op == "Relu") G.k.activation = "relu";
+    else if (op == "HardSwish") G.k.activation = "hardswish";
+    else if (op == "Gelu")
+      G.k.activation =
+          g_.nodes[c].attr_string("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu_erf";
+    else if (post_ops && op == "Sigmoid") G.k.activation = "sigmoid";
+    else if (post_ops && op == "Tanh") G.k.activation = "tanh";
+    else return;
+    absorb(G, gi, c);
+  }
+
+  // The node whose outputs a kernel ends with: the last one, or for a library GEMM without an
+  // epilogue the GEMM itself (its operand views follow it in k.nodes).
+  int last_computed(const Kernel& k) const {
+    for (auto it = k.nodes.rbegin(); it != k.nodes.rend(); ++it)
+      if (g_.nodes[size_t(*it)].op != "Transpose" || !absorbed_.count(*it)) return *it;
+    return k.nodes[0];
   }
 
   Plan finish() {
@@ -1002,7 +1144,7 @@ class Fuser {
         if (k.kind == KernelKind::Copy) ins = {g_.nodes[k.nodes[0]].inputs[0]};
         if (k.kind == KernelKind::Library) {  // epilogue intermediates are never materialized
           outs.clear();
-          for (int o : g_.nodes[k.nodes.back()].outputs)
+          for (int o : g_.nodes[size_t(last_computed(k))].outputs)
             if (o >= 0) outs.insert(o);
         }
       }
@@ -1014,7 +1156,7 @@ class Fuser {
       std::string ops;
       const Node& first = g_.nodes[k.nodes[0]];
       std::string tag = first.op;
-      if (k.nodes.size() > 1) tag += "_" + g_.nodes[k.nodes.back()].op;
+      if (last_computed(k) != k.nodes[0]) tag += "_" + g_.nodes[size_t(last_computed(k))].op;
       for (char& ch : tag) ch = char(std::tolower(static_cast<unsigned char>(ch)));
       k.name = fmt::format("k{}_{}", p.kernels.size(), tag);  // op names come from the op table, not the model
       p.kernels.push_back(std::move(k));

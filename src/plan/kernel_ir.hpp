@@ -65,10 +65,10 @@ struct Kernel {
   // Library: epilogue fused into the library call (a bias value id, then an activation).
   int bias = -1;
   // "", "relu", "gelu_erf", "gelu_tanh"; Conv also "hardswish", "hardsigmoid" (alpha, beta),
-  // "clip" (alpha = min, beta = max).
+  // "clip" (alpha = min, beta = max); GEMMs on the CPU also "sigmoid", "tanh".
   std::string activation;
   float act_alpha = 0, act_beta = 0;
-  int sum = -1;  // Conv: a same-shape value added to the result before the activation
+  int sum = -1;  // Conv, CPU GEMM: a same-shape value added to the result before the activation
   // Library (and Gather): the typed descriptor of the call, built once from the node's
   // attributes by describe_library (plan/library_desc.hpp); backends read only this.
   std::shared_ptr<const LibraryDesc> lib;

@@ -16,12 +16,16 @@
 namespace brrr::plan {
 
 // The activation a library call applies last (after the bias and a Conv's residual sum).
-enum class Activation { None, Relu, GeluErf, GeluTanh, HardSwish, HardSigmoid, Clip, Other };
+enum class Activation {
+  None, Relu, GeluErf, GeluTanh, HardSwish, HardSigmoid, Clip,
+  Sigmoid, Tanh,  // GEMMs on targets with gemm_post_ops (the CPU)
+  Other
+};
 
 // Bias, residual and activation fused into the call (the fusion pass's epilogue).
 struct Epilogue {
   int bias = -1;  // value id: one value per output column (GEMM) or channel (Conv)
-  int sum = -1;   // Conv: a same-shape value added before the activation
+  int sum = -1;   // a same-shape value added before the activation (Conv; GEMM on the CPU)
   Activation act = Activation::None;
   float alpha = 0, beta = 0;  // HardSigmoid: max(0, min(1, alpha*x + beta)); Clip: [alpha, beta]
   std::string act_name;       // the plan's name for it ("" for none), for messages

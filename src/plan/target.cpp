@@ -10,6 +10,8 @@ Target Target::cpu(bool onednn) {
   t.library_f32_contractions = onednn;
   // As before Targets: the CPU splits convs over concats whether or not oneDNN fuses the sums.
   t.partial_convs = true;
+  t.gemm_post_ops = onednn;
+  t.gemm_strided_operands = onednn;
   return t;
 }
 

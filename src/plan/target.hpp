@@ -30,6 +30,13 @@ struct Target {
   // distribute_concat: convs over a channel Concat become partial convs chained by sum post-ops
   // (the CPU's oneDNN convs fuse the sums).
   bool partial_convs = false;
+  // MatMul/Gemm library calls fuse a residual sum and any activation the fuser recognizes
+  // (Sigmoid, Tanh, the exported erf-GELU subgraph) as post-ops (the CPU's oneDNN). Without it
+  // only a bias row and Relu / Gelu / HardSwish join a GEMM.
+  bool gemm_post_ops = false;
+  // A Transpose of the last two axes feeding only a MatMul/Gemm is read through the GEMM's
+  // strides (oneDNN memory descriptors), not copied first.
+  bool gemm_strided_operands = false;
 
   // Device targets (CUDA). Kernels run on a device, so a kernel the device cannot run is a host
   // step (a reference kernel on host copies): the plan marks it, with its reason

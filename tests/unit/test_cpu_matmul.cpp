@@ -8,7 +8,10 @@
 #include "brrr/reference.hpp"
 #include "dnnl_flag.hpp"
 #include "expect_outputs.hpp"
+#include "brrr/passes.hpp"
 #include "brrr/session.hpp"
+#include "plan/kernel_ir.hpp"
+#include "plan/target.hpp"
 #include "runtime/graph_builder.hpp"
 
 namespace brrr {
@@ -33,6 +36,21 @@ int check(const Graph& g) {
   for (int r = 0; r < 3; ++r) got = s.run(in);
   brrr_test::expect_outputs_close(got, run_reference(s.graph(), in), 1e-4, 1e-4, s.plan_summary());
   return s.num_kernels("library");
+}
+
+// The graph is one library kernel (bias, residual and activation as post-ops), equal to the
+// reference; without oneDNN every node runs by reference.
+void expect_one_library_kernel(const Graph& g) {
+  std::map<std::string, Tensor> in;
+  unsigned seed = 17;
+  for (int id : g.inputs) in[g.value(id).name] = rnd(g.value(id).shape, seed++);
+  Session s(g, SessionOptions{});
+  std::vector<Tensor> got;
+  for (int r = 0; r < 3; ++r) got = s.run(in);
+  brrr_test::expect_outputs_close(got, run_reference(s.graph(), in), 1e-4, 1e-4, s.plan_summary());
+  if (!brrr_test::kDnnl) return;
+  EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();
+  EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
 }
 
 // Without oneDNN (a build on a machine without libdnnl) MatMul and Gemm run on reference kernels.
@@ -84,6 +102,123 @@ TEST(CpuMatMul, SharedConstantWeightsTwoKernels) {  // one constant packed by tw
   int h = b.node("MatMul", {b.input("x", {4, 64}), w});
   b.output(b.node("MatMul", {b.node("Tanh", {h}), w}));
   expect_library_kernels(check(b.g), 2);
+}
+
+// ViT's in-projection: A [S, 1, K] against a shared weight runs as one [S, K] x [K, N] GEMM, not
+// S GEMVs; so does a weight whose batch dims are all 1.
+TEST(CpuMatMul, SharedWeightFoldsBatchIntoRows) {
+  GraphBuilder b;
+  int x = b.input("x", {37, 1, 48});
+  int y = b.node("MatMul", {x, b.constant("w", rnd({48, 72}, 9))});
+  b.output(b.node("Add", {b.constant("bias", rnd({72}, 10)), y}));
+  expect_library_kernels(check(b.g), 1);
+  GraphBuilder b2;
+  int x2 = b2.input("x", {2, 5, 19, 24});
+  b2.output(b2.node("MatMul", {x2, b2.constant("w", rnd({1, 1, 24, 40}, 11))}));
+  expect_library_kernels(check(b2.g), 1);
+}
+
+// A transformer's output projection: MatMul + bias + the residual it is added to.
+TEST(CpuMatMul, ResidualSumIsAPostOp) {
+  GraphBuilder b;
+  int x = b.input("x", {2, 13, 32});
+  int y = b.node("Add", {b.node("MatMul", {x, b.constant("w", rnd({32, 32}, 12))}),
+                         b.constant("bias", rnd({32}, 13))});
+  b.output(b.node("Add", {x, y}));
+  expect_one_library_kernel(b.g);
+  GraphBuilder b2;  // a Gemm (its own C bias), the residual first, then Relu
+  int x2 = b2.input("x", {9, 24});
+  int r2 = b2.input("r", {9, 40});
+  int y2 = b2.node("Gemm", {x2, b2.constant("w", rnd({40, 24}, 14)), b2.constant("c", rnd({40}, 15))},
+                   {{"transB", int64_t(1)}});
+  b2.output(b2.node("Relu", {b2.node("Add", {y2, r2})}));
+  expect_one_library_kernel(b2.g);
+}
+
+// erf GELU as TorchScript exports it, (x * (1 + erf(x / sqrt 2))) * 0.5, and as Hugging Face
+// writes it, (x * 0.5) * (1 + erf(x * (1 / sqrt 2))): oneDNN's gelu_erf post-op.
+TEST(CpuMatMul, ExportedErfGeluIsAPostOp) {
+  for (int form = 0; form < 2; ++form) {
+    GraphBuilder b;
+    int x = b.input("x", {1, 11, 40});
+    int h = b.node("Add", {b.node("MatMul", {x, b.constant("w", rnd({40, 56}, 16))}),
+                           b.constant("bias", rnd({56}, 17))});
+    int scaled = form == 0 ? b.node("Div", {h, b.scalar(1.41421356f)})
+                           : b.node("Mul", {h, b.scalar(0.70710678f)});
+    int one_plus = b.node("Add", {b.node("Erf", {scaled}), b.scalar(1.f)});
+    int y = form == 0 ? b.node("Mul", {b.node("Mul", {h, one_plus}), b.scalar(0.5f)})
+                      : b.node("Mul", {b.node("Mul", {h, b.scalar(0.5f)}), one_plus});
+    b.output(y);
+    expect_one_library_kernel(b.g);
+  }
+}
+
+TEST(CpuMatMul, SigmoidAndTanhArePostOps) {
+  for (const char* act : {"Sigmoid", "Tanh", "Relu"}) {
+    GraphBuilder b;
+    int x = b.input("x", {3, 7, 20});
+    b.output(b.node(act, {b.node("MatMul", {x, b.constant("w", rnd({20, 30}, 18))})}));
+    expect_one_library_kernel(b.g);
+  }
+}
+
+// Only a target whose GEMM takes post-ops gets a residual or a Sigmoid in its GEMM kernel:
+// cuBLASLt's epilogues have neither, so on CUDA they stay generated kernels.
+TEST(CpuMatMul, PostOpsOnlyWhereTheTargetTakesThem) {
+  GraphBuilder b;
+  int x = b.input("x", {4, 16});
+  int y = b.node("MatMul", {x, b.constant("w", rnd({16, 16}, 19))});
+  b.output(b.node("Sigmoid", {b.node("Add", {y, x})}));
+  infer_shapes(b.g, {});
+  plan::Plan cuda = plan::build_plan(b.g, {}, plan::Target::cuda());
+  plan::Plan cpu = plan::build_plan(b.g, {}, plan::Target::cpu(true));
+  ASSERT_EQ(cpu.kernels.size(), 1u) << cpu.print(b.g);
+  EXPECT_EQ(cpu.kernels[0].sum, x);
+  EXPECT_EQ(cpu.kernels[0].activation, "sigmoid");
+  ASSERT_EQ(cuda.kernels.size(), 2u) << cuda.print(b.g);
+  EXPECT_EQ(cuda.kernels[0].sum, -1);
+  EXPECT_EQ(cuda.kernels[0].activation, "");
+}
+
+// Attention's Q.K^T with K transposed by a Transpose node, a transposed A, and a weight stored
+// [N, K] (a dynamo export's Transpose of a weight too large to fold): each Transpose is read
+// through the GEMM's strides, so the graph is one library kernel with no copy.
+TEST(CpuMatMul, TransposedOperandsAreReadThroughStrides) {
+  GraphBuilder b;
+  int q = b.input("q", {1, 3, 10, 16});
+  int k = b.input("k", {1, 3, 10, 16});
+  b.output(b.node("MatMul", {q, b.node("Transpose", {k}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}})}));
+  expect_one_library_kernel(b.g);
+  GraphBuilder b2;
+  int a = b2.input("a", {2, 16, 9});
+  int a_t = b2.node("Transpose", {a}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  b2.output(b2.node("Relu", {b2.node("MatMul", {a_t, b2.input("b", {2, 16, 12})})}));
+  expect_one_library_kernel(b2.g);
+  GraphBuilder b3;  // 1024 x 1100 floats: past fold_constants' 4 MB budget
+  int x = b3.input("x", {1, 3, 1100});
+  int w = b3.node("Transpose", {b3.constant("w", rnd({1024, 1100}, 20))},
+                  {{"perm", std::vector<int64_t>{1, 0}}});
+  b3.output(b3.node("Add", {b3.node("MatMul", {x, w}), b3.constant("bias", rnd({1024}, 21))}));
+  expect_one_library_kernel(b3.g);
+}
+
+// A Transpose that moves batch axes is a copy, not a stride swap of the last two axes.
+TEST(CpuMatMul, OtherTransposesStayKernels) {
+  GraphBuilder b;
+  int k = b.input("k", {3, 1, 10, 16});
+  int kt = b.node("Transpose", {k}, {{"perm", std::vector<int64_t>{1, 0, 3, 2}}});
+  b.output(b.node("MatMul", {b.input("q", {1, 3, 10, 16}), kt}));
+  infer_shapes(b.g, {});
+  plan::Plan p = plan::build_plan(b.g, {}, plan::Target::cpu(true));
+  EXPECT_EQ(p.kernels.size(), 2u) << p.print(b.g);
+  expect_library_kernels(check(b.g), 1);
+}
+
+// Batch dims broadcast against each other: A [2, 3, 5, 8] x B [3, 8, 6].
+TEST(CpuMatMul, BroadcastBatch) {
+  GraphBuilder b;
+  b.output(b.node("MatMul", {b.input("a", {2, 3, 5, 8}), b.input("b", {3, 8, 6})}));
+  expect_library_kernels(check(b.g), 1);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "backend/cpu/library.hpp"
+#include "plan/library_desc.hpp"
 
 namespace brrr::cpu {
 
@@ -42,6 +43,28 @@ class ThreadLimit {
 inline dnnl::engine& engine() {
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
+}
+
+// The epilogue's activation appended as eltwise post-ops; false when oneDNN has none for it.
+inline bool append_activation(dnnl::post_ops& po, const plan::Epilogue& e) {
+  using A = dnnl::algorithm;
+  using Act = plan::Activation;
+  switch (e.act) {
+    case Act::None: return true;
+    case Act::Relu: po.append_eltwise(1.f, A::eltwise_relu, 0.f, 0.f); return true;
+    case Act::GeluErf: po.append_eltwise(1.f, A::eltwise_gelu_erf, 0.f, 0.f); return true;
+    case Act::GeluTanh: po.append_eltwise(1.f, A::eltwise_gelu_tanh, 0.f, 0.f); return true;
+    case Act::HardSwish: po.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f); return true;
+    case Act::Sigmoid: po.append_eltwise(1.f, A::eltwise_logistic, 0.f, 0.f); return true;
+    case Act::Tanh: po.append_eltwise(1.f, A::eltwise_tanh, 0.f, 0.f); return true;
+    case Act::Clip: po.append_eltwise(1.f, A::eltwise_clip, e.alpha, e.beta); return true;
+    case Act::HardSigmoid:  // max(0, min(1, alpha*x + beta))
+      po.append_eltwise(1.f, A::eltwise_linear, e.alpha, e.beta);
+      po.append_eltwise(1.f, A::eltwise_clip, 0.f, 1.f);
+      return true;
+    case Act::Other: return false;
+  }
+  return false;
 }
 
 std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel& k,

@@ -144,6 +144,8 @@ void CpuExecutor::build() {
     steps[i].lib = make_library_kernel(k, {});
     if (steps[i].lib) continue;
     k.kind = steps[i].kind = KernelKind::Reference;
+    // In graph (topological) order: a GEMM's operand views follow it in k.nodes.
+    std::sort(k.nodes.begin(), k.nodes.end());
     // Its nodes run one by one: no library epilogue, so the plan shows no +bias, +sum or +relu.
     k.bias = k.sum = -1;
     k.activation.clear();

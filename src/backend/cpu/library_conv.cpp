@@ -66,22 +66,6 @@ class DnnlConv : public LibraryKernel {
   }
 };
 
-bool append_activation(dnnl::post_ops& po, const plan::Epilogue& e) {
-  using A = dnnl::algorithm;
-  using Act = plan::Activation;
-  if (e.act == Act::None) return true;
-  if (e.act == Act::Relu) po.append_eltwise(1.f, A::eltwise_relu, 0.f, 0.f);
-  else if (e.act == Act::HardSwish) po.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f);
-  else if (e.act == Act::Clip) po.append_eltwise(1.f, A::eltwise_clip, e.alpha, e.beta);
-  else if (e.act == Act::HardSigmoid) {  // max(0, min(1, alpha*x + beta))
-    po.append_eltwise(1.f, A::eltwise_linear, e.alpha, e.beta);
-    po.append_eltwise(1.f, A::eltwise_clip, 0.f, 1.f);
-  } else {
-    return false;
-  }
-  return true;
-}
-
 tag user_tag(const Layouts& l, int v) {
   char t = layout_of(l, v);
   return t == kNHWC ? tag::nhwc : t == kBlocked16 ? tag::nChw16c : tag::nchw;

@@ -9,6 +9,7 @@
 #endif
 
 #include <cstdlib>
+#include <cstring>
 #include <unordered_map>
 
 namespace brrr::cpu {
@@ -30,7 +31,11 @@ class DnnlMatMul : public LibraryKernel {
   dnnl::memory scratch;  // user scratchpad: no allocation inside execute
   dnnl::stream strm{engine()};
 
+  int sum = -1, dst = -1;  // the sum post-op's addend, copied into dst unless it shares dst
+  size_t dst_bytes = 0;
+
   void run(void* const* slots) override {
+    if (sum >= 0 && slots[sum] != slots[dst]) std::memmove(slots[dst], slots[sum], dst_bytes);
     for (Operand& o : ops) o.mem.set_data_handle(slots[o.value]);
     prim.execute(strm, args);
     strm.wait();
@@ -43,7 +48,8 @@ dims padded(const Shape& s, size_t rank) {
   return d;
 }
 
-// Row-major strides of `d`, with the last two dims swapped when `trans` (a transposed view).
+// Strides of logical dims `d` stored row-major, or, when `trans`, stored with the last two dims
+// swapped (a transposed view of the stored matrix).
 dims strides_of(const dims& d, bool trans) {
   dims st(d.size());
   int64_t acc = 1;
@@ -80,18 +86,25 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
   const bool ta = d->trans_a, tb = d->trans_b;
   const Shape &as = g.value(va).shape, &bs = g.value(vb).shape, &os = g.value(vout).shape;
   if (as.size() < 2 || bs.size() < 2 || os.size() < 2) return nullptr;
-  size_t r = os.size();
-  // Logical (M,K) x (K,N) dims; a transposed operand is the stored matrix with swapped strides.
-  dims ad = padded(as, r), bd = padded(bs, r), od(os.begin(), os.end());
+  // A weight shared by every batch (B 2-D, or its batch dims all 1) takes A's batch dims into M:
+  // one GEMM reads B once, where a batch of GEMMs, each as small as M = 1 when A is [S, 1, K],
+  // would read it once per batch (ViT's in-projection: 197 GEMVs over a 7 MB weight).
+  const bool shared_b =
+      !ta && as.size() > 2 && shape_numel(bs) == bs[bs.size() - 1] * bs[bs.size() - 2];
+  const size_t r = shared_b ? 2 : os.size();
+  // Stored dims (rank r, batch dims padded with 1s: oneDNN broadcasts those) and their strides;
+  // a transposed operand is the stored matrix read with its last two dims and strides swapped.
+  dims ad, bd, od;
+  if (shared_b) {
+    ad = {shape_numel(as) / as.back(), as.back()};
+    bd = {bs[bs.size() - 2], bs.back()};
+    od = {shape_numel(os) / os.back(), os.back()};
+  } else {
+    ad = padded(as, r), bd = padded(bs, r), od = dims(os.begin(), os.end());
+  }
   if (ta) std::swap(ad[r - 1], ad[r - 2]);
   if (tb) std::swap(bd[r - 1], bd[r - 2]);
-  dims ast = strides_of(padded(as, r), false), bst = strides_of(padded(bs, r), false);
-  if (ta) std::swap(ast[r - 1], ast[r - 2]);
-  if (tb) std::swap(bst[r - 1], bst[r - 2]);
-  for (size_t i = 0; i + 2 < r; ++i) {
-    if (ad[i] == 1) ast[i] = 0 + ast[i];
-    if (bd[i] == 1) bst[i] = 0 + bst[i];
-  }
+  dims ast = strides_of(ad, ta), bst = strides_of(bd, tb);
   try {
     dnnl::memory::desc amd(ad, dt::f32, ast), bmd(bd, dt::f32, bst);
     // Constant weights let the primitive pick its own layout (the reorder is done once, below):
@@ -100,20 +113,11 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
     bool prepack = wconst.defined() && !env::flag("BRRR_NO_PREPACK");
     dnnl::memory::desc bany = prepack ? dnnl::memory::desc(bd, dt::f32, tag::any) : bmd;
     dnnl::memory::desc omd(od, dt::f32, strides_of(od, false));
+    // Post-ops in the epilogue's order: the bias (the primitive's own), a residual sum (added
+    // onto dst, which holds it when the run starts), then the activation.
     dnnl::post_ops po;
-    using Act = plan::Activation;
-    switch (d->epi.act) {
-      case Act::None: break;
-      case Act::Relu: po.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f); break;
-      case Act::GeluErf: po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f); break;
-      case Act::HardSwish:
-        po.append_eltwise(1.f, dnnl::algorithm::eltwise_hardswish, 0.f, 0.f);
-        break;
-      case Act::GeluTanh:
-        po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
-        break;
-      default: return nullptr;
-    }
+    if (d->epi.sum >= 0) po.append_sum(1.f);
+    if (!append_activation(po, d->epi)) return nullptr;
     dnnl::primitive_attr attr;
     attr.set_post_ops(po);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -151,6 +155,9 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
     }
     if (vbias >= 0) add(DNNL_ARG_BIAS, vbias, biasmd);
     add(DNNL_ARG_DST, vout, omd);
+    kern->sum = d->epi.sum;
+    kern->dst = vout;
+    kern->dst_bytes = size_t(shape_numel(os)) * sizeof(float);
     kern->scratch = dnnl::memory(pd.scratchpad_desc(), engine());
     kern->args[DNNL_ARG_SCRATCHPAD] = kern->scratch;
     return kern;
