@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 
