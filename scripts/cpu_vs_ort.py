@@ -134,7 +134,7 @@ class TorchEager:
         kw = {"layers": man["layers"]} if man.get("layers") else {}
         spec = suite.SPECS[man["model"]]
         self.model, _ = spec.build(man["small"], **kw)
-        self.x = torch.from_numpy(next(iter(feed.values())))
+        self.x = torch.from_numpy(next(iter(feed.values())).copy())  # writable, as torch wants
         self.torch = torch
 
     def __call__(self):
