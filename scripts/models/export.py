@@ -106,6 +106,7 @@ def export_torchscript(model, example, path, spec, big):
                           do_constant_folding=True, **names)
     if big or len(os.listdir(os.path.dirname(path))) > 1:
         consolidate(path)
+        os.chmod(path + ".data", 0o644)  # saved owner-only; readable like model.onnx
 
 
 def export_dynamo(model, example, path, spec, big):
@@ -118,6 +119,7 @@ def export_dynamo(model, example, path, spec, big):
     prog.save(path, external_data=big)
     if big:
         consolidate(path)
+        os.chmod(path + ".data", 0o644)  # saved owner-only; readable like model.onnx
 
 
 def consolidate(path):
