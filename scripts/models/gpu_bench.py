@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""brrr against PyTorch on the model suite (the exports of scripts/models/export.py).
+
+Two phases, each timed:
+1. check: `brrr run MODEL --data test_data_set_0 --check --backend B` on every selected export
+   (batch 1): PASS/FAIL, the check lines, the kernels that ran on the host (the CUDA executor's
+   "runs on the host" notes) and the compile time.
+2. time: for every model, dtype and batch, rounds in which brrr (one run per export) and PyTorch
+   eager, torch.compile and torch.compile(mode="reduce-overhead") (the same seeded model rebuilt
+   from the export's manifest) take turns, so that clocks and the power cap move all of them
+   alike. brrr's time is `brrr bench MODEL --backend B --json` when bench takes a model on that
+   backend (latency median), else `brrr doctor MODEL --backend B --json` (wall_ms, a CUDA graph
+   replay on the GPU); PyTorch's is triton's do_bench median on the GPU, a perf_counter median on
+   the CPU. Ratios are medians of the rounds' own ratios.
+One table with ratios is printed last; --json writes every row.
+
+Runs on the CPU too, for a dry run: --backend cpu with --small exports.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import suite  # noqa: E402
+
+# The large batch of each model (issue 16); batch 1 is always timed too.
+BIG_BATCH = {"bert_base": 32, "gpt2": 16, "resnet50": 64, "vit_b_16": 32, "llama_1b": 8}
+T0 = time.time()
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def since():
+    return f"{time.time() - T0:.0f} s"
+
+
+def csv(s):
+    return [x.strip() for x in s.split(",") if x.strip()]
+
+
+def parse_batches(s, models):
+    """"bert_base=1,32;gpt2=1" -> {model: [batches]}; models not named get 1 and BIG_BATCH."""
+    out = {m: [1, BIG_BATCH.get(m, 1)] for m in models}
+    for part in filter(None, (p.strip() for p in (s or "").split(";"))):
+        m, _, bs = part.partition("=")
+        if m.strip() not in out:
+            sys.exit(f"gpu_bench.py: --batches names '{m.strip()}', not a selected model")
+        out[m.strip()] = [int(b) for b in csv(bs)]
+    return {m: sorted(set(b)) for m, b in out.items()}
+
+
+def find_exports(root, models, dtypes, exporters, precisions):
+    """(model, label, exporter, folder, manifest, precision) per selected export; each fp32 export
+    also once per --precisions entry (label fp32@P: `--precision P` on the fp32 model)."""
+    found = []
+    for m in models:
+        for d in dtypes:
+            for e in exporters:
+                p = os.path.join(root, suite.model_dir_name(m, d, e))
+                if not os.path.exists(os.path.join(p, "model.onnx")):
+                    log(f"skip {m} {d} {e}: no export in {p}")
+                    continue
+                with open(os.path.join(p, "manifest.json")) as f:
+                    man = json.load(f)
+                found.append((m, d, e, p, man, None))
+                if d == "fp32":
+                    found += [(m, f"fp32@{q}", e, p, man, q) for q in precisions]
+    return found
+
+
+def torch_dtype(label):
+    import torch
+    name = label.split("@")[-1]
+    return {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
+            "fp16": torch.float16}[name]
+
+
+def shape_arg(man, batch):
+    s = [batch] + man["input"]["shape"][1:]
+    return f"{man['input']['name']}:{'x'.join(map(str, s))}"
+
+
+def brrr_env():
+    return dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
+
+
+def run_cmd(cmd, timeout):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=brrr_env())
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired:
+        return 124, "", f"timed out after {timeout} s"
+
+
+def last_error(err):
+    lines = [x for x in err.splitlines() if "error" in x.lower()]
+    return (lines[-1] if lines else (err.strip().splitlines() or ["?"])[-1])[:200]
+
+
+def precision_args(prec):
+    return ["--precision", prec] if prec else []
+
+
+def brrr_check(a, path, prec):
+    """`brrr run --check` at batch 1: result, error summary, host kernels, compile ms."""
+    td = os.path.join(path, "test_data_set_0")
+    cmd = [a.brrr, "run", os.path.join(path, "model.onnx"), "--data", td, "--check",
+           "--backend", a.backend, "--reps", "3"] + precision_args(prec) + \
+        (["--threads", str(a.threads)] if a.backend == "cpu" else [])
+    rc, out, err = run_cmd(cmd, a.check_timeout)
+    host = [x for x in err.splitlines() if "runs on the host" in x]
+    checks = [x.strip() for x in out.splitlines() if x.startswith("check ")]
+    m = re.search(r"compile ([0-9.e+]+) ms", out)
+    result = "PASS" if rc == 0 else "FAIL" if rc == 1 else f"error: {last_error(err)}"
+    return dict(result=result, check=" | ".join(checks)[:300], host_kernels=len(host),
+                host_ops=sorted({h.split("[", 1)[-1].split("]")[0] for h in host})[:8],
+                compile_ms=float(m.group(1)) if m else None)
+
+
+def bench_takes_models(a):
+    """Does `brrr bench` time an ONNX model on this backend (the trtexec-style bench)? The old
+    bench takes only built-in workloads on cuda and has no --iterations."""
+    rc, out, err = run_cmd([a.brrr, "bench", "--help"], 30)
+    return rc == 0 and "--iterations" in out + err
+
+
+def median_from_bench_json(j):
+    """The latency median of a bench --json record, whatever its layout: {latency_ms: {median}},
+    {median_ms}, or the old [{variant: fused, ms}] list."""
+    recs = j if isinstance(j, list) else [j]
+    for r in recs:
+        if not isinstance(r, dict):
+            continue
+        for k in ("latency_ms", "latency"):
+            if isinstance(r.get(k), dict):
+                for mk in ("median", "median_ms", "p50"):
+                    if mk in r[k]:
+                        return float(r[k][mk])
+        if "median_ms" in r:
+            return float(r["median_ms"])
+    for r in recs:
+        if isinstance(r, dict) and r.get("variant", "fused") == "fused" and "ms" in r:
+            return float(r["ms"])
+    raise ValueError(f"no latency median in bench JSON keys {list(recs[0]) if recs else []}")
+
+
+def brrr_time(a, path, man, batch, use_bench, prec):
+    """One brrr measurement: (ms, None) or (None, error). doctor takes no --precision: a
+    --precisions row is timed only through bench."""
+    model = os.path.join(path, "model.onnx")
+    fd, jpath = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        thr = ["--threads", str(a.threads)] if a.backend == "cpu" else []
+        if use_bench:
+            cmd = [a.brrr, "bench", model, "--backend", a.backend, "--shape", shape_arg(man, batch),
+                   "--iterations", str(a.reps), "--json", jpath] + thr + precision_args(prec)
+        elif prec:
+            return None, "doctor has no --precision and bench takes no model here"
+        else:
+            cmd = [a.brrr, "doctor", model, "--backend", a.backend, "--shape",
+                   shape_arg(man, batch), "--reps", str(a.reps), "--json", jpath] + thr
+        rc, out, err = run_cmd(cmd, a.time_timeout)
+        if rc != 0:
+            return None, last_error(err)
+        with open(jpath) as f:
+            j = json.load(f)
+        return (median_from_bench_json(j) if use_bench else float(j["wall_ms"])), None
+    except (OSError, ValueError, KeyError) as e:
+        return None, f"{type(e).__name__}: {e}"
+    finally:
+        os.unlink(jpath)
+
+
+class Torch:
+    """The same seeded model in PyTorch, its inputs at each batch, and a timer per mode."""
+
+    def __init__(self, a, model, label, man):
+        import torch
+        self.torch, self.a = torch, a
+        self.dev = "cuda" if a.backend == "cuda" else "cpu"
+        spec = suite.SPECS[model]
+        kw = {"layers": man["layers"]} if man.get("layers") else {}
+        m, self.vocab = spec.build(man["small"], **kw)
+        self.dtype = torch_dtype(label)
+        torch.backends.cuda.matmul.allow_tf32 = label.endswith("tf32")
+        torch.backends.cudnn.allow_tf32 = label.endswith("tf32")
+        self.model = m.to(self.dtype).to(self.dev)
+        self.spec = spec
+        self.fns = {}
+
+    def inputs(self, batch):
+        x = self.spec.inputs(batch, self.vocab)
+        if self.spec.kind == "image":
+            x = x.to(self.dtype)
+        return x.to(self.dev)
+
+    def fn(self, mode, batch):
+        key = (mode, batch)
+        if key not in self.fns:
+            torch = self.torch
+            x = self.inputs(batch)
+            m = self.model
+            if mode == "compile":
+                m = torch.compile(self.model, dynamic=False)
+            elif mode == "reduce-overhead":
+                m = torch.compile(self.model, mode="reduce-overhead", dynamic=False)
+
+            def call():
+                with torch.no_grad():
+                    return m(x)
+            t = time.time()
+            for _ in range(3):  # compile, capture and warm up outside the timed region
+                call()
+            self.sync()
+            log(f"    torch {mode} batch {batch}: ready in {time.time() - t:.1f} s")
+            self.fns[key] = call
+        return self.fns[key]
+
+    def sync(self):
+        if self.dev == "cuda":
+            self.torch.cuda.synchronize()
+
+    def time(self, mode, batch):
+        f = self.fn(mode, batch)
+        if self.dev == "cuda":
+            from triton.testing import do_bench
+            return do_bench(f, warmup=25, rep=100, return_mode="median")
+        t = []
+        for _ in range(self.a.reps):
+            t0 = time.perf_counter()
+            f()
+            t.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(t)
+
+
+def time_group(a, model, dtype, exps, batches, use_bench, rows, checks):
+    """Rounds over brrr (each export) and the torch modes at each batch of one model and dtype."""
+    tm = None
+    if a.torch_modes:
+        try:
+            tm = Torch(a, model, dtype, exps[0][4])
+        except Exception as e:  # no torch, transformers or torchvision: brrr alone
+            log(f"  {model} {dtype}: PyTorch skipped: {type(e).__name__}: {e}")
+    for batch in batches:
+        if time.time() - T0 > a.budget:
+            log(f"  skip {model} {dtype} batch {batch}: budget {a.budget:.0f} s spent")
+            continue
+        bt = {e[2]: [] for e in exps}
+        berr = {}
+        tt = {mode: [] for mode in a.torch_modes} if tm else {}
+        for r in range(a.rounds):
+            if r and time.time() - T0 > a.budget:
+                log(f"  {model} {dtype} batch {batch}: {r} rounds (budget spent)")
+                break
+            for (_, _, exporter, path, man, prec) in exps:
+                if exporter in berr:
+                    continue
+                ms, err = brrr_time(a, path, man, batch, use_bench, prec)
+                if ms is None:
+                    berr[exporter] = err
+                else:
+                    bt[exporter].append(ms)
+            for mode in list(tt):
+                try:
+                    tt[mode].append(tm.time(mode, batch))
+                except Exception as e:  # report and go on without this mode
+                    log(f"  torch {mode} {model} {dtype} b{batch}: {type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:160] if str(e) else ''}")
+                    del tt[mode]
+        tmed = {m: statistics.median(v) for m, v in tt.items() if v}
+        for (_, _, exporter, path, man, prec) in exps:
+            b = bt[exporter]
+            row = dict(model=model, dtype=dtype, exporter=exporter, batch=batch,
+                       brrr_ms=statistics.median(b) if b else None,
+                       brrr_error=berr.get(exporter), brrr_runs=b, torch_ms=tmed,
+                       torch_runs=tt, **(checks.get((model, dtype, exporter)) or {}))
+            # Ratio per round: brrr's round r against each torch mode's round r.
+            row["ratios"] = {m: statistics.median([x / y for x, y in zip(b, v)])
+                             for m, v in tt.items() if b and v}
+            rows.append(row)
+            log(f"  {model} {dtype} {exporter} b{batch}: brrr "
+                f"{[round(x, 3) for x in b] or berr.get(exporter)} torch "
+                f"{ {m: round(v, 3) for m, v in tmed.items()} } ({since()})")
+    if tm is not None:
+        del tm
+        try:
+            import torch
+            torch._dynamo.reset()
+            if a.backend == "cuda":
+                torch.cuda.empty_cache()
+        except Exception:
+            pass
+
+
+def fmt(x, p=3):
+    return "-" if x is None else f"{x:.{p}f}"
+
+
+def print_table(rows, modes, backend):
+    head = ["model", "dtype", "exporter", "batch", "check", "host", "brrr ms"] + \
+        [f"{m} ms" for m in modes] + [f"/{m}" for m in modes]
+    table = []
+    for r in rows:
+        res = r.get("result", "-")
+        if res.startswith("error"):
+            res = "error"
+        table.append([r["model"], r["dtype"], r["exporter"], str(r["batch"]), res,
+                      str(r.get("host_kernels", "-")),
+                      fmt(r["brrr_ms"]) if r["brrr_ms"] is not None else "failed"] +
+                     [fmt(r["torch_ms"].get(m)) for m in modes] +
+                     [fmt(r["ratios"].get(m), 2) for m in modes])
+    w = [max(len(x[i]) for x in table + [head]) for i in range(len(head))]
+    log(f"\n==== brrr vs PyTorch on the model suite ({backend}); /mode = brrr / that mode, "
+        f"median of the rounds' ratios")
+    for x in [head] + table:
+        log("  ".join(c.rjust(w[i]) if i >= 3 else c.ljust(w[i]) for i, c in enumerate(x)))
+    for r in rows:
+        if r.get("brrr_error"):
+            log(f"  {r['model']} {r['dtype']} {r['exporter']} b{r['batch']}: brrr: "
+                f"{r['brrr_error']}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--suite", required=True, help="folder of export.py's exports")
+    ap.add_argument("--brrr", required=True, help="the brrr binary")
+    ap.add_argument("--backend", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--models", type=csv, default=list(suite.SPECS))
+    ap.add_argument("--dtypes", type=csv, default=list(suite.DTYPES))
+    ap.add_argument("--exporters", type=csv, default=suite.EXPORTERS)
+    ap.add_argument("--precisions", type=csv, default=[],
+                    help="also run each fp32 export with brrr --precision P (and PyTorch in P), "
+                         "e.g. bf16,fp16")
+    ap.add_argument("--batches", default="",
+                    help='per model, e.g. "bert_base=1,32;gpt2=1" (default: 1 and '
+                         + ", ".join(f"{m} {b}" for m, b in BIG_BATCH.items()) + ")")
+    ap.add_argument("--torch-modes", type=csv, default=["eager", "compile", "reduce-overhead"],
+                    help="PyTorch modes to time; empty for none")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=50, help="timed runs per brrr measurement")
+    ap.add_argument("--threads", type=int, default=2, help="CPU backend threads")
+    ap.add_argument("--budget", type=float, default=1e9, help="seconds; later work is skipped")
+    ap.add_argument("--check-timeout", type=int, default=300)
+    ap.add_argument("--time-timeout", type=int, default=300)
+    ap.add_argument("--no-check", action="store_true", help="skip the --check phase")
+    ap.add_argument("--no-time", action="store_true", help="skip the timing phase")
+    ap.add_argument("--json", help="write every row here")
+    a = ap.parse_args()
+    for m in a.models:
+        if m not in suite.SPECS:
+            sys.exit(f"gpu_bench.py: unknown model '{m}'; choose from {','.join(suite.SPECS)}")
+    if a.backend == "cpu":
+        try:
+            import torch
+            torch.set_num_threads(a.threads)
+        except ImportError:
+            pass
+    batches = parse_batches(a.batches, a.models)
+    exps = find_exports(a.suite, a.models, a.dtypes, a.exporters, a.precisions)
+    if not exps:
+        sys.exit(f"gpu_bench.py: no exports under {a.suite} for the selection")
+    checks = {}
+    if not a.no_check:
+        log(f"== check phase: {len(exps)} exports, brrr run --check --backend {a.backend}")
+        for (m, d, e, path, man, prec) in exps:
+            c = brrr_check(a, path, prec)
+            checks[(m, d, e)] = c
+            log(f"  {m} {d} {e}: {c['result']} {c['check']} host kernels {c['host_kernels']}"
+                f"{' ' + ','.join(c['host_ops']) if c['host_ops'] else ''} compile "
+                f"{fmt(c['compile_ms'], 0)} ms ({since()})")
+        log(f"== check phase done at {since()}")
+    rows = []
+    if not a.no_time:
+        use_bench = bench_takes_models(a)
+        if not use_bench and a.backend == "cuda":
+            # doctor reads the probed ceilings; the first call on a machine measures them.
+            t = time.time()
+            rc, _, err = run_cmd([a.brrr, "probe", "--backend", "cuda"], 300)
+            log(f"  brrr probe --backend cuda: {'ok' if rc == 0 else last_error(err)} in "
+                f"{time.time() - t:.0f} s")
+        log(f"== time phase: brrr {'bench' if use_bench else 'doctor'} --backend {a.backend}, "
+            f"torch {','.join(a.torch_modes) or 'none'}, {a.rounds} rounds")
+        labels = list(dict.fromkeys(x[1] for x in exps))
+        for m in a.models:
+            for d in labels:
+                group = [x for x in exps if x[0] == m and x[1] == d]
+                if group:
+                    time_group(a, m, d, group, batches[m], use_bench, rows, checks)
+        log(f"== time phase done at {since()}")
+    else:
+        rows = [dict(model=m, dtype=d, exporter=e, batch=1, brrr_ms=None, torch_ms={},
+                     ratios={}, **checks[(m, d, e)]) for (m, d, e, _, _, _) in exps]
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1, default=str)
+    print_table(rows, a.torch_modes, a.backend)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
