@@ -26,7 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_vs_ort import ort_inputs  # noqa: E402  (the same inputs both scripts feed ORT)
+from cpu_vs_ort import Model, read_inputs  # noqa: E402  (the inputs cpu_vs_ort feeds ORT)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ["mlp_tiny", "bert_tiny", "mobilenet_v3_small", "squeezenet1_1"]
@@ -127,7 +127,9 @@ def main():
             so.inter_op_num_threads = 1
             so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-            feed = ort_inputs(sess, np)
+            synthetic = Model(name, path)
+            synthetic.data = None  # the kind of data brrr bench feeds: floats in [-1, 1], ints 0/1
+            feed = read_inputs(synthetic, sess, np)
             bq, bl, oq, ol = [], [], [], []
             for _ in range(a.rounds):
                 bq.append(time_brrr(a.brrr, path, a.reps, a.threads, a.budget, None))

@@ -123,6 +123,43 @@ TEST(ThreadPool, CApiRunsThroughThePool) {
   for (int h : hits) EXPECT_EQ(h, 1);
 }
 
+// While the session says the machine is loaded, every chunk runs on the caller: no join can wait
+// on a worker the OS has descheduled.
+TEST(ThreadPool, SerialRunsEverythingOnTheCaller) {
+  ThreadPool pool(4);
+  pool.set_serial(true);
+  const auto me = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0}, covered{0};
+  pool.parallel_for(1000, [&](int64_t lo, int64_t hi) {
+    if (std::this_thread::get_id() != me) ++elsewhere;
+    covered += int(hi - lo);
+  });
+  EXPECT_EQ(elsewhere.load(), 0);
+  EXPECT_EQ(covered.load(), 1000);
+  pool.set_serial(false);
+  EXPECT_EQ(pool.take_long_waits(), 0);  // nothing was waited for
+}
+
+// A join where the caller, done with its own chunks, waits much longer for a worker than it
+// worked itself is counted: what a descheduled worker looks like (here: a worker's slow chunk).
+TEST(ThreadPool, LongWaitForAWorkerIsCounted) {
+  ThreadPool pool(2);
+  const auto me = std::this_thread::get_id();
+  std::atomic<int> on_worker{0};
+  for (int attempt = 0; attempt < 20 && on_worker.load() == 0; ++attempt)
+    pool.parallel_for(8, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() != me) {
+        ++on_worker;
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+  ASSERT_GT(on_worker.load(), 0) << "the worker never took a chunk";
+  EXPECT_GE(pool.take_long_waits(), 1);
+  EXPECT_EQ(pool.take_long_waits(), 0);  // taking resets the count
+}
+
 TEST(ThreadPool, AffinityCountIsPositive) {
   EXPECT_GE(brrr::cpu::affinity_cpu_count(), 1);
 }

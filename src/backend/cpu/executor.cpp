@@ -86,7 +86,26 @@ class CpuExecutor final : public Executor {
   void bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
             std::vector<Tensor>* keep);
   void exec(size_t i);
+  // Around every whole run: while the session's load state says loaded, the pool runs serially;
+  // a threaded run whose joins waited on a descheduled worker marks the machine loaded.
+  void begin_run();
+  void end_run();
+  bool adaptive = !env::flag("BRRR_NO_LOAD_ADAPTIVE");
 };
+
+void CpuExecutor::begin_run() {
+  if (adaptive) pool->set_serial(load->serial());
+}
+
+void CpuExecutor::end_run() {
+  if (adaptive && !load->serial()) {
+    if (pool->take_long_waits() > 0)
+      load->loaded();
+    else
+      load->calm();
+  }
+  ++load->run;
+}
 
 // A library kernel on the session's threads. A oneDNN kernel on several OpenMP threads gets a
 // one-thread twin to fall back on when the machine is loaded (library_adaptive.cpp).
@@ -266,6 +285,7 @@ void CpuExecutor::exec(size_t i) {
 std::vector<Tensor> CpuExecutor::run(const std::map<std::string, Tensor>& inputs) {
   std::vector<Tensor> outs, keep;
   bind(inputs, &outs, &keep);
+  begin_run();
   cpu::LibraryThreads lib_threads(pool->threads());
   if (debug_level() >= 1) {
     // BRRR_DEBUG=1: one line per kernel (time, GFLOP/s, GB/s); the doctor adds regimes.
@@ -284,7 +304,7 @@ std::vector<Tensor> CpuExecutor::run(const std::map<std::string, Tensor>& inputs
   } else {
     for (size_t i = 0; i < steps.size(); ++i) exec(i);
   }
-  ++load->run;
+  end_run();
   // Outputs that no kernel writes (a graph input or constant passed through).
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     const Value& v = g.value(g.outputs[k]);
@@ -305,9 +325,10 @@ std::vector<double> CpuExecutor::time_runs(const std::map<std::string, Tensor>& 
   cpu::LibraryThreads lib_threads(m.pool->threads());
   for (int r = 0; r < std::max(reps, 1); ++r) {
     if (between) between();
+    m.begin_run();
     auto t0 = clk::now();
     for (size_t i = 0; i < m.steps.size(); ++i) m.exec(i);
-    ++m.load->run;
+    m.end_run();
     t.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
   }
   return t;
@@ -327,6 +348,7 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
   m.bind(inputs, &outs, &keep);
   cpu::LibraryThreads lib_threads(m.pool->threads());
   for (int r = 0; r < reps; ++r) {
+    m.begin_run();
     auto w0 = clk::now();
     for (size_t i = 0; i < m.steps.size(); ++i) {
       auto t0 = clk::now();
@@ -334,7 +356,7 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
       times[i].push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
     }
     walls.push_back(std::chrono::duration<double, std::milli>(clk::now() - w0).count());
-    ++m.load->run;
+    m.end_run();
   }
   prof.wall_ms = median(walls);
   prof.wall_samples_ms = walls;

@@ -1,6 +1,7 @@
 // Library kernels: contractions, convolutions and pools through oneDNN (bias, activation and
 // residual epilogues as post-ops), plus a few hand-written copy/reduce kernels.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -86,9 +87,18 @@ class LibraryThreads {
 // runs before `one_until` use the one-thread twins.
 struct LoadState {
   static constexpr int kFirstStretch = 16;
+  static constexpr int kMaxStretch = 1024;
   int64_t run = 0;
   int64_t one_until = 0;
   int stretch = kFirstStretch;
+  // This run is one of a loaded stretch: one-thread twins, and the pool runs serially.
+  bool serial() const { return run < one_until; }
+  // Loaded: the next stretch of runs is serial, and the stretch doubles while the load lasts.
+  void loaded() {
+    one_until = run + 1 + stretch;
+    stretch = std::min(stretch * 2, kMaxStretch);
+  }
+  void calm() { stretch = kFirstStretch; }
 };
 
 // `threaded` (an `openmp` kernel) paired with the same kernel made under LibraryThreads(1): runs

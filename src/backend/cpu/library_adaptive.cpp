@@ -19,7 +19,6 @@ constexpr double kSlowerThanBest = 2.0;  // a threaded run this much slower than
 // ...and by this much (ms): a descheduled thread costs a time slice (milliseconds), while a
 // kernel of tens of microseconds jitters by 2x on a quiet machine.
 constexpr double kSlowerByMs = 0.05;
-constexpr int kMaxStretch = 1024;
 
 class LoadAdaptiveKernel : public LibraryKernel {
  public:
@@ -30,7 +29,7 @@ class LoadAdaptiveKernel : public LibraryKernel {
   void run(void* const* slots) override {
     using clk = std::chrono::steady_clock;
     // Run 1 is threaded, run 2 times the one-thread twin once, so there is a time to compare.
-    if (best_ != kNone && one_timed_ && load_->run >= load_->one_until) return run_threaded(slots);
+    if (best_ != kNone && one_timed_ && !load_->serial()) return run_threaded(slots);
     if (best_ == kNone) return run_threaded(slots);
     LibraryThreads one(1);
     auto t0 = clk::now();
@@ -48,14 +47,11 @@ class LoadAdaptiveKernel : public LibraryKernel {
     threaded_->run(slots);
     double ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
     best_ = std::min(best_, ms);
-    LoadState& l = *load_;
-    if (ms > kSlowerThanBest * best_ + kSlowerByMs || (one_timed_ && ms > one_ms_ + kSlowerByMs)) {
-      // Loaded: every adaptive kernel of the session takes its twin for the next stretch.
-      l.one_until = l.run + 1 + l.stretch;
-      l.stretch = std::min(l.stretch * 2, kMaxStretch);
-    } else {
-      l.stretch = LoadState::kFirstStretch;
-    }
+    // Loaded: every adaptive kernel of the session takes its twin for the next stretch.
+    if (ms > kSlowerThanBest * best_ + kSlowerByMs || (one_timed_ && ms > one_ms_ + kSlowerByMs))
+      load_->loaded();
+    else
+      load_->calm();
   }
 
   std::unique_ptr<LibraryKernel> threaded_, one_;

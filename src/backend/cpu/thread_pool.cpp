@@ -103,7 +103,7 @@ bool ThreadPool::run_chunks(uint32_t job) {
 void ThreadPool::parallel_for(int64_t n, brrr_chunk_fn fn, void* arg) {
   if (n <= 0) return;
   bool expected = false;
-  if (workers_.empty() || n == 1 || t_in_job ||
+  if (workers_.empty() || n == 1 || t_in_job || serial_.load(std::memory_order_relaxed) ||
       !busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
     fn(arg, 0, n);
     return;
@@ -116,12 +116,18 @@ void ThreadPool::parallel_for(int64_t n, brrr_chunk_fn fn, void* arg) {
   claim_.store(uint64_t(job) << 32 | chunks << 16, std::memory_order_release);
   epoch_.store(job);
   if (sleepers_.load() > 0) epoch_.notify_all();
+  using clk = std::chrono::steady_clock;
+  const auto t0 = clk::now();
   run_chunks(job);
   // Every chunk is claimed; wait for the ones workers are still running.
   if (!spin_until([&] { return done_.load(std::memory_order_acquire) == chunks; })) {
+    const auto t1 = clk::now();
     caller_sleeping_.store(true);
     for (uint32_t d; (d = done_.load()) != chunks;) done_.wait(d);
     caller_sleeping_.store(false);
+    const auto waited = clk::now() - t1;
+    if (waited > std::chrono::microseconds(200) && waited > t1 - t0)
+      long_waits_.fetch_add(1, std::memory_order_relaxed);
   }
   busy_.store(false, std::memory_order_release);
 }

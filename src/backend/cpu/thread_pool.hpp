@@ -53,6 +53,14 @@ class ThreadPool {
   // The table handed to generated code.
   const brrr_par* c_api() const { return &api_; }
 
+  // Serial: every parallel_for runs on the caller alone (the session does this while the machine
+  // is loaded: a worker the OS deschedules after claiming a chunk holds the join for a whole
+  // time slice, milliseconds against a kernel of microseconds).
+  void set_serial(bool on) { serial_.store(on, std::memory_order_relaxed); }
+  // Joins since the last call where the caller, its own chunks done, waited for the workers longer
+  // than it had worked (and over 0.2 ms): the sign of a descheduled worker. Resets the count.
+  int64_t take_long_waits() { return long_waits_.exchange(0, std::memory_order_relaxed); }
+
  private:
   void worker_loop();
   bool run_chunks(uint32_t job);  // claims and runs chunks of `job`; false when none was left
@@ -67,6 +75,8 @@ class ThreadPool {
   std::atomic<int> sleepers_{0};
   std::atomic<bool> caller_sleeping_{false};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> serial_{false};
+  std::atomic<int64_t> long_waits_{0};
   // The job, written by the caller before it publishes claim_ and read after a successful claim.
   int64_t n_ = 0;
   uint32_t chunks_ = 0;
