@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "backend/cpu/library.hpp"
 #include "brrr/reference.hpp"
 #include "dnnl_flag.hpp"
 #include "expect_outputs.hpp"
@@ -200,6 +201,44 @@ TEST(CpuMatMul, TransposedOperandsAreReadThroughStrides) {
                   {{"perm", std::vector<int64_t>{1, 0}}});
   b3.output(b3.node("Add", {b3.node("MatMul", {x, w}), b3.constant("bias", rnd({1024}, 21))}));
   expect_one_library_kernel(b3.g);
+}
+
+// A library GEMM and its one-thread twin (made as the CPU executor makes them, in one
+// SharedPacks scope) hold one packed copy of their constant weight, here read transposed as
+// the dynamo export writes Llama's lm_head; both compute the reference's result.
+TEST(CpuMatMul, TwinKernelsShareOnePackedWeight) {
+  GraphBuilder b;
+  int x = b.input("x", {1, 64, 256});
+  int w = b.node("Transpose", {b.constant("w", rnd({512, 256}, 30))},
+                 {{"perm", std::vector<int64_t>{1, 0}}});
+  int y = b.node("MatMul", {x, w});
+  b.output(y);
+  infer_shapes(b.g, {});
+  plan::Plan p = plan::build_plan(b.g, plan::FusionOptions{});
+  const plan::Kernel* k = nullptr;
+  for (const plan::Kernel& kk : p.kernels)
+    if (kk.kind == plan::KernelKind::Library) k = &kk;
+  if (!brrr_test::kDnnl || !k) GTEST_SKIP() << "no oneDNN in this build";
+  EXPECT_EQ(p.kernels.size(), 1u);  // the Transpose is read through strides
+  cpu::SharedPacks packs;
+  std::unique_ptr<cpu::LibraryKernel> threaded = cpu::make_library_kernel(b.g, *k), one;
+  {
+    cpu::LibraryThreads one_thread(1);
+    one = cpu::make_library_kernel(b.g, *k);
+  }
+  ASSERT_TRUE(threaded && one);
+  EXPECT_EQ(packs.packed(), 1);
+  EXPECT_EQ(packs.reused(), 1);
+  std::map<std::string, Tensor> in{{"x", rnd({1, 64, 256}, 31)}};
+  std::vector<Tensor> want = run_reference(b.g, in);
+  for (cpu::LibraryKernel* kern : {threaded.get(), one.get()}) {
+    Tensor out = Tensor::zeros(DType::f32, {1, 64, 512});
+    std::vector<void*> slots(b.g.values.size(), nullptr);
+    slots[size_t(x)] = in["x"].raw();
+    slots[size_t(y)] = out.raw();
+    kern->run(slots.data());
+    brrr_test::expect_outputs_close({out}, want, 1e-4, 1e-4, "twin");
+  }
 }
 
 // A Transpose that moves batch axes is a copy, not a stride swap of the last two axes.

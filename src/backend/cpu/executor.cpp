@@ -111,6 +111,7 @@ void CpuExecutor::end_run() {
 // one-thread twin to fall back on when the machine is loaded (library_adaptive.cpp).
 std::unique_ptr<LibraryKernel> CpuExecutor::make_library_kernel(const plan::Kernel& k,
                                                                const Layouts& l) {
+  cpu::SharedPacks packs;  // the twin takes kern's packed weights
   std::unique_ptr<cpu::LibraryKernel> kern = cpu::make_library_kernel(g, k, l);
   if (kern && kern->openmp && !env::flag("BRRR_NO_LOAD_ADAPTIVE")) {
     std::unique_ptr<cpu::LibraryKernel> one;

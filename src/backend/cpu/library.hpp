@@ -83,6 +83,26 @@ class LibraryThreads {
   int prev_ = 0;
 };
 
+// While one is in scope on this thread, the oneDNN GEMMs made on it share their packed constant
+// weights: a kernel and its one-thread twin (below) pick the same packed layout, so the twin takes
+// the first one's copy instead of packing its own (Llama-1B: 5 GB of weights held twice, plus
+// the graph's copy, and twice the reorder time at plan build). Kernels hold what they use; the
+// scope only remembers which packs exist, for the kernels of one graph.
+class SharedPacks {
+ public:
+  SharedPacks();
+  ~SharedPacks();
+  SharedPacks(const SharedPacks&) = delete;
+  SharedPacks& operator=(const SharedPacks&) = delete;
+  int packed() const;  // weights reordered while in scope
+  int reused() const;  // ...and packs a later kernel took instead of reordering again
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  Impl* prev_ = nullptr;
+};
+
 // What a session's adaptive kernels have seen of the machine's load. The session counts its runs;
 // runs before `one_until` use the one-thread twins.
 struct LoadState {

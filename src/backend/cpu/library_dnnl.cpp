@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
+#include <vector>
 
 namespace brrr::cpu {
 
@@ -65,7 +66,52 @@ dims strides_of(const dims& d, bool trans) {
   return st;
 }
 
+// The packs of the innermost SharedPacks scope on this thread (none: every kernel packs its own).
+thread_local SharedPacks::Impl* t_packs = nullptr;
+
 }  // namespace
+
+struct SharedPacks::Impl {
+  struct Entry {
+    const Graph* g;
+    int value;                     // the constant's graph value
+    dnnl::memory::desc user, want;  // how it is stored (strides: transposed?) and packed
+    dnnl::memory mem;
+  };
+  std::vector<Entry> entries;
+  int packed = 0, reused = 0;
+};
+
+namespace {
+
+// Constant weight value v of g (its bytes at `data`, read as `user`) in the layout `want`: the
+// pack a kernel made earlier in the same SharedPacks scope, else a new reorder.
+dnnl::memory pack_weights(const Graph& g, int v, const void* data, const dnnl::memory::desc& user,
+                          const dnnl::memory::desc& want) {
+  if (t_packs)
+    for (const SharedPacks::Impl::Entry& e : t_packs->entries)
+      if (e.g == &g && e.value == v && e.user == user && e.want == want) {
+        ++t_packs->reused;
+        return e.mem;
+      }
+  dnnl::memory wu(user, engine(), const_cast<void*>(data));
+  dnnl::memory packed(want, engine());
+  dnnl::stream s(engine());
+  dnnl::reorder(wu, packed).execute(s, wu, packed);
+  s.wait();
+  if (t_packs) {
+    t_packs->entries.push_back({&g, v, user, want, packed});
+    ++t_packs->packed;
+  }
+  return packed;
+}
+
+}  // namespace
+
+SharedPacks::SharedPacks() : impl_(std::make_unique<Impl>()), prev_(t_packs) { t_packs = impl_.get(); }
+SharedPacks::~SharedPacks() { t_packs = prev_; }
+int SharedPacks::packed() const { return impl_->packed; }
+int SharedPacks::reused() const { return impl_->reused; }
 
 LibraryThreads::LibraryThreads(int threads) : prev_(omp_get_max_threads()) {
   if (threads != prev_) omp_set_num_threads(threads);
@@ -144,11 +190,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
     add(DNNL_ARG_SRC, va, amd);
     if (prepack) {
       Tensor wc = wconst.contiguous();
-      dnnl::memory wu(bmd, engine(), const_cast<void*>(wc.raw()));
-      kern->packed = dnnl::memory(pd.weights_desc(), engine());
-      dnnl::stream s(engine());
-      dnnl::reorder(wu, kern->packed).execute(s, wu, kern->packed);
-      s.wait();
+      kern->packed = pack_weights(g, vb, wc.raw(), bmd, pd.weights_desc());
       kern->args[DNNL_ARG_WEIGHTS] = kern->packed;
     } else {
       add(DNNL_ARG_WEIGHTS, vb, bmd);
@@ -167,6 +209,12 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
 }
 
 #else
+
+struct SharedPacks::Impl {};
+SharedPacks::SharedPacks() : impl_(std::make_unique<Impl>()) {}
+SharedPacks::~SharedPacks() = default;
+int SharedPacks::packed() const { return 0; }
+int SharedPacks::reused() const { return 0; }
 
 LibraryThreads::LibraryThreads(int) {}
 LibraryThreads::~LibraryThreads() {}
