@@ -1,9 +1,48 @@
 // Per-kernel roofline: floors from the measured ceilings, efficiency, and regime.
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "brrr/doctor.hpp"
 
 namespace brrr::doctor {
+
+namespace {
+
+bool fits_cache(const KernelRecord& k, const Ceilings& c) {
+  return c.cache_bandwidth_gbs > 0 && c.cache_bytes > 0 && k.cost.bytes <= c.cache_bytes;
+}
+
+bool has_op(const KernelRecord& k, const char* op) {
+  return std::find(k.ops.begin(), k.ops.end(), op) != k.ops.end();
+}
+
+// Why a kernel beat its floor. The floor is the larger of two roofs, so the explanation is
+// about the one that set it.
+std::string over_roof_reason(const KernelAnalysis& a, const Ceilings& c, const std::string& prec) {
+  const KernelRecord& k = a.rec;
+  if (a.compute_floor_ms >= a.memory_floor_ms) {
+    std::string s = fmt::format(
+        "faster than the probed {} peak: the probe's FMA loop reaches less than this {} kernel "
+        "(the ceiling is low)",
+        prec, k.kind);
+    if (has_op(k, "Conv") || has_op(k, "ConvTranspose"))
+      s += ", or it does fewer FLOPs than the nominal count (Winograd, FFT)";
+    return s;
+  }
+  if (a.roof != "dram")
+    return fmt::format("cache-resident data faster than the measured {} roof ({:.1f} GB/s)", a.roof,
+                       a.roof_gbs);
+  if (c.cache_bandwidth_gbs <= 0)
+    return "faster than the DRAM roof: its data was likely cache-resident, and these ceilings "
+           "have no cache roof (probe again: brrr probe --refresh)";
+  return fmt::format(
+      "faster than the DRAM roof: its {:.1f} MiB exceed the {:.1f} MiB cache, but part of them "
+      "was cache-resident (an input just written, or weights reused)",
+      k.cost.bytes / 1048576, c.cache_bytes / 1048576);
+}
+
+}  // namespace
 
 std::string regime_name(Regime r) {
   switch (r) {
@@ -19,7 +58,14 @@ std::string regime_name(Regime r) {
 KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c) {
   KernelAnalysis a;
   a.rec = k;
-  a.memory_floor_ms = k.cost.bytes / (c.bandwidth_gbs * 1e9) * 1e3;
+  // A kernel whose compulsory bytes fit in the cache below DRAM can stream them at that level's
+  // speed (its inputs were just written, or its weights stayed resident); judging it against
+  // DRAM would put it above 100%.
+  const bool cached = fits_cache(k, c);
+  a.roof = cached ? c.cache_roof_name() : "dram";
+  // A cache roof measured below DRAM's (a loaded probe) must not raise the floor.
+  a.roof_gbs = cached ? std::max(c.cache_bandwidth_gbs, c.bandwidth_gbs) : c.bandwidth_gbs;
+  a.memory_floor_ms = k.cost.bytes / (a.roof_gbs * 1e9) * 1e3;
   // Compute at the precision the kernel ran at (a bf16 library GEMM: the bf16 Tensor Core peak);
   // fused kernels and unprobed precisions: the fp32 FMA peak.
   const std::string prec =
@@ -36,6 +82,7 @@ KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c) {
     a.regime = Regime::overhead;
   else
     a.regime = a.compute_floor_ms >= a.memory_floor_ms ? Regime::compute : Regime::memory;
+  if (a.efficiency > 1) a.over_reason = over_roof_reason(a, c, prec);
   return a;
 }
 
