@@ -1,5 +1,6 @@
 // Per-kernel roofline: floors from the measured ceilings, efficiency, and regime.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -19,9 +20,18 @@ bool has_op(const KernelRecord& k, const char* op) {
 
 // Why a kernel beat its floor. The floor is the larger of two roofs, so the explanation is
 // about the one that set it.
-std::string over_roof_reason(const KernelAnalysis& a, const Ceilings& c, const std::string& prec) {
+std::string roof_reason(const KernelAnalysis& a, const Ceilings& c, const std::string& prec,
+                        double flops_s) {
   const KernelRecord& k = a.rec;
   if (a.compute_floor_ms >= a.memory_floor_ms) {
+    if (flops_s * 1e3 < a.compute_floor_ms / 2) {
+      std::vector<std::string> fns;
+      for (const auto& [fn, n] : k.cost.special) fns.push_back(fn);
+      return fmt::format(
+          "faster than the probed throughput of {}: this kernel evaluates them faster than the "
+          "probe's loop, or on fewer elements than counted (the ceiling is low)",
+          fmt::join(fns, ", "));
+    }
     std::string s = fmt::format(
         "faster than the probed {} peak: the probe's FMA loop reaches less than this {} kernel "
         "(the ceiling is low)",
@@ -40,6 +50,16 @@ std::string over_roof_reason(const KernelAnalysis& a, const Ceilings& c, const s
       "faster than the DRAM roof: its {:.1f} MiB exceed the {:.1f} MiB cache, but part of them "
       "was cache-resident (an input just written, or weights reused)",
       k.cost.bytes / 1048576, c.cache_bytes / 1048576);
+}
+
+std::string over_roof_reason(const KernelAnalysis& a, const Ceilings& c, const std::string& prec,
+                             double flops_s) {
+  std::string s = roof_reason(a, c, prec, flops_s);
+  // Ceilings measured under load are low for every kernel; say so beside the specific reason.
+  if (c.probe_other_busy_cpus >= 0.5)
+    s += fmt::format("; the probe also ran while other processes kept {:.1f} CPUs busy",
+                     c.probe_other_busy_cpus);
+  return s;
 }
 
 }  // namespace
@@ -70,7 +90,8 @@ KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c) {
   // fused kernels and unprobed precisions: the fp32 FMA peak.
   const std::string prec =
       !k.precision.empty() && c.peak_gflops.count(k.precision) ? k.precision : "fp32";
-  double compute_s = k.cost.flops / c.peak_flops_per_s(prec);
+  const double flops_s = k.cost.flops / c.peak_flops_per_s(prec);
+  double compute_s = flops_s;
   for (const auto& [fn, n] : k.cost.special) compute_s += n / c.special_per_s(fn);
   a.compute_floor_ms = compute_s * 1e3;
   a.overhead_ms = c.per_kernel_overhead_us(k.kind, k.graph_node) * 1e-3;
@@ -82,7 +103,7 @@ KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c) {
     a.regime = Regime::overhead;
   else
     a.regime = a.compute_floor_ms >= a.memory_floor_ms ? Regime::compute : Regime::memory;
-  if (a.efficiency > 1) a.over_reason = over_roof_reason(a, c, prec);
+  if (a.efficiency > 1) a.over_reason = over_roof_reason(a, c, prec, flops_s);
   return a;
 }
 

@@ -108,6 +108,20 @@ TEST(DoctorCacheRoof, EveryEfficiencyAboveOneHasItsReason) {
   auto gemm = analyze_kernel(kernel("MatMul", 2e9, 1e6, 1.0, "library"), c);
   EXPECT_NE(gemm.over_reason.find("the ceiling is low"), std::string::npos);
   EXPECT_EQ(gemm.over_reason.find("Winograd"), std::string::npos);
+  // A compute floor set by special functions names them, not the FMA peak: 1e8 exp at 20 G/s
+  // is 5 ms, the kernel took 1 ms.
+  auto ex = kernel("Exp", 1e6, 1e6, 1.0);
+  ex.cost.special["exp"] = 1e8;
+  auto e = analyze_kernel(ex, c);
+  EXPECT_GT(e.efficiency, 1);
+  EXPECT_NE(e.over_reason.find("faster than the probed throughput of exp"), std::string::npos)
+      << e.over_reason;
+  // Ceilings probed on a busy machine say so beside the reason.
+  Ceilings busy = c;
+  busy.probe_other_busy_cpus = 1.5;
+  EXPECT_NE(analyze_kernel(ex, busy).over_reason.find("other processes kept 1.5 CPUs busy"),
+            std::string::npos);
+  EXPECT_EQ(e.over_reason.find("busy"), std::string::npos);
   // A sweep over sizes and times: above 100% always has a reason, at or below never.
   int above = 0;
   for (double bytes : {1e3, 1e5, 4e6, 3e7, 4e7, 4e8})
