@@ -3,6 +3,8 @@
 // efficiency above 100% always carries its reason, in the analysis and in every report.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "brrr/doctor.hpp"
 #include "brrr/error.hpp"
 
@@ -190,4 +192,17 @@ TEST(DoctorCacheRoof, ReportsShowTheRoofAndTheReasonNextToTheNumber) {
   std::string html = render_html(r);
   EXPECT_NE(html.find("<span class=\"why\">" + reason + "</span>"), std::string::npos);
   EXPECT_NE(html.find("(1000.0 llc)"), std::string::npos);
+}
+
+TEST(DoctorCacheRoof, CpuProbeMeasuresTheLastLevelCache) {
+  // Where the kernel lists a cache, the probe sizes it and measures a copy within it; its
+  // figures pass the same validation a cached file does.
+  std::ifstream level("/sys/devices/system/cpu/cpu0/cache/index0/size");
+  if (!level) GTEST_SKIP() << "no cache listing under /sys/devices/system/cpu/cpu0/cache";
+  Ceilings c = probe_cpu(false, true);
+  EXPECT_GE(c.cache_bytes, 64.0 * 1024);
+  EXPECT_GT(c.cache_bandwidth_gbs, 0);
+  Ceilings d = ceilings_from_json(ceilings_to_json(c));
+  EXPECT_DOUBLE_EQ(d.cache_bytes, c.cache_bytes);
+  EXPECT_NE(render_ceilings(c).find("LLC bandwidth"), std::string::npos);
 }
