@@ -192,6 +192,8 @@ TEST(DoctorCacheRoof, ReportsShowTheRoofAndTheReasonNextToTheNumber) {
   std::string html = render_html(r);
   EXPECT_NE(html.find("<span class=\"why\">" + reason + "</span>"), std::string::npos);
   EXPECT_NE(html.find("(1000.0 llc)"), std::string::npos);
+  EXPECT_NE(html.find("class=\"cache-ceiling\""), std::string::npos);
+  EXPECT_NE(html.find("1000.0 GB/s llc (measured; kernels within 32 MiB)"), std::string::npos);
 }
 
 TEST(DoctorCacheRoof, CpuProbeMeasuresTheLastLevelCache) {
