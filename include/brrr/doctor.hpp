@@ -28,6 +28,11 @@ struct Ceilings {
   int threads = 1;
   double bandwidth_gbs = 0;  // OpenMP copy over all threads; read + write bytes, 1 GB = 1e9 B
   double memcpy_gbs = 0;     // one plain large memcpy on one thread, read + write bytes
+  // The cache level below DRAM (CPU: last-level cache, GPU: L2): its size and the copy bandwidth
+  // measured on buffers that fit in it (read + write bytes). 0: not measured (caches written
+  // before these fields, or a probe that could not size the cache); kernels then face DRAM.
+  double cache_bandwidth_gbs = 0;
+  double cache_bytes = 0;
   std::map<std::string, double> peak_gflops;          // per precision: "fp32", "fp64", "bf16"
   std::map<std::string, double> special_gops;         // vectorized (SLEEF), G evaluations/s
   std::map<std::string, double> special_scalar_gops;  // scalar libm, for comparison
@@ -55,6 +60,8 @@ struct Ceilings {
   // measured function when `fn` was not probed.
   double special_per_s(const std::string& fn) const;
   double peak_flops_per_s(const std::string& precision = "fp32") const;
+  // The cache roof's name in reports: "l2" on a GPU, "llc" on a CPU.
+  std::string cache_roof_name() const { return backend == "cuda" ? "l2" : "llc"; }
 };
 
 // What makes these ceilings suspect, one line each (empty: nothing known): a 16-bit peak below
@@ -91,12 +98,18 @@ std::string regime_name(Regime r);
 
 struct KernelAnalysis {
   KernelRecord rec;
-  double memory_floor_ms = 0;   // bytes / bandwidth
+  double memory_floor_ms = 0;  // bytes / bandwidth of `roof`
+  // Which bandwidth the memory floor uses: "dram", or the cache level its compulsory bytes fit
+  // in ("llc" on a CPU, "l2" on a GPU) when the probe measured that level.
+  std::string roof = "dram";
+  double roof_gbs = 0;          // that roof's bandwidth, GB/s
   double compute_floor_ms = 0;  // flops / peak + sum special / throughput
   double overhead_ms = 0;       // per-kernel fixed cost ceiling for this kernel's kind
   double floor_ms = 0;          // max(memory, compute)
   double efficiency = 0;        // floor / measured time
   Regime regime = Regime::memory;
+  // Why efficiency is above 100% (empty when it is not): a number beyond its roof always says why.
+  std::string over_reason;
 };
 KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c);
 

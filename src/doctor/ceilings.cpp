@@ -55,6 +55,8 @@ void validate_ceilings(const Ceilings& c) {
              c.threads);
   check_range("bandwidth_gbs", c.bandwidth_gbs, 1e-3, 1e8);
   check_range("memcpy_gbs", c.memcpy_gbs, 0, 1e8);
+  check_range("cache_bandwidth_gbs", c.cache_bandwidth_gbs, 0, 1e8);
+  check_range("cache_bytes", c.cache_bytes, 0, 1e15);
   BRRR_CHECK(!c.peak_gflops.empty(), "ceilings: no peak_gflops");
   for (const auto& [k, v] : c.peak_gflops) check_range("peak_gflops." + k, v, 1e-3, 1e9);
   for (const auto& [k, v] : c.special_gops) check_range("special_gops." + k, v, 1e-6, 1e9);
@@ -82,6 +84,8 @@ json ceilings_to_json(const Ceilings& c) {
               {"threads", c.threads},
               {"bandwidth_gbs", c.bandwidth_gbs},
               {"memcpy_gbs", c.memcpy_gbs},
+              {"cache_bandwidth_gbs", c.cache_bandwidth_gbs},
+              {"cache_bytes", c.cache_bytes},
               {"peak_gflops", c.peak_gflops},
               {"special_gops", c.special_gops},
               {"special_scalar_gops", c.special_scalar_gops},
@@ -107,6 +111,8 @@ Ceilings ceilings_from_json(const json& j) {
     c.threads = j.value("threads", 1);
     c.bandwidth_gbs = j.at("bandwidth_gbs").get<double>();
     c.memcpy_gbs = j.value("memcpy_gbs", 0.0);
+    c.cache_bandwidth_gbs = j.value("cache_bandwidth_gbs", 0.0);
+    c.cache_bytes = j.value("cache_bytes", 0.0);
     c.peak_gflops = j.at("peak_gflops").get<std::map<std::string, double>>();
     c.special_gops = j.value("special_gops", std::map<std::string, double>{});
     c.special_scalar_gops = j.value("special_scalar_gops", std::map<std::string, double>{});
@@ -190,6 +196,11 @@ static std::string render_ceilings_cuda(const Ceilings& c) {
   s += fmt::format("  {:<40} {:>16} {:>14}\n", "ceiling", "measured", "datasheet est.");
   s += fmt::format("  {:<40} {:>11.1f} GB/s {:>14}\n", "memory bandwidth (D2D copy, r+w)",
                    c.bandwidth_gbs, est("bandwidth_gbs"));
+  if (c.cache_bandwidth_gbs > 0)
+    s +=
+        fmt::format("  {:<40} {:>11.1f} GB/s {:>14}\n",
+                    fmt::format("L2 bandwidth (copy in {:.0f} MiB of L2)", c.cache_bytes / 1048576),
+                    c.cache_bandwidth_gbs, "-");
   for (const auto& [prec, v] : c.peak_gflops) {
     std::string unit = prec == "fp32" ? "CUDA-core FMA kernel"
                        : prec.find("gemm") != std::string::npos ? "cuBLASLt, no Tensor Cores"
@@ -226,6 +237,10 @@ std::string render_ceilings(const Ceilings& c) {
   s += fmt::format("  {:<34} {:>9.1f} GB/s {:>14}   (copy/memcpy = {:.2f})\n",
                    "memory bandwidth (memcpy, 1 thread)", c.memcpy_gbs, "-",
                    c.memcpy_gbs > 0 ? c.bandwidth_gbs / c.memcpy_gbs : 0.0);
+  if (c.cache_bandwidth_gbs > 0)
+    s += fmt::format("  {:<34} {:>9.1f} GB/s {:>14}\n",
+                     fmt::format("LLC bandwidth ({:.0f} MiB cache)", c.cache_bytes / 1048576),
+                     c.cache_bandwidth_gbs, "-");
   for (const auto& [prec, v] : c.peak_gflops)
     s += fmt::format("  {:<34} {:>6.1f} GFLOP/s {:>14}\n", "peak " + prec + " (FMA, all threads)",
                      v, est((prec + "_gflops").c_str()));

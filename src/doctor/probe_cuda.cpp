@@ -96,6 +96,26 @@ Ceilings probe_cuda(bool progress) {
   const std::size_t bytes = std::min<std::size_t>(1ull << 30, dev.free_bytes() / 4);
   c.bandwidth_gbs = 2.0 * bytes / (measure_copy_ms(K, bytes, s) * 1e-3) / 1e9;
 
+  // L2: source + destination fill half the L2 and 32 copies run between one pair of events, so
+  // the launch cost is spread over enough traffic to be small (one copy of a few MiB takes a
+  // few microseconds).
+  if (info.l2_bytes >= (1 << 20)) {
+    const std::size_t l2_copy = (std::size_t(info.l2_bytes) / 4) & ~std::size_t(255);
+    step(fmt::format("L2 bandwidth: 32 copies of {} KiB within {} MiB of L2", l2_copy >> 10,
+                     info.l2_bytes >> 20));
+    DeviceBuffer a(l2_copy, "L2 copy src"), b(l2_copy, "L2 copy dst");
+    K.fill(GemmPrecision::kFp32, a.ptr(), l2_copy / 4, 1, 1.0f, s);
+    const int copies = 32;
+    double ms = time_events_ms(
+        s,
+        [&] {
+          for (int i = 0; i < copies; ++i) copy_d2d(b.ptr(), a.ptr(), l2_copy, s, "L2 probe");
+        },
+        2, 10);
+    c.cache_bandwidth_gbs = 2.0 * double(l2_copy) * copies / (ms * 1e-3) / 1e9;
+    c.cache_bytes = double(info.l2_bytes);
+  }
+
   step("peak FLOP/s: CUDA-core FP32 FMA kernel");
   c.peak_gflops["fp32"] = measure_fma_flops(K, s) / 1e9;
   step("peak FLOP/s: cuBLASLt GEMM 8192^3, tf32 / bf16 / fp16 (Tensor Cores), fp32");

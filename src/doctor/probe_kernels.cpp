@@ -342,6 +342,29 @@ void parallel_copy(void* dst, const void* src, size_t bytes) {
   }
 }
 
+double cache_copy(void* a, void* b, size_t bytes, int64_t passes) {
+  g_span = 0;
+#pragma omp parallel
+  {
+    size_t nt = size_t(omp_get_num_threads()), t = size_t(omp_get_thread_num());
+    size_t chunk = (bytes / nt + 63) & ~size_t(63);
+    size_t lo = t * chunk < bytes ? t * chunk : bytes;
+    size_t hi = lo + chunk < bytes ? lo + chunk : bytes;
+    char* pa = static_cast<char*>(a) + lo;
+    char* pb = static_cast<char*>(b) + lo;
+    SpanTimer span;
+    // Back and forth, with a compiler barrier: no pass is a copy the optimizer may drop.
+    for (int64_t p = 0; p < passes && hi > lo; ++p) {
+      if (p & 1)
+        std::memcpy(pa, pb, hi - lo);
+      else
+        std::memcpy(pb, pa, hi - lo);
+      asm volatile("" ::: "memory");
+    }
+  }
+  return 2.0 * double(bytes) * double(passes);
+}
+
 void parallel_fill(void* p, size_t bytes) {
 #pragma omp parallel
   {

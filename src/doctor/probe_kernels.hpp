@@ -29,6 +29,10 @@ void special_chain(int fn, const float* x, float* y, int64_t n, int k);
 
 // Copies `bytes` with every thread copying one contiguous chunk (memcpy per chunk).
 void parallel_copy(void* dst, const void* src, size_t bytes);
+// Every thread copies its chunk of `bytes` between a and b `passes` times (alternating
+// direction), timed in-region like the FMA loops (last_span_s). Returns the bytes moved (read +
+// write). With a + b in cache this is the cache's copy bandwidth.
+double cache_copy(void* a, void* b, size_t bytes, int64_t passes);
 // Writes the buffer with the same static split as parallel_copy (first-touch placement).
 void parallel_fill(void* p, size_t bytes);
 // Runs `reps` empty OpenMP parallel regions.

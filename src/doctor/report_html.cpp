@@ -98,8 +98,11 @@ std::vector<const KernelAnalysis*> by_time(const std::vector<KernelAnalysis>& ks
 // fraction of the time (or, above 100%, the kernel beat its floor and the text says so).
 std::string floor_phrase(const KernelAnalysis& k) {
   if (k.floor_ms <= 0 || k.rec.time_ms <= 0) return "no floor (no work counted)";
-  return fmt::format("floor {} ms = {:.1f}% of its time ({:.2f}x the floor)", ms(k.floor_ms, 4),
-                     100 * k.efficiency, k.rec.time_ms / k.floor_ms);
+  std::string s = fmt::format("floor {} ms = {:.1f}% of its time ({:.2f}x the floor)",
+                              ms(k.floor_ms, 4), 100 * k.efficiency, k.rec.time_ms / k.floor_ms);
+  if (k.roof != "dram") s += " against the " + esc(k.roof) + " roof";
+  if (!k.over_reason.empty()) s += ": " + esc(k.over_reason);
+  return s;
 }
 
 std::string roofline_svg(const Report& r, const std::vector<const KernelAnalysis*>& ranked,
@@ -194,6 +197,20 @@ std::string roofline_svg(const Report& r, const std::vector<const KernelAnalysis
       lx(x0 * 3), ly(x0 * 3 * bw) - 6,
       std::atan2(ly(x0) - ly(ridge), lx(ridge) - lx(x0)) * 180 / M_PI, lx(x0 * 3),
       ly(x0 * 3 * bw) - 6, bw);
+  // The cache roof, dashed: the slope kernels whose bytes fit the cache are judged against.
+  const double cbw = c.cache_bandwidth_gbs, cx0 = std::max(xmin, ymin / cbw);
+  if (sane(cbw) && cbw > bw && peak / cbw > cx0) {
+    s += fmt::format(
+        "<polyline class=\"cache-ceiling\" fill=\"none\" stroke=\"#000\" stroke-width=\"1\" "
+        "stroke-dasharray=\"5,3\" points=\"{:.1f},{:.1f} {:.1f},{:.1f}\"/>\n",
+        lx(cx0), ly(cx0 * cbw), lx(peak / cbw), ly(peak));
+    s += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{:.1f}\" transform=\"rotate(-{:.1f} {:.1f} {:.1f})\">"
+        "{:.1f} GB/s {} (measured; kernels within {:.0f} MiB)</text>\n",
+        lx(cx0 * 3), ly(cx0 * 3 * cbw) - 6,
+        std::atan2(ly(cx0) - ly(peak / cbw), lx(peak / cbw) - lx(cx0)) * 180 / M_PI, lx(cx0 * 3),
+        ly(cx0 * 3 * cbw) - 6, cbw, esc(c.cache_roof_name()), c.cache_bytes / 1048576);
+  }
   // Dots: the unlabelled ones first, so the numbered top kernels are drawn on top.
   for (int pass = 0; pass < 2; ++pass)
     for (const auto& p : pts) {
@@ -304,14 +321,15 @@ std::string kernel_table(const char* id, const std::vector<const KernelAnalysis*
     h += fmt::format(
         "<tr class=\"{}\"><td>{}</td><td class=\"l\">{}</td><td class=\"l n\">{}</td>"
         "<td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.1f}%</td>"
-        "<td class=\"l\" style=\"color:{}\">{}</td><td>{}</td><td>{:.1f}%</td>"
-        "<td>{:.2f} ({:.1f} {})</td><td>{:.2f} ({:.1f})</td><td class=\"l b\">{}</td></tr>\n",
+        "<td class=\"l\" style=\"color:{}\">{}</td><td>{}</td><td>{:.1f}%{}</td>"
+        "<td>{:.2f} ({:.1f} {})</td><td>{:.2f} ({:.1f} {})</td><td class=\"l b\">{}</td></tr>\n",
         regime_name(k.regime), i + 1, esc(k.rec.name), nodes.empty() ? "-" : nodes, esc(k.rec.kind),
         op_class_name(k.rec.cls), ms(k.rec.time_ms, 4),
         wall_ms > 0 ? 100 * k.rec.time_ms / wall_ms : 0.0, regime_color(k.regime),
-        regime_name(k.regime), ms(k.floor_ms, 4), 100 * k.efficiency, k.rec.cost.flops / t / 1e9,
-        peak, esc(prec), k.rec.cost.bytes / t / 1e9, c.bandwidth_gbs,
-        bounds.empty() ? "-" : bounds);
+        regime_name(k.regime), ms(k.floor_ms, 4), 100 * k.efficiency,
+        k.over_reason.empty() ? "" : "<br><span class=\"why\">" + esc(k.over_reason) + "</span>",
+        k.rec.cost.flops / t / 1e9, peak, esc(prec), k.rec.cost.bytes / t / 1e9, k.roof_gbs,
+        esc(k.roof), bounds.empty() ? "-" : bounds);
   }
   h += "</table>\n";
   if (n < ranked.size())
@@ -407,6 +425,7 @@ std::string render_html(const Report& r) {
        "text-align:right;vertical-align:top}td:first-child,th:first-child,td.l{text-align:left}"
        "th{background:#f4f4f4;text-align:center}table.kernels "
        "td{font-size:12px}td.l{overflow-wrap:anywhere}td.n{min-width:180px}td.b{min-width:220px}"
+       "span.why{font-size:11px;color:#555}"
        ".bar{display:flex;height:22px;width:720px}.bar div{color:#fff;font-size:11px;"
        "padding-left:4px;overflow:hidden}</style></head><body>\n";
   h += fmt::format(

@@ -22,6 +22,9 @@ json kernel_json(const KernelAnalysis& k) {
               {"compute_floor_ms", k.compute_floor_ms},
               {"overhead_ms", k.overhead_ms},
               {"efficiency", k.efficiency},
+              {"roof", k.roof},
+              {"roof_gbs", k.roof_gbs},
+              {"over_roof_reason", k.over_reason},
               {"regime", regime_name(k.regime)},
               {"fused_from", k.rec.nodes},
               {"boundaries", k.rec.boundaries}};

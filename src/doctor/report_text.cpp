@@ -85,14 +85,18 @@ std::string render_table(const Report& r) {
                    [](auto* a, auto* b) { return a->rec.time_ms > b->rec.time_ms; });
   if (int(top.size()) > r.top) top.resize(size_t(r.top));
   s += fmt::format("top {} kernels by time:\n", top.size());
-  s += fmt::format("  {:<24} {:<28} {:<13} {:>10} {:>10} {:>7} {:>9} {:>8}  {}\n", "kernel", "ops",
-                   "class", "time ms", "floor ms", "eff", "GFLOP/s", "GB/s", "regime");
+  s += fmt::format("  {:<24} {:<28} {:<13} {:>10} {:>10} {:>7} {:>9} {:>8} {:<4}  {}\n", "kernel",
+                   "ops", "class", "time ms", "floor ms", "eff", "GFLOP/s", "GB/s", "roof",
+                   "regime");
   for (const auto* k : top) {
     double t = std::max(k->rec.time_ms, 1e-9) * 1e-3;
-    s += fmt::format("  {:<24} {:<28} {:<13} {:>10.4f} {:>10.4f} {:>6.1f}% {:>9.2f} {:>8.2f}  {}\n",
-                     trunc(k->rec.name, 24), join_ops(k->rec.ops), op_class_name(k->rec.cls),
-                     k->rec.time_ms, k->floor_ms, 100 * k->efficiency, k->rec.cost.flops / t / 1e9,
-                     k->rec.cost.bytes / t / 1e9, regime_name(k->regime));
+    s += fmt::format(
+        "  {:<24} {:<28} {:<13} {:>10.4f} {:>10.4f} {:>6.1f}% {:>9.2f} {:>8.2f} {:<4}  {}\n",
+        trunc(k->rec.name, 24), join_ops(k->rec.ops), op_class_name(k->rec.cls), k->rec.time_ms,
+        k->floor_ms, 100 * k->efficiency, k->rec.cost.flops / t / 1e9, k->rec.cost.bytes / t / 1e9,
+        k->roof, regime_name(k->regime));
+    // A number above its roof is never shown without why, right under it.
+    if (!k->over_reason.empty()) s += "    eff > 100%: " + k->over_reason + "\n";
   }
   s += "\nclass table (share of FLOPs vs share of kernel runtime):\n" + class_rows(r.classes);
 

@@ -1,9 +1,68 @@
 // Per-kernel roofline: floors from the measured ceilings, efficiency, and regime.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 
 #include "brrr/doctor.hpp"
 
 namespace brrr::doctor {
+
+namespace {
+
+bool fits_cache(const KernelRecord& k, const Ceilings& c) {
+  return c.cache_bandwidth_gbs > 0 && c.cache_bytes > 0 && k.cost.bytes <= c.cache_bytes;
+}
+
+bool has_op(const KernelRecord& k, const char* op) {
+  return std::find(k.ops.begin(), k.ops.end(), op) != k.ops.end();
+}
+
+// Why a kernel beat its floor. The floor is the larger of two roofs, so the explanation is
+// about the one that set it.
+std::string roof_reason(const KernelAnalysis& a, const Ceilings& c, const std::string& prec,
+                        double flops_s) {
+  const KernelRecord& k = a.rec;
+  if (a.compute_floor_ms >= a.memory_floor_ms) {
+    if (flops_s * 1e3 < a.compute_floor_ms / 2) {
+      std::vector<std::string> fns;
+      for (const auto& [fn, n] : k.cost.special) fns.push_back(fn);
+      return fmt::format(
+          "faster than the probed throughput of {}: this kernel evaluates them faster than the "
+          "probe's loop, or on fewer elements than counted (the ceiling is low)",
+          fmt::join(fns, ", "));
+    }
+    std::string s = fmt::format(
+        "faster than the probed {} peak: the probe's FMA loop reaches less than this {} kernel "
+        "(the ceiling is low)",
+        prec, k.kind);
+    if (has_op(k, "Conv") || has_op(k, "ConvTranspose"))
+      s += ", or it does fewer FLOPs than the nominal count (Winograd, FFT)";
+    return s;
+  }
+  if (a.roof != "dram")
+    return fmt::format("cache-resident data faster than the measured {} roof ({:.1f} GB/s)", a.roof,
+                       a.roof_gbs);
+  if (c.cache_bandwidth_gbs <= 0)
+    return "faster than the DRAM roof: its data was likely cache-resident, and these ceilings "
+           "have no cache roof (probe again: brrr probe --refresh)";
+  return fmt::format(
+      "faster than the DRAM roof: its {:.1f} MiB exceed the {:.1f} MiB cache, but part of them "
+      "was cache-resident (an input just written, or weights reused)",
+      k.cost.bytes / 1048576, c.cache_bytes / 1048576);
+}
+
+std::string over_roof_reason(const KernelAnalysis& a, const Ceilings& c, const std::string& prec,
+                             double flops_s) {
+  std::string s = roof_reason(a, c, prec, flops_s);
+  // Ceilings measured under load are low for every kernel; say so beside the specific reason.
+  if (c.probe_other_busy_cpus >= 0.5)
+    s += fmt::format("; the probe also ran while other processes kept {:.1f} CPUs busy",
+                     c.probe_other_busy_cpus);
+  return s;
+}
+
+}  // namespace
 
 std::string regime_name(Regime r) {
   switch (r) {
@@ -19,12 +78,20 @@ std::string regime_name(Regime r) {
 KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c) {
   KernelAnalysis a;
   a.rec = k;
-  a.memory_floor_ms = k.cost.bytes / (c.bandwidth_gbs * 1e9) * 1e3;
+  // A kernel whose compulsory bytes fit in the cache below DRAM can stream them at that level's
+  // speed (its inputs were just written, or its weights stayed resident); judging it against
+  // DRAM would put it above 100%.
+  const bool cached = fits_cache(k, c);
+  a.roof = cached ? c.cache_roof_name() : "dram";
+  // A cache roof measured below DRAM's (a loaded probe) must not raise the floor.
+  a.roof_gbs = cached ? std::max(c.cache_bandwidth_gbs, c.bandwidth_gbs) : c.bandwidth_gbs;
+  a.memory_floor_ms = k.cost.bytes / (a.roof_gbs * 1e9) * 1e3;
   // Compute at the precision the kernel ran at (a bf16 library GEMM: the bf16 Tensor Core peak);
   // fused kernels and unprobed precisions: the fp32 FMA peak.
   const std::string prec =
       !k.precision.empty() && c.peak_gflops.count(k.precision) ? k.precision : "fp32";
-  double compute_s = k.cost.flops / c.peak_flops_per_s(prec);
+  const double flops_s = k.cost.flops / c.peak_flops_per_s(prec);
+  double compute_s = flops_s;
   for (const auto& [fn, n] : k.cost.special) compute_s += n / c.special_per_s(fn);
   a.compute_floor_ms = compute_s * 1e3;
   a.overhead_ms = c.per_kernel_overhead_us(k.kind, k.graph_node) * 1e-3;
@@ -36,6 +103,7 @@ KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c) {
     a.regime = Regime::overhead;
   else
     a.regime = a.compute_floor_ms >= a.memory_floor_ms ? Regime::compute : Regime::memory;
+  if (a.efficiency > 1) a.over_reason = over_roof_reason(a, c, prec, flops_s);
   return a;
 }
 

@@ -146,11 +146,17 @@ TEST(DoctorMeasured, ChainOfTinyOpsIsOverheadBound) {
 
 TEST(DoctorMeasured, CosSweepFlipsFromMemoryToComputeAtTheRidge) {
   const Ceilings& c = ceilings();
-  const int64_t n = int64_t(2) << 20;  // 8 MB in, 8 MB out
+  // 8 MB in, 8 MB out, or more: twice the last-level cache, so the sweep crosses the DRAM ridge.
+  const int64_t n = std::max<int64_t>(int64_t(2) << 20, int64_t(c.cache_bytes / 4));
   std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) x[size_t(i)] = float(i % 1000) * 0.003f - 1.5f;
-  // Ridge: k cos evaluations per 8 bytes cost as much as moving them.
-  double k_ridge = c.special_per_s("cos") * 8.0 / (c.bandwidth_gbs * 1e9);
+  // Ridge: k cos evaluations per 8 bytes cost as much as moving them at the kernel's roof.
+  Cost copy;
+  copy.bytes = 8.0 * double(n);
+  const double roof_gbs =
+      analyze_kernel(single("cos_x0", "fused", OpClass::elementwise, copy, 1.0).kernels[0], c)
+          .roof_gbs;
+  double k_ridge = c.special_per_s("cos") * 8.0 / (roof_gbs * 1e9);
   std::vector<Regime> seen;
   for (int k : {0, 1, 2, 4, 8, 16}) {
     double ms = median_ms([&] { special_chain_f32("cos", x.data(), y.data(), n, k); }, 2);

@@ -188,6 +188,9 @@ TEST(DoctorCuda, ProbeGivesSaneCeilings) {
   const Ceilings& c = gpu_ceilings();
   EXPECT_EQ(c.backend, "cuda");
   EXPECT_GT(c.bandwidth_gbs, 0);
+  // The L2 roof: its size from the device attribute, a copy within half of it.
+  EXPECT_GE(c.cache_bytes, 1 << 20);
+  EXPECT_GT(c.cache_bandwidth_gbs, 0);
   for (const char* p : {"fp32", "tf32", "bf16", "fp16"}) EXPECT_GT(c.peak_gflops.at(p), 0) << p;
   EXPECT_GT(c.peak_gflops.at("bf16"), c.peak_gflops.at("fp32"));
   EXPECT_GT(c.peak_gflops.at("bf16"), c.peak_gflops.at("tf32"));

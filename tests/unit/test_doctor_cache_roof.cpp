@@ -1,0 +1,210 @@
+// The cache-aware roofline on fixed ceilings: a kernel whose compulsory bytes fit the cache below
+// DRAM is judged against that level's measured bandwidth, a larger one against DRAM, and an
+// efficiency above 100% always carries its reason, in the analysis and in every report.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "brrr/doctor.hpp"
+#include "brrr/error.hpp"
+
+using namespace brrr;
+using namespace brrr::doctor;
+
+namespace {
+
+// 100 GB/s DRAM, 1000 GB/s last-level cache of 32 MiB, 1 TFLOP/s fp32.
+Ceilings cache_ceilings(const std::string& backend = "cpu") {
+  Ceilings c;
+  c.backend = backend;
+  c.bandwidth_gbs = 100;
+  c.memcpy_gbs = 90;
+  c.cache_bandwidth_gbs = 1000;
+  c.cache_bytes = 32.0 * 1048576;
+  c.peak_gflops = {{"fp32", 1000}};
+  c.special_gops = {{"exp", 20}};
+  c.kernel_call_us = 0.1;
+  c.fork_join_us = 0.4;
+  c.launch_us = 2;
+  c.graph_node_us = 1;
+  c.threads = 4;
+  return c;
+}
+
+KernelRecord kernel(const std::string& op, double flops, double bytes, double ms,
+                    const std::string& kind = "fused") {
+  KernelRecord k;
+  k.name = op + "_k";
+  k.kind = kind;
+  k.ops = {op};
+  k.nodes = {op + "_node"};
+  k.cost.flops = flops;
+  k.cost.bytes = bytes;
+  k.time_ms = ms;
+  return k;
+}
+
+}  // namespace
+
+TEST(DoctorCacheRoof, CacheFittingKernelIsJudgedAgainstTheCacheRoof) {
+  // 4 MB in 0.01 ms = 400 GB/s: 400% of DRAM, 40% of the 1000 GB/s cache.
+  auto a = analyze_kernel(kernel("Add", 1e6, 4e6, 0.01), cache_ceilings());
+  EXPECT_EQ(a.roof, "llc");
+  EXPECT_DOUBLE_EQ(a.roof_gbs, 1000);
+  EXPECT_NEAR(a.memory_floor_ms, 0.004, 1e-12);
+  EXPECT_NEAR(a.efficiency, 0.4, 1e-9);
+  EXPECT_EQ(a.regime, Regime::memory);
+  EXPECT_TRUE(a.over_reason.empty()) << a.over_reason;
+  // The same kernel on a GPU faces its L2.
+  auto g = analyze_kernel(kernel("Add", 1e6, 4e6, 0.01), cache_ceilings("cuda"));
+  EXPECT_EQ(g.roof, "l2");
+  EXPECT_NEAR(g.memory_floor_ms, 0.004, 1e-12);
+}
+
+TEST(DoctorCacheRoof, LargeKernelIsJudgedAgainstDram) {
+  // 400 MB, far beyond the 32 MiB cache: 4 ms at 100 GB/s.
+  auto a = analyze_kernel(kernel("Add", 1e8, 4e8, 5.0), cache_ceilings());
+  EXPECT_EQ(a.roof, "dram");
+  EXPECT_DOUBLE_EQ(a.roof_gbs, 100);
+  EXPECT_NEAR(a.memory_floor_ms, 4.0, 1e-9);
+  EXPECT_NEAR(a.efficiency, 0.8, 1e-9);
+  EXPECT_TRUE(a.over_reason.empty());
+  // Just over the cache size is DRAM too.
+  auto b = analyze_kernel(kernel("Add", 0, 32.0 * 1048576 + 1, 1.0), cache_ceilings());
+  EXPECT_EQ(b.roof, "dram");
+}
+
+TEST(DoctorCacheRoof, CeilingsWithoutACacheRoofJudgeEverythingAgainstDram) {
+  Ceilings c = cache_ceilings();
+  c.cache_bandwidth_gbs = 0;
+  c.cache_bytes = 0;
+  auto a = analyze_kernel(kernel("Add", 1e6, 4e6, 0.01), c);
+  EXPECT_EQ(a.roof, "dram");
+  EXPECT_NEAR(a.efficiency, 4.0, 1e-9);
+  EXPECT_NE(a.over_reason.find("no cache roof"), std::string::npos) << a.over_reason;
+  // A cache roof measured below DRAM's (a loaded probe) never raises the floor.
+  c = cache_ceilings();
+  c.cache_bandwidth_gbs = 50;
+  EXPECT_NEAR(analyze_kernel(kernel("Add", 1e6, 4e6, 0.01), c).memory_floor_ms, 0.04, 1e-12);
+}
+
+TEST(DoctorCacheRoof, EveryEfficiencyAboveOneHasItsReason) {
+  Ceilings c = cache_ceilings();
+  // Faster than the cache roof: 4 MB in 0.002 ms = 2000 GB/s.
+  auto cached = analyze_kernel(kernel("Mul", 1e6, 4e6, 0.002), c);
+  EXPECT_GT(cached.efficiency, 1);
+  EXPECT_NE(cached.over_reason.find("cache-resident data faster than the measured llc roof"),
+            std::string::npos)
+      << cached.over_reason;
+  // Beyond the cache, faster than DRAM: 40 MB in 0.2 ms = 200 GB/s.
+  auto dram = analyze_kernel(kernel("Mul", 1e6, 40e6, 0.2), c);
+  EXPECT_EQ(dram.roof, "dram");
+  EXPECT_GT(dram.efficiency, 1);
+  EXPECT_NE(dram.over_reason.find("faster than the DRAM roof"), std::string::npos);
+  // Faster than the fp32 peak: 2 GFLOP in 1 ms = 2 TFLOP/s; a Conv may do fewer FLOPs.
+  auto conv = analyze_kernel(kernel("Conv", 2e9, 1e6, 1.0, "library"), c);
+  EXPECT_EQ(conv.regime, Regime::compute);
+  EXPECT_GT(conv.efficiency, 1);
+  EXPECT_NE(conv.over_reason.find("faster than the probed fp32 peak"), std::string::npos);
+  EXPECT_NE(conv.over_reason.find("Winograd"), std::string::npos);
+  auto gemm = analyze_kernel(kernel("MatMul", 2e9, 1e6, 1.0, "library"), c);
+  EXPECT_NE(gemm.over_reason.find("the ceiling is low"), std::string::npos);
+  EXPECT_EQ(gemm.over_reason.find("Winograd"), std::string::npos);
+  // A compute floor set by special functions names them, not the FMA peak: 1e8 exp at 20 G/s
+  // is 5 ms, the kernel took 1 ms.
+  auto ex = kernel("Exp", 1e6, 1e6, 1.0);
+  ex.cost.special["exp"] = 1e8;
+  auto e = analyze_kernel(ex, c);
+  EXPECT_GT(e.efficiency, 1);
+  EXPECT_NE(e.over_reason.find("faster than the probed throughput of exp"), std::string::npos)
+      << e.over_reason;
+  // Ceilings probed on a busy machine say so beside the reason.
+  Ceilings busy = c;
+  busy.probe_other_busy_cpus = 1.5;
+  EXPECT_NE(analyze_kernel(ex, busy).over_reason.find("other processes kept 1.5 CPUs busy"),
+            std::string::npos);
+  EXPECT_EQ(e.over_reason.find("busy"), std::string::npos);
+  // A sweep over sizes and times: above 100% always has a reason, at or below never.
+  int above = 0;
+  for (double bytes : {1e3, 1e5, 4e6, 3e7, 4e7, 4e8})
+    for (double flops : {0.0, 1e6, 1e9, 1e11})
+      for (double ms : {1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0}) {
+        auto a = analyze_kernel(kernel("Add", flops, bytes, ms), c);
+        if (a.efficiency > 1) {
+          ++above;
+          EXPECT_FALSE(a.over_reason.empty()) << bytes << " B " << flops << " FLOP " << ms;
+        } else {
+          EXPECT_TRUE(a.over_reason.empty()) << a.over_reason;
+        }
+      }
+  EXPECT_GT(above, 10);  // the sweep does reach above 100%
+}
+
+TEST(DoctorCacheRoof, CacheCeilingsRoundTripAndOldCachesStillLoad) {
+  Ceilings c = cache_ceilings();
+  Ceilings d = ceilings_from_json(ceilings_to_json(c));
+  EXPECT_DOUBLE_EQ(d.cache_bandwidth_gbs, 1000);
+  EXPECT_DOUBLE_EQ(d.cache_bytes, 32.0 * 1048576);
+  nlohmann::json old = ceilings_to_json(c);
+  old.erase("cache_bandwidth_gbs");
+  old.erase("cache_bytes");
+  Ceilings o = ceilings_from_json(old);
+  EXPECT_EQ(o.cache_bandwidth_gbs, 0);
+  EXPECT_EQ(o.cache_bytes, 0);
+  nlohmann::json bad = ceilings_to_json(c);
+  bad["cache_bandwidth_gbs"] = -5;
+  EXPECT_THROW(ceilings_from_json(bad), Error);
+  bad = ceilings_to_json(c);
+  bad["cache_bytes"] = "big";
+  EXPECT_THROW(ceilings_from_json(bad), Error);
+}
+
+TEST(DoctorCacheRoof, ReportsShowTheRoofAndTheReasonNextToTheNumber) {
+  RunProfile p;
+  p.backend = "cpu";
+  p.kernels = {kernel("Mul", 1e6, 4e6, 0.002), kernel("Add", 1e8, 4e8, 5.0)};
+  p.wall_ms = 5.1;
+  Report r = diagnose(p, cache_ceilings(), {.model = "m.onnx"});
+  ASSERT_EQ(r.kernels.size(), 2u);
+  const std::string reason = r.kernels[0].over_reason;
+  ASSERT_FALSE(reason.empty());
+
+  std::string text = render_table(r);
+  EXPECT_NE(text.find("eff > 100%: " + reason), std::string::npos) << text;
+  EXPECT_NE(text.find(" llc "), std::string::npos);
+  EXPECT_NE(text.find(" dram "), std::string::npos);
+
+  nlohmann::json j = report_json(r);
+  bool saw_llc = false, saw_dram = false;
+  for (const auto& k : j["kernels"]) {
+    ASSERT_TRUE(k.contains("roof") && k.contains("over_roof_reason") && k.contains("roof_gbs"));
+    if (k["roof"] == "llc") {
+      saw_llc = true;
+      EXPECT_EQ(k["over_roof_reason"], reason);
+    }
+    if (k["roof"] == "dram") {
+      saw_dram = true;
+      EXPECT_EQ(k["over_roof_reason"], "");
+    }
+  }
+  EXPECT_TRUE(saw_llc && saw_dram);
+
+  std::string html = render_html(r);
+  EXPECT_NE(html.find("<span class=\"why\">" + reason + "</span>"), std::string::npos);
+  EXPECT_NE(html.find("(1000.0 llc)"), std::string::npos);
+  EXPECT_NE(html.find("class=\"cache-ceiling\""), std::string::npos);
+  EXPECT_NE(html.find("1000.0 GB/s llc (measured; kernels within 32 MiB)"), std::string::npos);
+}
+
+TEST(DoctorCacheRoof, CpuProbeMeasuresTheLastLevelCache) {
+  // Where the kernel lists a cache, the probe sizes it and measures a copy within it; its
+  // figures pass the same validation a cached file does.
+  std::ifstream level("/sys/devices/system/cpu/cpu0/cache/index0/size");
+  if (!level) GTEST_SKIP() << "no cache listing under /sys/devices/system/cpu/cpu0/cache";
+  Ceilings c = probe_cpu(false, true);
+  EXPECT_GE(c.cache_bytes, 64.0 * 1024);
+  EXPECT_GT(c.cache_bandwidth_gbs, 0);
+  Ceilings d = ceilings_from_json(ceilings_to_json(c));
+  EXPECT_DOUBLE_EQ(d.cache_bytes, c.cache_bytes);
+  EXPECT_NE(render_ceilings(c).find("LLC bandwidth"), std::string::npos);
+}
