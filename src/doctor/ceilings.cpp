@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +13,7 @@
 #include "brrr/doctor.hpp"
 #include "brrr/error.hpp"
 #include "core/env.hpp"
+#include "core/machine_load.hpp"
 #include "core/file_io.hpp"
 #include "core/kernel_cache.hpp"
 
@@ -155,12 +158,19 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
       BRRR_CHECK(c.backend == backend, "it holds '{}' ceilings", c.backend);
       // A probe that ran on a busy machine measured the contention, not the machine: measure
       // again (the new figures are cached only when they were measured under less load).
-      if (c.probe_other_busy_cpus < 0.5) {
+      // ... unless the machine is no quieter now: a probe now would measure the same load.
+      double now = -1;
+      if (c.probe_other_busy_cpus >= 0.5) {
+        LoadMeter m;
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        now = m.other_busy_cpus();
+      }
+      if (c.probe_other_busy_cpus < 0.5 || now < 0 || now >= c.probe_other_busy_cpus - 0.25) {
         if (from_cache) *from_cache = true;
         return c;
       }
       fmt::print(stderr, "probe: the cached ceilings {} were measured while other processes kept "
-                         "{:.1f} CPUs busy; measuring again\n", path, c.probe_other_busy_cpus);
+                         "{:.1f} CPUs busy ({:.1f} now); measuring again\n", path, c.probe_other_busy_cpus, now);
       Ceilings again = backend == "cuda" ? probe_cuda(progress) : probe_cpu(progress);
       if (again.probe_other_busy_cpus >= c.probe_other_busy_cpus) return again;
       std::string why;
