@@ -105,7 +105,10 @@ ProcessResult run_process(const std::vector<std::string>& argv, int timeout_s, s
     return r;
   }
   pid_t parent = ::getpid();
-  pid_t pid = ::fork();
+  // _Fork, not fork: the child makes only async-signal-safe calls before exec, so the atfork
+  // handlers of the libraries brrr has loaded must not run in it (LLVM's libomp's crashed there
+  // in the sanitizer build's CI run; libcuda registers handlers too).
+  pid_t pid = ::_Fork();
   if (pid == 0) {
     // Child: async-signal-safe calls only. The death signal follows the forking thread, which
     // waits for this process, so it fires exactly when brrr dies.
@@ -163,15 +166,17 @@ ProcessResult run_forked(const std::function<std::string()>& work, int timeout_s
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
+    // 'K' + the result, or 'E' + the message: an exit status alone cannot tell brrr's error
+    // from a sanitizer's or a library's own exit(1).
     int code = 0;
     std::string bytes;
     try {
-      bytes = work();
+      bytes = "K" + work();
     } catch (const std::exception& e) {
-      bytes = e.what();
+      bytes = std::string("E") + e.what();
       code = 1;
     } catch (...) {
-      bytes = "unknown exception";
+      bytes = "Eunknown exception";
       code = 1;
     }
     for (size_t off = 0; off < bytes.size();) {
@@ -191,6 +196,11 @@ ProcessResult run_forked(const std::function<std::string()>& work, int timeout_s
   ::setpgid(pid, pid);
   std::optional<ChildGroupGuard> guard(std::in_place, pid);
   wait_child(pid, out[0], timeout_s, max_output, guard, r);
+  const char want = r.exit_code == 0 ? 'K' : 'E';
+  if ((r.exit_code == 0 || r.exit_code == 1) && !r.output.empty() && r.output[0] == want)
+    r.output.erase(0, 1);
+  else if (!r.timed_out)
+    r.exit_code = -1;  // died, or exited without brrr's framing: not the work's own result
   return r;
 }
 

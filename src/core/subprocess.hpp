@@ -20,7 +20,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, int timeout_s,
 
 // Runs `work` in a forked copy of this process under the same time limit and group rules, and
 // returns what it returned as `output` (exit_code 0), or the message of what it threw
-// (exit_code 1). For libraries that must not share brrr's heap (NVRTC, cuda/nvrtc_compiler.cpp):
+// (exit_code 1); exit_code -1 when the child died or exited any other way (a crash, a
+// sanitizer's report, a library's exit). For libraries that must not share brrr's heap (NVRTC, cuda/nvrtc_compiler.cpp):
 // the child makes no CUDA driver call and exits with _exit.
 ProcessResult run_forked(const std::function<std::string()>& work, int timeout_s,
                          size_t max_output = size_t(1) << 30);

@@ -120,7 +120,7 @@ NvrtcOutput run_nvrtc_forked(const std::string& source, const std::string& name,
   if (r.exit_code != 0 || m.size() < kHead || (m[0] != 'K' && m[0] != 'F') ||
       nlog > m.size() - kHead || nbody != m.size() - kHead - nlog)
     fail("NVRTC's compile process for kernel {} {}", name,
-         r.exit_code < 0 ? "died of a signal" : "returned a malformed result");
+         r.exit_code < 0 ? "died (a signal, or an exit without a result)" : "returned a malformed result");
   NvrtcOutput o;
   o.ok = m[0] == 'K';
   o.log = m.substr(kHead, nlog);
