@@ -150,6 +150,7 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
              "probe: unknown backend '{}' (expected cpu or cuda)", backend);
   std::string path = ceilings_cache_path(backend);
   if (from_cache) *from_cache = false;
+  double cached_load = -1;  // >= 0: a cached probe taken under load is being measured again
   if (!refresh && fs::exists(path)) {
     try {
       std::string text;
@@ -157,8 +158,7 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
       Ceilings c = ceilings_from_json(json::parse(text));
       BRRR_CHECK(c.backend == backend, "it holds '{}' ceilings", c.backend);
       // A probe that ran on a busy machine measured the contention, not the machine: measure
-      // again (the new figures are cached only when they were measured under less load).
-      // ... unless the machine is no quieter now: a probe now would measure the same load.
+      // again, unless the machine is no quieter now (a probe now would measure the same load).
       double now = -1;
       if (c.probe_other_busy_cpus >= 0.5) {
         LoadMeter m;
@@ -170,19 +170,17 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
         return c;
       }
       fmt::print(stderr, "probe: the cached ceilings {} were measured while other processes kept "
-                         "{:.1f} CPUs busy ({:.1f} now); measuring again\n", path, c.probe_other_busy_cpus, now);
-      Ceilings again = backend == "cuda" ? probe_cuda(progress) : probe_cpu(progress);
-      if (again.probe_other_busy_cpus >= c.probe_other_busy_cpus) return again;
-      std::string why;
-      if (!try_replace_file(path, ceilings_to_json(again).dump(2) + "\n", &why) && cache_error)
-        *cache_error = why;
-      return again;
+                         "{:.1f} CPUs busy ({:.1f} now); measuring again\n",
+                 path, c.probe_other_busy_cpus, now);
+      cached_load = c.probe_other_busy_cpus;
     } catch (const std::exception& e) {
       fmt::print(stderr, "probe: ignoring the cached ceilings {} ({}); measuring again\n", path,
                  e.what());
     }
   }
   Ceilings c = backend == "cuda" ? probe_cuda(progress) : probe_cpu(progress);
+  // Measured again under no less load than the cached probe: keep the cached file.
+  if (cached_load >= 0 && c.probe_other_busy_cpus >= cached_load) return c;
   // Temp file and rename: a concurrent reader never sees half a file, a full disk none at all.
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
