@@ -36,6 +36,19 @@ TEST(CudaRuntime, DeviceInfo) {
   EXPECT_EQ(info.arch(), "sm_" + std::to_string(info.cc_major * 10 + info.cc_minor));
 }
 
+// Device::synchronize is cuCtxSynchronize, whose newest ABI (CUDA 13) takes a context: the
+// loader must hand back the no-argument one the header declares, or this fails on a garbage
+// context (it did, as CUDA_ERROR_CONTEXT_IS_DESTROYED, in Session::run_device).
+TEST(CudaRuntime, DeviceSynchronizeAfterWork) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  Device& dev = test_device();
+  Stream s;
+  DeviceBuffer a(4096, "a");
+  memset_u32(a.ptr(), 1u, 1024, s, "fill a");
+  EXPECT_NO_THROW(dev.synchronize());
+  EXPECT_NO_THROW(dev.synchronize());
+}
+
 TEST(CudaRuntime, CopyRoundTrip) {
   BRRR_REQUIRE_CUDA_DEVICE();
   test_device();

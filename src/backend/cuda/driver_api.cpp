@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <string>
+#include <string_view>
 
 #include "brrr/error.hpp"
 
@@ -31,12 +33,20 @@ Loaded load() {
     return l;
   }
   // Ask for each symbol by its base name at the header's CUDA_VERSION: the driver hands back
-  // the ABI version matching the prototypes we compiled against.
+  // the ABI version matching the prototypes we compiled against. Except where cuda.h's plain
+  // prototype is older than the newest ABI of that name: CUDA 13's cuCtxSynchronize is
+  // cuCtxSynchronize_v2(CUcontext), while the header's cuCtxSynchronize(void) is the 2.0 ABI.
+  // Asked for at 13000 the driver returned the one-argument function, which then read a garbage
+  // context and failed with CUDA_ERROR_CONTEXT_IS_DESTROYED (Session::run_device on the H200).
+  auto abi_version = [](const char* name) {
+    return std::string_view(name) == "cuCtxSynchronize" ? 2000 : CUDA_VERSION;
+  };
 #define BRRR_CU_LOAD(name)                                                                  \
   {                                                                                         \
     void* p = nullptr;                                                                      \
     CUdriverProcAddressQueryResult st{};                                                    \
-    if (get_proc(#name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || \
+    if (get_proc(#name, &p, abi_version(#name), CU_GET_PROC_ADDRESS_DEFAULT, &st) !=        \
+            CUDA_SUCCESS ||                                                                 \
         !p) {                                                                               \
       l.reason = std::string("CUDA driver lacks ") + #name + " (driver older than the toolkit?)"; \
       return l;                                                                             \
