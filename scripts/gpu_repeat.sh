@@ -15,6 +15,9 @@
 #                          damaged heap chunk aborts at the free that finds it
 #                 perturb  MALLOC_PERTURB_: freed memory is overwritten (a use after free reads junk)
 #                 apilog   cuDNN and cuBLASLt API logs; their last lines are shown on a crash
+#                 nokeydel  pthread_key_delete does nothing (gpu_tools/lib_shim.c): no key reused
+#                 nodlclose dlclose does nothing: no library is ever unloaded
+#                 libtrace  log every pthread key create/delete and dlclose with its caller
 #                 K=V,K2=V2  those environment variables
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
@@ -26,6 +29,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 EXTRA_CMAKE="-DCMAKE_CXX_FLAGS=-g ${EXTRA_CMAKE:-}" source scripts/gpu_build.sh
 echo "== built in $(( $(date +%s) - T0 )) s"
 gcc -O1 -g -shared -fPIC -o /tmp/segv_backtrace.so scripts/gpu_tools/segv_backtrace.c || exit 1
+gcc -O1 -g -shared -fPIC -o /tmp/lib_shim.so scripts/gpu_tools/lib_shim.c -ldl || exit 1
 ulimit -c unlimited 2>/dev/null
 mkdir -p /tmp/cores && (echo '/tmp/cores/core.%p' > /proc/sys/kernel/core_pattern) 2>/dev/null
 echo "core_pattern: $(cat /proc/sys/kernel/core_pattern 2>/dev/null)"
@@ -42,6 +46,9 @@ loop() {  # loop FILTER REPEAT TAG [VARIANT]
     case $variant in
       mcheck) pre="$pre $MDEBUG"; venv=(GLIBC_TUNABLES=glibc.malloc.check=3) ;;
       perturb) venv=(MALLOC_PERTURB_=165) ;;
+      nokeydel) pre="$pre /tmp/lib_shim.so"; venv=(SHIM_NO_KEY_DELETE=1) ;;
+      nodlclose) pre="$pre /tmp/lib_shim.so"; venv=(SHIM_NO_DLCLOSE=1) ;;
+      libtrace) pre="$pre /tmp/lib_shim.so"; venv=(SHIM_TRACE=1) ;;
       apilog) venv=(CUDNN_LOGLEVEL_DBG=3 "CUDNN_LOGDEST_DBG=$log.cudnn" CUBLASLT_LOG_LEVEL=5
                     "CUBLASLT_LOG_FILE=$log.lt") ;;
       *=*) IFS=, read -ra venv <<<"$variant" ;;
