@@ -2,6 +2,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "brrr/graph.hpp"
 
@@ -55,6 +56,20 @@ bool distribute_concat(Graph& g);
 // 8 inputs, folding in the same order; returns true when it changed the graph. Runs on a
 // shape-inferred graph (src/passes/split_variadic.cpp).
 bool split_variadic(Graph& g);
+
+// What convert_precision did: float32 values now stored in 16 bits, values kept in float32 and
+// (a few of) the reasons.
+struct PrecisionReport {
+  int converted = 0;
+  int kept = 0;
+  std::vector<std::string> kept_why;
+};
+
+// `--precision bf16|fp16` on a float32 model: stores weights and activations in `to` (bf16 or
+// f16), keeping float32 where ONNX or an integer result needs it, with the model's float32
+// inputs and outputs cast at the boundary; re-infers the graph's types
+// (src/passes/convert_precision.cpp).
+PrecisionReport convert_precision(Graph& g, DType to, size_t fold_budget_bytes);
 
 // Prints the graph to stderr after a pass when BRRR_DEBUG >= 2 (the pipeline calls it after
 // each pass).

@@ -330,8 +330,9 @@ void setup_run(CLI::App& app) {
                   "(the oracle)")
       ->check(CLI::IsMember({"cpu", "cuda", "reference"}));
   cmd->add_option("--precision", opts->precision,
-                  "cuda: precision of matrix products: fp32, tf32, bf16 or fp16 (weights cast "
-                  "once, fp32 accumulate); cpu and reference: fp32 only")
+                  "cuda: bf16 or fp16 store the whole model in 16 bits (float32 accumulation, "
+                  "reductions and statistics; float32 inputs and outputs), tf32 the matrix "
+                  "products only; cpu and reference: fp32 only")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   cmd->add_flag("--no-graphs", opts->no_graphs, "cuda: launch kernels one by one (no CUDA Graph)");
   cmd->add_flag("--no-fusion", opts->no_fusion, "one generated kernel per op");

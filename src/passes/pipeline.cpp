@@ -52,7 +52,12 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
   log.after("infer_shapes", g);
   eliminate_dead_nodes(g);
   log.after("dead_nodes", g);
-  if (!target.plans_kernels) return {std::move(g), {}};
+  PrecisionReport precision;
+  if (o.storage != DType::f32 && target.storage_16bit) {
+    precision = convert_precision(g, o.storage, o.fold_budget_bytes);
+    log.after("precision", g);
+  }
+  if (!target.plans_kernels) return {std::move(g), {}, precision};
 
   bool split = split_variadic(g);
   log.after("split_variadic", g, split);
@@ -70,7 +75,7 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
   // Library kernels the backend's library turns down at build time, the layouts between them
   // and the arena are the executor's steps (src/passes/choose_layouts.cpp, plan_memory.cpp):
   // which kernels a library accepts is known only once it has made them.
-  return {std::move(g), std::move(p)};
+  return {std::move(g), std::move(p), precision};
 }
 
 }  // namespace brrr

@@ -39,6 +39,7 @@ Target Target::cuda() {
   t.generated_casts = true;
   t.generated_typed = true;
   t.generated_views = true;
+  t.storage_16bit = true;
   return t;
 }
 

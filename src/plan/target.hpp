@@ -67,6 +67,10 @@ struct Target {
   // Slice (constant starts / ends / axes / steps) and Expand (a constant shape) as views, like
   // Transpose: strides and an offset on the loads that read them; a copy kernel when stored.
   bool generated_views = false;
+  // `--precision bf16|fp16` stores the whole model in 16 bits (convert_precision: weights and
+  // activations, float32 math inside kernels), as the generated and library 16-bit paths above
+  // run it. Without it the precision flag reaches only the matrix products.
+  bool storage_16bit = false;
   // Whether a typed kernel computing in `t` (int32, int64, float64) renders `op`.
   bool generates(ScalarOp op, DType t) const;
 

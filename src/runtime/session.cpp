@@ -4,6 +4,7 @@
 #include "brrr/session.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <iostream>
@@ -23,6 +24,7 @@ struct Session::Impl {
   Graph g;
   SessionOptions opts;
   plan::Plan plan;
+  PrecisionReport precision;  // what convert_precision did, when it ran
   std::unique_ptr<Executor> exec;  // refers to g and plan, so it is declared (and dies) after them
 
   void build();
@@ -41,9 +43,12 @@ void Session::Impl::build() {
   copts.concat_split = opts.concat_split < 0
                            ? copts.fusion && !env::flag("BRRR_DISABLE_CONCAT_SPLIT")
                            : opts.concat_split != 0;
+  if (opts.precision == "bf16") copts.storage = DType::bf16;
+  if (opts.precision == "fp16") copts.storage = DType::f16;
   Compiled c = compile(std::move(g), plan::Target::named(opts.backend), copts);
   g = std::move(c.graph);
   plan = std::move(c.plan);
+  precision = c.precision;
   exec = opts.backend == "cuda" ? cuda::make_cuda_executor(g, plan, opts)
                                 : cpu::make_cpu_executor(g, plan, opts);
 }
@@ -94,6 +99,14 @@ std::string Session::plan_summary() const {
   MemoryStats mem = m.exec->memory();
   std::string s = fmt::format("plan: {} kernel(s) for {} node(s), fusion {}\n", m.plan.kernels.size(),
                               m.g.nodes.size(), m.plan.fusion_enabled ? "on" : "off");
+  if (m.precision.converted + m.precision.kept > 0) {
+    s += fmt::format("precision {}: {} float value(s) stored in 16 bits, {} kept float32{}{}\n",
+                     m.opts.precision, m.precision.converted, m.precision.kept,
+                     m.precision.kept_why.empty() ? "" : " (",
+                     m.precision.kept_why.empty()
+                         ? ""
+                         : fmt::format("{})", fmt::join(m.precision.kept_why, "; ")));
+  }
   s += m.plan.print(m.g);
   s += fmt::format(
       "memory: arena {} bytes for {} intermediate buffer(s) totalling {} bytes (reuse saves {:.1f}%)\n",
