@@ -22,6 +22,8 @@ const Switch kSwitches[] = {
     {"BRRR_DISABLE_GRAPHS", Kind::Flag, "0", "", 0, 0, "CUDA: no CUDA Graphs"},
     {"BRRR_DISABLE_CONCAT_SPLIT", Kind::Flag, "0", "", 0, 0,
      "CPU: keep channel Concats that feed group-1 convs"},
+    {"BRRR_PRECISION_GEMMS_ONLY", Kind::Flag, "0", "", 0, 0,
+     "CUDA: --precision bf16|fp16 reaches only the matrix products, not the whole model"},
     {"BRRR_MAX_TENSOR_BYTES", Kind::Size, "8589934592", "", 1, kMaxI,
      "largest tensor brrr allocates, in bytes"},
     {"BRRR_COMPILE_TIMEOUT", Kind::Seconds, "300", "", 1, 86400,

@@ -43,8 +43,10 @@ void Session::Impl::build() {
   copts.concat_split = opts.concat_split < 0
                            ? copts.fusion && !env::flag("BRRR_DISABLE_CONCAT_SPLIT")
                            : opts.concat_split != 0;
-  if (opts.precision == "bf16") copts.storage = DType::bf16;
-  if (opts.precision == "fp16") copts.storage = DType::f16;
+  if (!env::flag("BRRR_PRECISION_GEMMS_ONLY")) {
+    if (opts.precision == "bf16") copts.storage = DType::bf16;
+    if (opts.precision == "fp16") copts.storage = DType::f16;
+  }
   Compiled c = compile(std::move(g), plan::Target::named(opts.backend), copts);
   g = std::move(c.graph);
   plan = std::move(c.plan);
