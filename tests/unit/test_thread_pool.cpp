@@ -1,6 +1,7 @@
 // The CPU thread pool runs every index exactly once, for any size and thread count, whether its
 // workers are awake, asleep, descheduled or stuck in a slow chunk, and with concurrent callers.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include "core/env.hpp"
 
@@ -249,27 +250,34 @@ TEST(SessionThreads, ThreadCountFromEnvironmentAndAffinity) {
 
 // A threaded library kernel that slows down (another process took a core) hands the session's
 // runs to the one-thread twins, for a stretch that doubles while the slowdown lasts, and gets them
-// back after. The fakes sleep (10 ms quiet, 150 ms slowed; twin 40 ms): contrasts far above
-// scheduling noise.
+// back after. The fakes advance a fake clock (10 ms quiet, 150 ms slowed; twin 40 ms) instead of
+// sleeping, so the machine's own load cannot blur the contrasts.
+namespace {
+double g_fake_ms = 0;
+double fake_now_ms() { return g_fake_ms; }
+}  // namespace
+
 TEST(LoadAdaptive, FallsBackToOneThreadWhileThreadedIsSlowAndReturns) {
   struct Fake : brrr::cpu::LibraryKernel {
     int* calls;
-    const int* sleep_ms;
-    Fake(int* c, const int* ms) : calls(c), sleep_ms(ms) {}
+    const int* ms;
+    Fake(int* c, const int* m) : calls(c), ms(m) {}
     void run(void* const*) override {
       ++*calls;
-      std::this_thread::sleep_for(std::chrono::milliseconds(*sleep_ms));
+      g_fake_ms += *ms;
     }
   };
   int threaded_calls = 0, one_calls = 0, threaded_ms = 10, other_calls = 0;
   const int one_ms = 40, other_ms = 0;
   auto load = std::make_shared<brrr::cpu::LoadState>();
   auto k = brrr::cpu::make_load_adaptive(std::make_unique<Fake>(&threaded_calls, &threaded_ms),
-                                         std::make_unique<Fake>(&one_calls, &one_ms), load);
+                                         std::make_unique<Fake>(&one_calls, &one_ms), load,
+                                         &fake_now_ms);
   // A second adaptive kernel of the same session: it follows the first one's finding.
   int other_threaded = 0;
   auto k2 = brrr::cpu::make_load_adaptive(std::make_unique<Fake>(&other_threaded, &other_ms),
-                                          std::make_unique<Fake>(&other_calls, &other_ms), load);
+                                          std::make_unique<Fake>(&other_calls, &other_ms), load,
+                                          &fake_now_ms);
   auto runs = [&](int n) {  // session runs
     for (int i = 0; i < n; ++i) {
       k->run(nullptr);
@@ -299,4 +307,52 @@ TEST(LoadAdaptive, FallsBackToOneThreadWhileThreadedIsSlowAndReturns) {
   runs(5);  // quiet again: one try on the threaded kernel, and it keeps the runs
   EXPECT_EQ(threaded_calls, t + 6);
   EXPECT_EQ(one_calls, o + 3 * s);
+}
+
+// A run of a loaded stretch is serial all through: brrr's pool runs every chunk on the caller and
+// oneDNN sees one OpenMP thread (its kernels made for one thread open no two-thread regions);
+// after the run both are the session's again. A calm run changes neither, and
+// BRRR_NO_LOAD_ADAPTIVE's runs are never serial.
+TEST(LoadAdaptive, SerialRunUsesOneOpenMPThreadAndOnlyTheCaller) {
+  using brrr::cpu::LoadRun;
+  brrr::cpu::ThreadPool pool(2);
+  brrr::cpu::LibraryThreads session_threads(2);
+  auto on_caller_only = [&] {
+    const auto me = std::this_thread::get_id();
+    std::atomic<int> elsewhere{0};
+    for (int rep = 0; rep < 20; ++rep)
+      pool.parallel_for(64, [&](int64_t, int64_t) {
+        if (std::this_thread::get_id() != me) ++elsewhere;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      });
+    return elsewhere.load() == 0;
+  };
+  brrr::cpu::LoadState load;
+  {
+    LoadRun r(load, pool, true);
+    EXPECT_EQ(omp_get_max_threads(), 2);  // calm
+  }
+  EXPECT_EQ(load.run, 1);
+  load.loaded();
+  ASSERT_TRUE(load.serial());
+  {
+    LoadRun r(load, pool, false);  // not adaptive: the session's threads even now
+    EXPECT_EQ(omp_get_max_threads(), 2);
+  }
+  {
+    LoadRun r(load, pool, true);
+#ifdef BRRR_HAVE_DNNL  // without oneDNN, LibraryThreads leaves OpenMP alone
+    EXPECT_EQ(omp_get_max_threads(), 1);
+#endif
+    EXPECT_TRUE(on_caller_only());
+  }
+  EXPECT_EQ(omp_get_max_threads(), 2);
+  while (load.serial()) {
+    LoadRun r(load, pool, true);
+  }
+  {
+    LoadRun r(load, pool, true);
+    EXPECT_EQ(omp_get_max_threads(), 2);
+  }
+  EXPECT_EQ(load.run, load.one_until + 1);
 }

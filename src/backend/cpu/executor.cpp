@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "backend/cpu/codegen_cpp.hpp"
@@ -86,26 +87,16 @@ class CpuExecutor final : public Executor {
   void bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
             std::vector<Tensor>* keep);
   void exec(size_t i);
-  // Around every whole run: while the session's load state says loaded, the pool runs serially;
-  // a threaded run whose joins waited on a descheduled worker marks the machine loaded.
+  // Around every whole run: while the session's load state says loaded, the pool and oneDNN run
+  // serially; a threaded run whose joins waited on a descheduled worker marks the machine loaded.
   void begin_run();
   void end_run();
   bool adaptive = !env::flag("BRRR_NO_LOAD_ADAPTIVE");
+  std::optional<cpu::LoadRun> load_run;  // between begin_run and end_run
 };
 
-void CpuExecutor::begin_run() {
-  if (adaptive) pool->set_serial(load->serial());
-}
-
-void CpuExecutor::end_run() {
-  if (adaptive && !load->serial()) {
-    if (pool->take_long_waits() > 0)
-      load->loaded();
-    else
-      load->calm();
-  }
-  ++load->run;
-}
+void CpuExecutor::begin_run() { load_run.emplace(*load, *pool, adaptive); }
+void CpuExecutor::end_run() { load_run.reset(); }
 
 // A library kernel on the session's threads. A oneDNN kernel on several OpenMP threads gets a
 // one-thread twin to fall back on when the machine is loaded (library_adaptive.cpp).
@@ -286,8 +277,8 @@ void CpuExecutor::exec(size_t i) {
 std::vector<Tensor> CpuExecutor::run(const std::map<std::string, Tensor>& inputs) {
   std::vector<Tensor> outs, keep;
   bind(inputs, &outs, &keep);
-  begin_run();
   cpu::LibraryThreads lib_threads(pool->threads());
+  begin_run();
   if (debug_level() >= 1) {
     // BRRR_DEBUG=1: one line per kernel (time, GFLOP/s, GB/s); the doctor adds regimes.
     for (size_t i = 0; i < steps.size(); ++i) {

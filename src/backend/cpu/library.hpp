@@ -121,11 +121,38 @@ struct LoadState {
   void calm() { stretch = kFirstStretch; }
 };
 
+// One whole run of a session, in scope from before its first kernel to after its last. While the
+// load state says serial, the pool runs on the caller and the OpenMP thread count is 1: the
+// one-thread twins are not the only oneDNN kernels that open OpenMP regions (the ones made for
+// one thread still size their reorders' and loops' regions when they run, from that count), and
+// under load each two-thread region waits for a descheduled thread (mobilenet_v3_small, every run
+// serial, under compile load: medians of 7-108 ms with those regions left in, 1.3-1.7 ms
+// without; --threads 1: 1.2-1.6 ms). A threaded run whose pool joins waited on a descheduled worker marks the machine
+// loaded when the scope ends. `adaptive` false (BRRR_NO_LOAD_ADAPTIVE): only counts the run.
+class LoadRun {
+ public:
+  LoadRun(LoadState& load, ThreadPool& pool, bool adaptive);
+  ~LoadRun();
+  LoadRun(const LoadRun&) = delete;
+  LoadRun& operator=(const LoadRun&) = delete;
+
+ private:
+  LoadState& load_;
+  ThreadPool& pool_;
+  bool adaptive_;
+  std::unique_ptr<LibraryThreads> one_thread_;  // set while serial
+};
+
+// Milliseconds on some steady clock: what an adaptive kernel times its runs with (tests pass a
+// fake one; nullptr: std::chrono::steady_clock).
+using MsClock = double (*)();
+
 // `threaded` (an `openmp` kernel) paired with the same kernel made under LibraryThreads(1): runs
 // whichever the machine's load favours (library_adaptive.cpp).
 std::unique_ptr<LibraryKernel> make_load_adaptive(std::unique_ptr<LibraryKernel> threaded,
                                                   std::unique_ptr<LibraryKernel> one,
-                                                  std::shared_ptr<LoadState> load);
+                                                  std::shared_ptr<LoadState> load,
+                                                  MsClock clock = nullptr);
 
 // The providers make_library_kernel asks, in this order (nullptr: not this one).
 std::unique_ptr<LibraryKernel> make_cpu_pool(const Graph& g, const plan::Kernel& k,

@@ -4,7 +4,7 @@
 // the threaded kernel is timed; when it is much slower than its best, or slower than the
 // one-thread kernel's last run, the session's next runs use the one-thread kernels (all of them:
 // load is the machine's), for a stretch that doubles while the load lasts, then the threaded ones
-// are tried again.
+// are tried again. LoadRun, around each whole run, makes a loaded stretch's runs serial.
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -20,21 +20,29 @@ constexpr double kSlowerThanBest = 2.0;  // a threaded run this much slower than
 // kernel of tens of microseconds jitters by 2x on a quiet machine.
 constexpr double kSlowerByMs = 0.05;
 
+double steady_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 class LoadAdaptiveKernel : public LibraryKernel {
  public:
   LoadAdaptiveKernel(std::unique_ptr<LibraryKernel> threaded, std::unique_ptr<LibraryKernel> one,
-                     std::shared_ptr<LoadState> load)
-      : threaded_(std::move(threaded)), one_(std::move(one)), load_(std::move(load)) {}
+                     std::shared_ptr<LoadState> load, MsClock clock)
+      : threaded_(std::move(threaded)),
+        one_(std::move(one)),
+        load_(std::move(load)),
+        now_ms_(clock ? clock : &steady_ms) {}
 
   void run(void* const* slots) override {
-    using clk = std::chrono::steady_clock;
     // Run 1 is threaded, run 2 times the one-thread twin once, so there is a time to compare.
     if (best_ != kNone && one_timed_ && !load_->serial()) return run_threaded(slots);
     if (best_ == kNone) return run_threaded(slots);
     LibraryThreads one(1);
-    auto t0 = clk::now();
+    const double t0 = now_ms_();
     one_->run(slots);
-    one_ms_ = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+    one_ms_ = now_ms_() - t0;
     one_timed_ = true;
   }
 
@@ -42,10 +50,9 @@ class LoadAdaptiveKernel : public LibraryKernel {
   static constexpr double kNone = std::numeric_limits<double>::infinity();
 
   void run_threaded(void* const* slots) {
-    using clk = std::chrono::steady_clock;
-    auto t0 = clk::now();
+    const double t0 = now_ms_();
     threaded_->run(slots);
-    double ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+    const double ms = now_ms_() - t0;
     best_ = std::min(best_, ms);
     // Loaded: every adaptive kernel of the session takes its twin for the next stretch.
     if (ms > kSlowerThanBest * best_ + kSlowerByMs || (one_timed_ && ms > one_ms_ + kSlowerByMs))
@@ -56,6 +63,7 @@ class LoadAdaptiveKernel : public LibraryKernel {
 
   std::unique_ptr<LibraryKernel> threaded_, one_;
   std::shared_ptr<LoadState> load_;
+  MsClock now_ms_;
   double best_ = kNone;  // fastest threaded run seen
   double one_ms_ = 0;    // the twin's last run
   bool one_timed_ = false;
@@ -63,10 +71,29 @@ class LoadAdaptiveKernel : public LibraryKernel {
 
 }  // namespace
 
+LoadRun::LoadRun(LoadState& load, ThreadPool& pool, bool adaptive)
+    : load_(load), pool_(pool), adaptive_(adaptive) {
+  const bool serial = adaptive_ && load_.serial();
+  pool_.set_serial(serial);
+  if (serial) one_thread_ = std::make_unique<LibraryThreads>(1);
+}
+
+LoadRun::~LoadRun() {
+  one_thread_.reset();
+  if (adaptive_ && !load_.serial()) {
+    if (pool_.take_long_waits() > 0)
+      load_.loaded();
+    else
+      load_.calm();
+  }
+  ++load_.run;
+}
+
 std::unique_ptr<LibraryKernel> make_load_adaptive(std::unique_ptr<LibraryKernel> threaded,
                                                   std::unique_ptr<LibraryKernel> one,
-                                                  std::shared_ptr<LoadState> load) {
-  return std::make_unique<LoadAdaptiveKernel>(std::move(threaded), std::move(one), std::move(load));
+                                                  std::shared_ptr<LoadState> load, MsClock clock) {
+  return std::make_unique<LoadAdaptiveKernel>(std::move(threaded), std::move(one), std::move(load),
+                                              clock);
 }
 
 }  // namespace brrr::cpu
