@@ -284,7 +284,8 @@ void setup_bench(CLI::App& app) {
                   "cpu or cuda (cuda: MODEL.onnx files, or its own workload set, see --list)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", args->precision,
-                  "cuda: float32 GEMM precision fp32|tf32|bf16|fp16; cpu: fp32 only")
+                  "float32 GEMM/conv precision: cuda fp32|tf32|bf16|fp16; cpu fp32, or bf16 on "
+                  "avx512_bf16/AMX")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   add_shape_option(cmd, args->shapes);
   add_threads_option(cmd, args->threads);

@@ -287,9 +287,10 @@ int run_command(const RunOptions& o) {
   ex.compile_ms = compile_ms;
   const std::vector<Tensor>& outs = ex.outputs;
 
-  std::printf("model: %s (%zu nodes after preparation), backend: %s%s\n", o.model.c_str(),
+  std::printf("model: %s (%zu nodes after preparation), backend: %s%s%s\n", o.model.c_str(),
               g.nodes.size(), o.backend.c_str(),
-              ex.threads > 0 ? fmt::format(", {} thread{}", ex.threads, ex.threads == 1 ? "" : "s").c_str() : "");
+              ex.threads > 0 ? fmt::format(", {} thread{}", ex.threads, ex.threads == 1 ? "" : "s").c_str() : "",
+              o.precision == "fp32" ? "" : (", precision " + o.precision).c_str());
   if (o.data.empty() && !g.inputs.empty()) std::printf("inputs: synthetic (no --data given)\n");
   for (size_t i = 0; i < outs.size(); ++i) {
     const Tensor& t = outs[i];
@@ -330,8 +331,9 @@ void setup_run(CLI::App& app) {
                   "(the oracle)")
       ->check(CLI::IsMember({"cpu", "cuda", "reference"}));
   cmd->add_option("--precision", opts->precision,
-                  "cuda: precision of matrix products: fp32, tf32, bf16 or fp16 (weights cast "
-                  "once, fp32 accumulate); cpu and reference: fp32 only")
+                  "precision of matrix products and convs (weights cast once, fp32 accumulate): "
+                  "cuda: fp32, tf32, bf16 or fp16; cpu: fp32, or bf16 on avx512_bf16/AMX; "
+                  "reference: fp32")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   cmd->add_flag("--no-graphs", opts->no_graphs, "cuda: launch kernels one by one (no CUDA Graph)");
   cmd->add_flag("--no-fusion", opts->no_fusion, "one generated kernel per op");

@@ -41,7 +41,7 @@ void Session::Impl::build() {
   copts.concat_split = opts.concat_split < 0
                            ? copts.fusion && !env::flag("BRRR_DISABLE_CONCAT_SPLIT")
                            : opts.concat_split != 0;
-  Compiled c = compile(std::move(g), plan::Target::named(opts.backend), copts);
+  Compiled c = compile(std::move(g), plan::Target::named(opts.backend, opts.precision), copts);
   g = std::move(c.graph);
   plan = std::move(c.plan);
   exec = opts.backend == "cuda" ? cuda::make_cuda_executor(g, plan, opts)

@@ -24,7 +24,10 @@ class LoadAdaptiveKernel : public LibraryKernel {
  public:
   LoadAdaptiveKernel(std::unique_ptr<LibraryKernel> threaded, std::unique_ptr<LibraryKernel> one,
                      std::shared_ptr<LoadState> load)
-      : threaded_(std::move(threaded)), one_(std::move(one)), load_(std::move(load)) {}
+      : threaded_(std::move(threaded)), one_(std::move(one)), load_(std::move(load)) {
+    precision = threaded_->precision;
+    impl = threaded_->impl;
+  }
 
   void run(void* const* slots) override {
     using clk = std::chrono::steady_clock;
