@@ -100,6 +100,28 @@ TEST(CpuBf16, PrecisionPassMarksDescriptors) {
   }
 }
 
+// A depthwise conv (one output channel per group) and a GEMM with few output columns stay float32:
+// converting their activation costs more than bf16 saves.
+TEST(CpuBf16, NarrowContractionsStayFloat32) {
+  if (!brrr_test::kDnnl) GTEST_SKIP() << brrr_test::kNoDnnl;
+  std::mt19937 rng(4);
+  GraphBuilder b;
+  int img = b.input("img", {1, 32, 16, 16});
+  b.output(b.node("Conv", {img, b.constant("dw", brrr_test::uniform_f32({32, 1, 3, 3}, rng, -1, 1))},
+                  {{"group", int64_t(32)}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  int x = b.input("x", {64, 256});
+  b.output(b.node("MatMul", {x, b.constant("w", brrr_test::uniform_f32({256, 8}, rng, -1, 1))}));
+  Compiled c = compile(b.g, Target::cpu("bf16", with(true, false)), CompileOptions{});
+  int library = 0;
+  for (const plan::Kernel& k : c.plan.kernels) {
+    if (k.kind != plan::KernelKind::Library) continue;
+    ++library;
+    if (const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(k)) EXPECT_EQ(d->math, DType::f32);
+    if (const plan::ConvDesc* d = plan::desc_of<plan::ConvDesc>(k)) EXPECT_EQ(d->math, DType::f32);
+  }
+  EXPECT_EQ(library, 2) << c.plan.print(c.graph);
+}
+
 bool host_has_bf16() {
   return brrr_test::kDnnl && cpu_precision_refusal("bf16").empty();
 }
