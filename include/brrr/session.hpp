@@ -14,9 +14,11 @@ namespace brrr {
 
 struct SessionOptions {
   std::string backend = "cpu";  // "cpu" or "cuda" (builds with BRRR_HAVE_CUDA and a device)
-  // CUDA: compute precision of library GEMMs on float32 data: "fp32", "tf32", "bf16" or "fp16"
-  // (16-bit: weights cast once at load, activations cast per run, fp32 accumulate). GEMMs on
-  // bfloat16/float16 data always run in their own type.
+  // Compute precision of library GEMMs (and CPU convs) on float32 data. CUDA: "fp32", "tf32",
+  // "bf16" or "fp16" (16-bit: weights cast once at load, activations cast per run, fp32
+  // accumulate); GEMMs on bfloat16/float16 data always run in their own type. CPU: "fp32", or
+  // "bf16" on a CPU with avx512_bf16 or AMX (oneDNN; outputs stay float32); otherwise the
+  // Session throws brrr::Error with the reason (plan::cpu_precision_refusal).
   std::string precision = "fp32";
   // CUDA: capture the whole plan as one CUDA graph and replay it per run. -1: on unless
   // BRRR_DISABLE_GRAPHS is set to something other than "0"; 0: off; 1: on.

@@ -25,9 +25,12 @@ void check_options(const PySessionOptions& o) {
   BRRR_CHECK(o.precision == "fp32" || o.precision == "tf32" || o.precision == "bf16" ||
                  o.precision == "fp16",
              "unknown precision '{}' (use fp32, tf32, bf16 or fp16)", o.precision);
-  if (o.backend != "cuda" && o.precision != "fp32")
-    fail("precision='{}' needs backend='cuda': the {} backend computes in float32 only",
-         o.precision, o.backend);
+  if (o.backend == "cpu") {
+    if (std::string why = plan::cpu_precision_refusal(o.precision); !why.empty())
+      fail("precision='{}' on backend='cpu': {}", o.precision, why);
+  } else if (o.backend != "cuda" && o.precision != "fp32") {
+    fail("precision='{}': backend='{}' computes in float32 only", o.precision, o.backend);
+  }
   if (o.backend != "cpu" && o.threads > 0)
     fail("threads= sets the CPU backend's threads; backend='{}' does not use it", o.backend);
   BRRR_CHECK(o.threads >= 0, "threads={} is negative (0: the default)", o.threads);

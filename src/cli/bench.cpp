@@ -285,7 +285,7 @@ void setup_bench(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", args->precision,
                   "cuda: bf16|fp16 store the whole model in 16 bits, tf32 the matrix products "
-                  "only; cpu: fp32 only")
+                  "only; cpu: fp32, or bf16 GEMMs/convs on avx512_bf16/AMX")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   add_shape_option(cmd, args->shapes);
   add_threads_option(cmd, args->threads);

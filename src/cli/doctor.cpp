@@ -27,6 +27,7 @@ namespace {
 
 struct DoctorArgs {
   std::string model, backend = "cpu", json, trace, html, compare_profile, save_profile;
+  std::string precision = "fp32";
   std::vector<std::string> shapes, applied;
   bool batch_sweep = false, refresh = false, compare = false, no_fusion = false;
   int reps = 5, top = 10, threads = 0;
@@ -46,7 +47,7 @@ struct Prepared {
 };
 
 Prepared prepare(const Graph& loaded, const InferOptions& opts, const std::string& backend,
-                 int fusion, int threads) {
+                 int fusion, int threads, const std::string& precision) {
   Prepared p;
   if (backend == "reference") {
     CompileOptions co;
@@ -59,6 +60,7 @@ Prepared prepare(const Graph& loaded, const InferOptions& opts, const std::strin
   so.backend = backend;
   so.fusion = fusion;
   so.threads = threads;
+  so.precision = precision;
   so.input_shapes = opts.input_shapes;
   p.session.emplace(loaded, so);
   return p;
@@ -73,8 +75,8 @@ RunProfile profile_prepared(Prepared& p, int reps) {
 // Runs the model at batch b (dim 0 of every input whose dim 0 is symbolic); median of 3 runs.
 doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
                                  std::vector<std::string> batch_inputs, std::string backend,
-                                 int threads) {
-  return [&loaded, base, batch_inputs, backend, threads](int64_t b) {
+                                 int threads, std::string precision) {
+  return [&loaded, base, batch_inputs, backend, threads, precision](int64_t b) {
     InferOptions o = base;
     for (const auto& name : batch_inputs) {
       const Value& v = loaded.value(loaded.find_value(name));
@@ -84,7 +86,7 @@ doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
         if (d < 0) fail("batch sweep: input '{}' has other symbolic dims; give --shape", name);
       o.input_shapes[name] = s;
     }
-    Prepared p = prepare(loaded, o, backend, -1, threads);
+    Prepared p = prepare(loaded, o, backend, -1, threads, precision);
     auto in = make_inputs(p.graph(), 1);
     auto once = [&] {
       p.session ? (void)p.session->run(in) : (void)run_reference(p.reference, in);
@@ -120,7 +122,7 @@ void run_doctor(const DoctorArgs& a) {
       {&a.save_profile, "--save-profile"}};
   for (const auto& [path, what] : outputs)
     if (!path->empty()) check_output_path(*path, what);
-  check_backend_options(a.backend, a.threads, "fp32");
+  check_backend_options(a.backend, a.threads, a.precision);
   if (!a.applied.empty() && !a.compare && a.compare_profile.empty())
     fail("--applied names what a --compare or --compare-profile run applied; give one of them");
   const int threads = a.backend == "cpu" ? session_threads(a.threads) : 0;
@@ -134,7 +136,7 @@ void run_doctor(const DoctorArgs& a) {
   // With --compare the baseline is one kernel per op and the remedies are applied by compiling
   // the fused plan; otherwise the model is profiled as brrr runs it.
   bool fused = !a.no_fusion && !a.compare;
-  std::optional<Prepared> p = prepare(loaded, opts, a.backend, fused ? 1 : 0, threads);
+  std::optional<Prepared> p = prepare(loaded, opts, a.backend, fused ? 1 : 0, threads, a.precision);
   Graph g = p->graph();
   // The reference executor runs on the CPU: it is judged against the CPU ceilings.
   doctor::Ceilings c = doctor::load_or_probe(a.backend == "cuda" ? "cuda" : "cpu", a.refresh, true);
@@ -156,7 +158,7 @@ void run_doctor(const DoctorArgs& a) {
   } else if (a.compare) {
     BRRR_CHECK(a.backend != "reference", "--compare needs a compiled backend (cpu or cuda)");
     fmt::print(stderr, "doctor: applying the remedies: profiling the fused static plan\n");
-    Prepared f = prepare(loaded, opts, a.backend, 1, threads);
+    Prepared f = prepare(loaded, opts, a.backend, 1, threads, a.precision);
     after = profile_prepared(f, a.reps);
     if (a.applied.empty()) dopts.applied = {"fusion"};
     dopts.compare = &*after;
@@ -171,7 +173,8 @@ void run_doctor(const DoctorArgs& a) {
     if (batch_inputs.empty()) {
       batch_error = "no model input has a symbolic batch dimension (dim 0)";
     } else {
-      dopts.batch_runner = batch_runner(loaded, opts, batch_inputs, a.backend, threads);
+      dopts.batch_runner = batch_runner(loaded, opts, batch_inputs, a.backend, threads,
+                                         a.precision);
       dopts.base_batch = g.value(g.find_value(batch_inputs[0])).shape[0];
     }
   }
@@ -193,6 +196,10 @@ void setup_doctor(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda", "reference"}));
   add_shape_option(cmd, a->shapes);
   add_threads_option(cmd, a->threads);
+  cmd->add_option("--precision", a->precision,
+                  "precision of matrix products and convs, as in run: cuda fp32|tf32|bf16|fp16; "
+                  "cpu fp32, or bf16 on avx512_bf16/AMX")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   cmd->add_option("--reps", a->reps, "timed runs (median)")->check(CLI::Range(1, 1000));
   cmd->add_option("--top", a->top, "kernels in the top table")->check(CLI::Range(1, 100000));
   cmd->add_option("--json", a->json, "write the report as JSON");

@@ -12,6 +12,7 @@
 
 #include "brrr/error.hpp"
 #include "core/env.hpp"
+#include "plan/target.hpp"
 
 namespace fs = std::filesystem;
 
@@ -114,9 +115,12 @@ int session_threads(int flag) {
 }
 
 void check_backend_options(const std::string& backend, int threads, const std::string& precision) {
-  if (backend != "cuda" && precision != "fp32")
-    fail("--precision {} needs --backend cuda: the {} backend computes in float32 only", precision,
-         backend);
+  if (backend == "cpu") {
+    if (std::string why = plan::cpu_precision_refusal(precision); !why.empty())
+      fail("--precision {} on --backend cpu: {}", precision, why);
+  } else if (backend != "cuda" && precision != "fp32") {
+    fail("--precision {}: the {} backend computes in float32 only", precision, backend);
+  }
   if (backend != "cpu" && threads > 0)
     fail("--threads sets the CPU backend's threads; --backend {} does not use it", backend);
 }

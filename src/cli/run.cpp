@@ -287,9 +287,10 @@ int run_command(const RunOptions& o) {
   ex.compile_ms = compile_ms;
   const std::vector<Tensor>& outs = ex.outputs;
 
-  std::printf("model: %s (%zu nodes after preparation), backend: %s%s\n", o.model.c_str(),
+  std::printf("model: %s (%zu nodes after preparation), backend: %s%s%s\n", o.model.c_str(),
               g.nodes.size(), o.backend.c_str(),
-              ex.threads > 0 ? fmt::format(", {} thread{}", ex.threads, ex.threads == 1 ? "" : "s").c_str() : "");
+              ex.threads > 0 ? fmt::format(", {} thread{}", ex.threads, ex.threads == 1 ? "" : "s").c_str() : "",
+              o.precision == "fp32" ? "" : (", precision " + o.precision).c_str());
   if (o.data.empty() && !g.inputs.empty()) std::printf("inputs: synthetic (no --data given)\n");
   for (size_t i = 0; i < outs.size(); ++i) {
     const Tensor& t = outs[i];
@@ -332,7 +333,8 @@ void setup_run(CLI::App& app) {
   cmd->add_option("--precision", opts->precision,
                   "cuda: bf16 or fp16 store the whole model in 16 bits (float32 accumulation, "
                   "reductions and statistics; float32 inputs and outputs), tf32 the matrix "
-                  "products only; cpu and reference: fp32 only")
+                  "products only; cpu: fp32, or bf16 matrix products and convs on "
+                  "avx512_bf16/AMX (weights cast once, fp32 accumulate); reference: fp32")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   cmd->add_flag("--no-graphs", opts->no_graphs, "cuda: launch kernels one by one (no CUDA Graph)");
   cmd->add_flag("--no-fusion", opts->no_fusion, "one generated kernel per op");

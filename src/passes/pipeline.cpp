@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "core/env.hpp"
+#include "plan/library_desc.hpp"
 
 namespace brrr {
 
@@ -55,7 +56,7 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
   PrecisionReport precision;
   if (o.storage != DType::f32 && target.storage_16bit) {
     precision = convert_precision(g, o.storage, o.fold_budget_bytes);
-    log.after("precision", g);
+    log.after("convert_precision", g);
   }
   if (!target.plans_kernels) return {std::move(g), {}, precision};
 
@@ -71,6 +72,8 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
   fo.booleans = target.generated_bool;
   plan::Plan p = plan::build_plan(g, fo, target);
   log.after("fusion", g, false);  // the graph stays; the plan is new
+  plan::choose_precision(g, p, target);  // GEMM / conv operand types, from the Target
+  log.after("choose_precision", g, false);
   if (debug_level() >= 2) std::cerr << "--- plan for " << target.name << " ---\n" << p.print(g);
   // Library kernels the backend's library turns down at build time, the layouts between them
   // and the arena are the executor's steps (src/passes/choose_layouts.cpp, plan_memory.cpp):

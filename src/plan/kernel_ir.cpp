@@ -5,6 +5,8 @@
 #include <cmath>
 #include <set>
 
+#include "plan/library_desc.hpp"
+
 namespace brrr::plan {
 
 std::string_view kernel_kind_name(KernelKind k) {
@@ -44,6 +46,12 @@ std::string Plan::print(const Graph& g) const {
     if (!k.activation.empty()) s += " +" + k.activation;
     if (k.kind == KernelKind::Fused && k.compute != DType::f32)
       s += fmt::format(" computes in {}", dtype_name(k.compute));
+    if (k.kind == KernelKind::Library) {
+      const GemmDesc* gd = desc_of<GemmDesc>(k);
+      const ConvDesc* cd = desc_of<ConvDesc>(k);
+      DType math = gd ? gd->math : cd ? cd->math : DType::f32;
+      if (math != DType::f32) s += fmt::format(" reads {}", dtype_name(math));
+    }
     if (!k.host.empty()) s += " on the host: " + k.host;
     s += "\n";
   }

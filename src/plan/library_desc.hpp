@@ -45,6 +45,9 @@ struct GemmDesc {
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   std::string strided_why;
   std::string why;  // alpha != 1, or a C that is not a bias row with beta 1
+  // The type A and B are read in (f32, or bf16 on a Target whose library_math is bf16: the
+  // precision pass); the accumulation, bias, post-ops and output stay float32.
+  DType math = DType::f32;
 };
 
 // Conv: out = act(conv(x, w) + bias + sum) in `groups` groups.
@@ -56,6 +59,7 @@ struct ConvDesc {
   ops::Window window;  // over x's spatial dims; valid when why is empty
   Epilogue epi;        // bias: the Conv's B input
   std::string why;     // no X or W, ranks, window attributes, a bias both in B and fused
+  DType math = DType::f32;  // the type X and W are read in, as GemmDesc::math
 };
 
 // MaxPool / AveragePool.
@@ -133,5 +137,10 @@ PoolDesc describe_pool(const Graph& g, const Node& n);
 // Sets the descriptor of every Library kernel, and of single-node Reference kernels a backend may
 // still run on its own device path (Gather). Called once, at the end of build_plan.
 void describe_library(const Graph& g, Plan& plan);
+
+struct Target;
+// The precision pass (passes/precision.cpp): the float32 GEMMs and convs a library runs read
+// their operands in target.library_math (GemmDesc::math, ConvDesc::math). Returns how many.
+int choose_precision(const Graph& g, Plan& plan, const Target& target);
 
 }  // namespace brrr::plan

@@ -1,5 +1,7 @@
 #include "plan/target.hpp"
 
+#include <fmt/format.h>
+
 #include "brrr/error.hpp"
 
 namespace brrr::plan {
@@ -15,12 +17,39 @@ Target Target::cpu(bool onednn) {
   return t;
 }
 
-Target Target::cpu() {
+namespace {
 #ifdef BRRR_HAVE_DNNL
-  return cpu(true);
+constexpr bool kOnednn = true;
 #else
-  return cpu(false);
+constexpr bool kOnednn = false;
 #endif
+}  // namespace
+
+Target Target::cpu() { return cpu(kOnednn); }
+
+std::string cpu_precision_refusal(const std::string& p, const CpuFeatures& f, bool onednn) {
+  if (p == "fp32") return "";
+  if (p == "tf32") return "tf32 is a GPU Tensor Core format; the CPU computes in fp32 or bf16";
+  if (p == "fp16") return "the CPU has no fp16 path (use bf16 or fp32)";
+  if (p != "bf16") return "unknown precision (use fp32, tf32, bf16 or fp16)";
+  if (!onednn) return "bf16 runs through oneDNN, and this build has none";
+  if (!f.avx512_bf16 && !f.amx_bf16)
+    return "bf16 needs a CPU with avx512_bf16 or amx_bf16, and this one has neither (fp32 runs "
+           "here)";
+  return "";
+}
+
+std::string cpu_precision_refusal(const std::string& p) {
+  if (p == "fp32") return "";  // no cpuid for the common case
+  return cpu_precision_refusal(p, CpuFeatures::host(), kOnednn);
+}
+
+Target Target::cpu(const std::string& precision, const CpuFeatures& features) {
+  if (std::string why = cpu_precision_refusal(precision, features, kOnednn); !why.empty())
+    fail("precision {} on the cpu backend: {}", precision, why);
+  Target t = cpu();
+  if (precision == "bf16") t.library_math = DType::bf16;
+  return t;
 }
 
 Target Target::cuda() {
@@ -72,6 +101,13 @@ Target Target::named(const std::string& backend) {
   if (backend == "cuda") return cuda();
   if (backend == "reference") return reference();
   fail("unknown backend '{}' (use cpu or cuda)", backend);
+}
+
+Target Target::named(const std::string& backend, const std::string& precision) {
+  if (backend == "cpu") return precision == "fp32" ? cpu() : cpu(precision, CpuFeatures::host());
+  if (backend == "reference" && precision != "fp32")
+    fail("precision {}: the reference backend computes in float32 only", precision);
+  return named(backend);
 }
 
 }  // namespace brrr::plan

@@ -6,6 +6,7 @@
 
 #include "brrr/dtype.hpp"
 #include "brrr/op.hpp"
+#include "core/cpu_features.hpp"
 
 namespace brrr::plan {
 
@@ -71,16 +72,35 @@ struct Target {
   // activations, float32 math inside kernels), as the generated and library 16-bit paths above
   // run it. Without it the precision flag reaches only the matrix products.
   bool storage_16bit = false;
+  // Float32 MatMul, Gemm and Conv library kernels read their operands rounded to this type
+  // (constant weights once at build, activations per call), accumulate in float32 and store
+  // float32: bf16 on a CPU with avx512_bf16 or AMX (--precision bf16). Generated kernels still
+  // compute in float32. The precision pass (passes/precision.cpp) copies it into the descriptors.
+  DType library_math = DType::f32;
+
   // Whether a typed kernel computing in `t` (int32, int64, float64) renders `op`.
   bool generates(ScalarOp op, DType t) const;
 
   // The CPU, with oneDNN when brrr was built with it (the one place that asks the build).
   static Target cpu();
   static Target cpu(bool onednn);
+  // The CPU at a precision ("fp32" or "bf16"); fails in one line with cpu_precision_refusal's
+  // reason when this build or `features` cannot run it.
+  static Target cpu(const std::string& precision, const CpuFeatures& features);
   static Target cuda();
   static Target reference();
   // "cpu", "cuda" or "reference"; fails with a one-line error on anything else.
   static Target named(const std::string& backend);
+  // ... at a precision: the CPU's is chosen here (the host's features); CUDA's executor reads
+  // its own (SessionOptions::precision); the reference backend computes in float32 only.
+  static Target named(const std::string& backend, const std::string& precision);
 };
+
+// Why the CPU backend cannot compute at `precision` on a CPU with `features` in this build
+// (oneDNN or not), as the end of a one-line error; "" when it can: fp32 always, bf16 with oneDNN on a CPU with
+// avx512_bf16 or amx_bf16. fp16 and tf32 have no CPU path.
+std::string cpu_precision_refusal(const std::string& precision, const CpuFeatures& features,
+                                  bool onednn);
+std::string cpu_precision_refusal(const std::string& precision);  // the host, this build
 
 }  // namespace brrr::plan

@@ -47,7 +47,7 @@ void Session::Impl::build() {
     if (opts.precision == "bf16") copts.storage = DType::bf16;
     if (opts.precision == "fp16") copts.storage = DType::f16;
   }
-  Compiled c = compile(std::move(g), plan::Target::named(opts.backend), copts);
+  Compiled c = compile(std::move(g), plan::Target::named(opts.backend, opts.precision), copts);
   g = std::move(c.graph);
   plan = std::move(c.plan);
   precision = c.precision;

@@ -46,8 +46,10 @@ def test_unsupported_op():
 def test_bad_options():
     one_line_error(lambda: brrr.Session(ADD_RELU, "tpu"), "unknown backend 'tpu'")
     one_line_error(lambda: brrr.Session(ADD_RELU, precision="fp8"), "unknown precision 'fp8'")
-    one_line_error(lambda: brrr.Session(ADD_RELU, precision="bf16"),
-                   "precision='bf16' needs backend='cuda'")
+    one_line_error(lambda: brrr.Session(ADD_RELU, precision="fp16"),
+                   "precision='fp16' on backend='cpu': the CPU has no fp16 path")
+    one_line_error(lambda: brrr.Session(ADD_RELU, "reference", precision="bf16"),
+                   "backend='reference' computes in float32 only")
     one_line_error(lambda: brrr.Session(ADD_RELU, "reference", threads=2),
                    "backend='reference' does not use it")
     one_line_error(lambda: brrr.Session(ADD_RELU, shapes={"nope": (1,)}),

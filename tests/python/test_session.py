@@ -152,3 +152,20 @@ def test_run_releases_the_gil():
         t.join()
         sys.setswitchinterval(old)
     assert during > 100, f"the other thread ran {during} times during run()"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_bf16_cpu_session_within_bf16_tolerance(model):
+    """precision='bf16' on the CPU (avx512_bf16 / AMX): the examples within bf16's default
+    relative L2 bound of their float32 outputs; elsewhere the one-line refusal names the feature."""
+    inputs, expected = example_data(model)
+    try:
+        s = brrr.Session(f"{EXAMPLES}/{model}/model.onnx", precision="bf16")
+    except brrr.Error as e:
+        assert "avx512_bf16 or amx_bf16" in str(e) or "oneDNN" in str(e), str(e)
+        pytest.skip(str(e))
+    assert "read bf16 operands" in s.plan_summary()
+    for got, exp in zip(s.run(inputs).values(), expected):
+        exp = np.asarray(exp, dtype=np.float32)
+        rel = np.linalg.norm(got.astype(np.float32) - exp) / np.linalg.norm(exp)
+        assert rel <= 5e-2, rel

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -25,6 +26,7 @@
 #include "passes/choose_layouts.hpp"
 #include "passes/plan_memory.hpp"
 #include "plan/kernel_record.hpp"
+#include "plan/library_desc.hpp"
 #include "core/median.hpp"
 
 namespace brrr::cpu {
@@ -355,6 +357,7 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
   double start = 0;
   for (size_t i = 0; i < m.steps.size(); ++i) {
     KernelRecord rec = plan::kernel_record(m.g, m.plan, i);
+    if (m.steps[i].lib) rec.precision = m.steps[i].lib->precision;
     rec.time_ms = median(times[i]);
     rec.start_ms = start;
     start += rec.time_ms;
@@ -365,6 +368,28 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
 
 std::string CpuExecutor::summary() const {
   std::string s;
+  // The precision pass's choice as built: which oneDNN kernels read bf16 operands (a case with
+  // no fast bf16 kernel is built in float32).
+  std::map<std::string, int> narrow;
+  int asked = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const plan::GemmDesc* gd = plan::desc_of<plan::GemmDesc>(plan.kernels[i]);
+    const plan::ConvDesc* cd = plan::desc_of<plan::ConvDesc>(plan.kernels[i]);
+    if (!steps[i].lib || !((gd && gd->math != DType::f32) || (cd && cd->math != DType::f32)))
+      continue;
+    ++asked;
+    if (!steps[i].lib->precision.empty()) ++narrow[steps[i].lib->impl];
+  }
+  if (asked) {
+    int n = 0;
+    std::string impls;
+    for (const auto& [impl, c] : narrow) {
+      n += c;
+      impls += fmt::format("{}{} x{}", impls.empty() ? "" : ", ", impl, c);
+    }
+    s += fmt::format("precision: {} of {} library GEMM/conv kernel(s) read bf16 operands{}{}\n", n,
+                     asked, impls.empty() ? "" : ": ", impls);
+  }
   if (num_nhwc) s += fmt::format("layout: {} value(s) kept NHWC between library kernels\n", num_nhwc);
   if (num_blocked)
     s += fmt::format("layout: {} value(s) kept channel-blocked (nChw16c) between library kernels\n",

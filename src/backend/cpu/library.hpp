@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "backend/cpu/thread_pool.hpp"
@@ -19,6 +20,12 @@ class LibraryKernel {
   ThreadPool* pool = nullptr;
   // A oneDNN primitive made for more than one OpenMP thread.
   bool openmp = false;
+  // The type its contraction reads its operands in: "bf16" where the plan asked for it and the
+  // library has a kernel for it ("": float32). What the profile reports as its precision.
+  std::string precision;
+  // oneDNN's name for the implementation it chose ("brg:avx512_core_amx", "jit:...", "ref:..."),
+  // empty for brrr's own kernels.
+  std::string impl;
 
  protected:
   template <class F>

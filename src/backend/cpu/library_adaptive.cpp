@@ -33,7 +33,10 @@ class LoadAdaptiveKernel : public LibraryKernel {
       : threaded_(std::move(threaded)),
         one_(std::move(one)),
         load_(std::move(load)),
-        now_ms_(clock ? clock : &steady_ms) {}
+        now_ms_(clock ? clock : &steady_ms) {
+    precision = threaded_->precision;
+    impl = threaded_->impl;
+  }
 
   void run(void* const* slots) override {
     // Run 1 is threaded, run 2 times the one-thread twin once, so there is a time to compare.

@@ -78,10 +78,12 @@ bool is_reference_impl(const char* info) {
 
 }  // namespace
 
-std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel& k,
-                                              const Layouts& layouts) {
-  const plan::ConvDesc* d = plan::desc_of<plan::ConvDesc>(k);
-  if (!d || !d->why.empty()) return nullptr;
+namespace {
+
+// The conv of d with X and W read in `math` (f32, or bf16: weights converted once, X converted by
+// its port's reorder per run; float32 accumulation, bias, residual and output), or nullptr.
+std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d,
+                                         const Layouts& layouts, dt math) {
   const int vx = d->x, vw = d->w, vout = d->out, vb = d->epi.bias;
   const Shape &xs = g.value(vx).shape, &ws = g.value(vw).shape, &os = g.value(vout).shape;
   if (xs.size() != 4 || ws.size() != 4 || os.size() != 4) return nullptr;
@@ -110,8 +112,8 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
     dnnl::memory::desc xmd(xd, dt::f32, user_tag(layouts, vx)),
         omd(od, dt::f32, user_tag(layouts, vout));
     dnnl::memory::desc wuser(wd, dt::f32, G == 1 ? tag::oihw : tag::goihw);
-    dnnl::memory::desc xany(xd, dt::f32, src_tag), oany(od, dt::f32, dst_tag);
-    dnnl::memory::desc wany = wconst.defined() ? dnnl::memory::desc(wd, dt::f32, tag::any) : wuser;
+    dnnl::memory::desc xany(xd, math, src_tag), oany(od, dt::f32, dst_tag);
+    dnnl::memory::desc wany = wconst.defined() ? dnnl::memory::desc(wd, math, tag::any) : wuser;
     dnnl::memory::desc bmd({od[1]}, dt::f32, tag::x);
     dnnl::post_ops po;
     if (d->epi.sum >= 0) po.append_sum(1.f);
@@ -143,12 +145,15 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
     }
     if (blocked && is_reference_impl(pd.impl_info_str())) {
       // No fast blocked kernel for this case (odd groups, say): let oneDNN pick, ports reorder.
-      dnnl::memory::desc xa(xd, dt::f32, tag::any), oa(od, dt::f32, tag::any);
+      dnnl::memory::desc xa(xd, math, tag::any), oa(od, dt::f32, tag::any);
       pd = dnnl::convolution_forward::primitive_desc(make_desc(xa, oa), attr, engine());
     }
+    if (math != dt::f32 && is_reference_impl(pd.impl_info_str())) return nullptr;
     auto kern = std::make_unique<DnnlConv>();
     kern->prim = dnnl::convolution_forward(pd);
     kern->openmp = omp_get_max_threads() > 1;
+    kern->impl = pd.impl_info_str();
+    if (math == dt::bf16) kern->precision = "bf16";
     make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
     make_port(kern->dst, vout, omd, pd.dst_desc(), d->epi.sum >= 0, true);
     kern->sum = d->epi.sum;
@@ -175,6 +180,18 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
   } catch (const dnnl::error&) {
     return nullptr;
   }
+}
+
+}  // namespace
+
+std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel& k,
+                                              const Layouts& layouts) {
+  const plan::ConvDesc* d = plan::desc_of<plan::ConvDesc>(k);
+  if (!d || !d->why.empty()) return nullptr;
+  // bf16 where the plan asks for it and oneDNN has a fast kernel for the case, else float32.
+  if (d->math == DType::bf16)
+    if (std::unique_ptr<LibraryKernel> c = make_conv(g, d, layouts, dt::bf16)) return c;
+  return make_conv(g, d, layouts, dt::f32);
 }
 
 bool blocked_layouts_enabled() {

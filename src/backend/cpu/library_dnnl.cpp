@@ -1,4 +1,4 @@
-// oneDNN matmul for MatMul and Gemm (f32). Primitives are built once at plan time; a run only
+// oneDNN matmul for MatMul and Gemm (float32 data; operands read in bf16 where the plan says). Primitives are built once at plan time; a run only
 // points the memory objects at the slot addresses and executes.
 #include "backend/cpu/library.hpp"
 #include "plan/library_desc.hpp"
@@ -28,6 +28,13 @@ class DnnlMatMul : public LibraryKernel {
   dnnl::matmul prim;
   std::vector<Operand> ops;  // src, weights, [bias], dst (weights absent when prepacked)
   std::unordered_map<int, dnnl::memory> args;
+  // Operands read in bf16: the slot's float32 values converted into the primitive's own buffer.
+  struct Cast {
+    int value = -1;
+    dnnl::memory user, inner;
+    dnnl::reorder convert;
+  };
+  std::vector<Cast> casts;
   dnnl::memory packed;   // constant weights in the layout the primitive chose, made once
   dnnl::memory scratch;  // user scratchpad: no allocation inside execute
   dnnl::stream strm{engine()};
@@ -38,6 +45,10 @@ class DnnlMatMul : public LibraryKernel {
   void run(void* const* slots) override {
     if (sum >= 0 && slots[sum] != slots[dst]) std::memmove(slots[dst], slots[sum], dst_bytes);
     for (Operand& o : ops) o.mem.set_data_handle(slots[o.value]);
+    for (Cast& c : casts) {
+      c.user.set_data_handle(slots[c.value]);
+      c.convert.execute(strm, c.user, c.inner);
+    }
     prim.execute(strm, args);
     strm.wait();
   }
@@ -120,14 +131,17 @@ LibraryThreads::~LibraryThreads() {
   if (omp_get_max_threads() != prev_) omp_set_num_threads(prev_);
 }
 
-std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k,
-                                                const Layouts& layouts) {
-  if (plan::desc_of<plan::ConvDesc>(k)) return make_dnnl_conv(g, k, layouts);
-  if (plan::desc_of<plan::PoolDesc>(k)) return make_dnnl_pool(g, k, layouts);
-  const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(k);
-  if (!d || !d->why.empty()) return nullptr;
-  for (int v : {d->a, d->b, d->c})  // 16-bit GEMMs are library kernels for CUDA; here reference
-    if (v >= 0 && g.value(v).dtype != DType::f32) return nullptr;
+namespace {
+
+// oneDNN's reference implementations are orders of magnitude slower than its jit ones.
+bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
+  return std::strncmp(pd.impl_info_str(), "ref", 3) == 0;
+}
+
+// The matmul of GEMM d with A and B read in `math` (f32, or bf16: weights converted once into
+// the packed layout, activations converted per run; float32 accumulation, bias and output), or
+// nullptr when oneDNN has no such matmul.
+std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d, dt math) {
   const int va = d->a, vb = d->b, vout = d->out, vbias = d->epi.bias;
   const bool ta = d->trans_a, tb = d->trans_b;
   const Shape &as = g.value(va).shape, &bs = g.value(vb).shape, &os = g.value(vout).shape;
@@ -151,13 +165,17 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
   if (ta) std::swap(ad[r - 1], ad[r - 2]);
   if (tb) std::swap(bd[r - 1], bd[r - 2]);
   dims ast = strides_of(ad, ta), bst = strides_of(bd, tb);
+  const bool narrow = math != dt::f32;
   try {
     dnnl::memory::desc amd(ad, dt::f32, ast), bmd(bd, dt::f32, bst);
+    // A narrow operand is the primitive's own row-major copy, converted (and a transposed one
+    // made plain) by a reorder at the start of each run.
+    dnnl::memory::desc anarrow(ad, math, strides_of(ad, false)), bnarrow(bd, math, strides_of(bd, false));
     // Constant weights let the primitive pick its own layout (the reorder is done once, below):
     // with the stored layout, brgemm repacks B into its scratchpad on every run.
     const Tensor& wconst = g.value(vb).constant;
     bool prepack = wconst.defined() && !env::flag("BRRR_NO_PREPACK");
-    dnnl::memory::desc bany = prepack ? dnnl::memory::desc(bd, dt::f32, tag::any) : bmd;
+    dnnl::memory::desc bany = prepack ? dnnl::memory::desc(bd, math, tag::any) : narrow ? bnarrow : bmd;
     dnnl::memory::desc omd(od, dt::f32, strides_of(od, false));
     // Post-ops in the epilogue's order: the bias (the primitive's own), a residual sum (added
     // onto dst, which holds it when the run starts), then the activation.
@@ -171,27 +189,42 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
     dnnl::matmul::primitive_desc pd;
     double mm_bytes = 4.0 * double(shape_numel(as) + shape_numel(bs) + shape_numel(os));
     ThreadLimit limit(one_thread(2.0 * double(shape_numel(os)) * double(ad[r - 1]), mm_bytes));
+    const dnnl::memory::desc& asrc = narrow ? anarrow : amd;
     dnnl::memory::desc biasmd;
     if (vbias >= 0) {
       dims bias_d(r, 1);
       bias_d[r - 1] = os.back();
       biasmd = dnnl::memory::desc(bias_d, dt::f32, strides_of(bias_d, false));
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(amd, bany, biasmd, omd), attr, engine());
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(asrc, bany, biasmd, omd), attr, engine());
     } else {
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(amd, bany, omd), attr, engine());
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(asrc, bany, omd), attr, engine());
     }
+    if (narrow && is_reference_impl(pd)) return nullptr;  // no fast narrow kernel: float32
     kern->prim = dnnl::matmul(pd);
     kern->openmp = omp_get_max_threads() > 1;
+    kern->impl = pd.impl_info_str();
+    if (narrow) kern->precision = "bf16";
     auto add = [&](int arg, int value, const dnnl::memory::desc& md) {
       DnnlMatMul::Operand o{value, dnnl::memory(md, engine(), DNNL_MEMORY_NONE)};
       kern->args[arg] = o.mem;
       kern->ops.push_back(o);
     };
-    add(DNNL_ARG_SRC, va, amd);
+    auto add_narrow = [&](int arg, int value, const dnnl::memory::desc& user,
+                          const dnnl::memory::desc& inner) {
+      DnnlMatMul::Cast c{value, dnnl::memory(user, engine(), DNNL_MEMORY_NONE),
+                         dnnl::memory(inner, engine()), {}};
+      c.convert = dnnl::reorder(c.user, c.inner);
+      kern->args[arg] = c.inner;
+      kern->casts.push_back(std::move(c));
+    };
+    if (narrow) add_narrow(DNNL_ARG_SRC, va, amd, anarrow);
+    else add(DNNL_ARG_SRC, va, amd);
     if (prepack) {
       Tensor wc = wconst.contiguous();
       kern->packed = pack_weights(g, vb, wc.raw(), bmd, pd.weights_desc());
       kern->args[DNNL_ARG_WEIGHTS] = kern->packed;
+    } else if (narrow) {
+      add_narrow(DNNL_ARG_WEIGHTS, vb, bmd, bnarrow);
     } else {
       add(DNNL_ARG_WEIGHTS, vb, bmd);
     }
@@ -206,6 +239,22 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
   } catch (const dnnl::error&) {
     return nullptr;  // a case oneDNN does not implement: reference fallback
   }
+}
+
+}  // namespace
+
+std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k,
+                                                const Layouts& layouts) {
+  if (plan::desc_of<plan::ConvDesc>(k)) return make_dnnl_conv(g, k, layouts);
+  if (plan::desc_of<plan::PoolDesc>(k)) return make_dnnl_pool(g, k, layouts);
+  const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(k);
+  if (!d || !d->why.empty()) return nullptr;
+  for (int v : {d->a, d->b, d->c})  // 16-bit GEMMs are library kernels for CUDA; here reference
+    if (v >= 0 && g.value(v).dtype != DType::f32) return nullptr;
+  // bf16 where the plan asks for it and oneDNN has a fast kernel for the case, else float32.
+  if (d->math == DType::bf16)
+    if (std::unique_ptr<DnnlMatMul> m = make_matmul(g, d, dt::bf16)) return m;
+  return make_matmul(g, d, dt::f32);
 }
 
 #else

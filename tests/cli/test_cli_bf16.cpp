@@ -1,0 +1,50 @@
+// `--precision bf16` on the CPU as users type it: each example model passes `--check` at bf16's
+// default tolerance, and `bench` reports the precision; on a CPU without avx512_bf16 / AMX (or a
+// build without oneDNN) the flag is one line naming what is missing.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cli_util.hpp"
+#include "plan/target.hpp"
+
+namespace brrr {
+namespace {
+using namespace cli_test;
+
+std::string examples_dir() {
+  std::string readme = BRRR_README;
+  return readme.substr(0, readme.rfind('/')) + "/examples";
+}
+
+TEST(CliBf16, ExamplesPassCheckAtBf16Tolerance) {
+  std::string why = plan::cpu_precision_refusal("bf16");
+  std::string mlp = examples_dir() + "/mlp_tiny";
+  if (!why.empty()) {  // this machine: the refusal is the one line
+    CliResult r = run_cli("run " + mlp + "/model.onnx --precision bf16");
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(has(r.err, "brrr: error: --precision bf16 on --backend cpu: " + why)) << r.err;
+    GTEST_SKIP() << "bf16: " << why;
+  }
+  for (const char* name : {"mlp_tiny", "bert_tiny", "squeezenet1_1", "mobilenet_v3_small"}) {
+    SCOPED_TRACE(name);
+    std::string d = examples_dir() + "/" + name;
+    CliResult r = run_cli("run " + d + "/model.onnx --data " + d +
+                          "/test_data_set_0 --check --precision bf16 --reps 1");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_TRUE(has(r.out, "precision bf16")) << r.out;
+    EXPECT_TRUE(has(r.out, "[bf16 criterion")) << r.out;  // judged at bf16's default tolerance
+    EXPECT_FALSE(has(r.out, "FAIL")) << r.out;
+  }
+}
+
+TEST(CliBf16, BenchReportsThePrecision) {
+  if (std::string why = plan::cpu_precision_refusal("bf16"); !why.empty()) GTEST_SKIP() << why;
+  std::string m = examples_dir() + "/mlp_tiny/model.onnx";
+  CliResult r = run_cli("bench " + m + " --precision bf16 --iterations 3");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "precision: bf16")) << r.out;
+}
+
+}  // namespace
+}  // namespace brrr

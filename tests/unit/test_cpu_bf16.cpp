@@ -1,0 +1,204 @@
+// --precision bf16 on the CPU: the decision (which CPUs may, which precisions have no CPU path),
+// the precision pass that writes it into the plan's descriptors, and bf16 GEMM / conv sessions
+// against the float32 reference within bf16's tolerance (run where this CPU has avx512_bf16 or
+// AMX, with oneDNN; skipped with the reason elsewhere).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "brrr/reference.hpp"
+#include "brrr/session.hpp"
+#include "dnnl_flag.hpp"
+#include "passes/pipeline.hpp"
+#include "plan/library_desc.hpp"
+#include "plan/target.hpp"
+#include "random_tensor.hpp"
+#include "runtime/graph_builder.hpp"
+
+namespace brrr {
+namespace {
+
+using plan::cpu_precision_refusal;
+using plan::Target;
+
+CpuFeatures with(bool bf16, bool amx) {
+  CpuFeatures f;
+  f.avx512_core = bf16 || amx;
+  f.avx512_bf16 = bf16;
+  f.amx_bf16 = amx;
+  return f;
+}
+
+TEST(CpuBf16, RefusalNamesWhatIsMissing) {
+  EXPECT_EQ(cpu_precision_refusal("fp32", CpuFeatures{}, false), "");
+  EXPECT_EQ(cpu_precision_refusal("bf16", with(true, false), true), "");
+  EXPECT_EQ(cpu_precision_refusal("bf16", with(false, true), true), "");
+  std::string no_cpu = cpu_precision_refusal("bf16", CpuFeatures{}, true);
+  EXPECT_NE(no_cpu.find("avx512_bf16 or amx_bf16"), std::string::npos) << no_cpu;
+  EXPECT_NE(cpu_precision_refusal("bf16", with(true, true), false).find("oneDNN"), std::string::npos);
+  EXPECT_NE(cpu_precision_refusal("fp16", with(true, true), true).find("no fp16 path"),
+            std::string::npos);
+  EXPECT_NE(cpu_precision_refusal("tf32", with(true, true), true).find("GPU"), std::string::npos);
+  for (const char* p : {"bf16", "fp16", "tf32", "fp8"})
+    EXPECT_EQ(cpu_precision_refusal(p, with(true, true), true).find('\n'), std::string::npos) << p;
+}
+
+TEST(CpuBf16, TargetCarriesThePrecision) {
+  EXPECT_EQ(Target::cpu().library_math, DType::f32);
+  EXPECT_EQ(Target::named("cpu", "fp32").library_math, DType::f32);
+  if (!brrr_test::kDnnl) GTEST_SKIP() << brrr_test::kNoDnnl;
+  EXPECT_EQ(Target::cpu("bf16", with(true, false)).library_math, DType::bf16);
+  try {
+    Target::cpu("bf16", CpuFeatures{});
+    FAIL() << "a CPU without avx512_bf16 / amx_bf16 took bf16";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "precision bf16 on the cpu backend: bf16 needs a CPU with avx512_bf16 or "
+                 "amx_bf16, and this one has neither (fp32 runs here)");
+  }
+  EXPECT_THROW(Target::cpu("fp16", with(true, true)), Error);
+  EXPECT_THROW(Target::named("reference", "bf16"), Error);
+}
+
+Graph gemm_conv_graph(std::mt19937& rng) {
+  GraphBuilder b;
+  int x = b.input("x", {2, 8, 64});
+  int w = b.constant("w", brrr_test::uniform_f32({64, 96}, rng, -1, 1));
+  int y = b.node("Relu", {b.node("Add", {b.node("MatMul", {x, w}),
+                                         b.constant("bias", brrr_test::uniform_f32({96}, rng, -1, 1))})});
+  b.output(y);
+  int img = b.input("img", {1, 3, 32, 32});
+  int cw = b.constant("cw", brrr_test::uniform_f32({16, 3, 3, 3}, rng, -1, 1));
+  b.output(b.node("Conv", {img, cw}, {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  return b.g;
+}
+
+// The precision pass marks float32 library GEMMs and convs, only on a bf16 Target.
+TEST(CpuBf16, PrecisionPassMarksDescriptors) {
+  if (!brrr_test::kDnnl) GTEST_SKIP() << brrr_test::kNoDnnl;
+  std::mt19937 rng(3);
+  for (bool bf16 : {false, true}) {
+    Target t = bf16 ? Target::cpu("bf16", with(true, false)) : Target::cpu();
+    Compiled c = compile(gemm_conv_graph(rng), t, CompileOptions{});
+    int gemms = 0, convs = 0;
+    for (const plan::Kernel& k : c.plan.kernels) {
+      if (const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(k)) {
+        ++gemms;
+        EXPECT_EQ(d->math, bf16 ? DType::bf16 : DType::f32);
+      }
+      if (const plan::ConvDesc* d = plan::desc_of<plan::ConvDesc>(k)) {
+        ++convs;
+        EXPECT_EQ(d->math, bf16 ? DType::bf16 : DType::f32);
+      }
+    }
+    EXPECT_EQ(gemms, 1) << c.plan.print(c.graph);
+    EXPECT_EQ(convs, 1) << c.plan.print(c.graph);
+    EXPECT_EQ(c.plan.print(c.graph).find("reads bfloat16") != std::string::npos, bf16);
+  }
+}
+
+// A depthwise conv (one output channel per group) and a GEMM with few output columns stay float32:
+// converting their activation costs more than bf16 saves.
+TEST(CpuBf16, NarrowContractionsStayFloat32) {
+  if (!brrr_test::kDnnl) GTEST_SKIP() << brrr_test::kNoDnnl;
+  std::mt19937 rng(4);
+  GraphBuilder b;
+  int img = b.input("img", {1, 32, 16, 16});
+  b.output(b.node("Conv", {img, b.constant("dw", brrr_test::uniform_f32({32, 1, 3, 3}, rng, -1, 1))},
+                  {{"group", int64_t(32)}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+  int x = b.input("x", {64, 256});
+  b.output(b.node("MatMul", {x, b.constant("w", brrr_test::uniform_f32({256, 8}, rng, -1, 1))}));
+  Compiled c = compile(b.g, Target::cpu("bf16", with(true, false)), CompileOptions{});
+  int library = 0;
+  for (const plan::Kernel& k : c.plan.kernels) {
+    if (k.kind != plan::KernelKind::Library) continue;
+    ++library;
+    if (const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(k)) EXPECT_EQ(d->math, DType::f32);
+    if (const plan::ConvDesc* d = plan::desc_of<plan::ConvDesc>(k)) EXPECT_EQ(d->math, DType::f32);
+  }
+  EXPECT_EQ(library, 2) << c.plan.print(c.graph);
+}
+
+bool host_has_bf16() {
+  return brrr_test::kDnnl && cpu_precision_refusal("bf16").empty();
+}
+
+// Relative L2 error of got against want.
+double rel_l2(const Tensor& got, const Tensor& want) {
+  const float* a = got.data<float>();
+  const float* b = want.data<float>();
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// A bf16 session of g: every library GEMM/conv reads bf16 on a fast oneDNN kernel, and the
+// outputs are within bf16's error of the float32 reference, yet not float32's (so bf16 ran).
+void expect_bf16_close(const Graph& g, int library_kernels) {
+  std::mt19937 rng(11);
+  std::map<std::string, Tensor> in;
+  for (int id : g.inputs)
+    in[g.value(id).name] = brrr_test::uniform_f32(g.value(id).shape, rng, -1, 1);
+  SessionOptions o;
+  o.precision = "bf16";
+  Session s(g, o);
+  std::vector<Tensor> got;
+  for (int r = 0; r < 2; ++r) got = s.run(in);  // the second run reuses the converted buffers
+  std::vector<Tensor> want = run_reference(s.graph(), in);
+  std::string summary = s.plan_summary();
+  EXPECT_NE(summary.find(fmt::format("precision: {0} of {0} library GEMM/conv kernel(s) read bf16",
+                                     library_kernels)),
+            std::string::npos)
+      << summary;
+  EXPECT_EQ(summary.find("ref:"), std::string::npos) << summary;
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    double e = rel_l2(got[i], want[i]);
+    EXPECT_LT(e, 1e-2) << "output " << i << "\n" << summary;
+    EXPECT_GT(e, 1e-5) << "output " << i << " is float32-exact: bf16 did not run\n" << summary;
+  }
+}
+
+TEST(CpuBf16, GemmAndConvSessionsWithinBf16Tolerance) {
+  if (!host_has_bf16()) GTEST_SKIP() << "bf16: " << cpu_precision_refusal("bf16");
+  std::mt19937 rng(5);
+  expect_bf16_close(gemm_conv_graph(rng), 2);
+}
+
+// Attention's two activation-by-activation MatMuls (K read transposed through its strides) and a
+// Gemm with transB and a bias: both operands converted per run.
+TEST(CpuBf16, AttentionMatMulsAndGemm) {
+  if (!host_has_bf16()) GTEST_SKIP() << "bf16: " << cpu_precision_refusal("bf16");
+  std::mt19937 rng(9);
+  GraphBuilder b;
+  int q = b.input("q", {1, 4, 32, 16}), k = b.input("k", {1, 4, 32, 16}), v = b.input("v", {1, 4, 32, 16});
+  int kt = b.node("Transpose", {k}, {{"perm", std::vector<int64_t>{0, 1, 3, 2}}});
+  int att = b.node("Softmax", {b.node("MatMul", {q, kt})}, {{"axis", int64_t(-1)}});
+  b.output(b.node("MatMul", {att, v}));
+  int x = b.input("x", {5, 48});
+  b.output(b.node("Gemm", {x, b.constant("w", brrr_test::uniform_f32({40, 48}, rng, -1, 1)),
+                           b.constant("c", brrr_test::uniform_f32({40}, rng, -1, 1))},
+                  {{"transB", int64_t(1)}}));
+  expect_bf16_close(b.g, 3);
+}
+
+// ViT's patch embedding: a 16x16 stride-16 conv with a bias.
+TEST(CpuBf16, PatchConv) {
+  if (!host_has_bf16()) GTEST_SKIP() << "bf16: " << cpu_precision_refusal("bf16");
+  std::mt19937 rng(13);
+  GraphBuilder b;
+  int x = b.input("x", {1, 3, 64, 64});
+  b.output(b.node("Conv", {x, b.constant("w", brrr_test::uniform_f32({32, 3, 16, 16}, rng, -1, 1)),
+                           b.constant("b", brrr_test::uniform_f32({32}, rng, -1, 1))},
+                  {{"strides", std::vector<int64_t>{16, 16}}}));
+  expect_bf16_close(b.g, 1);
+}
+
+}  // namespace
+}  // namespace brrr
