@@ -122,10 +122,19 @@ void concern(Remedy& r, const KernelRecord& k) {
     if (std::find(r.nodes.begin(), r.nodes.end(), n) == r.nodes.end()) r.nodes.push_back(n);
 }
 
-bool is_library_gemm(const KernelRecord& k) {
-  if (k.kind != "library") return false;
-  return std::any_of(k.ops.begin(), k.ops.end(),
-                     [](const std::string& o) { return o == "MatMul" || o == "Gemm"; });
+bool has_any(const KernelRecord& k, std::initializer_list<const char*> ops) {
+  return std::any_of(k.ops.begin(), k.ops.end(), [&](const std::string& o) {
+    return std::any_of(ops.begin(), ops.end(), [&](const char* x) { return o == x; });
+  });
+}
+
+// The unit `--precision unit` moves a float32 library kernel to, "" when it does not move it:
+// GEMMs compute at that precision; convs (cuDNN) take TF32 math for any precision but fp32.
+std::string moved_to(const KernelRecord& k, const std::string& unit, const Ceilings& c) {
+  if (k.kind != "library" || (!k.precision.empty() && k.precision != "fp32")) return "";
+  if (has_any(k, {"MatMul", "Gemm"})) return unit;
+  if (has_any(k, {"Conv"}) && c.peak_gflops.count("tf32")) return "tf32";
+  return "";
 }
 
 }  // namespace
@@ -266,11 +275,11 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
   for (const auto& k : ks) {
     if (k.regime != Regime::compute) continue;
     cb_ms += k.rec.time_ms, n_cb++;
-    if (!is_library_gemm(k.rec)) gen_ms += k.rec.time_ms, n_gen++;
+    if (!unit.empty() && moved_to(k.rec, unit, c).empty()) gen_ms += k.rec.time_ms, n_gen++;
   }
   const std::string generated_note =
-      n_gen > 0 ? fmt::format("; {} compute-bound kernel{} that {} not library GEMMs ({:.3f} ms) "
-                              "compute{} in fp32 whatever --precision says",
+      n_gen > 0 ? fmt::format("; {} compute-bound kernel{} that {} not library GEMMs or convs "
+                              "({:.3f} ms) compute{} in fp32 whatever --precision says",
                               n_gen, n_gen == 1 ? "" : "s", n_gen == 1 ? "is" : "are", gen_ms,
                               n_gen == 1 ? "s" : "")
                 : std::string();
@@ -283,9 +292,9 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
   } else if (unit.empty()) {
     Remedy* r = add(
         "faster_units", 0,
-        fmt::format("{} compute-bound kernel{} take{} {:.3f} ms{}; no faster unit to move them to "
+        fmt::format("{} compute-bound kernel{} take{} {:.3f} ms; no faster unit to move them to "
                     "on this backend",
-                    n_cb, n_cb == 1 ? "" : "s", n_cb == 1 ? "s" : "", cb_ms, generated_note));
+                    n_cb, n_cb == 1 ? "" : "s", n_cb == 1 ? "s" : "", cb_ms));
     r->action = "not on the " + (p.backend.empty() ? c.backend : p.backend) + " backend: " +
                 (opts.precision_refusal.empty() ? "no --precision faster than fp32 was measured"
                                                 : opts.precision_refusal);
@@ -296,11 +305,11 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
     double saved = 0, moved_ms = 0;
     int moved = 0;
     for (const auto& k : ks) {
-      if (!is_library_gemm(k.rec) || (!k.rec.precision.empty() && k.rec.precision != "fp32"))
-        continue;
+      const std::string to = moved_to(k.rec, unit, c);
+      if (to.empty() || c.peak_flops_per_s(to) <= c.peak_flops_per_s("fp32")) continue;
       double special_ms = 0;
       for (const auto& [fn, n] : k.rec.cost.special) special_ms += n / c.special_per_s(fn) * 1e3;
-      double compute_new = k.rec.cost.flops / c.peak_flops_per_s(unit) * 1e3 + special_ms;
+      double compute_new = k.rec.cost.flops / c.peak_flops_per_s(to) * 1e3 + special_ms;
       double floor_new = std::max(k.memory_floor_ms, compute_new);
       double work = std::max(0.0, k.rec.time_ms - k.overhead_ms);
       double scale = k.floor_ms > 0 ? std::min(1.0, floor_new / k.floor_ms) : 1.0;
@@ -312,9 +321,9 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
                      [](const auto& x, const auto& y) { return x.first > y.first; });
     Remedy* r = add(
         "faster_units", saved,
-        fmt::format("{} library GEMM{} ({:.3f} ms) at the {} ceiling ({:.1f} GFLOP/s, {:.1f} "
-                    "fp32), each keeping its fixed cost and its share of the roof{}; not counted: "
-                    "casting activations each run",
+        fmt::format("{} library kernel{} ({:.3f} ms) at the {} ceiling for GEMMs ({:.1f} GFLOP/s, "
+                    "{:.1f} fp32; convs at tf32), each keeping its fixed cost and its share of the "
+                    "roof{}; not counted: casting activations each run",
                     moved, moved == 1 ? "" : "s", moved_ms, unit, c.peak_flops_per_s(unit) / 1e9,
                     c.peak_flops_per_s("fp32") / 1e9, generated_note));
     for (const auto& [g, k] : gains)
@@ -364,6 +373,8 @@ Verdict make_verdict(const Attribution& a, const std::vector<Remedy>& rs,
     } else if (r->gain_ms > 0) {
       s += fmt::format(" {} would save about {:.3f} ms{}, but {}.", r->name, r->gain_ms, names(*r),
                        r->action);
+    } else if (r->action.rfind("none", 0) == 0) {
+      s += fmt::format(" {}: {}.", r->name, r->detail);
     } else {
       s += fmt::format(" {}: {} ({}).", r->name, r->action, r->detail);
     }
