@@ -74,9 +74,9 @@ Report diagnose(const RunProfile& measured, const Ceilings& c, const DoctorOptio
         names += (names.empty() ? "" : " + ") + rm.name;
         if (applied.size() == 1) rm.measured_ms = q.wall_ms;
       }
-    double floors = 0;
-    for (const auto& k : r.kernels) floors += k.floor_ms;
-    combined.gain_ms = std::min(gain, std::max(0.0, r.attribution.wall_ms - floors));
+    // Each gain was bounded already by the roof that remedy can reach (fusion lowers the floors
+    // it removes bytes from); the sum is bounded by the wall only.
+    combined.gain_ms = std::clamp(gain, 0.0, r.attribution.wall_ms);
     combined.predicted_ms = r.attribution.wall_ms - combined.gain_ms;
     combined.measured_ms = q.wall_ms;
     combined.detail = "applied together: " + names + " (measured: " +

@@ -47,7 +47,7 @@ std::string boundary_reason(const KernelRecord& k, const std::string& consumer,
 
 // Union-find over kernels joined by single-consumer intermediates. The removed write and read are
 // priced at the bandwidth their kernel measurably reaches when it is memory-bound (never above
-// the ceiling): a kernel at 60% of the copy rate saves time at 60% of it. Other kernels are
+// its roof): a kernel at 60% of the copy rate saves time at 60% of it. Other kernels are
 // priced at the ceiling.
 // Each merge also removes a kernel, and with it one fixed per-kernel cost as the probe measured
 // it (a kernel call and fork/join on the CPU, a launch, or a graph node in a CUDA graph). Not the
@@ -56,9 +56,11 @@ std::string boundary_reason(const KernelRecord& k, const std::string& consumer,
 // kernel removed, near the 0.505 us graph node cost.
 FusionEstimate estimate_fusion(const RunProfile& p, const std::vector<KernelAnalysis>& ks,
                                const Ceilings& c) {
-  const double ceiling = c.bandwidth_gbs * 1e9;
+  // A kernel whose bytes fit the cache moves them at the cache roof (analyze_kernel's roof): its
+  // intermediates were never DRAM traffic, and pricing them at DRAM's rate over-predicts.
   auto rate = [&](size_t k) {
     const KernelRecord& r = p.kernels[k];
+    const double ceiling = (k < ks.size() && ks[k].roof_gbs > 0 ? ks[k].roof_gbs : c.bandwidth_gbs) * 1e9;
     if (k < ks.size() && ks[k].regime == Regime::memory && r.time_ms > 0 && r.cost.bytes > 0)
       return std::min(ceiling, r.cost.bytes / (r.time_ms * 1e-3));
     return ceiling;
