@@ -42,6 +42,12 @@ std::string class_rows(const std::vector<ClassRow>& rows) {
                        100 * r.flops_share, 100 * r.time_share, r.time_ms);
   }
   s += fmt::format("  {:<27} {:>7} {:>12} {:>14} {:>12.3f}\n", "total", "", "", "", total);
+  // Negative only when kernel times were taken apart from the wall (eager events against a graph
+  // replay, medians without per-run samples): said, not hidden.
+  if (!rows.empty() && rows.back().cls == kBetweenKernels && rows.back().time_ms < 0)
+    s += fmt::format("  (the kernels' times exceed the wall by {:.3f} ms: they were not timed in "
+                     "the wall's runs; see timing)\n",
+                     -rows.back().time_ms);
   return s;
 }
 

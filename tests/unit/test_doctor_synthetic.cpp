@@ -168,6 +168,12 @@ TEST(DoctorTimeline, KernelTimesComeFromTheMedianRun) {
   RunProfile m = one_timeline(p, &how);
   EXPECT_EQ(m.kernels[0].time_ms, 1.0);
   EXPECT_NE(how.find("need not add up"), std::string::npos) << how;
+  // Kernel times of 1.0 + 1.0 against a wall of 1.9: the class table says they exceed it.
+  p.wall_ms = 1.9;
+  Report apart = diagnose(p, fixed_ceilings());
+  EXPECT_NEAR(apart.classes.back().time_ms, -0.1, 1e-12);
+  EXPECT_NE(render_table(apart).find("exceed the wall by 0.100 ms"), std::string::npos)
+      << render_table(apart);
 }
 
 TEST(DoctorBatchScaling, FitRecoversFixedCostAndVerdict) {
