@@ -110,6 +110,8 @@ struct KernelAnalysis {
   Regime regime = Regime::memory;
   // Why efficiency is above 100% (empty when it is not): a number beyond its roof always says why.
   std::string over_reason;
+  // The kernel's spread over the timed runs (nearest-rank p10 / p90; 0 without per-run samples).
+  double p10_ms = 0, p90_ms = 0;
 };
 KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c);
 
@@ -127,12 +129,31 @@ struct ClassRow {
   double flops = 0, special = 0, bytes = 0, time_ms = 0;
   double flops_share = 0, time_share = 0;
 };
-std::vector<ClassRow> class_table(const std::vector<KernelAnalysis>& ks);
+// One row per class; with a wall time, a last row "between kernels / dispatch" holds the wall not
+// spent in kernels (negative when kernel times were taken apart from the wall and exceed it), so
+// the rows add up to the wall and time_share is a share of it. Without one, shares of kernel time.
+std::vector<ClassRow> class_table(const std::vector<KernelAnalysis>& ks, double wall_ms = 0);
+extern const char* const kBetweenKernels;  // that row's class name
+
+// The profile as the doctor reports it: when every kernel was timed inside the wall's runs, each
+// kernel's time is its time in the median run (the run whose wall is reported), so the kernels and
+// the host time between them add up to the wall. `how` says which timing was used.
+RunProfile one_timeline(const RunProfile& p, std::string* how = nullptr);
 
 struct BatchPoint {
   int64_t batch = 0;
   double ms = 0;
 };
+// How time grows with batch, named only when a model fits the points.
+enum class Growth {
+  unclassified,  // neither fit is good: the points are noise (a loaded machine) or irregular
+  flat,          // time barely grows: a fixed cost per run dominates (overhead-bound)
+  sublinear,     // a fixed cost that a bigger batch amortizes, then per-item work
+  linear,        // time proportional to batch (throughput-bound)
+  superlinear,   // time per item grows with batch (working set outgrowing a cache, say)
+};
+std::string growth_name(Growth g);
+
 struct BatchScaling {
   std::vector<BatchPoint> points;
   double fixed_ms = 0;     // a in time = a + c * batch (least squares)
@@ -140,7 +161,12 @@ struct BatchScaling {
   double growth = 0;       // time(last) / time(first)
   double batch_ratio = 0;  // batch(last) / batch(first)
   double fixed_share = 0;  // a / time(first)
-  bool overhead_bound = false;
+  // Fit quality: R^2 and the worst point's relative residual of the linear fit, and the same for
+  // the power law time = k * batch^exponent (least squares on logs).
+  double r2 = 0, max_residual = 0;
+  double exponent = 0, power_r2 = 0, power_max_residual = 0;
+  Growth growth_class = Growth::unclassified;
+  bool overhead_bound = false;  // flat or sublinear with a fixed cost over half of the first point
   std::string verdict;
 };
 BatchScaling fit_batch_scaling(const std::vector<BatchPoint>& pts);
@@ -152,6 +178,13 @@ struct Remedy {
   double predicted_ms = 0;            // predicted wall time with this remedy alone
   std::optional<double> measured_ms;  // from --compare, when that profile applied it
   bool in_effect = false;             // the profiled run already has it (gain 0, detail says so)
+  // How to apply it on this backend: a flag ("--precision bf16"), a switch, or why it cannot be
+  // applied ("brrr cannot do this yet: <fusion-boundary reason>", "not on the cpu backend: ...").
+  std::string action;
+  bool applicable = false;              // `action` is something the user can do now
+  std::vector<std::string> kernels;     // the kernels it concerns, largest gain first
+  std::vector<std::string> nodes;       // their ONNX nodes
+  std::vector<std::string> boundaries;  // fusion: why those kernels were not fused, one per pair
 };
 
 struct Verdict {
@@ -183,12 +216,20 @@ struct DoctorOptions {
   int64_t base_batch = 1;
   int batch_steps = 4;  // b, 2b, 4b, 8b
   int top = 10;
+  // What the backend offers, as its own validation says (the CLI asks it; the doctor never
+  // guesses): the --precision values it accepts besides fp32, or why it accepts none ...
+  std::vector<std::string> precisions;
+  std::string precision_refusal;
+  // ... and whether the profiled plan was fused (1), one kernel per op (0), or unknown (-1:
+  // fused unless the profile is the reference executor's).
+  int fused = -1;
 };
 
 struct Report {
   std::string model;
   Ceilings ceilings;
-  RunProfile profile;
+  RunProfile profile;  // as reported: one_timeline of the measured profile
+  std::string timing;  // where the kernel times come from (one_timeline's `how`)
   std::vector<KernelAnalysis> kernels;
   Attribution attribution;
   std::vector<ClassRow> classes;
@@ -206,7 +247,10 @@ struct Report {
 };
 
 std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<KernelAnalysis>& ks,
-                                     const Attribution& a, const Ceilings& c);
+                                     const Attribution& a, const Ceilings& c,
+                                     const DoctorOptions& opts = {});
+// Generated from the remedy table only, so it cannot contradict it: the regime, then each remedy
+// by gain with its action (to do / cannot yet / not on this backend / in effect).
 Verdict make_verdict(const Attribution& a, const std::vector<Remedy>& rs,
                      const std::optional<BatchScaling>& b);
 Report diagnose(const RunProfile& p, const Ceilings& c, const DoctorOptions& opts = {});

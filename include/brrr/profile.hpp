@@ -24,6 +24,9 @@ struct KernelRecord {
   OpClass cls = OpClass::elementwise;  // class of the dominant op (contraction wins, then norm)
   Cost cost;                         // flops, special functions, compulsory bytes
   double time_ms = 0;                // median measured time of this kernel
+  // This kernel's time in each timed run, in run order (empty: not kept). When the profile says
+  // kernels_in_wall_runs, these are the same runs as RunProfile::wall_samples_ms.
+  std::vector<double> samples_ms;
   double start_ms = 0;               // start offset within one run, for traces
   int lane = 0;                      // thread or stream, for traces
   std::string precision;             // library kernels: "fp32", "tf32", "bf16", "fp16" ("" = fp32)
@@ -39,6 +42,9 @@ struct RunProfile {
   std::string backend;               // "cpu", "cuda", "reference"
   double wall_ms = 0;                // median wall time of one whole run
   std::vector<double> wall_samples_ms;  // every timed run's wall time, in run order
+  // The kernels' samples_ms were timed inside the runs of wall_samples_ms (the CPU plan times
+  // each kernel within the timed run), so one run's kernels add up to at most its wall.
+  bool kernels_in_wall_runs = false;
   int threads = 0;                   // CPU threads the run used (0: not a CPU run)
   // The machine while the runs were measured: CPUs kept busy by other processes on average
   // (-1: not measured) out of the CPUs online (Session::profile measures both).

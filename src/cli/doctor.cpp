@@ -151,6 +151,17 @@ void run_doctor(const DoctorArgs& a) {
 
   doctor::DoctorOptions dopts;
   dopts.model = a.model;
+  // The remedies offer only what this backend takes: its own validation says which --precision
+  // values those are, and why not when none is.
+  for (const char* prec : {"bf16", "fp16", "tf32"}) {
+    try {
+      check_backend_options(a.backend, 0, prec);
+      dopts.precisions.push_back(prec);
+    } catch (const Error& e) {
+      if (dopts.precision_refusal.empty()) dopts.precision_refusal = e.what();
+    }
+  }
+  dopts.fused = a.backend == "reference" ? 0 : fused ? 1 : 0;
   dopts.top = a.top;
   dopts.applied = a.applied;
   if (after) {

@@ -2,18 +2,36 @@
 #include <algorithm>
 
 #include "brrr/doctor.hpp"
+#include "core/median.hpp"
 
 namespace brrr::doctor {
 
-Report diagnose(const RunProfile& p, const Ceilings& c, const DoctorOptions& opts) {
+namespace {
+
+std::vector<KernelAnalysis> analyze_all(const RunProfile& p, const Ceilings& c) {
+  std::vector<KernelAnalysis> out;
+  for (const auto& k : p.kernels) {
+    KernelAnalysis a = analyze_kernel(k, c);
+    a.p10_ms = percentile(k.samples_ms, 10);
+    a.p90_ms = percentile(k.samples_ms, 90);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+}  // namespace
+
+Report diagnose(const RunProfile& measured, const Ceilings& c, const DoctorOptions& opts) {
   Report r;
   r.model = opts.model;
   r.ceilings = c;
+  // Every number below comes from this one timeline (the run whose wall is reported).
+  const RunProfile p = one_timeline(measured, &r.timing);
   r.profile = p;
   r.top = opts.top;
-  for (const auto& k : p.kernels) r.kernels.push_back(analyze_kernel(k, c));
+  r.kernels = analyze_all(p, c);
   r.attribution = attribute(p, r.kernels);
-  r.classes = class_table(r.kernels);
+  r.classes = class_table(r.kernels, r.attribution.wall_ms);
   if (opts.batch_runner) {
     try {
       std::vector<BatchPoint> pts;
@@ -25,7 +43,7 @@ Report diagnose(const RunProfile& p, const Ceilings& c, const DoctorOptions& opt
       r.batch_error = e.what();
     }
   }
-  r.remedies = predict_remedies(p, r.kernels, r.attribution, c);
+  r.remedies = predict_remedies(p, r.kernels, r.attribution, c, opts);
   r.verdict = make_verdict(r.attribution, r.remedies, r.batch);
   r.reliability = assess_reliability(p, c);
   if (!r.reliability.reliable) {
@@ -37,11 +55,11 @@ Report diagnose(const RunProfile& p, const Ceilings& c, const DoctorOptions& opt
                        r.verdict.advice;
   }
   if (opts.compare) {
-    const RunProfile& q = *opts.compare;
+    const RunProfile q = one_timeline(*opts.compare);
     r.after_profile = q;
-    for (const auto& k : q.kernels) r.after_kernels.push_back(analyze_kernel(k, c));
+    r.after_kernels = analyze_all(q, c);
     r.after = attribute(q, r.after_kernels);
-    r.after_classes = class_table(r.after_kernels);
+    r.after_classes = class_table(r.after_kernels, r.after->wall_ms);
     // The compare run applied these remedies together: predicted = wall minus their gains.
     std::vector<std::string> applied = opts.applied;
     if (applied.empty())
@@ -56,9 +74,9 @@ Report diagnose(const RunProfile& p, const Ceilings& c, const DoctorOptions& opt
         names += (names.empty() ? "" : " + ") + rm.name;
         if (applied.size() == 1) rm.measured_ms = q.wall_ms;
       }
-    double floors = 0;
-    for (const auto& k : r.kernels) floors += k.floor_ms;
-    combined.gain_ms = std::min(gain, std::max(0.0, r.attribution.wall_ms - floors));
+    // Each gain was bounded already by the roof that remedy can reach (fusion lowers the floors
+    // it removes bytes from); the sum is bounded by the wall only.
+    combined.gain_ms = std::clamp(gain, 0.0, r.attribution.wall_ms);
     combined.predicted_ms = r.attribution.wall_ms - combined.gain_ms;
     combined.measured_ms = q.wall_ms;
     combined.detail = "applied together: " + names + " (measured: " +

@@ -36,7 +36,9 @@ Attribution attribute(const RunProfile& p, const std::vector<KernelAnalysis>& ks
   return a;
 }
 
-std::vector<ClassRow> class_table(const std::vector<KernelAnalysis>& ks) {
+const char* const kBetweenKernels = "between kernels / dispatch";
+
+std::vector<ClassRow> class_table(const std::vector<KernelAnalysis>& ks, double wall_ms) {
   const char* names[] = {"contraction", "normalization", "elementwise", "movement"};
   std::vector<ClassRow> rows(4);
   for (int i = 0; i < 4; ++i) rows[i].cls = names[i];
@@ -50,6 +52,15 @@ std::vector<ClassRow> class_table(const std::vector<KernelAnalysis>& ks) {
     r.time_ms += k.rec.time_ms;
     flops += k.rec.cost.flops;
     time += k.rec.time_ms;
+  }
+  // The wall not spent in kernels is a row of its own, never spread over the classes: it is the
+  // host's time between kernels (dispatch, the timing itself, preemption under load).
+  if (wall_ms > 0) {
+    ClassRow gap;
+    gap.cls = kBetweenKernels;
+    gap.time_ms = wall_ms - time;
+    rows.push_back(gap);
+    time = wall_ms;
   }
   for (auto& r : rows) {
     r.flops_share = flops > 0 ? r.flops / flops : 0;

@@ -20,16 +20,34 @@ bool fusable(OpClass p, OpClass c) {
   return true;
 }
 
+// One intermediate a fused kernel could keep: producer kernel -> its only consumer.
+struct FusionPair {
+  int producer = 0, consumer = 0;
+  std::string value;
+  double ms = 0;  // its write and read at the rates those kernels reach, plus a fixed cost
+  std::string boundary;  // the plan's reason it was not fused ("" when none was recorded)
+};
+
 struct FusionEstimate {
   double bytes = 0;
   double ms = 0;        // time those bytes cost in the kernels that move them now
   double fixed_ms = 0;  // fixed per-kernel cost of the kernels that merging removes
   int merges = 0, groups = 0, kernels_in_groups = 0;
+  std::vector<FusionPair> pairs;
 };
+
+// The plan's boundary line for `value` from producer `k` to `consumer`, without its "-> ..." head.
+std::string boundary_reason(const KernelRecord& k, const std::string& consumer,
+                            const std::string& value) {
+  const std::string head = "-> " + consumer + " via '" + value + "': ";
+  for (const auto& b : k.boundaries)
+    if (b.rfind(head, 0) == 0) return b.substr(head.size());
+  return "";
+}
 
 // Union-find over kernels joined by single-consumer intermediates. The removed write and read are
 // priced at the bandwidth their kernel measurably reaches when it is memory-bound (never above
-// the ceiling): a kernel at 60% of the copy rate saves time at 60% of it. Other kernels are
+// its roof): a kernel at 60% of the copy rate saves time at 60% of it. Other kernels are
 // priced at the ceiling.
 // Each merge also removes a kernel, and with it one fixed per-kernel cost as the probe measured
 // it (a kernel call and fork/join on the CPU, a launch, or a graph node in a CUDA graph). Not the
@@ -38,9 +56,11 @@ struct FusionEstimate {
 // kernel removed, near the 0.505 us graph node cost.
 FusionEstimate estimate_fusion(const RunProfile& p, const std::vector<KernelAnalysis>& ks,
                                const Ceilings& c) {
-  const double ceiling = c.bandwidth_gbs * 1e9;
+  // A kernel whose bytes fit the cache moves them at the cache roof (analyze_kernel's roof): its
+  // intermediates were never DRAM traffic, and pricing them at DRAM's rate over-predicts.
   auto rate = [&](size_t k) {
     const KernelRecord& r = p.kernels[k];
+    const double ceiling = (k < ks.size() && ks[k].roof_gbs > 0 ? ks[k].roof_gbs : c.bandwidth_gbs) * 1e9;
     if (k < ks.size() && ks[k].regime == Regime::memory && r.time_ms > 0 && r.cost.bytes > 0)
       return std::min(ceiling, r.cost.bytes / (r.time_ms * 1e-3));
     return ceiling;
@@ -66,18 +86,26 @@ FusionEstimate estimate_fusion(const RunProfile& p, const std::vector<KernelAnal
       int c = it->second[0];
       if (!fusable(p.kernels[k].cls, p.kernels[size_t(c)].cls)) continue;
       int a = find(int(k)), b = find(c);
+      FusionPair pair{int(k), c, w.name, (w.bytes / rate(k) + w.bytes / rate(size_t(c))) * 1e3,
+                      boundary_reason(p.kernels[k], p.kernels[size_t(c)].name, w.name)};
       e.bytes += 2 * w.bytes;  // written once and read once, both gone when fused
-      e.ms += (w.bytes / rate(k) + w.bytes / rate(size_t(c))) * 1e3;
+      e.ms += pair.ms;
       if (a != b) {
         parent[b] = a, e.merges++;
-        if (k < ks.size() && size_t(c) < ks.size())
-          e.fixed_ms += std::min(ks[k].overhead_ms, ks[size_t(c)].overhead_ms);
+        if (k < ks.size() && size_t(c) < ks.size()) {
+          double fixed = std::min(ks[k].overhead_ms, ks[size_t(c)].overhead_ms);
+          e.fixed_ms += fixed;
+          pair.ms += fixed;
+        }
       }
+      e.pairs.push_back(std::move(pair));
     }
   std::map<int, int> sizes;
   for (size_t k = 0; k < n; ++k) sizes[find(int(k))]++;
   for (const auto& [root, s] : sizes)
     if (s > 1) e.groups++, e.kernels_in_groups += s;
+  std::stable_sort(e.pairs.begin(), e.pairs.end(),
+                   [](const FusionPair& a, const FusionPair& b) { return a.ms > b.ms; });
   return e;
 }
 
@@ -88,10 +116,35 @@ std::string human_bytes(double b) {
   return fmt::format("{:.0f} B", b);
 }
 
+// Adds kernel `k` (and its ONNX nodes) to the remedy's lists once.
+void concern(Remedy& r, const KernelRecord& k) {
+  if (std::find(r.kernels.begin(), r.kernels.end(), k.name) != r.kernels.end()) return;
+  r.kernels.push_back(k.name);
+  for (const auto& n : k.nodes)
+    if (std::find(r.nodes.begin(), r.nodes.end(), n) == r.nodes.end()) r.nodes.push_back(n);
+}
+
+bool has_any(const KernelRecord& k, std::initializer_list<const char*> ops) {
+  return std::any_of(k.ops.begin(), k.ops.end(), [&](const std::string& o) {
+    return std::any_of(ops.begin(), ops.end(), [&](const char* x) { return o == x; });
+  });
+}
+
+// The unit `--precision unit` moves a float32 library kernel to, "" when it does not move it:
+// GEMMs compute at that precision; convs (cuDNN) take TF32 math for any precision but fp32.
+std::string moved_to(const KernelRecord& k, const std::string& unit, const Ceilings& c) {
+  if (k.kind != "library" || (!k.precision.empty() && k.precision != "fp32")) return "";
+  if (has_any(k, {"MatMul", "Gemm"})) return unit;
+  if (has_any(k, {"Conv"}) && c.peak_gflops.count("tf32")) return "tf32";
+  return "";
+}
+
 }  // namespace
 
+
 std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<KernelAnalysis>& ks,
-                                     const Attribution& a, const Ceilings& c) {
+                                     const Attribution& a, const Ceilings& c,
+                                     const DoctorOptions& opts) {
   std::vector<Remedy> out;
   double floors = 0;
   for (const auto& k : ks) floors += k.floor_ms;
@@ -102,14 +155,25 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
     gain = std::clamp(gain, 0.0,
                       name == "faster_units" ? a.wall_ms
                                              : std::min(a.wall_ms, headroom + lowers_floor_ms));
-    out.push_back({std::move(name), std::move(detail), gain, a.wall_ms - gain, std::nullopt});
+    Remedy r;
+    r.name = std::move(name);
+    r.detail = std::move(detail);
+    r.gain_ms = gain;
+    r.predicted_ms = a.wall_ms - gain;
+    out.push_back(std::move(r));
+    return &out.back();
   };
+  const bool reference = p.backend == "reference";
+  const bool gpu = c.backend == "cuda";
 
-  // Fusion.
+  // Fusion. What is left to fuse in a fused plan is what the fuser refused: the action is then
+  // its boundary reason. A plan profiled one kernel per op gets the fused plan by a switch.
   FusionEstimate f = estimate_fusion(p, ks, c);
   double at_ceiling_ms = f.bytes / (c.bandwidth_gbs * 1e9) * 1e3;
-  if (f.merges > 0)
-    add("fusion", f.ms + f.fixed_ms,
+  const bool fused = opts.fused >= 0 ? opts.fused == 1 : !reference;
+  if (f.merges > 0) {
+    Remedy* r = add(
+        "fusion", f.ms + f.fixed_ms,
         fmt::format("fusing {} kernels into {} removes {} of intermediate traffic, about {:.3f} ms "
                     "at the bandwidth those kernels reach ({:.3f} ms at the {:.1f} GB/s ceiling), "
                     "and {} kernel call{}{}",
@@ -119,23 +183,52 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
                                                  f.fixed_ms)
                                    : std::string()),
         at_ceiling_ms + f.fixed_ms);
-  else
-    add("fusion", 0,
-        p.kernels.empty() || (p.kernels[0].reads.empty() && p.kernels[0].writes.empty())
-            ? "no tensor reads/writes in this profile: cannot see intermediates"
-            : "no single-consumer intermediates left to fuse");
+    for (const auto& pr : f.pairs) {
+      const KernelRecord &from = p.kernels[size_t(pr.producer)], &to = p.kernels[size_t(pr.consumer)];
+      concern(*r, from);
+      concern(*r, to);
+      r->boundaries.push_back(fmt::format(
+          "{} -> {} via '{}' ({:.3f} ms): {}", from.name, to.name, pr.value, pr.ms,
+          pr.boundary.empty() ? "no boundary reason recorded (not a planned run)" : pr.boundary));
+    }
+    if (reference) {
+      r->action = "--backend cpu: the compiled plan fuses these kernels";
+      r->applicable = true;
+    } else if (!fused) {
+      r->action = "drop --no-fusion and unset BRRR_DISABLE_FUSION: brrr fuses by default";
+      r->applicable = true;
+    } else {
+      const FusionPair& top = f.pairs.front();
+      r->action = "brrr cannot do this yet: " +
+                  (top.boundary.empty() ? std::string("the fuser left these kernels apart and "
+                                                      "recorded no reason")
+                                        : top.boundary) +
+                  (f.pairs.size() > 1
+                       ? fmt::format(" ({} -> {}; {} more boundaries listed)",
+                                     p.kernels[size_t(top.producer)].name,
+                                     p.kernels[size_t(top.consumer)].name, f.pairs.size() - 1)
+                       : fmt::format(" ({} -> {})", p.kernels[size_t(top.producer)].name,
+                                     p.kernels[size_t(top.consumer)].name));
+    }
+  } else {
+    Remedy* r = add("fusion", 0,
+                    p.kernels.empty() || (p.kernels[0].reads.empty() && p.kernels[0].writes.empty())
+                        ? "no tensor reads/writes in this profile: cannot see intermediates"
+                        : "no single-consumer intermediates left to fuse");
+    r->action = "none: nothing left to fuse";
+  }
 
   // Static plan: every kernel keeps its call but loses the executor's dispatch, and the host
   // gaps between kernels go away. On the GPU the static plan is one CUDA graph: each kernel then
   // costs a graph node. A compiled CPU plan is static already, and so is a CUDA plan replayed as
   // a graph: then the remedy is in effect, and what is left of the fixed cost is said instead.
-  const bool gpu = c.backend == "cuda";
   const bool graphed = gpu && !p.kernels.empty() &&
                        std::all_of(p.kernels.begin(), p.kernels.end(),
                                    [](const KernelRecord& k) { return k.graph_node; });
   double static_us = c.per_kernel_overhead_us("fused", gpu);
   if (p.backend == "cpu" || graphed) {
-    add("static_plan", 0,
+    Remedy* r = add(
+        "static_plan", 0,
         fmt::format(fmt::runtime(graphed
                                      ? "in effect: the plan is replayed as one CUDA graph ({} "
                                        "nodes at {:.3f} us each); {:.3f} ms of the wall is outside "
@@ -143,48 +236,103 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
                                      : "in effect: the plan is static ({} kernel calls at {:.3f} "
                                        "us each); {:.3f} ms of the wall is host gaps"),
                     ks.size(), static_us, a.gap_ms));
-    out.back().in_effect = true;
+    r->in_effect = true;
+    r->action = graphed ? "in effect: CUDA graphs are on" : "in effect: the compiled plan is static";
   } else {
     double per_kernel_saving_ms = 0;
-    for (const auto& k : ks) per_kernel_saving_ms += std::max(0.0, k.overhead_ms - static_us * 1e-3);
+    std::vector<std::pair<double, size_t>> savings;
+    for (size_t i = 0; i < ks.size(); ++i) {
+      double s = std::max(0.0, ks[i].overhead_ms - static_us * 1e-3);
+      per_kernel_saving_ms += s;
+      savings.push_back({s, i});
+    }
     double plan_ms = per_kernel_saving_ms + a.gap_ms;
-    add("static_plan", plan_ms,
+    Remedy* r = add(
+        "static_plan", plan_ms,
         fmt::format(fmt::runtime(gpu ? "a CUDA graph replaces {} launches ({:.3f} -> {:.3f} us each) "
                                        "and removes {:.3f} ms of idle GPU gaps, about {:.3f} ms"
                                      : "a static plan removes {} dispatches ({:.3f} -> {:.3f} us "
                                        "each) and {:.3f} ms of host gaps, about {:.3f} ms"),
                     ks.size(), ks.empty() ? 0.0 : ks[0].overhead_ms * 1e3, static_us, a.gap_ms,
                     plan_ms));
+    // Every kernel pays the same fixed cost: the list names them all, in plan order.
+    for (const auto& k : p.kernels) concern(*r, k);
+    r->action = gpu ? "unset BRRR_DISABLE_GRAPHS: CUDA graphs are on by default"
+                    : "--backend cpu: the compiled plan is static";
+    r->applicable = true;
   }
 
-  // Faster units: compute-bound kernels at the fastest measured ceiling.
-  std::string unit = "fp32";
-  for (const auto& [prec, v] : c.peak_gflops)
-    if (v > c.peak_gflops.at(unit) && prec != "fp64") unit = prec;
-  double peak = c.peak_flops_per_s(unit);
-  double cb_ms = 0, cb_new_ms = 0;
-  int n_cb = 0;
+  // Faster units: what `--precision` changes, where the backend's validation accepts it. It
+  // moves only library GEMMs (the generated kernels compute in fp32 whatever the flag says), and
+  // a GEMM keeps its fixed per-kernel cost and its share of the roof: its work time scales by how
+  // much its floor drops, so a memory-bound GEMM gains nothing.
+  std::string unit;
+  for (const auto& prec : opts.precisions)
+    if (c.peak_gflops.count(prec) && c.peak_gflops.at(prec) > c.peak_gflops.at("fp32") &&
+        (unit.empty() || c.peak_gflops.at(prec) > c.peak_gflops.at(unit)))
+      unit = prec;
+  double cb_ms = 0;
+  int n_cb = 0, n_gen = 0;
+  double gen_ms = 0;
   for (const auto& k : ks) {
     if (k.regime != Regime::compute) continue;
-    double special_ms = 0;
-    for (const auto& [fn, n] : k.rec.cost.special) special_ms += n / c.special_per_s(fn) * 1e3;
-    double t = std::max(k.memory_floor_ms, k.rec.cost.flops / peak * 1e3 + special_ms);
-    cb_ms += k.rec.time_ms;
-    cb_new_ms += std::min(k.rec.time_ms, t);
-    n_cb++;
+    cb_ms += k.rec.time_ms, n_cb++;
+    if (!unit.empty() && moved_to(k.rec, unit, c).empty()) gen_ms += k.rec.time_ms, n_gen++;
   }
-  double units_ms = cb_ms - cb_new_ms;
-  if (n_cb == 0)
-    add("faster_units", 0,
-        fmt::format("no compute-bound kernels: faster units cannot help (compute is {:.0f}% of "
-                    "the time)",
-                    100 * a.share(Regime::compute)));
-  else
-    add("faster_units", units_ms,
-        fmt::format("{} compute-bound kernel{} take{} {:.3f} ms; at the {} ceiling ({:.1f} "
-                    "GFLOP/s) {} floor is {:.3f} ms",
-                    n_cb, n_cb == 1 ? "" : "s", n_cb == 1 ? "s" : "", cb_ms, unit, peak / 1e9,
-                    n_cb == 1 ? "its" : "their", cb_new_ms));
+  const std::string generated_note =
+      n_gen > 0 ? fmt::format("; {} compute-bound kernel{} that {} not library GEMMs or convs "
+                              "({:.3f} ms) compute{} in fp32 whatever --precision says",
+                              n_gen, n_gen == 1 ? "" : "s", n_gen == 1 ? "is" : "are", gen_ms,
+                              n_gen == 1 ? "s" : "")
+                : std::string();
+  if (n_cb == 0) {
+    Remedy* r = add("faster_units", 0,
+                    fmt::format("no compute-bound kernels: faster units cannot help (compute is "
+                                "{:.0f}% of the time)",
+                                100 * a.share(Regime::compute)));
+    r->action = "none: no compute-bound kernels";
+  } else if (unit.empty()) {
+    Remedy* r = add(
+        "faster_units", 0,
+        fmt::format("{} compute-bound kernel{} take{} {:.3f} ms; no faster unit to move them to "
+                    "on this backend",
+                    n_cb, n_cb == 1 ? "" : "s", n_cb == 1 ? "s" : "", cb_ms));
+    r->action = "not on the " + (p.backend.empty() ? c.backend : p.backend) + " backend: " +
+                (opts.precision_refusal.empty() ? "no --precision faster than fp32 was measured"
+                                                : opts.precision_refusal);
+    for (const auto& k : ks)
+      if (k.regime == Regime::compute) concern(*r, k.rec);
+  } else {
+    std::vector<std::pair<double, const KernelAnalysis*>> gains;
+    double saved = 0, moved_ms = 0;
+    int moved = 0;
+    for (const auto& k : ks) {
+      const std::string to = moved_to(k.rec, unit, c);
+      if (to.empty() || c.peak_flops_per_s(to) <= c.peak_flops_per_s("fp32")) continue;
+      double special_ms = 0;
+      for (const auto& [fn, n] : k.rec.cost.special) special_ms += n / c.special_per_s(fn) * 1e3;
+      double compute_new = k.rec.cost.flops / c.peak_flops_per_s(to) * 1e3 + special_ms;
+      double floor_new = std::max(k.memory_floor_ms, compute_new);
+      double work = std::max(0.0, k.rec.time_ms - k.overhead_ms);
+      double scale = k.floor_ms > 0 ? std::min(1.0, floor_new / k.floor_ms) : 1.0;
+      double g = work * (1 - scale);
+      saved += g, moved_ms += k.rec.time_ms, moved++;
+      gains.push_back({g, &k});
+    }
+    std::stable_sort(gains.begin(), gains.end(),
+                     [](const auto& x, const auto& y) { return x.first > y.first; });
+    Remedy* r = add(
+        "faster_units", saved,
+        fmt::format("{} library kernel{} ({:.3f} ms) at the {} ceiling for GEMMs ({:.1f} GFLOP/s, "
+                    "{:.1f} fp32; convs at tf32), each keeping its fixed cost and its share of the "
+                    "roof{}; not counted: casting activations each run",
+                    moved, moved == 1 ? "" : "s", moved_ms, unit, c.peak_flops_per_s(unit) / 1e9,
+                    c.peak_flops_per_s("fp32") / 1e9, generated_note));
+    for (const auto& [g, k] : gains)
+      if (g > 0) concern(*r, k->rec);
+    r->action = "--precision " + unit;
+    r->applicable = moved > 0;
+  }
   return out;
 }
 
@@ -194,33 +342,46 @@ Verdict make_verdict(const Attribution& a, const std::vector<Remedy>& rs,
   double sc = a.share(Regime::compute), sm = a.share(Regime::memory),
          so = a.share(Regime::overhead);
   v.regime = so >= sc && so >= sm ? Regime::overhead : sc >= sm ? Regime::compute : Regime::memory;
-  auto remedy = [&](const std::string& n) -> const Remedy& {
-    static const Remedy none;
-    for (const auto& r : rs)
-      if (r.name == n) return r;
-    return none;
+  std::string s = fmt::format(
+      "{}-bound: {:.0f}% of the time is {} (compute {:.0f}%, memory {:.0f}%, overhead {:.0f}%).",
+      regime_name(v.regime),
+      100 * (v.regime == Regime::compute ? sc : v.regime == Regime::memory ? sm : so),
+      v.regime == Regime::compute  ? "arithmetic"
+      : v.regime == Regime::memory ? "moving bytes"
+                                   : "fixed per-kernel cost and host gaps",
+      100 * sc, 100 * sm, 100 * so);
+  // Every remedy of the table, largest gain first; each sentence is that row's own numbers.
+  std::vector<const Remedy*> order;
+  for (const auto& r : rs)
+    if (r.name != "applied") order.push_back(&r);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Remedy* x, const Remedy* y) { return x->gain_ms > y->gain_ms; });
+  auto names = [](const Remedy& r) {
+    if (r.kernels.empty()) return std::string();
+    size_t n = std::min<size_t>(r.kernels.size(), 3);
+    std::string k;
+    for (size_t i = 0; i < n; ++i) k += (i ? ", " : "") + r.kernels[i];
+    if (r.kernels.size() > n) k += fmt::format(" and {} more", r.kernels.size() - n);
+    return " (" + k + ")";
   };
-  auto gain = [&](const std::string& n) { return remedy(n).gain_ms; };
-  std::string s;
-  if (v.regime == Regime::overhead)
-    s = fmt::format(
-        "overhead-bound: {:.0f}% of the time is fixed per-kernel cost and host gaps. {}; fusion "
-        "(fewer kernels) {:.3f} ms. Faster units cannot help: compute is {:.0f}% of the time.",
-        100 * so,
-        remedy("static_plan").in_effect
-            ? std::string("The plan is static already, so fewer kernels is what is left")
-            : fmt::format("A static plan saves about {:.3f} ms", gain("static_plan")),
-        gain("fusion"), 100 * sc);
-  else if (v.regime == Regime::memory)
-    s = fmt::format(
-        "memory-bound: {:.0f}% of the time moves bytes. Fusion saves about {:.3f} ms; faster "
-        "units cannot help much (compute is {:.0f}%).",
-        100 * sm, gain("fusion"), 100 * sc);
-  else
-    s = fmt::format(
-        "compute-bound: {:.0f}% of the time is arithmetic. Faster units (a library GEMM, lower "
-        "precision) save about {:.3f} ms; fusion {:.3f} ms.",
-        100 * sc, gain("faster_units"), gain("fusion"));
+  int todo = 0;
+  for (const Remedy* r : order) {
+    if (r->in_effect) {
+      s += fmt::format(" {}: {}.", r->name, r->action);
+    } else if (r->applicable && r->gain_ms > 0) {
+      s += fmt::format(" Do: {}, {}: saves about {:.3f} ms ({:.3f} -> {:.3f} ms){}.", r->name,
+                       r->action, r->gain_ms, a.wall_ms, r->predicted_ms, names(*r));
+      todo++;
+    } else if (r->gain_ms > 0) {
+      s += fmt::format(" {} would save about {:.3f} ms{}, but {}.", r->name, r->gain_ms, names(*r),
+                       r->action);
+    } else if (r->action.rfind("none", 0) == 0) {
+      s += fmt::format(" {}: {}.", r->name, r->detail);
+    } else {
+      s += fmt::format(" {}: {} ({}).", r->name, r->action, r->detail);
+    }
+  }
+  if (todo == 0) s += " Nothing brrr offers on this backend saves time here.";
   if (b) s += " Batch scaling: " + b->verdict + ".";
   v.advice = s;
   return v;

@@ -346,7 +346,11 @@ std::string class_table_html(const char* id, const std::vector<ClassRow>& rows) 
     h += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{}</td>"
         "</tr>\n",
-        esc(c.cls), c.kernels, 100 * c.flops_share, 100 * c.time_share, ms(c.time_ms));
+        esc(c.cls), c.cls == kBetweenKernels ? std::string("-") : std::to_string(c.kernels),
+        100 * c.flops_share, 100 * c.time_share, ms(c.time_ms));
+  double total = 0;
+  for (const auto& c : rows) total += c.time_ms;
+  h += fmt::format("<tr><td>total</td><td></td><td></td><td></td><td>{}</td></tr>\n", ms(total));
   return h + "</table>\n";
 }
 
@@ -454,6 +458,7 @@ std::string render_html(const Report& r) {
                           t.online_cpus)
             : std::string(),
         t.reliable ? std::string("Reliable.") : "Unreliable:<ul>" + why + "</ul>");
+    if (!r.timing.empty()) h += "<p id=\"timing\">Timing: " + esc(r.timing) + ".</p>\n";
   }
   h += "<h2>Roofline</h2>\n" + roofline_svg(r, ranked, labelled);
   h += "<p>Conventions: FLOPs are 2 per multiply-add and 1 per other arithmetic op; special "
@@ -470,14 +475,21 @@ std::string render_html(const Report& r) {
   h += batch_section(r);
   h += compare_section(r);
   h += "<h2>Remedies</h2>\n<table id=\"remedies\"><tr><th>remedy</th><th>gain ms</th>"
-       "<th>predicted ms</th><th>measured ms</th><th>why</th></tr>\n";
-  for (const auto& rm : r.remedies)
+       "<th>predicted ms</th><th>measured ms</th><th>how</th><th>why</th><th>kernels (ONNX "
+       "nodes)</th><th>fusion boundaries</th></tr>\n";
+  for (const auto& rm : r.remedies) {
+    std::string ks, bs;
+    for (const auto& k : rm.kernels) ks += (ks.empty() ? "" : ", ") + esc(k);
+    if (!rm.nodes.empty()) ks += " (" + esc(join(rm.nodes, ", ")) + ")";
+    for (const auto& b : rm.boundaries) bs += (bs.empty() ? "" : "<br>") + esc(b);
     h += fmt::format(
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}{}</td>"
-        "</tr>\n",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td>"
+        "<td class=\"l\">{}{}</td><td class=\"l n\">{}</td><td class=\"l b\">{}</td></tr>\n",
         esc(rm.name), ms(rm.gain_ms), ms(rm.predicted_ms),
-        rm.measured_ms ? ms(*rm.measured_ms) : std::string("-"), rm.in_effect ? "(in effect) " : "",
-        esc(rm.detail));
+        rm.measured_ms ? ms(*rm.measured_ms) : std::string("-"),
+        rm.action.empty() ? std::string("-") : esc(rm.action), rm.in_effect ? "(in effect) " : "",
+        esc(rm.detail), ks.empty() ? "-" : ks, bs.empty() ? "-" : bs);
+  }
   h += "</table>\n</body></html>\n";
   return h;
 }

@@ -1,4 +1,6 @@
 // Machine-readable outputs: the report (--json, stable keys) and RunProfile files (--compare).
+#include <cmath>
+
 #include "brrr/doctor.hpp"
 #include "brrr/error.hpp"
 
@@ -17,6 +19,8 @@ json kernel_json(const KernelAnalysis& k) {
               {"special", k.rec.cost.special},
               {"bytes", k.rec.cost.bytes},
               {"time_ms", k.rec.time_ms},
+              {"p10_ms", k.p10_ms},
+              {"p90_ms", k.p90_ms},
               {"floor_ms", k.floor_ms},
               {"memory_floor_ms", k.memory_floor_ms},
               {"compute_floor_ms", k.compute_floor_ms},
@@ -68,6 +72,7 @@ json report_json(const Report& r) {
                       {"bytes", "compulsory: each input read once, each output written once"},
                       {"ceilings", "measured on this machine by brrr probe"}};
   j["wall_ms"] = r.attribution.wall_ms;
+  j["timing"] = r.timing;
   j["attribution"] = attribution_json(r.attribution);
   j["shares"] = j["attribution"]["shares"];
   j["kernels"] = json::array();
@@ -82,6 +87,16 @@ json report_json(const Report& r) {
                           {"per_item_ms", r.batch->per_item_ms},
                           {"growth", r.batch->growth},
                           {"fixed_share", r.batch->fixed_share},
+                          {"r2", r.batch->r2},
+                          {"max_residual", std::isfinite(r.batch->max_residual)
+                                               ? json(r.batch->max_residual)
+                                               : json(nullptr)},
+                          {"exponent", r.batch->exponent},
+                          {"power_r2", r.batch->power_r2},
+                          {"power_max_residual", std::isfinite(r.batch->power_max_residual)
+                                                     ? json(r.batch->power_max_residual)
+                                                     : json(nullptr)},
+                          {"growth_class", growth_name(r.batch->growth_class)},
                           {"overhead_bound", r.batch->overhead_bound},
                           {"verdict", r.batch->verdict}};
   } else {
@@ -96,6 +111,11 @@ json report_json(const Report& r) {
          {"predicted_ms", rm.predicted_ms},
          {"measured_ms", rm.measured_ms ? json(*rm.measured_ms) : json(nullptr)},
          {"in_effect", rm.in_effect},
+         {"action", rm.action},
+         {"applicable", rm.applicable},
+         {"kernels", rm.kernels},
+         {"nodes", rm.nodes},
+         {"boundaries", rm.boundaries},
          {"detail", rm.detail}});
   j["verdict"] = {{"regime", regime_name(r.verdict.regime)}, {"advice", r.verdict.advice}};
   const Reliability& t = r.reliability;
@@ -134,13 +154,21 @@ json profile_to_json(const RunProfile& p) {
                   {"special", k.cost.special},
                   {"bytes", k.cost.bytes},
                   {"time_ms", k.time_ms},
+                  {"samples_ms", k.samples_ms},
                   {"start_ms", k.start_ms},
                   {"lane", k.lane},
                   {"reads", reads},
                   {"writes", writes},
                   {"boundaries", k.boundaries}});
   }
-  return json{{"backend", p.backend}, {"wall_ms", p.wall_ms}, {"kernels", ks}};
+  return json{{"backend", p.backend},
+              {"wall_ms", p.wall_ms},
+              {"wall_samples_ms", p.wall_samples_ms},
+              {"kernels_in_wall_runs", p.kernels_in_wall_runs},
+              {"threads", p.threads},
+              {"other_busy_cpus", p.other_busy_cpus},
+              {"online_cpus", p.online_cpus},
+              {"kernels", ks}};
 }
 
 RunProfile profile_from_json(const json& j) {
@@ -148,6 +176,11 @@ RunProfile profile_from_json(const json& j) {
   try {
     p.backend = j.value("backend", "");
     p.wall_ms = j.at("wall_ms").get<double>();
+    p.wall_samples_ms = j.value("wall_samples_ms", std::vector<double>{});
+    p.kernels_in_wall_runs = j.value("kernels_in_wall_runs", false);
+    p.threads = j.value("threads", 0);
+    p.other_busy_cpus = j.value("other_busy_cpus", -1.0);
+    p.online_cpus = j.value("online_cpus", 0);
     for (const auto& kj : j.at("kernels")) {
       KernelRecord k;
       k.name = kj.value("name", "");
@@ -164,6 +197,7 @@ RunProfile profile_from_json(const json& j) {
       k.cost.special = kj.value("special", std::map<std::string, double>{});
       k.cost.bytes = kj.value("bytes", 0.0);
       k.time_ms = kj.at("time_ms").get<double>();
+      k.samples_ms = kj.value("samples_ms", std::vector<double>{});
       k.start_ms = kj.value("start_ms", 0.0);
       k.lane = kj.value("lane", 0);
       for (const auto& u : kj.value("reads", json::array()))

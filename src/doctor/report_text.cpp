@@ -29,12 +29,39 @@ std::string attribution_line(const Attribution& a) {
 }
 
 std::string class_rows(const std::vector<ClassRow>& rows) {
-  std::string s = fmt::format("  {:<14} {:>7} {:>12} {:>14} {:>12}\n", "class", "kernels",
+  std::string s = fmt::format("  {:<27} {:>7} {:>12} {:>14} {:>12}\n", "class", "kernels",
                               "FLOPs share", "runtime share", "time ms");
-  for (const auto& r : rows)
-    s += fmt::format("  {:<14} {:>7} {:>11.1f}% {:>13.1f}% {:>12.3f}\n", r.cls, r.kernels,
-                     100 * r.flops_share, 100 * r.time_share, r.time_ms);
+  double total = 0;
+  for (const auto& r : rows) {
+    total += r.time_ms;
+    if (r.cls == kBetweenKernels)
+      s += fmt::format("  {:<27} {:>7} {:>12} {:>13.1f}% {:>12.3f}\n", r.cls, "-", "-",
+                       100 * r.time_share, r.time_ms);
+    else
+      s += fmt::format("  {:<27} {:>7} {:>11.1f}% {:>13.1f}% {:>12.3f}\n", r.cls, r.kernels,
+                       100 * r.flops_share, 100 * r.time_share, r.time_ms);
+  }
+  s += fmt::format("  {:<27} {:>7} {:>12} {:>14} {:>12.3f}\n", "total", "", "", "", total);
+  // Negative only when kernel times were taken apart from the wall (eager events against a graph
+  // replay, medians without per-run samples): said, not hidden.
+  if (!rows.empty() && rows.back().cls == kBetweenKernels && rows.back().time_ms < 0)
+    s += fmt::format("  (the kernels' times exceed the wall by {:.3f} ms: they were not timed in "
+                     "the wall's runs; see timing)\n",
+                     -rows.back().time_ms);
   return s;
+}
+
+// The first `n` names, then how many more.
+std::string list(const std::vector<std::string>& v, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < n; ++i) s += (i ? ", " : "") + v[i];
+  if (v.size() > n) s += fmt::format(" and {} more", v.size() - n);
+  return s;
+}
+
+std::string spread(const KernelAnalysis& k) {
+  if (k.p90_ms <= 0) return "-";
+  return fmt::format("{:.4f}-{:.4f}", k.p10_ms, k.p90_ms);
 }
 
 }  // namespace
@@ -77,6 +104,7 @@ std::string render_table(const Report& r) {
        "priced per function at measured throughput; bytes = compulsory (inputs read once, "
        "outputs written once)\n\n";
   s += trust_line(r.reliability) + "\n";
+  if (!r.timing.empty()) s += "timing: " + r.timing + "\n";
   s += attribution_line(r.attribution) + "\n\n";
 
   std::vector<const KernelAnalysis*> top;
@@ -85,23 +113,23 @@ std::string render_table(const Report& r) {
                    [](auto* a, auto* b) { return a->rec.time_ms > b->rec.time_ms; });
   if (int(top.size()) > r.top) top.resize(size_t(r.top));
   s += fmt::format("top {} kernels by time:\n", top.size());
-  s += fmt::format("  {:<24} {:<28} {:<13} {:>10} {:>10} {:>7} {:>9} {:>8} {:<4}  {}\n", "kernel",
-                   "ops", "class", "time ms", "floor ms", "eff", "GFLOP/s", "GB/s", "roof",
-                   "regime");
+  s += fmt::format("  {:<24} {:<28} {:<13} {:>10} {:>15} {:>10} {:>7} {:>9} {:>8} {:<4}  {}\n",
+                   "kernel", "ops", "class", "time ms", "p10-p90 ms", "floor ms", "eff",
+                   "GFLOP/s", "GB/s", "roof", "regime");
   for (const auto* k : top) {
     double t = std::max(k->rec.time_ms, 1e-9) * 1e-3;
     s += fmt::format(
-        "  {:<24} {:<28} {:<13} {:>10.4f} {:>10.4f} {:>6.1f}% {:>9.2f} {:>8.2f} {:<4}  {}\n",
+        "  {:<24} {:<28} {:<13} {:>10.4f} {:>15} {:>10.4f} {:>6.1f}% {:>9.2f} {:>8.2f} {:<4}  {}\n",
         trunc(k->rec.name, 24), join_ops(k->rec.ops), op_class_name(k->rec.cls), k->rec.time_ms,
-        k->floor_ms, 100 * k->efficiency, k->rec.cost.flops / t / 1e9, k->rec.cost.bytes / t / 1e9,
+        spread(*k), k->floor_ms, 100 * k->efficiency, k->rec.cost.flops / t / 1e9, k->rec.cost.bytes / t / 1e9,
         k->roof, regime_name(k->regime));
     // A number above its roof is never shown without why, right under it.
     if (!k->over_reason.empty()) s += "    eff > 100%: " + k->over_reason + "\n";
   }
-  s += "\nclass table (share of FLOPs vs share of kernel runtime):\n" + class_rows(r.classes);
+  s += "\nclass table (share of FLOPs vs share of the wall):\n" + class_rows(r.classes);
 
   if (r.batch) {
-    s += "\nbatch scaling (time = a + c * batch, least squares):\n";
+    s += "\nbatch scaling (time = a + c * batch and time = k * batch^e, least squares):\n";
     for (const auto& p : r.batch->points)
       s += fmt::format("  batch {:>6}: {:.3f} ms\n", p.batch, p.ms);
     s += fmt::format("  a = {:.3f} ms, c = {:.4f} ms/item\n  {}\n", r.batch->fixed_ms,
@@ -110,13 +138,23 @@ std::string render_table(const Report& r) {
     s += "\nbatch scaling: not run: " + r.batch_error + "\n";
   }
 
-  s += "\nremedies (predicted before applying):\n";
+  s += "\nremedies (predicted before applying; predictions keep what a remedy does not change):\n";
   s += fmt::format("  {:<13} {:>10} {:>14} {:>13}  {}\n", "remedy", "gain ms", "predicted ms",
-                   "measured ms", "why");
-  for (const auto& rm : r.remedies)
+                   "measured ms", "how");
+  for (const auto& rm : r.remedies) {
     s += fmt::format(
         "  {:<13} {:>10.3f} {:>14.3f} {:>13}  {}\n", rm.name, rm.gain_ms, rm.predicted_ms,
-        rm.measured_ms ? fmt::format("{:.3f}", *rm.measured_ms) : std::string("-"), rm.detail);
+        rm.measured_ms ? fmt::format("{:.3f}", *rm.measured_ms) : std::string("-"),
+        rm.action.empty() ? rm.detail : rm.action);
+    if (!rm.action.empty()) s += "      why: " + rm.detail + "\n";
+    if (!rm.kernels.empty()) s += "      kernels: " + list(rm.kernels, 8) + "\n";
+    if (!rm.nodes.empty()) s += "      ONNX nodes: " + list(rm.nodes, 8) + "\n";
+    const size_t shown = std::min<size_t>(rm.boundaries.size(), 8);
+    for (size_t i = 0; i < shown; ++i) s += "      boundary: " + rm.boundaries[i] + "\n";
+    if (rm.boundaries.size() > shown)
+      s += fmt::format("      ({} more boundaries in --json and --html)\n",
+                       rm.boundaries.size() - shown);
+  }
   if (r.after) {
     s += "\nafter (compare profile, " + r.after_profile->backend + "):\n  " +
          attribution_line(*r.after) + "\n" + class_rows(r.after_classes);

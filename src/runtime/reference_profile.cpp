@@ -64,6 +64,7 @@ RunProfile profile_reference(const Graph& g, const std::map<std::string, Tensor>
   p.threads = 1;
   p.wall_ms = median(walls);
   p.wall_samples_ms = walls;
+  p.kernels_in_wall_runs = true;
   // Start offsets come from the run closest to the median wall time.
   size_t rep_at = 0;
   for (size_t r = 0; r < walls.size(); ++r)
@@ -78,6 +79,7 @@ RunProfile profile_reference(const Graph& g, const std::map<std::string, Tensor>
     rec.cls = n.def ? n.def->cls : OpClass::elementwise;
     rec.cost = op_cost(g, n);
     rec.time_ms = median(times[k]);
+    rec.samples_ms = times[k];
     rec.start_ms = starts[k][rep_at];
     for (int i : n.inputs)
       if (i >= 0) rec.reads.push_back({g.value(i).name, value_bytes(g.value(i))});

@@ -1,6 +1,9 @@
 // The doctor on synthetic profiles and fixed ceilings: floors, regimes, attribution, class table,
 // batch fit, remedies, compare, and the stable keys of the JSON and trace outputs.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "brrr/doctor.hpp"
 
@@ -116,6 +119,63 @@ TEST(DoctorClassTable, FlopsShareVersusRuntimeShare) {
   EXPECT_EQ(rows[3].kernels, 0);
 }
 
+// With the wall, the class table gets a row for the wall outside kernels, and adds up to it.
+TEST(DoctorClassTable, BetweenKernelsRowMakesTheWall) {
+  Ceilings c = fixed_ceilings();
+  std::vector<KernelAnalysis> ks = {
+      analyze_kernel(kernel("mm", OpClass::contraction, 998, 10, 6.0), c),
+      analyze_kernel(kernel("ln", OpClass::normalization, 1, 10, 3.0), c)};
+  auto rows = class_table(ks, 10.0);
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[4].cls, kBetweenKernels);
+  EXPECT_NEAR(rows[4].time_ms, 1.0, 1e-12);
+  double total = 0, share = 0;
+  for (const auto& r : rows) total += r.time_ms, share += r.time_share;
+  EXPECT_NEAR(total, 10.0, 1e-12);
+  EXPECT_NEAR(share, 1.0, 1e-12);
+  EXPECT_NEAR(rows[0].time_share, 0.6, 1e-12);
+}
+
+// Kernel times come from the run whose wall is reported: medians per kernel would not add up.
+TEST(DoctorTimeline, KernelTimesComeFromTheMedianRun) {
+  RunProfile p;
+  p.backend = "cpu";
+  p.kernels_in_wall_runs = true;
+  // Run 0: kernel a slow; run 1: kernel b slow; run 2 (the median wall): both quick.
+  p.wall_samples_ms = {5.2, 5.3, 2.2};
+  p.wall_ms = 5.2;
+  auto a = kernel("a", OpClass::elementwise, 0, 8, 1);
+  a.samples_ms = {4.0, 1.0, 1.0};
+  auto b = kernel("b", OpClass::elementwise, 0, 8, 1);
+  b.samples_ms = {1.0, 4.1, 1.1};
+  p.kernels = {a, b};
+  // Medians are 1.0 and 1.1 against a median wall of 5.2: the run behind the wall is run 0.
+  std::string how;
+  RunProfile q = one_timeline(p, &how);
+  EXPECT_EQ(q.wall_ms, 5.2);
+  EXPECT_EQ(q.kernels[0].time_ms, 4.0);
+  EXPECT_EQ(q.kernels[1].time_ms, 1.0);
+  EXPECT_NE(how.find("median run"), std::string::npos) << how;
+  Report r = diagnose(p, fixed_ceilings());
+  EXPECT_NEAR(r.attribution.gap_ms, 0.2, 1e-12);
+  EXPECT_NEAR(r.classes.back().time_ms, 0.2, 1e-12);
+  EXPECT_EQ(r.kernels[0].p10_ms, 1.0);
+  EXPECT_EQ(r.kernels[0].p90_ms, 4.0);
+  EXPECT_NE(render_table(r).find("1.0000-4.0000"), std::string::npos);
+  EXPECT_EQ(report_json(r)["kernels"][0]["p90_ms"], 4.0);
+  // Without per-run samples the medians stay, and the timing line says they need not add up.
+  p.kernels_in_wall_runs = false;
+  RunProfile m = one_timeline(p, &how);
+  EXPECT_EQ(m.kernels[0].time_ms, 1.0);
+  EXPECT_NE(how.find("need not add up"), std::string::npos) << how;
+  // Kernel times of 1.0 + 1.0 against a wall of 1.9: the class table says they exceed it.
+  p.wall_ms = 1.9;
+  Report apart = diagnose(p, fixed_ceilings());
+  EXPECT_NEAR(apart.classes.back().time_ms, -0.1, 1e-12);
+  EXPECT_NE(render_table(apart).find("exceed the wall by 0.100 ms"), std::string::npos)
+      << render_table(apart);
+}
+
 TEST(DoctorBatchScaling, FitRecoversFixedCostAndVerdict) {
   // time = 5 + 0.1 * batch: mostly fixed cost, sublinear growth.
   std::vector<BatchPoint> pts;
@@ -133,6 +193,61 @@ TEST(DoctorBatchScaling, FitRecoversFixedCostAndVerdict) {
   EXPECT_FALSE(s.overhead_bound);
   EXPECT_THROW(fit_batch_scaling({{1, 1.0}}), Error);
   EXPECT_THROW(fit_batch_scaling({{2, 1.0}, {2, 3.0}}), Error);
+}
+
+namespace {
+BatchScaling sweep(double (*t)(double)) {
+  std::vector<BatchPoint> pts;
+  for (int64_t b : {1, 2, 4, 8}) pts.push_back({b, t(double(b))});
+  return fit_batch_scaling(pts);
+}
+}  // namespace
+
+// Each growth class from synthetic timings, named only when a fit is good, with its quality said.
+TEST(DoctorBatchScaling, ClassifiesGrowthWhenAFitIsGood) {
+  BatchScaling flat = sweep([](double b) { return 2.0 + 0.002 * b; });
+  EXPECT_EQ(flat.growth_class, Growth::flat);
+  EXPECT_TRUE(flat.overhead_bound);
+  EXPECT_NE(flat.verdict.find("flat, overhead-bound"), std::string::npos) << flat.verdict;
+  EXPECT_LT(flat.max_residual, 0.01);
+
+  BatchScaling lin = sweep([](double b) { return 0.5 * b; });
+  EXPECT_EQ(lin.growth_class, Growth::linear);
+  EXPECT_FALSE(lin.overhead_bound);
+  EXPECT_NEAR(lin.r2, 1.0, 1e-12);
+  EXPECT_NEAR(lin.exponent, 1.0, 1e-9);
+  EXPECT_NE(lin.verdict.find("linear, throughput-bound"), std::string::npos) << lin.verdict;
+
+  BatchScaling sub = sweep([](double b) { return 3.0 + 1.0 * b; });  // 4, 5, 7, 11 ms
+  EXPECT_EQ(sub.growth_class, Growth::sublinear);
+  EXPECT_TRUE(sub.overhead_bound);  // the fixed 3 ms is 75% of batch 1
+  EXPECT_NEAR(sub.fixed_ms, 3.0, 1e-9);
+
+  BatchScaling sup = sweep([](double b) { return 0.1 * b * b; });
+  EXPECT_EQ(sup.growth_class, Growth::superlinear);
+  EXPECT_NEAR(sup.exponent, 2.0, 1e-9);
+  EXPECT_LT(sup.power_max_residual, 1e-9);
+  EXPECT_NE(sup.verdict.find("superlinear"), std::string::npos) << sup.verdict;
+  EXPECT_FALSE(sup.overhead_bound);
+}
+
+// A loaded machine: "537x for 8x the batch" fits neither model, and the sweep says it cannot
+// classify, with the fit quality that says why.
+TEST(DoctorBatchScaling, BadFitIsNotClassified) {
+  BatchScaling s = fit_batch_scaling({{1, 0.5}, {2, 9.0}, {4, 0.6}, {8, 268.5}});
+  EXPECT_EQ(s.growth_class, Growth::unclassified);
+  EXPECT_FALSE(s.overhead_bound);
+  EXPECT_GT(s.max_residual, 0.10);
+  EXPECT_GT(s.power_max_residual, 0.10);
+  EXPECT_NE(s.verdict.find("cannot classify"), std::string::npos) << s.verdict;
+  EXPECT_NE(s.verdict.find("R^2"), std::string::npos) << s.verdict;
+  EXPECT_EQ(s.verdict.find("overhead-bound"), std::string::npos) << s.verdict;
+  EXPECT_EQ(report_json([&] {
+              Report r;
+              r.batch = s;
+              return r;
+            }())["batch_scaling"]["growth_class"],
+            "unclassified");
 }
 
 TEST(DoctorBatchScaling, RunnerIsCalledAtDoublingBatches) {
@@ -219,7 +334,9 @@ TEST(DoctorRemedies, StaticPlanInEffectOnACompiledPlan) {
   EXPECT_EQ(s.gain_ms, 0);
   EXPECT_NE(s.detail.find("in effect"), std::string::npos) << s.detail;
   EXPECT_EQ(r.verdict.regime, Regime::overhead);
-  EXPECT_NE(r.verdict.advice.find("static already"), std::string::npos) << r.verdict.advice;
+  EXPECT_NE(r.verdict.advice.find("static_plan: in effect: the compiled plan is static"),
+            std::string::npos)
+      << r.verdict.advice;
   // The reference executor dispatches each op: there the remedy is offered.
   p.backend = "reference";
   for (auto& k : p.kernels) k.kind = "reference";
@@ -250,20 +367,126 @@ TEST(DoctorRemedies, FusionPricesTheKernelsItRemovesAtTheirFixedCost) {
   EXPECT_NEAR(f.gain_ms, 2 * 0.0005 + bytes_ms, 1e-12);
   EXPECT_NE(f.detail.find("2 kernel calls, about 0.001 ms of fixed per-kernel cost"),
             std::string::npos) << f.detail;
-  EXPECT_NE(r.verdict.advice.find("fewer kernels"), std::string::npos) << r.verdict.advice;
+  // A fused plan left these apart and said nothing: brrr cannot fuse them, and says so.
+  EXPECT_FALSE(f.applicable);
+  EXPECT_EQ(f.action.rfind("brrr cannot do this yet", 0), 0u) << f.action;
+  EXPECT_EQ(f.kernels, (std::vector<std::string>{"a", "b", "y"}));
+  EXPECT_NE(r.verdict.advice.find(fmt::format("fusion would save about {:.3f} ms", f.gain_ms)),
+            std::string::npos)
+      << r.verdict.advice;
+  // Profiled one kernel per op, the fused plan is one switch away.
+  Report off = diagnose(p, c, {.fused = 0});
+  const Remedy& f0 = find(off.remedies, "fusion");
+  EXPECT_TRUE(f0.applicable);
+  EXPECT_NE(f0.action.find("--no-fusion"), std::string::npos) << f0.action;
+  EXPECT_NE(off.verdict.advice.find("Do: fusion, drop --no-fusion"), std::string::npos)
+      << off.verdict.advice;
 }
 
-TEST(DoctorRemedies, FasterUnitsUsesFastestMeasuredCeiling) {
+// The plan's boundary reasons travel with the fusion remedy into its action, the text report, the
+// JSON and the HTML page.
+TEST(DoctorRemedies, FusionActionIsTheBoundaryReason) {
+  Ceilings c = fixed_ceilings();
+  RunProfile p;
+  p.backend = "cpu";
+  auto k1 = kernel("k1_gather", OpClass::movement, 0, 8e6, 0.5, "reference");
+  k1.nodes = {"/emb/Gather"};
+  k1.reads = {{"ids", 4e6}};
+  k1.writes = {{"g", 4e6}};
+  k1.boundaries = {"-> k2_add via 'g': not fused: Gather runs as a reference kernel"};
+  auto k2 = kernel("k2_add", OpClass::elementwise, 1e6, 8e6, 0.5, "fused");
+  k2.nodes = {"/emb/Add"};
+  k2.reads = {{"g", 4e6}};
+  k2.writes = {{"y", 4e6}};
+  p.kernels = {k1, k2};
+  p.wall_ms = 1.0;
+  Report r = diagnose(p, c, {.fused = 1});
+  const Remedy& f = find(r.remedies, "fusion");
+  EXPECT_FALSE(f.applicable);
+  EXPECT_EQ(f.action.rfind("brrr cannot do this yet: not fused: Gather runs as a reference kernel", 0),
+            0u)
+      << f.action;
+  EXPECT_EQ(f.kernels, (std::vector<std::string>{"k1_gather", "k2_add"}));
+  EXPECT_EQ(f.nodes, (std::vector<std::string>{"/emb/Gather", "/emb/Add"}));
+  ASSERT_EQ(f.boundaries.size(), 1u);
+  const std::string reason = "Gather runs as a reference kernel";
+  EXPECT_NE(render_table(r).find("boundary: k1_gather -> k2_add via 'g'"), std::string::npos);
+  EXPECT_NE(report_json(r)["remedies"][0]["boundaries"][0].get<std::string>().find(reason),
+            std::string::npos);
+  EXPECT_NE(render_html(r).find(reason), std::string::npos);
+}
+
+// The verdict is the remedy table in words: every remedy that gains something is named with its
+// own gain, the largest first, and nothing the table does not say.
+TEST(DoctorVerdict, IsGeneratedFromTheRemedyTable) {
   Ceilings c = fixed_ceilings();
   c.peak_gflops["bf16"] = 4000;
+  RunProfile p = elementwise_chain();
+  auto mm = kernel("mm", OpClass::contraction, 2e9, 12e6, 4.0, "library");
+  mm.ops = {"MatMul"};
+  p.kernels.push_back(mm);
+  p.wall_ms += 4.0;
+  Report r = diagnose(p, c, {.precisions = {"bf16"}, .fused = 0});
+  size_t last = 0;
+  std::vector<const Remedy*> by_gain;
+  for (const auto& rm : r.remedies) by_gain.push_back(&rm);
+  std::stable_sort(by_gain.begin(), by_gain.end(),
+                   [](auto* a, auto* b) { return a->gain_ms > b->gain_ms; });
+  for (const Remedy* rm : by_gain) {
+    if (rm->gain_ms <= 0) continue;
+    size_t at = r.verdict.advice.find(fmt::format("{}, {}: saves about {:.3f} ms", rm->name,
+                                                  rm->action, rm->gain_ms));
+    ASSERT_NE(at, std::string::npos) << rm->name << ": " << r.verdict.advice;
+    EXPECT_GE(at, last) << "not in gain order: " << r.verdict.advice;
+    last = at;
+  }
+  EXPECT_EQ(r.verdict.advice.find("Nothing brrr offers"), std::string::npos);
+}
+
+// --precision moves library GEMMs to the fastest measured unit the backend accepts; a GEMM keeps
+// its fixed cost and its share of the roof, and a backend that accepts no precision gets none.
+TEST(DoctorRemedies, FasterUnitsUsesFastestAcceptedPrecision) {
+  Ceilings c = fixed_ceilings();
+  c.peak_gflops["bf16"] = 4000;
+  c.peak_gflops["tf32"] = 2000;
   RunProfile p;
-  p.wall_ms = 4;
-  p.kernels = {kernel("gemm", OpClass::contraction, 2e9, 12e6, 4.0, "library")};
-  Report r = diagnose(p, c);
+  p.backend = "cuda";
+  p.wall_ms = 4.5;
+  auto gemm = kernel("gemm", OpClass::contraction, 2e9, 12e6, 4.0, "library");
+  gemm.ops = {"MatMul"};
+  auto gen = kernel("gen", OpClass::contraction, 1e8, 1e3, 0.5, "fused");  // generated: fp32
+  p.kernels = {gemm, gen};
+  Report r = diagnose(p, c, {.precisions = {"tf32", "bf16"}});
   const Remedy& u = find(r.remedies, "faster_units");
-  EXPECT_NEAR(u.gain_ms, 4.0 - 0.5, 1e-9);  // 2 GFLOP at 4 TFLOP/s
-  EXPECT_NE(u.detail.find("bf16"), std::string::npos);
+  // 2 ms of floor at 50% efficiency; bf16 cuts the floor to 0.5 ms: the work (4 ms less the
+  // fixed cost) scales by 0.25, the fixed cost stays, the generated kernel is not touched.
+  const double fixed = r.kernels[0].overhead_ms;
+  EXPECT_NEAR(u.gain_ms, (4.0 - fixed) * 0.75, 1e-9);
+  EXPECT_EQ(u.action, "--precision bf16");
+  EXPECT_TRUE(u.applicable);
+  EXPECT_EQ(u.kernels, (std::vector<std::string>{"gemm"}));
+  EXPECT_NE(u.detail.find("not library GEMMs"), std::string::npos) << u.detail;
   EXPECT_EQ(r.verdict.regime, Regime::compute);
+  // A float32 library conv takes TF32 math under any --precision but fp32 (cuDNN): at 2 TFLOP/s
+  // its 2 ms floor halves.
+  auto conv = gemm;
+  conv.name = "conv";
+  conv.ops = {"Conv"};
+  p.kernels.push_back(conv);
+  p.wall_ms += 4.0;
+  Report rc = diagnose(p, c, {.precisions = {"bf16"}});
+  EXPECT_NEAR(find(rc.remedies, "faster_units").gain_ms, (4.0 - fixed) * (0.75 + 0.5), 1e-9);
+  p.kernels.pop_back();
+  p.wall_ms -= 4.0;
+  // The CPU's validation accepts no precision: no faster unit, and the action says why.
+  p.backend = "cpu";
+  Report cpu = diagnose(p, c, {.precision_refusal = "--precision bf16 needs --backend cuda"});
+  const Remedy& u2 = find(cpu.remedies, "faster_units");
+  EXPECT_EQ(u2.gain_ms, 0);
+  EXPECT_FALSE(u2.applicable);
+  EXPECT_EQ(u2.action, "not on the cpu backend: --precision bf16 needs --backend cuda");
+  EXPECT_EQ(cpu.verdict.advice.find("a library GEMM"), std::string::npos) << cpu.verdict.advice;
+  EXPECT_NE(cpu.verdict.advice.find("Nothing brrr offers"), std::string::npos) << cpu.verdict.advice;
 }
 
 TEST(DoctorCompare, PredictedVersusMeasured) {

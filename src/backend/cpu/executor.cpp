@@ -354,11 +354,13 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
   }
   prof.wall_ms = median(walls);
   prof.wall_samples_ms = walls;
+  prof.kernels_in_wall_runs = true;
   double start = 0;
   for (size_t i = 0; i < m.steps.size(); ++i) {
     KernelRecord rec = plan::kernel_record(m.g, m.plan, i);
     if (m.steps[i].lib) rec.precision = m.steps[i].lib->precision;
     rec.time_ms = median(times[i]);
+    rec.samples_ms = times[i];
     rec.start_ms = start;
     start += rec.time_ms;
     prof.kernels.push_back(std::move(rec));
