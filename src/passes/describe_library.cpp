@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "plan/library_desc.hpp"
+#include "plan/operand_view.hpp"
 
 namespace brrr::plan {
 
@@ -24,6 +25,21 @@ Activation activation_of(const std::string& a) {
   if (a == "sigmoid") return Activation::Sigmoid;
   if (a == "tanh") return Activation::Tanh;
   return Activation::Other;
+}
+
+// Transpose t swaps the last two of its input's `rank` axes and keeps the others.
+bool swaps_last_two(const Node& t, size_t rank) {
+  std::vector<int64_t> perm;
+  try {
+    perm = t.attr_ints("perm", {});
+  } catch (const Error&) {
+    return false;
+  }
+  if (perm.empty() && rank == 2) return true;  // the default reverses the axes
+  if (rank < 2 || perm.size() != rank) return false;
+  for (size_t i = 0; i < rank; ++i)
+    if (perm[i] != int64_t(i < rank - 2 ? i : (i == rank - 1 ? rank - 2 : rank - 1))) return false;
+  return true;
 }
 
 // The fusion pass's epilogue of kernel k.
@@ -56,11 +72,51 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
   }
   // An operand made by a Transpose in the kernel (the fusion pass puts only last-two-axes swaps
   // there) is its input read transposed.
+  // A Transpose in a longer view (its input made in the kernel too), or of other axes, is read
+  // through the view's strides below.
+  auto in_kernel = [&](int m) {
+    return std::find(k.nodes.begin(), k.nodes.end(), m) != k.nodes.end();
+  };
   for (int m : k.nodes) {
     const Node& t = g.nodes[size_t(m)];
-    if (t.op != "Transpose" || t.outputs.empty() || t.inputs.empty()) continue;
+    if (t.op != "Transpose" || t.outputs.empty() || t.inputs.empty() || t.inputs[0] < 0) continue;
+    if (in_kernel(g.value(t.inputs[0]).producer) || !swaps_last_two(t, g.value(t.inputs[0]).shape.size()))
+      continue;
     if (t.outputs[0] == d.a) d.a = t.inputs[0], d.trans_a = !d.trans_a;
     else if (t.outputs[0] == d.b) d.b = t.inputs[0], d.trans_b = !d.trans_b;
+  }
+  // A MatMul operand made by other view nodes in the kernel (Reshape, Transpose, a scalar Mul:
+  // the fusion pass's find_operand_views) is its source read through strides.
+  if (n.op == "MatMul") {
+    double scale = 1;
+    for (int slot = 0; slot < 2; ++slot) {
+      int& v = slot == 0 ? d.a : d.b;
+      if (v != n.inputs[size_t(slot)]) continue;  // read through a last-two-axes swap above
+      OperandView view = operand_view(g, v, in_kernel);
+      if (view.nodes.empty()) continue;
+      v = view.source;
+      (slot == 0 ? d.a_dims : d.b_dims) = view.dims;
+      (slot == 0 ? d.a_strides : d.b_strides) = view.strides;
+      scale *= view.scale;
+    }
+    d.scale = float(scale);
+    OperandView out = output_view(g, n.outputs[0], in_kernel);
+    if (!out.nodes.empty() && out.source == d.out) {
+      d.out_dims = out.dims;
+      d.out_strides = out.strides;
+    }
+    if (!d.out_dims.empty()) {
+      d.strided_why = "MatMul result written through a strided view";
+      if (d.epi.bias >= 0 || d.epi.sum >= 0 || d.epi.act != Activation::None)
+        d.why = "MatMul with an epilogue and a strided result";
+      return d;
+    }
+    if (!d.a_dims.empty() || !d.b_dims.empty()) {
+      d.strided_why = "MatMul operand read through a strided view";
+      // The library adds its bias before any post-op scale (the fusion pass keeps them apart).
+      if (d.scale != 1.0f && d.epi.bias >= 0) d.why = "MatMul with a scaled operand and a bias";
+      return d;
+    }
   }
   const Shape &as = g.value(d.a).shape, &bs = g.value(d.b).shape, &os = g.value(d.out).shape;
   if (d.alpha != 1.0f) d.why = "Gemm alpha != 1";

@@ -14,6 +14,7 @@
 #include "brrr/op.hpp"
 #include "plan/kernel_ir.hpp"
 #include "plan/library_desc.hpp"
+#include "plan/operand_view.hpp"
 #include "plan/target.hpp"
 #include "plan/value_range.hpp"
 #include "core/env.hpp"
@@ -472,6 +473,7 @@ class Fuser {
 
   Plan run() {
     if (opts_.enable && target_.gemm_strided_operands) find_strided_operands();
+    if (opts_.enable && target_.gemm_operand_views) find_operand_views();
     for (size_t k = 0; k < g_.nodes.size(); ++k) place(int(k));
     return finish();
   }
@@ -485,7 +487,9 @@ class Fuser {
   std::vector<std::vector<int>> consumers_;
   std::map<std::pair<int, int>, std::string> refusals_;  // (value, consumer node) -> reason
   std::set<int> absorbed_;  // nodes folded into a library kernel (epilogues, strided operands)
-  std::map<int, std::vector<int>> operand_views_;  // GEMM node -> Transposes it reads through
+  std::map<int, std::vector<int>> operand_views_;  // GEMM node -> view nodes it reads through
+  std::set<int> view_nodes_;                       // every node in operand_views_
+  std::set<int> scaled_gemms_;                     // GEMMs whose views fold a scalar Mul
   std::vector<std::set<int>> reads_;                     // kernels each kernel reads from
 
   const Shape& shape(int v) const { return g_.value(v).shape; }
@@ -851,6 +855,7 @@ class Fuser {
       if (views != operand_views_.end())
         for (int t : views->second) absorb(G, gi, t);  // before the epilogue: see finish()
       absorb_epilogue(G, gi, n);
+      absorb_output_view(G, gi, n);
     }
   }
 
@@ -945,8 +950,67 @@ class Fuser {
         if (!swap_last) continue;
         operand_views_[int(m)].push_back(t);
         absorbed_.insert(t);
+        view_nodes_.insert(t);
       }
     }
+  }
+
+  // Reshapes, Transposes and scalar Muls between an earlier buffer and a library MatMul, each
+  // read only by the next: the MatMul reads that buffer through strides (plan/operand_view.hpp)
+  // and scales its product, so the head split of attention runs no copy kernel.
+  void find_operand_views() {
+    const TypeSet ts{opts_.float16, opts_.booleans};
+    for (size_t m = 0; m < g_.nodes.size(); ++m) {
+      const Node& mm = g_.nodes[m];
+      if (mm.op != "MatMul" || !mm.domain.empty() || mm.inputs.size() != 2 ||
+          mm.inputs[0] == mm.inputs[1] || classify(g_, mm, ts, target_).kind != NodeKind::Library)
+        continue;
+      double scale = 1;
+      for (int slot = 0; slot < 2; ++slot) {
+        int v = mm.inputs[size_t(slot)];
+        if (v < 0 || g_.value(v).producer < 0 || absorbed_.count(g_.value(v).producer)) continue;
+        // A node may fold when its output is read by the next node of the view alone.
+        int next = int(m);
+        std::set<int> taken;
+        auto take = [&](int p) {
+          if (absorbed_.count(p) || sole_consumer(g_.nodes[size_t(p)].outputs[0]) != next)
+            return false;
+          next = p;
+          return true;
+        };
+        OperandView view = operand_view(g_, v, take);
+        // A scalar Mul alone gains nothing (it fuses into its producer's kernel) and may be the
+        // last node of an activation the producer's epilogue takes.
+        bool moves = false;
+        for (int p : view.nodes) moves = moves || g_.nodes[size_t(p)].op != "Mul";
+        if (!moves) continue;
+        for (int p : view.nodes) {
+          operand_views_[int(m)].push_back(p);
+          absorbed_.insert(p);
+          view_nodes_.insert(p);
+        }
+        scale *= view.scale;
+      }
+      if (scale != 1) scaled_gemms_.insert(int(m));
+    }
+  }
+
+  // A MatMul with no epilogue whose result only Reshapes and Transposes read (attention's
+  // heads merged back, Transpose [0,2,1,3]): it writes their last output through strides
+  // (plan/operand_view.hpp), so no copy kernel runs.
+  void absorb_output_view(Group& G, int gi, int n) {
+    const Node& mm = g_.nodes[size_t(n)];
+    if (!target_.gemm_operand_views || mm.op != "MatMul" || G.k.bias >= 0 || G.k.sum >= 0 ||
+        !G.k.activation.empty() || g_.nodes[size_t(last_computed(G.k))].outputs[0] != mm.outputs[0])
+      return;
+    int cur = mm.outputs[0];
+    auto take = [&](int c) {
+      if (absorbed_.count(c) || sole_consumer(cur) != c) return false;
+      cur = g_.nodes[size_t(c)].outputs[0];
+      return true;
+    };
+    OperandView view = output_view(g_, mm.outputs[0], take);
+    for (int c : view.nodes) absorb(G, gi, c);
   }
 
   // Node c joins library kernel gi: its reads are the kernel's, its outputs the kernel's values.
@@ -1013,6 +1077,8 @@ class Fuser {
       }
       std::vector<int> nodes = {scale, erf, plus, half, last};
       std::sort(nodes.begin(), nodes.end());
+      for (int m : nodes)  // its last scalar Mul may already be a later MatMul's operand view
+        if (absorbed_.count(m)) return {};
       return nodes;
     }
     return {};
@@ -1028,7 +1094,9 @@ class Fuser {
     bool has_c = mm.op == "Gemm" && mm.inputs.size() > 2 && mm.inputs[2] >= 0;  // its own bias
     int cur = mm.outputs[0];
     int c = sole_consumer(cur);
-    if (!has_c && c >= 0 && g_.nodes[c].op == "Add" && g_.nodes[c].domain.empty()) {
+    // oneDNN adds the bias before the views' scale (a post-op), so a scaled GEMM takes none.
+    if (!has_c && !scaled_gemms_.count(n) && c >= 0 && g_.nodes[c].op == "Add" &&
+        g_.nodes[c].domain.empty()) {
       const Node& add = g_.nodes[c];
       int other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
       const Shape& os = shape(other);
@@ -1051,7 +1119,7 @@ class Fuser {
         // (plan_memory); a strided operand's source counts as one of those inputs.
         bool read = false;
         for (int m : G.k.nodes)
-          if (g_.nodes[size_t(m)].op == "Transpose")
+          if (view_nodes_.count(m))
             for (int i : g_.nodes[size_t(m)].inputs) read = read || i == other;
         if (!read && ov.dtype == DType::f32 && ov.shape == shape(cur) &&
             shape(g_.nodes[size_t(c)].outputs[0]) == shape(cur) && ov.producer < n) {
@@ -1085,7 +1153,7 @@ class Fuser {
   // epilogue the GEMM itself (its operand views follow it in k.nodes).
   int last_computed(const Kernel& k) const {
     for (auto it = k.nodes.rbegin(); it != k.nodes.rend(); ++it)
-      if (g_.nodes[size_t(*it)].op != "Transpose" || !absorbed_.count(*it)) return *it;
+      if (!view_nodes_.count(*it)) return *it;
     return k.nodes[0];
   }
 

@@ -1,6 +1,7 @@
 #include "plan/target.hpp"
 
 #include "brrr/error.hpp"
+#include "core/env.hpp"
 
 namespace brrr::plan {
 
@@ -12,6 +13,7 @@ Target Target::cpu(bool onednn) {
   t.partial_convs = true;
   t.gemm_post_ops = onednn;
   t.gemm_strided_operands = onednn;
+  t.gemm_operand_views = onednn && !env::flag("BRRR_NO_GEMM_VIEWS");
   return t;
 }
 

@@ -37,6 +37,10 @@ struct Target {
   // A Transpose of the last two axes feeding only a MatMul/Gemm is read through the GEMM's
   // strides (oneDNN memory descriptors), not copied first.
   bool gemm_strided_operands = false;
+  // Reshapes, Transposes (any permutation) and scalar Muls feeding only a MatMul are read
+  // through its operand's strides and a scale on its product (plan/operand_view.hpp; the CPU's
+  // oneDNN; BRRR_NO_GEMM_VIEWS=1 turns it off).
+  bool gemm_operand_views = false;
 
   // Device targets (CUDA). Kernels run on a device, so a kernel the device cannot run is a host
   // step (a reference kernel on host copies): the plan marks it, with its reason
