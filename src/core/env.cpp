@@ -43,6 +43,8 @@ const Switch kSwitches[] = {
      "CPU: oneDNN matmuls read constant weights as stored"},
     {"BRRR_NO_GEMM_VIEWS", Kind::Flag, "0", "", 0, 0,
      "CPU: Reshape / Transpose / scalar Mul before a MatMul run as their own kernels"},
+    {"BRRR_NO_GEMM_GELU_TANH", Kind::Flag, "0", "", 0, 0,
+     "CPU: the exported tanh GELU after a GEMM runs as a generated kernel"},
     {"BRRR_THREADS", Kind::Int, "", "", 1, 1024,
      "CPU: threads a session runs on (unset: the CPUs of the affinity mask)"},
     {"BRRR_NO_LOAD_ADAPTIVE", Kind::Flag, "0", "", 0, 0,

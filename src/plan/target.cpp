@@ -14,6 +14,7 @@ Target Target::cpu(bool onednn) {
   t.gemm_post_ops = onednn;
   t.gemm_strided_operands = onednn;
   t.gemm_operand_views = onednn && !env::flag("BRRR_NO_GEMM_VIEWS");
+  t.gemm_gelu_tanh = onednn && !env::flag("BRRR_NO_GEMM_GELU_TANH");
   return t;
 }
 

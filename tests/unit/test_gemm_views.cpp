@@ -133,5 +133,36 @@ TEST(GemmViews, WhatIsNoViewStaysAKernel) {
   if (brrr_test::kDnnl) EXPECT_EQ(r2.library, 1) << r2.plan;
 }
 
+// GPT-2's MLP as its dynamo export writes it: Reshape [1,S,D] -> [S,D], Gemm, Reshape back, then
+// the tanh GELU in eight nodes. One library kernel (oneDNN's gelu_tanh post-op) whose result
+// matches the reference's node-by-node formula.
+TEST(GemmViews, Gpt2MlpIsOneGemmWithTheTanhGelu) {
+  GraphBuilder b;
+  int x = reshape(b, b.input("x", {1, 8, 16}), {8, 16});
+  int y = b.node("Gemm", {x, b.constant("w", rnd({16, 32}, 5)), b.constant("c", rnd({32}, 6))});
+  int v = reshape(b, y, {1, 8, 32});
+  int half = b.node("Mul", {v, b.scalar(0.5f)});
+  int cube = b.node("Mul", {b.node("Pow", {v, b.scalar(3.f)}), b.scalar(0.044715f)});
+  int inner = b.node("Mul", {b.node("Add", {v, cube}), b.scalar(0.7978845608f)});
+  int one = b.node("Add", {b.node("Tanh", {inner}), b.scalar(1.f)});
+  b.output(b.node("Mul", {half, one}));
+  Ran r = run_and_check(b.g);
+  if (!brrr_test::kDnnl) GTEST_SKIP() << "no oneDNN in this build";
+  EXPECT_EQ(r.kernels, 1) << r.plan;
+  EXPECT_EQ(r.library, 1) << r.plan;
+  EXPECT_NE(r.plan.find("gelu_tanh"), std::string::npos) << r.plan;
+  {  // without the post-op the GELU is a generated kernel
+    brrr_test::EnvVar no_gelu("BRRR_NO_GEMM_GELU_TANH", "1");
+    Ran off = run_and_check(b.g);
+    EXPECT_GE(off.kernels, 2) << off.plan;
+    EXPECT_EQ(off.plan.find("gelu_tanh"), std::string::npos) << off.plan;
+  }
+  {  // without views the Reshapes are copies again, and the GELU its own kernel
+    brrr_test::EnvVar no_views("BRRR_NO_GEMM_VIEWS", "1");
+    Ran off = run_and_check(b.g);
+    EXPECT_EQ(off.copies, 2) << off.plan;
+  }
+}
+
 }  // namespace
 }  // namespace brrr
