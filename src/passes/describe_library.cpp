@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "plan/library_desc.hpp"
+#include "plan/operand_view.hpp"
 
 namespace brrr::plan {
 
@@ -24,6 +25,21 @@ Activation activation_of(const std::string& a) {
   if (a == "sigmoid") return Activation::Sigmoid;
   if (a == "tanh") return Activation::Tanh;
   return Activation::Other;
+}
+
+// Transpose t swaps the last two of its input's `rank` axes and keeps the others.
+bool swaps_last_two(const Node& t, size_t rank) {
+  std::vector<int64_t> perm;
+  try {
+    perm = t.attr_ints("perm", {});
+  } catch (const Error&) {
+    return false;
+  }
+  if (perm.empty() && rank == 2) return true;  // the default reverses the axes
+  if (rank < 2 || perm.size() != rank) return false;
+  for (size_t i = 0; i < rank; ++i)
+    if (perm[i] != int64_t(i < rank - 2 ? i : (i == rank - 1 ? rank - 2 : rank - 1))) return false;
+  return true;
 }
 
 // The fusion pass's epilogue of kernel k.
@@ -54,14 +70,55 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
     d.beta = n.attr_float("beta", 1.0f);
     d.c = input_or_none(n, 2);
   }
-  // An operand made by a Transpose in the kernel (the fusion pass puts only last-two-axes swaps
-  // there) is its input read transposed.
+  // An operand made by a Transpose of its last two axes in the kernel is its input read
+  // transposed; one in a longer view (its input made in the kernel too), or of other axes, is
+  // read through the view's strides below.
+  auto in_kernel = [&](int m) {
+    return std::find(k.nodes.begin(), k.nodes.end(), m) != k.nodes.end();
+  };
   for (int m : k.nodes) {
     const Node& t = g.nodes[size_t(m)];
-    if (t.op != "Transpose" || t.outputs.empty() || t.inputs.empty()) continue;
+    if (t.op != "Transpose" || t.outputs.empty() || t.inputs.empty() || t.inputs[0] < 0) continue;
+    if (in_kernel(g.value(t.inputs[0]).producer) || !swaps_last_two(t, g.value(t.inputs[0]).shape.size()))
+      continue;
     if (t.outputs[0] == d.a) d.a = t.inputs[0], d.trans_a = !d.trans_a;
     else if (t.outputs[0] == d.b) d.b = t.inputs[0], d.trans_b = !d.trans_b;
   }
+  // A MatMul operand made by other view nodes in the kernel (Reshape, Transpose, a scalar Mul:
+  // the fusion pass's find_operand_views) is its source read through strides.
+  if (n.op == "MatMul" || n.op == "Gemm") {  // a Gemm's: Reshapes alone (row-major)
+    double scale = 1;
+    for (int slot = 0; slot < 2; ++slot) {
+      int& v = slot == 0 ? d.a : d.b;
+      if (v != n.inputs[size_t(slot)]) continue;  // read through a last-two-axes swap above
+      OperandView view = operand_view(g, v, in_kernel);
+      if (view.nodes.empty()) continue;
+      v = view.source;
+      (slot == 0 ? d.a_dims : d.b_dims) = view.dims;
+      (slot == 0 ? d.a_strides : d.b_strides) = view.strides;
+      scale *= view.scale;
+    }
+    d.scale = float(scale);
+  }
+  // A result written through the Reshapes and Transposes after the GEMM (output_view), or a
+  // Reshape in the epilogue that keeps the last axis (the same bytes under another shape): the
+  // library computes the node's own shape.
+  bool reshaped = false;
+  for (int m : k.nodes)
+    reshaped = reshaped || (m > k.nodes[0] && g.nodes[size_t(m)].op == "Reshape");
+  OperandView out = output_view(g, n.outputs[0], in_kernel);
+  if (!out.nodes.empty() && out.source == d.out) {
+    d.out_dims = out.dims;
+    d.out_strides = out.strides;
+  } else if (reshaped) {
+    d.out_dims = g.value(n.outputs[0]).shape;
+  }
+  if (!is_row_major(d.out_dims, d.out_strides) &&
+      (d.epi.bias >= 0 || d.epi.sum >= 0 || d.epi.act != Activation::None))
+    d.why = n.op + " with an epilogue and a strided result";
+  // The library adds its bias before any post-op scale (the fusion pass keeps them apart).
+  if (d.scale != 1.0f && d.epi.bias >= 0) d.why = n.op + " with a scaled operand and a bias";
+  const bool viewed = !d.a_dims.empty() || !d.b_dims.empty() || !d.out_dims.empty();
   const Shape &as = g.value(d.a).shape, &bs = g.value(d.b).shape, &os = g.value(d.out).shape;
   if (d.alpha != 1.0f) d.why = "Gemm alpha != 1";
   if (d.c >= 0) {  // Gemm's C is a bias only as one value per output column, added once
@@ -69,6 +126,10 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
     bool row = !cs.empty() && !os.empty() && shape_numel(cs) == os.back() && cs.back() == os.back();
     if (d.beta != 1.0f || !row) d.why = "Gemm C is not a bias row (beta 1, one value per column)";
     d.epi.bias = d.c;
+  }
+  if (viewed) {
+    d.strided_why = n.op + " read or written through a view";
+    return d;
   }
   if (as.size() < 2 || bs.size() < 2) {
     d.strided_why = "MatMul on vectors";

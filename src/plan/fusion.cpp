@@ -14,6 +14,7 @@
 #include "brrr/op.hpp"
 #include "plan/kernel_ir.hpp"
 #include "plan/library_desc.hpp"
+#include "plan/operand_view.hpp"
 #include "plan/target.hpp"
 #include "plan/value_range.hpp"
 #include "core/env.hpp"
@@ -472,6 +473,7 @@ class Fuser {
 
   Plan run() {
     if (opts_.enable && target_.gemm_strided_operands) find_strided_operands();
+    if (opts_.enable && target_.gemm_operand_views) find_operand_views();
     for (size_t k = 0; k < g_.nodes.size(); ++k) place(int(k));
     return finish();
   }
@@ -485,7 +487,9 @@ class Fuser {
   std::vector<std::vector<int>> consumers_;
   std::map<std::pair<int, int>, std::string> refusals_;  // (value, consumer node) -> reason
   std::set<int> absorbed_;  // nodes folded into a library kernel (epilogues, strided operands)
-  std::map<int, std::vector<int>> operand_views_;  // GEMM node -> Transposes it reads through
+  std::map<int, std::vector<int>> operand_views_;  // GEMM node -> view nodes it reads through
+  std::set<int> view_nodes_;                       // every node in operand_views_
+  std::set<int> scaled_gemms_;                     // GEMMs whose views fold a scalar Mul
   std::vector<std::set<int>> reads_;                     // kernels each kernel reads from
 
   const Shape& shape(int v) const { return g_.value(v).shape; }
@@ -851,6 +855,7 @@ class Fuser {
       if (views != operand_views_.end())
         for (int t : views->second) absorb(G, gi, t);  // before the epilogue: see finish()
       absorb_epilogue(G, gi, n);
+      absorb_output_view(G, gi, n);
     }
   }
 
@@ -945,8 +950,79 @@ class Fuser {
         if (!swap_last) continue;
         operand_views_[int(m)].push_back(t);
         absorbed_.insert(t);
+        view_nodes_.insert(t);
       }
     }
+  }
+
+  // Reshapes, Transposes and scalar Muls between an earlier buffer and a library MatMul, each
+  // read only by the next: the MatMul reads that buffer through strides (plan/operand_view.hpp)
+  // and scales its product, so the head split of attention runs no copy kernel.
+  void find_operand_views() {
+    const TypeSet ts{opts_.float16, opts_.booleans};
+    for (size_t m = 0; m < g_.nodes.size(); ++m) {
+      const Node& mm = g_.nodes[m];
+      // A Gemm (2-D operands, transA / transB, alpha) takes only views that are its operand's
+      // buffer under another shape (GPT-2's Reshape [1,S,D] -> [S,D] before each Gemm).
+      const bool gemm = mm.op == "Gemm";
+      if ((mm.op != "MatMul" && !gemm) || !mm.domain.empty() || mm.inputs.size() < 2 ||
+          (!gemm && mm.inputs.size() != 2) || mm.inputs[0] == mm.inputs[1] ||
+          classify(g_, mm, ts, target_).kind != NodeKind::Library)
+        continue;
+      double scale = 1;
+      for (int slot = 0; slot < 2; ++slot) {
+        int v = mm.inputs[size_t(slot)];
+        if (v < 0 || g_.value(v).producer < 0 || absorbed_.count(g_.value(v).producer)) continue;
+        // A node may fold when its output is read by the next node of the view alone.
+        int next = int(m);
+        std::set<int> taken;
+        auto take = [&](int p) {
+          if (absorbed_.count(p) || sole_consumer(g_.nodes[size_t(p)].outputs[0]) != next)
+            return false;
+          next = p;
+          return true;
+        };
+        OperandView view = operand_view(g_, v, take);
+        if (gemm && (view.scale != 1 || !is_row_major(view.dims, view.strides) ||
+                     mm.attr_int(slot == 0 ? "transA" : "transB", 0) != 0))
+          continue;
+        // A scalar Mul alone gains nothing (it fuses into its producer's kernel) and may be the
+        // last node of an activation the producer's epilogue takes.
+        bool moves = false;
+        for (int p : view.nodes) moves = moves || g_.nodes[size_t(p)].op != "Mul";
+        if (!moves) continue;
+        for (int p : view.nodes) {
+          operand_views_[int(m)].push_back(p);
+          absorbed_.insert(p);
+          view_nodes_.insert(p);
+        }
+        scale *= view.scale;
+      }
+      if (scale != 1) scaled_gemms_.insert(int(m));
+    }
+  }
+
+  // A MatMul with no epilogue whose result only Reshapes and Transposes read (attention's
+  // heads merged back, Transpose [0,2,1,3]): it writes their last output through strides
+  // (plan/operand_view.hpp), so no copy kernel runs.
+  void absorb_output_view(Group& G, int gi, int n) {
+    const Node& mm = g_.nodes[size_t(n)];
+    if (!target_.gemm_operand_views || mm.op != "MatMul" || G.k.bias >= 0 || G.k.sum >= 0 ||
+        !G.k.activation.empty())
+      return;
+    // The epilogue may have taken Reshapes that keep the last axis: the view starts before them.
+    auto mine = [&](int c) {
+      return std::find(G.k.nodes.begin(), G.k.nodes.end(), c) != G.k.nodes.end();
+    };
+    int cur = mm.outputs[0];
+    auto take = [&](int c) {
+      if ((absorbed_.count(c) && !mine(c)) || sole_consumer(cur) != c) return false;
+      cur = g_.nodes[size_t(c)].outputs[0];
+      return true;
+    };
+    OperandView view = output_view(g_, mm.outputs[0], take);
+    for (int c : view.nodes)
+      if (!mine(c)) absorb(G, gi, c);
   }
 
   // Node c joins library kernel gi: its reads are the kernel's, its outputs the kernel's values.
@@ -1013,9 +1089,69 @@ class Fuser {
       }
       std::vector<int> nodes = {scale, erf, plus, half, last};
       std::sort(nodes.begin(), nodes.end());
+      for (int m : nodes)  // its last scalar Mul may already be a later MatMul's operand view
+        if (absorbed_.count(m)) return {};
       return nodes;
     }
     return {};
+  }
+
+  // The tanh GELU as GPT-2's exports write it, (x * 0.5) * (1 + tanh(sqrt(2/pi) * (x + 0.044715
+  // * x^3))), each product and sum in either operand order. Its nodes in graph order, or none.
+  std::vector<int> gelu_tanh_nodes(int x) const {
+    if (consumers_[x].size() != 3 ||
+        std::find(g_.outputs.begin(), g_.outputs.end(), x) != g_.outputs.end())
+      return {};
+    int half = -1, pow = -1, plus_x = -1;
+    for (int c : consumers_[x]) {
+      const Node& m = g_.nodes[size_t(c)];
+      if (!m.domain.empty()) return {};
+      if (m.op == "Pow" && m.inputs.size() == 2 && m.inputs[0] == x && is_scalar(m.inputs[1], 3.0))
+        pow = c;
+      else if (is_scalar(other_input(c, x, "Mul"), 0.5)) half = c;
+      else if (other_input(c, x, "Add") >= 0) plus_x = c;
+    }
+    if (half < 0 || pow < 0 || plus_x < 0) return {};
+    int p = g_.nodes[size_t(pow)].outputs[0];
+    int cube = sole_consumer(p);  // 0.044715 * x^3
+    if (!is_scalar(other_input(cube, p, "Mul"), 0.044715)) return {};
+    int cu = g_.nodes[size_t(cube)].outputs[0];
+    if (other_input(plus_x, x, "Add") != cu || sole_consumer(cu) != plus_x) return {};
+    int a = g_.nodes[size_t(plus_x)].outputs[0];
+    int inner = sole_consumer(a);  // sqrt(2/pi) * (...)
+    if (!is_scalar(other_input(inner, a, "Mul"), std::sqrt(2.0 / M_PI))) return {};
+    int in = g_.nodes[size_t(inner)].outputs[0];
+    int th = sole_consumer(in);
+    if (th < 0 || g_.nodes[size_t(th)].op != "Tanh" || !g_.nodes[size_t(th)].domain.empty())
+      return {};
+    int t = g_.nodes[size_t(th)].outputs[0];
+    int one = sole_consumer(t);
+    if (!is_scalar(other_input(one, t, "Add"), 1.0)) return {};
+    int u = g_.nodes[size_t(one)].outputs[0];
+    int h = g_.nodes[size_t(half)].outputs[0];
+    int last = sole_consumer(u);
+    if (last < 0 || sole_consumer(h) != last || other_input(last, u, "Mul") != h) return {};
+    std::vector<int> nodes = {half, pow, cube, plus_x, inner, th, one, last};
+    std::sort(nodes.begin(), nodes.end());
+    for (int m : nodes)
+      if (absorbed_.count(m)) return {};
+    return nodes;
+  }
+
+  // A Reshape that keeps the last axis, read only by the next node: the GEMM's rows as another
+  // shape, the same bytes. On targets with operand views the epilogue continues through it.
+  bool absorb_row_reshape(Group& G, int gi, int* cur, int* c) {
+    if (!target_.gemm_operand_views || *c < 0 || absorbed_.count(*c)) return false;
+    const Node& r = g_.nodes[size_t(*c)];
+    if (r.op != "Reshape" || !r.domain.empty() || r.inputs.empty() || r.inputs[0] != *cur ||
+        r.outputs.size() != 1 || g_.value(r.outputs[0]).dtype != DType::f32)
+      return false;
+    const Shape& to = shape(r.outputs[0]);
+    if (to.empty() || shape(*cur).empty() || to.back() != shape(*cur).back()) return false;
+    absorb(G, gi, *c);
+    *cur = r.outputs[0];
+    *c = sole_consumer(*cur);
+    return true;
   }
 
   // MatMul/Gemm followed by its only consumer Add(bias over the last axis), then (where the
@@ -1028,7 +1164,10 @@ class Fuser {
     bool has_c = mm.op == "Gemm" && mm.inputs.size() > 2 && mm.inputs[2] >= 0;  // its own bias
     int cur = mm.outputs[0];
     int c = sole_consumer(cur);
-    if (!has_c && c >= 0 && g_.nodes[c].op == "Add" && g_.nodes[c].domain.empty()) {
+    absorb_row_reshape(G, gi, &cur, &c);
+    // oneDNN adds the bias before the views' scale (a post-op), so a scaled GEMM takes none.
+    if (!has_c && !scaled_gemms_.count(n) && c >= 0 && g_.nodes[c].op == "Add" &&
+        g_.nodes[c].domain.empty()) {
       const Node& add = g_.nodes[c];
       int other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
       const Shape& os = shape(other);
@@ -1040,6 +1179,7 @@ class Fuser {
         absorb(G, gi, c);
         cur = add.outputs[0];
         c = sole_consumer(cur);
+        absorb_row_reshape(G, gi, &cur, &c);
       }
     }
     const bool post_ops = target_.gemm_post_ops;
@@ -1051,7 +1191,7 @@ class Fuser {
         // (plan_memory); a strided operand's source counts as one of those inputs.
         bool read = false;
         for (int m : G.k.nodes)
-          if (g_.nodes[size_t(m)].op == "Transpose")
+          if (view_nodes_.count(m))
             for (int i : g_.nodes[size_t(m)].inputs) read = read || i == other;
         if (!read && ov.dtype == DType::f32 && ov.shape == shape(cur) &&
             shape(g_.nodes[size_t(c)].outputs[0]) == shape(cur) && ov.producer < n) {
@@ -1064,6 +1204,12 @@ class Fuser {
       std::vector<int> gelu = gelu_erf_nodes(cur);
       if (!gelu.empty()) {
         G.k.activation = "gelu_erf";
+        for (int m : gelu) absorb(G, gi, m);
+        return;
+      }
+      if (target_.gemm_gelu_tanh) gelu = gelu_tanh_nodes(cur);
+      if (!gelu.empty()) {
+        G.k.activation = "gelu_tanh";
         for (int m : gelu) absorb(G, gi, m);
         return;
       }
@@ -1085,7 +1231,7 @@ class Fuser {
   // epilogue the GEMM itself (its operand views follow it in k.nodes).
   int last_computed(const Kernel& k) const {
     for (auto it = k.nodes.rbegin(); it != k.nodes.rend(); ++it)
-      if (g_.nodes[size_t(*it)].op != "Transpose" || !absorbed_.count(*it)) return *it;
+      if (!view_nodes_.count(*it)) return *it;
     return k.nodes[0];
   }
 

@@ -44,6 +44,16 @@ struct GemmDesc {
   int64_t M = 0, N = 0, K = 0, batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;
   std::string strided_why;
+  // A MatMul operand read through a strided view of an earlier buffer (plan/operand_view.hpp;
+  // a and b then name that buffer): its shape as the GEMM reads it and its element strides.
+  // Empty: the operand is its value, row-major (or transposed by trans_a / trans_b).
+  Shape a_dims, b_dims;
+  std::vector<int64_t> a_strides, b_strides;
+  float scale = 1;  // the views' scalar Muls: out = act(scale * A' * B' + sum); no bias then
+  // The product written through a view of `out` (its Reshapes and Transposes in the kernel):
+  // the product's shape and where each element lands in out. Empty: out, row-major.
+  Shape out_dims;
+  std::vector<int64_t> out_strides;
   std::string why;  // alpha != 1, or a C that is not a bias row with beta 1
   // The type A and B are read in (f32, or bf16 on a Target whose library_math is bf16: the
   // precision pass); the accumulation, bias, post-ops and output stay float32.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "brrr/error.hpp"
+#include "core/env.hpp"
 
 namespace brrr::plan {
 
@@ -14,6 +15,8 @@ Target Target::cpu(bool onednn) {
   t.partial_convs = true;
   t.gemm_post_ops = onednn;
   t.gemm_strided_operands = onednn;
+  t.gemm_operand_views = onednn && !env::flag("BRRR_NO_GEMM_VIEWS");
+  t.gemm_gelu_tanh = onednn && !env::flag("BRRR_NO_GEMM_GELU_TANH");
   return t;
 }
 

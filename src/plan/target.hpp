@@ -38,6 +38,13 @@ struct Target {
   // A Transpose of the last two axes feeding only a MatMul/Gemm is read through the GEMM's
   // strides (oneDNN memory descriptors), not copied first.
   bool gemm_strided_operands = false;
+  // Reshapes, Transposes (any permutation) and scalar Muls feeding only a MatMul are read
+  // through its operand's strides and a scale on its product (plan/operand_view.hpp; the CPU's
+  // oneDNN; BRRR_NO_GEMM_VIEWS=1 turns it off).
+  bool gemm_operand_views = false;
+  // The tanh GELU as exporters write it (eight nodes) joins a GEMM as oneDNN's gelu_tanh post-op
+  // (the CPU; BRRR_NO_GEMM_GELU_TANH=1 leaves it to a generated kernel).
+  bool gemm_gelu_tanh = false;
 
   // Device targets (CUDA). Kernels run on a device, so a kernel the device cannot run is a host
   // step (a reference kernel on host copies): the plan marks it, with its reason

@@ -241,15 +241,21 @@ TEST(CpuMatMul, TwinKernelsShareOnePackedWeight) {
   }
 }
 
-// A Transpose that moves batch axes is a copy, not a stride swap of the last two axes.
+// A Transpose that moves batch axes is no stride swap of the last two axes: a copy unless the
+// target reads general operand views (plan/operand_view.hpp, test_gemm_views.cpp).
 TEST(CpuMatMul, OtherTransposesStayKernels) {
   GraphBuilder b;
   int k = b.input("k", {3, 1, 10, 16});
   int kt = b.node("Transpose", {k}, {{"perm", std::vector<int64_t>{1, 0, 3, 2}}});
   b.output(b.node("MatMul", {b.input("q", {1, 3, 10, 16}), kt}));
   infer_shapes(b.g, {});
-  plan::Plan p = plan::build_plan(b.g, {}, plan::Target::cpu(true));
+  plan::Target swaps_only = plan::Target::cpu(true);
+  swaps_only.gemm_operand_views = false;
+  plan::Plan p = plan::build_plan(b.g, {}, swaps_only);
   EXPECT_EQ(p.kernels.size(), 2u) << p.print(b.g);
+  plan::Plan views = plan::build_plan(b.g, {}, plan::Target::cpu(true));
+  EXPECT_EQ(views.kernels.size(), plan::Target::cpu(true).gemm_operand_views ? 1u : 2u)
+      << views.print(b.g);
   expect_library_kernels(check(b.g), 1);
 }
 

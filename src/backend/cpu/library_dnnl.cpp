@@ -2,6 +2,7 @@
 // points the memory objects at the slot addresses and executes.
 #include "backend/cpu/library.hpp"
 #include "plan/library_desc.hpp"
+#include "plan/operand_view.hpp"
 
 #ifdef BRRR_HAVE_DNNL
 #include "backend/cpu/dnnl_util.hpp"
@@ -77,6 +78,14 @@ dims strides_of(const dims& d, bool trans) {
   return st;
 }
 
+// A view's strides padded to rank r (its leading batch dims of 1: the whole view's extent).
+dims padded_strides(const std::vector<int64_t>& st, const Shape& s, size_t r) {
+  int64_t extent = s.empty() ? 1 : s[0] * st[0];
+  dims out(r - st.size(), extent);
+  out.insert(out.end(), st.begin(), st.end());
+  return out;
+}
+
 // The packs of the innermost SharedPacks scope on this thread (none: every kernel packs its own).
 thread_local SharedPacks::Impl* t_packs = nullptr;
 
@@ -144,13 +153,19 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
 std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d, dt math) {
   const int va = d->a, vb = d->b, vout = d->out, vbias = d->epi.bias;
   const bool ta = d->trans_a, tb = d->trans_b;
-  const Shape &as = g.value(va).shape, &bs = g.value(vb).shape, &os = g.value(vout).shape;
+  // An operand read through a view (d->a_dims) has that shape; else its value's.
+  const Shape& as = d->a_dims.empty() ? g.value(va).shape : d->a_dims;
+  const Shape& bs = d->b_dims.empty() ? g.value(vb).shape : d->b_dims;
+  const Shape& os = d->out_dims.empty() ? g.value(vout).shape : d->out_dims;
   if (as.size() < 2 || bs.size() < 2 || os.size() < 2) return nullptr;
   // A weight shared by every batch (B 2-D, or its batch dims all 1) takes A's batch dims into M:
   // one GEMM reads B once, where a batch of GEMMs, each as small as M = 1 when A is [S, 1, K],
   // would read it once per batch (ViT's in-projection: 197 GEMVs over a 7 MB weight).
-  const bool shared_b =
-      !ta && as.size() > 2 && shape_numel(bs) == bs[bs.size() - 1] * bs[bs.size() - 2];
+  const bool shared_b = !ta && as.size() > 2 &&
+                        shape_numel(bs) == bs[bs.size() - 1] * bs[bs.size() - 2] &&
+                        plan::is_row_major(as, d->a_strides) &&
+                        plan::is_row_major(bs, d->b_strides) &&
+                        plan::is_row_major(os, d->out_strides);
   const size_t r = shared_b ? 2 : os.size();
   // Stored dims (rank r, batch dims padded with 1s: oneDNN broadcasts those) and their strides;
   // a transposed operand is the stored matrix read with its last two dims and strides swapped.
@@ -165,6 +180,10 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
   if (ta) std::swap(ad[r - 1], ad[r - 2]);
   if (tb) std::swap(bd[r - 1], bd[r - 2]);
   dims ast = strides_of(ad, ta), bst = strides_of(bd, tb);
+  if (!shared_b) {  // a view's own strides; padded batch dims of 1 take any stride
+    if (!d->a_strides.empty()) ast = padded_strides(d->a_strides, as, r);
+    if (!d->b_strides.empty()) bst = padded_strides(d->b_strides, bs, r);
+  }
   const bool narrow = math != dt::f32;
   try {
     dnnl::memory::desc amd(ad, dt::f32, ast), bmd(bd, dt::f32, bst);
@@ -176,10 +195,16 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
     const Tensor& wconst = g.value(vb).constant;
     bool prepack = wconst.defined() && !env::flag("BRRR_NO_PREPACK");
     dnnl::memory::desc bany = prepack ? dnnl::memory::desc(bd, math, tag::any) : narrow ? bnarrow : bmd;
-    dnnl::memory::desc omd(od, dt::f32, strides_of(od, false));
+    dims ost = strides_of(od, false);
+    if (!shared_b && !d->out_strides.empty()) ost = padded_strides(d->out_strides, os, r);
+    dnnl::memory::desc omd(od, dt::f32, ost);
     // Post-ops in the epilogue's order: the bias (the primitive's own), a residual sum (added
     // onto dst, which holds it when the run starts), then the activation.
     dnnl::post_ops po;
+    if (d->scale != 1.f) {  // the operands' scalar Muls: on the product, before the sum
+      if (vbias >= 0) return nullptr;
+      po.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, d->scale, 0.f);
+    }
     if (d->epi.sum >= 0) po.append_sum(1.f);
     if (!append_activation(po, d->epi)) return nullptr;
     dnnl::primitive_attr attr;

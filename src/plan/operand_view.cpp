@@ -1,0 +1,226 @@
+// Strided views of GEMM operands (plan/operand_view.hpp): a walk back from the operand through
+// view-like nodes, then the strides computed forward from the source buffer.
+#include "plan/operand_view.hpp"
+
+#include <optional>
+
+namespace brrr::plan {
+
+std::vector<int64_t> row_major_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+bool is_row_major(const Shape& dims, const std::vector<int64_t>& strides) {
+  if (strides.empty()) return true;
+  std::vector<int64_t> want = row_major_strides(dims);
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] != 1 && strides[i] != want[i]) return false;
+  return true;
+}
+
+namespace {
+
+// The one-element float constant input of a Mul other than `x`, when the Mul scales x.
+std::optional<double> mul_scale(const Graph& g, const Node& n, int x) {
+  if (n.inputs.size() != 2) return std::nullopt;
+  int other = n.inputs[0] == x ? n.inputs[1] : n.inputs[1] == x ? n.inputs[0] : -1;
+  if (other < 0 || other == x) return std::nullopt;
+  const Value& c = g.value(other);
+  if (!c.constant.defined() || c.constant.numel() != 1 || c.dtype != DType::f32)
+    return std::nullopt;
+  return c.constant.at_double(0);
+}
+
+// Node n in a view: the input it reads the viewed value through, or -1 when it is no view node.
+int view_input(const Graph& g, const Node& n) {
+  if (!n.domain.empty() || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1) return -1;
+  const Value& out = g.value(n.outputs[0]);
+  if (out.dtype != DType::f32 || !out.typed) return -1;
+  if (n.op == "Transpose" || n.op == "Reshape") return n.inputs[0];
+  if (n.op == "Mul") {
+    for (int x : n.inputs)
+      if (x >= 0 && g.value(x).shape == out.shape && mul_scale(g, n, x)) return x;
+  }
+  return -1;
+}
+
+// Strides of `to` as a reshape of a view (dims, strides) without a copy, or nullopt when the
+// reshape merges dims the view does not keep adjacent in memory. Dims are grouped into runs that
+// are contiguous in the view; each run of the old shape must be covered exactly by new dims.
+std::optional<std::vector<int64_t>> reshape_strides(const Shape& dims,
+                                                    const std::vector<int64_t>& strides,
+                                                    const Shape& to) {
+  std::vector<int64_t> out(to.size(), 0);
+  int64_t view_d = int64_t(to.size()) - 1;
+  int64_t base = strides.empty() ? 1 : strides.back();
+  int64_t old_numel = 1, new_numel = 1;
+  for (int64_t d = int64_t(dims.size()) - 1; d >= 0; --d) {
+    old_numel *= dims[size_t(d)];
+    // A run ends where the next outer dim does not continue this one in memory.
+    bool run_ends = d == 0 || (dims[size_t(d - 1)] != 1 &&
+                               strides[size_t(d - 1)] != old_numel * base);
+    if (!run_ends) continue;
+    while (view_d >= 0 && (new_numel < old_numel || to[size_t(view_d)] == 1)) {
+      out[size_t(view_d)] = new_numel * base;
+      new_numel *= to[size_t(view_d)];
+      --view_d;
+    }
+    if (new_numel != old_numel) return std::nullopt;
+    if (d > 0) {
+      base = strides[size_t(d - 1)];
+      old_numel = new_numel = 1;
+    }
+  }
+  if (view_d != -1) {
+    for (; view_d >= 0; --view_d)  // leading 1s
+      if (to[size_t(view_d)] != 1) return std::nullopt;
+  }
+  return out;
+}
+
+// The view of the value `nodes` make from `source`, or nullopt when a Reshape cannot be a view.
+std::optional<OperandView> view_from(const Graph& g, int source, const std::vector<int>& nodes) {
+  OperandView v;
+  v.source = source;
+  v.nodes = nodes;
+  v.dims = g.value(source).shape;
+  v.strides = row_major_strides(v.dims);
+  int cur = source;
+  for (int m : nodes) {
+    const Node& n = g.nodes[size_t(m)];
+    const Shape& out = g.value(n.outputs[0]).shape;
+    if (n.op == "Transpose") {
+      std::vector<int64_t> perm;
+      try {
+        perm = n.attr_ints("perm", {});
+      } catch (const Error&) {
+        return std::nullopt;
+      }
+      if (perm.empty())
+        for (size_t i = v.dims.size(); i-- > 0;) perm.push_back(int64_t(i));
+      if (perm.size() != v.dims.size()) return std::nullopt;
+      Shape d(perm.size());
+      std::vector<int64_t> s(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) {
+        if (perm[i] < 0 || perm[i] >= int64_t(perm.size())) return std::nullopt;
+        d[i] = v.dims[size_t(perm[i])];
+        s[i] = v.strides[size_t(perm[i])];
+      }
+      if (d != out) return std::nullopt;
+      v.dims = d, v.strides = s;
+    } else if (n.op == "Reshape") {
+      if (shape_numel(out) != shape_numel(v.dims)) return std::nullopt;
+      auto s = reshape_strides(v.dims, v.strides, out);
+      if (!s) return std::nullopt;
+      v.dims = out, v.strides = *s;
+    } else {  // a scalar Mul
+      std::optional<double> s = mul_scale(g, n, cur);
+      if (!s) return std::nullopt;
+      v.scale *= *s;
+    }
+    cur = n.outputs[0];
+  }
+  return v;
+}
+
+}  // namespace
+
+OperandView operand_view(const Graph& g, int v, const std::function<bool(int node)>& take) {
+  // Walk back while the producer is a view node the caller lets go.
+  std::vector<int> chain;  // operand side first
+  std::vector<int> inputs;  // the value each chain node reads
+  for (int cur = v; cur >= 0 && g.value(cur).producer >= 0;) {
+    int p = g.value(cur).producer;
+    int in = view_input(g, g.nodes[size_t(p)]);
+    if (in < 0 || !take(p)) break;
+    chain.push_back(p);
+    inputs.push_back(in);
+    cur = in;
+  }
+  // The longest suffix (source side cut first) that is a view the GEMM can read.
+  for (size_t start = chain.size(); start > 0; --start) {
+    int source = inputs[start - 1];
+    const Value& sv = g.value(source);
+    if (sv.constant.defined() || sv.dtype != DType::f32 || !sv.typed) continue;
+    std::vector<int> nodes(chain.rend() - int64_t(start), chain.rend());
+    std::optional<OperandView> view = view_from(g, source, nodes);
+    if (!view || view->dims.size() < 2) continue;
+    const size_t r = view->dims.size();
+    if (view->strides[r - 1] != 1 && view->strides[r - 2] != 1) continue;
+    return *view;
+  }
+  return {};
+}
+
+OperandView output_view(const Graph& g, int v, const std::function<bool(int node)>& take) {
+  std::vector<int> chain;  // from v on
+  for (int cur = v;;) {
+    int c = -1;
+    for (size_t m = 0; m < g.nodes.size() && c < 0; ++m)
+      for (int i : g.nodes[m].inputs)
+        if (i == cur) c = int(m);
+    if (c < 0) break;
+    const Node& n = g.nodes[size_t(c)];
+    if ((n.op != "Transpose" && n.op != "Reshape") || view_input(g, n) != cur || !take(c)) break;
+    chain.push_back(c);
+    cur = n.outputs[0];
+  }
+  // The longest prefix whose result v can be written through: strides computed back from the
+  // last value, row-major, through each node's inverse.
+  for (size_t len = chain.size(); len > 0; --len) {
+    OperandView view;
+    view.nodes.assign(chain.begin(), chain.begin() + int64_t(len));
+    view.source = g.nodes[size_t(chain[len - 1])].outputs[0];
+    Shape dims = g.value(view.source).shape;
+    std::vector<int64_t> strides = row_major_strides(dims);
+    bool ok = true;
+    for (size_t i = len; i-- > 0 && ok;) {
+      const Node& n = g.nodes[size_t(chain[i])];
+      const Shape& in = g.value(n.inputs[0]).shape;
+      if (n.op == "Transpose") {
+        std::vector<int64_t> perm;
+        try {
+          perm = n.attr_ints("perm", {});
+        } catch (const Error&) {
+          ok = false;
+          break;
+        }
+        if (perm.empty())
+          for (size_t j = in.size(); j-- > 0;) perm.push_back(int64_t(j));
+        if (perm.size() != in.size() || perm.size() != dims.size()) {
+          ok = false;
+          break;
+        }
+        std::vector<int64_t> s(in.size(), -1);
+        for (size_t j = 0; j < perm.size(); ++j) {
+          if (perm[j] < 0 || perm[j] >= int64_t(in.size()) || s[size_t(perm[j])] >= 0) {
+            ok = false;
+            break;
+          }
+          s[size_t(perm[j])] = strides[j];
+        }
+        strides = s;
+      } else {
+        auto s = reshape_strides(dims, strides, in);
+        if (!s) ok = false;
+        else strides = *s;
+      }
+      dims = in;
+    }
+    if (!ok || dims.size() < 2) continue;
+    const size_t r = dims.size();
+    if (strides[r - 1] != 1 && strides[r - 2] != 1) continue;
+    view.dims = dims;
+    view.strides = strides;
+    return view;
+  }
+  return {};
+}
+
+}  // namespace brrr::plan

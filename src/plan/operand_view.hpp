@@ -1,0 +1,40 @@
+// A library GEMM operand read through a strided view of an earlier buffer: the Reshapes,
+// Transposes and scalar Muls between that buffer and the GEMM become the operand's memory
+// descriptor (dims, element strides) and a scale on the product, so no copy kernel runs
+// (BERT's and GPT-2's head split: Reshape [B,S,H,D], Transpose [0,2,1,3], Mul by 1/sqrt(sqrt(D))).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "brrr/graph.hpp"
+
+namespace brrr::plan {
+
+struct OperandView {
+  int source = -1;               // the buffer read (row-major, as every planned buffer is)
+  std::vector<int> nodes;        // the view's nodes, source side first (empty: no view)
+  Shape dims;                    // the operand's shape, as the GEMM reads it
+  std::vector<int64_t> strides;  // in elements, one per dim
+  double scale = 1;              // product of the scalar Muls on the way
+};
+
+// The longest view ending at value v whose nodes all satisfy `take` (which says whether a node
+// may be folded: its output read by the next node alone, say). A view must leave one of the last
+// two dims with unit stride (what oneDNN's fast matmul reads) and its source must be computed at
+// run time (constants are folded before planning). An empty `nodes` when none applies.
+OperandView operand_view(const Graph& g, int v, const std::function<bool(int node)>& take);
+
+// The other direction, for a GEMM's result: the longest run of Reshapes and Transposes from value
+// v that `take` lets go (source: the last one's output, written row-major; dims: v's shape;
+// strides: where each element of v lands in it). Same unit-stride rule; empty `nodes`: none.
+OperandView output_view(const Graph& g, int v, const std::function<bool(int node)>& take);
+
+// Row-major strides of a shape, in elements.
+std::vector<int64_t> row_major_strides(const Shape& s);
+
+// A view whose elements lie in row-major order (dims of 1 may have any stride): empty strides,
+// or these. Such a view is its buffer under another shape.
+bool is_row_major(const Shape& dims, const std::vector<int64_t>& strides);
+
+}  // namespace brrr::plan
