@@ -1,4 +1,7 @@
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 
@@ -7,6 +10,7 @@
 #include "brrr/error.hpp"
 #include "cli/commands.hpp"
 #include "cli/version.hpp"
+#include "core/env.hpp"
 
 namespace {
 
@@ -46,9 +50,25 @@ void setup_help(CLI::App& app) {
   });
 }
 
+// oneDNN's OpenMP threads (libgomp) spin after each parallel region before they sleep: 300000
+// pauses by default, 30-60 ms on a 2-core VM. On a busy machine a spinning thread takes the core
+// that the other threads of brrr's pool or of the next kernel need, and a sleeping one that is
+// woken is favoured by the scheduler over the processes that took the cores (2 busy cores, load
+// 4-7, scripts/load_test.py: mobilenet_v3_small 72 -> 1.2 ms, and 1.35 -> 1.24 ms with a CPU hog
+// per core; squeezenet1_1 loaded 28 -> 25 ms; bert_tiny, mlp_tiny alike). libgomp reads its
+// settings once, when it loads, before main: so unless the user chose (OMP_WAIT_POLICY or
+// GOMP_SPINCOUNT), brrr sets the passive policy and runs itself again. Returns only when it does
+// not (already set, or the exec failed: libgomp's default then).
+void default_openmp_wait_policy(char** argv) {
+  if (brrr::env::raw("OMP_WAIT_POLICY") || brrr::env::raw("GOMP_SPINCOUNT")) return;
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  default_openmp_wait_policy(argv);
   CLI::App app{"brrr: find out why a model is slow, and make it fast", "brrr"};
   app.require_subcommand(1);
   app.set_version_flag("--version", brrr::cli::version_text, "print the version, git commit, "

@@ -163,5 +163,28 @@ TEST(CliRun, ThreadsReported) {
   EXPECT_TRUE(has(two.out, "backend: cpu, 2 threads\n")) << two.out;
 }
 
+// libgomp's spin after each OpenMP region (GOMP_SPINCOUNT 300000) takes the cores of a busy
+// machine; brrr runs itself again with the passive policy unless the user chose one. libgomp
+// prints its settings at load (OMP_DISPLAY_ENV=verbose), so the re-executed process shows its own.
+TEST(CliRun, OpenMPWaitPolicyDefaultsToPassive) {
+  auto last_spincount = [](const std::string& err) {
+    size_t at = err.rfind("GOMP_SPINCOUNT = '");
+    if (at == std::string::npos) return std::string();
+    at += 18;
+    return err.substr(at, err.find('\'', at) - at);
+  };
+  CliResult d =
+      run_cli("--version", "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=verbose");
+  EXPECT_EQ(d.code, 0) << d.err;
+  if (last_spincount(d.err).empty()) GTEST_SKIP() << "not libgomp: " << d.err;
+  EXPECT_EQ(last_spincount(d.err), "0") << d.err;
+  // The user's choice is kept: active spins far longer than the default, a count is taken as is.
+  CliResult active = run_cli("--version", "OMP_DISPLAY_ENV=verbose OMP_WAIT_POLICY=active");
+  EXPECT_EQ(active.code, 0) << active.err;
+  EXPECT_NE(last_spincount(active.err), "0") << active.err;
+  CliResult set = run_cli("--version", "OMP_DISPLAY_ENV=verbose GOMP_SPINCOUNT=1234");
+  EXPECT_EQ(last_spincount(set.err), "1234") << set.err;
+}
+
 }  // namespace
 }  // namespace brrr::cli_test
