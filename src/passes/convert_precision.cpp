@@ -57,6 +57,22 @@ Tensor to_16bit(const Tensor& t, DType to) {
   return c.cast(to);
 }
 
+// Every node input that reads `from` reads `to` instead.
+void replace_uses(Graph& g, int from, int to) {
+  for (Node& n : g.nodes)
+    for (int& i : n.inputs)
+      if (i == from) i = to;
+}
+
+// The producer of `from` writes `to` instead, and every reader follows.
+void replace_output(Graph& g, int from, int to) {
+  Node& p = g.nodes[size_t(g.value(from).producer)];
+  for (int& o : p.outputs)
+    if (o == from) o = to;
+  g.value(to).producer = g.value(from).producer;
+  replace_uses(g, from, to);
+}
+
 // Graph inputs feed a Cast to `to`; graph outputs come from a Cast back to float32. Returns the
 // new Casts' node indices (appended; topo_sort orders them).
 std::vector<size_t> add_interface_casts(Graph& g, DType to) {
@@ -77,22 +93,14 @@ std::vector<size_t> add_interface_casts(Graph& g, DType to) {
     if (!is_f32(g, x)) continue;
     const std::string name = g.value(x).name + ".brrr_" + std::string(dtype_name(to));
     int y = g.add_value(name);
-    for (Node& n : g.nodes)
-      for (int& i : n.inputs)
-        if (i == x) i = y;
+    replace_uses(g, x, y);
     cast_node(x, y, to);
   }
   for (int y : outputs) {
     if (!is_f32(g, y) || g.value(y).producer < 0) continue;
     const std::string name = g.value(y).name + ".brrr_" + std::string(dtype_name(to));
     int inner = g.add_value(name);
-    g.value(inner).producer = g.value(y).producer;
-    Node& p = g.nodes[size_t(g.value(y).producer)];
-    for (int& o : p.outputs)
-      if (o == y) o = inner;
-    for (Node& n : g.nodes)
-      for (int& i : n.inputs)
-        if (i == y) i = inner;
+    replace_output(g, y, inner);
     cast_node(inner, y, DType::f32);
   }
   return casts;
@@ -160,18 +168,8 @@ PrecisionReport convert_precision(Graph& g, DType to, size_t fold_budget_bytes) 
     const int inner = into ? n.outputs[0] : n.inputs[0];
     if (convert[size_t(inner)]) continue;
     const int outer = into ? n.inputs[0] : n.outputs[0];
-    if (into) {
-      for (Node& m : g.nodes)
-        for (int& i : m.inputs)
-          if (i == inner) i = outer;
-    } else {
-      Node& p = g.nodes[size_t(g.value(inner).producer)];
-      for (int& o : p.outputs)
-        if (o == inner) o = outer;
-      for (Node& m : g.nodes)
-        for (int& i : m.inputs)
-          if (i == inner) i = outer;
-    }
+    if (into) replace_uses(g, inner, outer);
+    else replace_output(g, inner, outer);
     drop[c] = true;
   }
   for (size_t v = 0; v < n_values; ++v) {

@@ -26,6 +26,21 @@ bool is_row_major(const Shape& dims, const std::vector<int64_t>& strides) {
 
 namespace {
 
+// A Transpose's perm for an input of `rank` dims (reversed when absent), or nullopt when the
+// attribute is not a list of ints of that length.
+std::optional<std::vector<int64_t>> perm_of(const Node& n, size_t rank) {
+  std::vector<int64_t> perm;
+  try {
+    perm = n.attr_ints("perm", {});
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  if (perm.empty())
+    for (size_t i = rank; i-- > 0;) perm.push_back(int64_t(i));
+  if (perm.size() != rank) return std::nullopt;
+  return perm;
+}
+
 // The one-element float constant input of a Mul other than `x`, when the Mul scales x.
 std::optional<double> mul_scale(const Graph& g, const Node& n, int x) {
   if (n.inputs.size() != 2) return std::nullopt;
@@ -96,15 +111,9 @@ std::optional<OperandView> view_from(const Graph& g, int source, const std::vect
     const Node& n = g.nodes[size_t(m)];
     const Shape& out = g.value(n.outputs[0]).shape;
     if (n.op == "Transpose") {
-      std::vector<int64_t> perm;
-      try {
-        perm = n.attr_ints("perm", {});
-      } catch (const Error&) {
-        return std::nullopt;
-      }
-      if (perm.empty())
-        for (size_t i = v.dims.size(); i-- > 0;) perm.push_back(int64_t(i));
-      if (perm.size() != v.dims.size()) return std::nullopt;
+      std::optional<std::vector<int64_t>> p = perm_of(n, v.dims.size());
+      if (!p) return std::nullopt;
+      const std::vector<int64_t>& perm = *p;
       Shape d(perm.size());
       std::vector<int64_t> s(perm.size());
       for (size_t i = 0; i < perm.size(); ++i) {
@@ -184,19 +193,12 @@ OperandView output_view(const Graph& g, int v, const std::function<bool(int node
       const Node& n = g.nodes[size_t(chain[i])];
       const Shape& in = g.value(n.inputs[0]).shape;
       if (n.op == "Transpose") {
-        std::vector<int64_t> perm;
-        try {
-          perm = n.attr_ints("perm", {});
-        } catch (const Error&) {
+        std::optional<std::vector<int64_t>> p = perm_of(n, in.size());
+        if (!p || p->size() != dims.size()) {
           ok = false;
           break;
         }
-        if (perm.empty())
-          for (size_t j = in.size(); j-- > 0;) perm.push_back(int64_t(j));
-        if (perm.size() != in.size() || perm.size() != dims.size()) {
-          ok = false;
-          break;
-        }
+        const std::vector<int64_t>& perm = *p;
         std::vector<int64_t> s(in.size(), -1);
         for (size_t j = 0; j < perm.size(); ++j) {
           if (perm[j] < 0 || perm[j] >= int64_t(in.size()) || s[size_t(perm[j])] >= 0) {
