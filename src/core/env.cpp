@@ -35,8 +35,6 @@ const Switch kSwitches[] = {
     {"BRRR_DISABLE_GEMM_CHAIN", Kind::Flag, "0", "", 0, 0,
      "CUDA: small-batch GEMM chains as one cuBLASLt call per layer"},
     {"BRRR_CUDNN_LIB", Kind::Path, "libcudnn.so.9", "", 0, 0, "CUDA: the cuDNN library to load"},
-    {"BRRR_NVRTC_IN_PROCESS", Kind::Flag, "0", "", 0, 0,
-     "CUDA: NVRTC compiles in brrr's process, not a forked child (for comparison)"},
     {"BRRR_DISABLE_WINOGRAD", Kind::Flag, "0", "", 0, 0, "CPU: no Winograd 3x3 convs"},
     {"BRRR_CONV_LAYOUT", Kind::Enum, "", "nhwc|blocked|plain", 0, 0,
      "CPU: activation layout between library kernels (default: by CPU)"},

@@ -38,6 +38,23 @@ TEST(Target, LibraryKernelsAreTheTargetsToSay) {
   EXPECT_EQ(only_kernel(bf16, Target::cuda()), KernelKind::Library);
 }
 
+// A kernel that will run on the host is decided in the plan, with its reason (the device test
+// CudaSession.HostFallbackIsReported runs this graph).
+TEST(Target, CumSumRunsOnTheHostOnCuda) {
+  GraphBuilder b;
+  int x = b.input("x", {4, 8});
+  int axis = b.constant("axis", Tensor::scalar<int64_t>(1));
+  b.output(b.node("Cos", {b.node("CumSum", {b.node("Cos", {x}), axis})}));
+  Compiled c = compile(b.g, plan::Target::cuda(), {});
+  int host = 0;
+  for (const plan::Kernel& k : c.plan.kernels)
+    if (!k.host.empty()) {
+      ++host;
+      EXPECT_NE(k.host.find("CumSum"), std::string::npos) << k.host;
+    }
+  EXPECT_EQ(host, 1) << c.plan.print(c.graph);
+}
+
 TEST(Target, NamedBackends) {
   EXPECT_EQ(plan::Target::named("cpu").name, "cpu");
   EXPECT_TRUE(plan::Target::named("cuda").generated_16bit);
