@@ -55,9 +55,10 @@ struct GemmDesc {
   Shape out_dims;
   std::vector<int64_t> out_strides;
   std::string why;  // alpha != 1, or a C that is not a bias row with beta 1
-  // The type A and B are read in (f32, or bf16 on a Target whose library_math is bf16: the
+  // The type A and B are read in (f32, or bf16 / fp16 on a Target whose library_math is: the
   // precision pass); the accumulation, bias, post-ops and output stay float32.
   DType math = DType::f32;
+  bool tf32 = false;  // float32 operands rounded to tf32 on Tensor Cores (Target::library_tf32)
 };
 
 // Conv: out = act(conv(x, w) + bias + sum) in `groups` groups.
@@ -70,6 +71,7 @@ struct ConvDesc {
   Epilogue epi;        // bias: the Conv's B input
   std::string why;     // no X or W, ranks, window attributes, a bias both in B and fused
   DType math = DType::f32;  // the type X and W are read in, as GemmDesc::math
+  bool tf32 = false;        // as GemmDesc::tf32
 };
 
 // MaxPool / AveragePool.
@@ -150,7 +152,8 @@ void describe_library(const Graph& g, Plan& plan);
 
 struct Target;
 // The precision pass (passes/precision.cpp): the float32 GEMMs and convs a library runs read
-// their operands in target.library_math (GemmDesc::math, ConvDesc::math). Returns how many.
+// their operands in target.library_math or as tf32 (GemmDesc::math / tf32, ConvDesc's). Returns
+// how many.
 int choose_precision(const Graph& g, Plan& plan, const Target& target);
 
 }  // namespace brrr::plan
