@@ -158,6 +158,7 @@ struct CudaExecutor::Impl {
   std::unique_ptr<Arena> arena;
   std::vector<DeviceBuffer> owned;  // inputs, outputs, weights, scratch
   MemoryStats mem;
+  int aliased_copies = 0;  // copy kernels that share their input's buffer (build())
   std::optional<CudaGraph> graph;
   std::string graph_status = "off";
   std::vector<std::string> host_notes;
