@@ -34,6 +34,8 @@ const Switch kSwitches[] = {
      "never read or write the on-disk kernel caches"},
     {"BRRR_DISABLE_GEMM_CHAIN", Kind::Flag, "0", "", 0, 0,
      "CUDA: small-batch GEMM chains as one cuBLASLt call per layer"},
+    {"BRRR_NO_FUSED_ATTENTION", Kind::Flag, "0", "", 0, 0,
+     "CUDA: attention's matmuls, scale, mask, softmax and head split/merge as separate kernels"},
     {"BRRR_CUDNN_LIB", Kind::Path, "libcudnn.so.9", "", 0, 0, "CUDA: the cuDNN library to load"},
     {"BRRR_NVRTC_IN_PROCESS", Kind::Flag, "0", "", 0, 0,
      "CUDA: NVRTC compiles in brrr's process, not a forked child (for comparison)"},
