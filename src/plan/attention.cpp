@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "plan/operand_view.hpp"
 
@@ -109,14 +111,14 @@ class Matcher {
       d.zero_empty_rows = true;
       prob = w.outputs[0];
     }
-    // A float32 round trip of 16-bit probabilities (softmax "in float32", then back): exact.
-    if (int c1 = sole_consumer(prob); c1 >= 0 && d.dtype != DType::f32 && is_cast(c1, DType::f32)) {
-      int c2 = sole_consumer(g_.nodes[size_t(c1)].outputs[0]);
-      if (c2 >= 0 && is_cast(c2, d.dtype)) {
-        nodes_.insert(c1);
-        nodes_.insert(c2);
-        prob = g_.nodes[size_t(c2)].outputs[0];
-      }
+    // Casts of the probabilities that change no value: to their own type, or a float32 round
+    // trip of 16-bit ones (softmax "in float32", then back), ending in the data's type.
+    for (int c = sole_consumer(prob), at = prob; c >= 0;) {
+      if (!is_cast(c, d.dtype) && !is_cast(c, DType::f32)) break;
+      at = g_.nodes[size_t(c)].outputs[0];
+      nodes_.insert(c);
+      if (g_.value(at).dtype == d.dtype) prob = at;  // else float32, on the way back
+      c = sole_consumer(at);
     }
     pv = sole_consumer(prob);
     if (pv < 0 || !free_(pv)) return std::nullopt;
@@ -169,6 +171,7 @@ class Matcher {
     }
     d.out = o.source;
     d.out_strides = o.strides;
+    find_causal(&d);
     AttentionMatch m;
     m.nodes.assign(nodes_.begin(), nodes_.end());
     for (int n : m.nodes)
@@ -192,6 +195,9 @@ class Matcher {
   std::vector<std::vector<int>> consumers_;
   std::set<int> graph_out_;
   std::set<int> nodes_;  // the block so far
+  // Constant masks already read (value, its strides over query and key, seq_q, seq_k, keep_when):
+  // causal or not. The exports share one mask among all layers.
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool>, bool> causal_;
 
   // A default-domain node with `in` present inputs and `out` outputs.
   bool plain(const Node& n, size_t in, size_t out) const {
@@ -327,6 +333,53 @@ class Matcher {
     nodes_.insert(e);
     return true;
   }
+  // A constant mask that is the causal one (key j visible to query i when j <= i + seq_k - seq_q,
+  // the same for every batch and head): the kernel computes it from the indices instead, and
+  // skips the key tiles no query of a block sees. A bool mask must fill with -inf; an additive
+  // one must hold 0 and values <= -1e4 (the exporters write the type's lowest: -3.4e38, or
+  // -65504 in float16), whose exp() after the row's max is 0 in float32 as long as the scores
+  // stay within 9900 of each other, as in the reference.
+  void find_causal(AttentionDesc* d) {
+    // A constant additive mask of zeros (BERT's, folded at batch 1 with no padding) is no mask.
+    if (d->mask >= 0 && g_.value(d->mask).constant.defined()) {
+      const Tensor& t = g_.value(d->mask).constant;
+      bool zeros = true;
+      for (int64_t i = 0; i < t.numel() && zeros; ++i) zeros = t.at_double(i) == 0;
+      if (zeros) {
+        d->mask = -1;
+        d->mask_strides = Strides4{};
+      }
+    }
+    const int64_t off = d->seq_k - d->seq_q;
+    if (off < 0) return;  // some rows would see no key: the masks' own values matter then
+    auto causal = [&](int v, const Strides4& st, const std::function<int(double)>& kind) {
+      if (v < 0 || !g_.value(v).constant.defined() || st[0] != 0 || st[1] != 0) return false;
+      const auto key = std::make_tuple(v, st[2], st[3], d->seq_q, d->seq_k, d->keep_when);
+      auto it = causal_.find(key);
+      if (it != causal_.end()) return it->second;
+      const Tensor& t = g_.value(v).constant;
+      bool ok = true;
+      for (int64_t i = 0; i < d->seq_q && ok; ++i)
+        for (int64_t j = 0; j < d->seq_k && ok; ++j) {
+          int k = kind(t.at_double(i * st[2] + j * st[3]));  // 1 visible, 0 hidden, -1 neither
+          ok = k == (j <= i + off ? 1 : 0);
+        }
+      causal_[key] = ok;
+      return ok;
+    };
+    if (d->keep >= 0 && d->mask < 0 && std::isinf(d->fill) && d->fill < 0 &&
+        causal(d->keep, d->keep_strides, [&](double x) { return (x != 0) == d->keep_when ? 1 : 0; })) {
+      d->keep = -1;
+      d->causal = true;
+    } else if (d->mask >= 0 && d->keep < 0 &&
+               causal(d->mask, d->mask_strides,
+                      [](double x) { return x == 0 ? 1 : x <= -1e4 ? 0 : -1; })) {
+      d->mask = -1;
+      d->causal = true;
+    }
+    if (d->causal) d->mask_strides = d->keep_strides = Strides4{};
+  }
+
   // Strides of value m broadcast (right-aligned, numpy rules) to `full`, 0 on broadcast dims;
   // false when it does not broadcast to it.
   bool broadcast_strides(int m, const Shape& full, Strides4* out) const {

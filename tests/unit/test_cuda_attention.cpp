@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "brrr/onnx.hpp"
@@ -29,7 +30,10 @@ namespace {
 
 const std::string kExamples = std::string(BRRR_TEST_DATA) + "/../../examples/";
 
-enum class Mask { None, Add, Causal };
+// Causal: a constant lower-triangular bool mask through Where(keep, scores, -inf), which the plan
+// turns into the kernel's own causal mask; CausalAdd: the same as an additive constant (0 and
+// the lowest float32), as the exports fold it; Bool: a constant bool mask that is not causal.
+enum class Mask { None, Add, Causal, CausalAdd, Bool };
 
 struct Spec {
   int64_t batch = 1, heads = 12, seq = 128, dim = 64;
@@ -38,7 +42,8 @@ struct Spec {
   bool split_scale = false;  // sqrt(sqrt(1/d)) on Q and on K^T (the exporters' other form)
   bool nan_guard = false;    // Softmax -> IsNaN -> Where(isnan, 0, p), as the exports write it
   int64_t kv_heads = 0;      // grouped-query attention (Llama): K and V heads repeated; 0: heads
-  bool cast_trip = false;    // 16-bit probabilities cast to float32 and back (Llama's export)
+  // 16-bit probabilities cast to float32 and back (Llama's export), float32 ones to float32
+  bool cast_trip = false;
 };
 
 int typed_scalar(GraphBuilder& b, float v, DType dt) {
@@ -87,16 +92,26 @@ Graph attention(const Spec& s) {
     scores = b.node("Div", {b.node("MatMul", {q, kt}), typed_scalar(b, std::sqrt(float(D)), s.dt)});
   }
   if (s.mask == Mask::Add) scores = b.node("Add", {scores, b.input("mask", {B, 1, 1, S}, s.dt)});
-  if (s.mask == Mask::Causal) {
+  if (s.mask == Mask::Causal || s.mask == Mask::Bool) {
     Tensor keep = Tensor::empty(DType::boolean, {1, 1, S, S});
     for (int64_t i = 0; i < S; ++i)
-      for (int64_t j = 0; j < S; ++j) keep.data<bool>()[i * S + j] = j <= i;
-    scores = b.node("Where", {b.constant("causal", keep), scores, typed_scalar(b, -INFINITY, s.dt)});
+      for (int64_t j = 0; j < S; ++j)
+        keep.data<bool>()[i * S + j] = s.mask == Mask::Causal ? j <= i : (i + 2 * j) % 5 != 1;
+    scores = b.node("Where", {b.constant("keep", keep), scores, typed_scalar(b, -INFINITY, s.dt)});
+  }
+  if (s.mask == Mask::CausalAdd) {
+    Tensor m = Tensor::empty(DType::f32, {1, 1, S, S});
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < S; ++j)
+        m.data<float>()[i * S + j] = j <= i ? 0.f : std::numeric_limits<float>::lowest();
+    scores = b.node("Add", {scores, b.constant("causal", m.cast(s.dt))});
   }
   int p = b.node("Softmax", {scores}, {{"axis", int64_t(-1)}});
   if (s.nan_guard)
     p = b.node("Where", {b.node("IsNaN", {p}), typed_scalar(b, 0.f, s.dt), p});
-  if (s.cast_trip)
+  if (s.cast_trip && s.dt == DType::f32)  // GPT-2's: a Cast to the type it has
+    p = b.node("Cast", {p}, {{"to", int64_t(1)}});
+  else if (s.cast_trip)
     p = b.node("Cast", {b.node("Cast", {p}, {{"to", int64_t(1)}})},
                {{"to", int64_t(s.dt == DType::bf16 ? 16 : 10)}});
   int ctx = b.node("MatMul", {p, v});
@@ -124,6 +139,9 @@ TEST(FusedAttentionPlan, SyntheticBlockIsOneKernel) {
   for (Spec s : {Spec{}, Spec{2, 4, 77, 32, Mask::Add, DType::bf16, true, true},
                  Spec{2, 3, 20, 16, Mask::Add, DType::f32},
                  Spec{1, 8, 40, 64, Mask::Add, DType::bf16, false, false, 2, true},
+                 Spec{1, 2, 24, 16, Mask::Bool, DType::f32, false, false, 0, true},
+                 Spec{1, 4, 50, 64, Mask::CausalAdd, DType::bf16, true, true, 2, true},
+                 Spec{2, 2, 33, 32, Mask::CausalAdd, DType::f16},
                  Spec{1, 2, 65, 64, Mask::Causal, DType::f16}}) {
     Graph g = attention(s);
     plan::Plan p = cuda_plan(g);
@@ -159,13 +177,32 @@ TEST(FusedAttentionPlan, SyntheticBlockIsOneKernel) {
     } else {
       EXPECT_EQ(d->mask, -1);
     }
-    if (s.mask == Mask::Causal) {
+    EXPECT_EQ(d->causal, s.mask == Mask::Causal || s.mask == Mask::CausalAdd);
+    if (s.mask == Mask::Bool) {
       EXPECT_GE(d->keep, 0);
       EXPECT_TRUE(d->keep_when);
       EXPECT_TRUE(std::isinf(d->fill) && d->fill < 0);
       EXPECT_EQ(d->keep_strides, (std::array<int64_t, 4>{0, 0, S, 1}));
+    } else {
+      EXPECT_EQ(d->keep, -1);  // a causal mask is computed, not read
     }
   }
+}
+
+// A constant additive mask of zeros is no mask: the kernel reads none.
+TEST(FusedAttentionPlan, ZeroMaskIsDropped) {
+  GraphBuilder b;
+  int q = b.input("q", {1, 2, 8, 16}), kt = b.input("kt", {1, 2, 16, 8}), v = b.input("v", {1, 2, 8, 16});
+  Tensor zeros = Tensor::from_vector<float>({1, 1, 1, 8}, std::vector<float>(8, 0.f));
+  int s = b.node("Add", {b.node("MatMul", {q, kt}), b.constant("zeros", zeros)});
+  b.output(b.node("MatMul", {b.node("Softmax", {s}, {{"axis", int64_t(-1)}}), v}));
+  plan::Plan p = cuda_plan(b.g);
+  ASSERT_EQ(p.kernels.size(), 1u) << p.print(b.g);
+  const plan::AttentionDesc* d = plan::desc_of<plan::AttentionDesc>(p.kernels[0]);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->mask, -1);
+  EXPECT_FALSE(d->causal);
+  EXPECT_EQ(d->k_strides, (std::array<int64_t, 4>{256, 128, 1, 8}));  // K^T's buffer read as K
 }
 
 // BRRR_NO_FUSED_ATTENTION=1 restores the separate kernels.
@@ -271,6 +308,9 @@ TEST(FusedAttentionCuda, MatchesReference) {
     check_on_device(Spec{1, 2, 33, 128, Mask::Add, dt, true});
     check_on_device(Spec{3, 1, 5, 8, Mask::Causal, dt});
     check_on_device(Spec{2, 3, 20, 16, Mask::Add, dt});
+    check_on_device(Spec{1, 2, 24, 16, Mask::Bool, dt, false, true});
+    check_on_device(Spec{1, 12, 128, 64, Mask::CausalAdd, dt, true, true});  // GPT-2's
+    check_on_device(Spec{2, 2, 100, 128, Mask::CausalAdd, dt});
     check_on_device(Spec{1, 8, 128, 64, Mask::Causal, dt, false, false, 2});  // GQA
     check_on_device(Spec{2, 8, 37, 64, Mask::Add, dt, true, true, 4, dt != DType::f32});
   }
