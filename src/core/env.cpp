@@ -36,6 +36,8 @@ const Switch kSwitches[] = {
      "CUDA: small-batch GEMM chains as one cuBLASLt call per layer"},
     {"BRRR_NO_FUSED_ATTENTION", Kind::Flag, "0", "", 0, 0,
      "CUDA: attention's matmuls, scale, mask, softmax and head split/merge as separate kernels"},
+    {"BRRR_ATTENTION_CUDA_CORES", Kind::Flag, "0", "", 0, 0,
+     "CUDA: fused attention on CUDA cores even where its Tensor Core kernel applies"},
     {"BRRR_CUDNN_LIB", Kind::Path, "libcudnn.so.9", "", 0, 0, "CUDA: the cuDNN library to load"},
     {"BRRR_NVRTC_IN_PROCESS", Kind::Flag, "0", "", 0, 0,
      "CUDA: NVRTC compiles in brrr's process, not a forked child (for comparison)"},

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 
 #include "brrr/onnx.hpp"
@@ -277,8 +278,11 @@ Tensor rnd(const Shape& s, DType t, unsigned seed) {
 
 // The CUDA session (one fused kernel) against the reference executor (node by node, each result
 // rounded to the graph's type). Tolerances: float32 math in the kernel against the reference's,
-// a few units of the 16-bit formats' precision.
-void check_on_device(const Spec& s) {
+// a few units of the 16-bit formats' precision. 16-bit data with head dims of 64 and 128 runs on
+// Tensor Cores unless `cuda_cores`.
+void check_on_device(const Spec& s, bool cuda_cores) {
+  std::optional<brrr_test::EnvVar> force;
+  if (cuda_cores) force.emplace("BRRR_ATTENTION_CUDA_CORES", "1");
   Graph g = attention(s);
   std::map<std::string, Tensor> in;
   unsigned seed = 7;
@@ -292,6 +296,9 @@ void check_on_device(const Spec& s) {
   o.backend = "cuda";
   Session sess(g, o);
   EXPECT_EQ(sess.num_kernels(), 1) << sess.plan_summary();
+  const bool mma = !cuda_cores && s.dt != DType::f32 && (s.dim == 64 || s.dim == 128);
+  EXPECT_NE(sess.plan_summary().find(mma ? "tensor cores" : "cuda cores"), std::string::npos)
+      << sess.plan_summary();
   std::vector<Tensor> got = sess.run(in);
   std::vector<Tensor> want = run_reference(sess.graph(), in);
   const double tol = s.dt == DType::f32 ? 1e-5 : s.dt == DType::f16 ? 5e-3 : 2e-2;
@@ -300,20 +307,32 @@ void check_on_device(const Spec& s) {
 
 TEST(FusedAttentionCuda, MatchesReference) {
   BRRR_REQUIRE_CUDA_DEVICE();
-  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
-    SCOPED_TRACE(dtype_name(dt));
-    check_on_device(Spec{1, 12, 128, 64, Mask::None, dt});
-    check_on_device(Spec{2, 4, 77, 32, Mask::Add, dt, false, true});
-    check_on_device(Spec{1, 2, 65, 64, Mask::Causal, dt, true, true});
-    check_on_device(Spec{1, 2, 33, 128, Mask::Add, dt, true});
-    check_on_device(Spec{3, 1, 5, 8, Mask::Causal, dt});
-    check_on_device(Spec{2, 3, 20, 16, Mask::Add, dt});
-    check_on_device(Spec{1, 2, 24, 16, Mask::Bool, dt, false, true});
-    check_on_device(Spec{1, 12, 128, 64, Mask::CausalAdd, dt, true, true});  // GPT-2's
-    check_on_device(Spec{2, 2, 100, 128, Mask::CausalAdd, dt});
-    check_on_device(Spec{1, 8, 128, 64, Mask::Causal, dt, false, false, 2});  // GQA
-    check_on_device(Spec{2, 8, 37, 64, Mask::Add, dt, true, true, 4, dt != DType::f32});
-  }
+  const std::vector<Spec> specs = {
+      {1, 12, 128, 64, Mask::None},  // BERT-base's shape
+      {2, 4, 77, 32, Mask::Add, DType::f32, false, true},
+      {1, 2, 65, 64, Mask::Causal, DType::f32, true, true},
+      {1, 2, 33, 128, Mask::Add, DType::f32, true},
+      {3, 1, 5, 8, Mask::Causal},
+      {2, 3, 20, 16, Mask::Add},
+      {1, 2, 24, 16, Mask::Bool, DType::f32, false, true},
+      {1, 3, 40, 64, Mask::Bool},
+      {1, 12, 128, 64, Mask::CausalAdd, DType::f32, true, true},  // GPT-2's
+      {2, 2, 100, 128, Mask::CausalAdd},
+      {1, 8, 128, 64, Mask::Causal, DType::f32, false, false, 2},  // GQA
+      {2, 8, 37, 64, Mask::Add, DType::f32, true, true, 4, true},
+      {1, 4, 1, 64, Mask::None},  // one query, one key
+  };
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (bool cuda_cores : {false, true}) {
+      if (dt == DType::f32 && !cuda_cores) continue;  // float32 has the CUDA core kernel alone
+      for (Spec s : specs) {
+        s.dt = dt;
+        SCOPED_TRACE(::testing::Message() << dtype_name(dt) << (cuda_cores ? " cuda cores" : "")
+                                          << " b" << s.batch << " h" << s.heads << " s" << s.seq
+                                          << " d" << s.dim << " mask " << int(s.mask));
+        check_on_device(s, cuda_cores);
+      }
+    }
 }
 #endif
 

@@ -1,17 +1,26 @@
 // The fused attention step (plan::AttentionDesc, found by plan/attention.cpp): one launch of
-// brrr_attention_<type> (device/attention.cuh) reading Q, K, V and the masks through the strides
-// the descriptor gives, writing the merged heads in place.
+// device/attention.cuh's kernel, reading Q, K, V and the masks through the strides the
+// descriptor gives and writing the merged heads in place: on Tensor Cores for 16-bit data with a
+// head dim of 64 or 128 (brrr_attention_mma<D>_<type>), else on CUDA cores
+// (brrr_attention_<type>; always with BRRR_ATTENTION_CUDA_CORES=1).
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
+#include "core/env.hpp"
 
 namespace brrr::cuda {
 
 namespace {
 
-constexpr int kRowsPerBlock = 16;  // BRRR_ATTN_BQ
-constexpr int kThreads = 128;      // BRRR_ATTN_WARPS warps
+constexpr int kRowsPerBlock = 16;     // BRRR_ATTN_BQ
+constexpr int kThreads = 128;         // BRRR_ATTN_WARPS warps
+constexpr int kMmaRowsPerBlock = 32;  // BRRR_ATTN_MMA_BQ
+constexpr int kMmaThreads = 64;       // BRRR_ATTN_MMA_WARPS warps
 constexpr int64_t kMaxHeadDim = 128;  // BRRR_ATTN_MAXD
+
+const char* type_suffix(DType t) {
+  return t == DType::bf16 ? "bf16" : t == DType::f16 ? "f16" : "f32";
+}
 
 void copy4(long long* to, const std::array<int64_t, 4>& from) {
   for (size_t i = 0; i < 4; ++i) to[i] = from[i];
@@ -48,9 +57,11 @@ std::string CudaExecutor::Impl::attention_plan(const plan::Kernel& k, AttentionS
   x.keep_when = d.keep_when ? 1 : 0;
   x.causal = d.causal ? 1 : 0;
   x.zero_empty_rows = d.zero_empty_rows ? 1 : 0;
-  a->grid = Dim3{unsigned((d.seq_q + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(d.heads),
-                 unsigned(d.batch)};
-  a->block = Dim3{unsigned(kThreads), 1, 1};
+  a->mma = d.dtype != DType::f32 && (d.head_dim == 64 || d.head_dim == 128) &&
+           !env::flag("BRRR_ATTENTION_CUDA_CORES");
+  const int rows = a->mma ? kMmaRowsPerBlock : kRowsPerBlock;
+  a->grid = Dim3{unsigned((d.seq_q + rows - 1) / rows), unsigned(d.heads), unsigned(d.batch)};
+  a->block = Dim3{unsigned(a->mma ? kMmaThreads : kThreads), 1, 1};
   return "";
 }
 
@@ -63,9 +74,8 @@ void CudaExecutor::Impl::setup_attention(AttentionStep& a) {
   x.mask = a.vmask >= 0 ? at(a.vmask) : nullptr;
   x.keep = a.vkeep >= 0 ? at(a.vkeep) : nullptr;
   x.out = at(a.vout);
-  a.fn = module->function(a.dt == DType::bf16  ? "brrr_attention_bf16"
-                          : a.dt == DType::f16 ? "brrr_attention_f16"
-                                               : "brrr_attention_f32");
+  a.fn = module->function(a.mma ? fmt::format("brrr_attention_mma{}_{}", x.head_dim, type_suffix(a.dt))
+                                : fmt::format("brrr_attention_{}", type_suffix(a.dt)));
   a.argp = {&a.args};
 }
 
@@ -77,8 +87,9 @@ void CudaExecutor::Impl::exec_attention(AttentionStep& a) {
 std::string CudaExecutor::Impl::attention_summary(size_t i) const {
   const AttentionStep& a = steps[i].attention();
   const brrr_attn_args& x = a.args;
-  return fmt::format("  {:<24} attention {} b{} h{}/{} sq{} sk{} d{}{}{}{} grid {}x{}x{}\n",
-                     plan.kernels[i].name, dtype_name(a.dt), a.grid.z, x.heads, x.heads / x.group,
+  return fmt::format("  {:<24} attention {} {} b{} h{}/{} sq{} sk{} d{}{}{}{} grid {}x{}x{}\n",
+                     plan.kernels[i].name, a.mma ? "tensor cores" : "cuda cores", dtype_name(a.dt),
+                     a.grid.z, x.heads, x.heads / x.group,
                      x.seq_q, x.seq_k, x.head_dim, x.mask ? " +mask" : "",
                      x.keep ? " bool-mask" : "", x.causal ? " causal" : "", a.grid.x, a.grid.y,
                      a.grid.z);

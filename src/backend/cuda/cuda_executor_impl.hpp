@@ -121,11 +121,13 @@ struct OpStep {
   std::string desc, who;  // who: "k3 (Concat fire2/concat)" for error messages
 };
 
-// Fused attention (plan::AttentionDesc): brrr_attention_<type>(args), one block per (query tile,
-// head, batch); the buffers' value ids until setup puts their addresses into args.
+// Fused attention (plan::AttentionDesc): brrr_attention_<type>(args) or, on Tensor Cores,
+// brrr_attention_mma<D>_<type>(args), one block per (query tile, head, batch); the buffers'
+// value ids until setup puts their addresses into args.
 struct AttentionStep {
   int vq = -1, vk = -1, vv = -1, vmask = -1, vkeep = -1, vout = -1;
   DType dt = DType::f32;
+  bool mma = false;  // the Tensor Core kernel (16-bit data, head dim 64 or 128)
   brrr_attn_args args{};
   Function fn;
   Dim3 grid, block;

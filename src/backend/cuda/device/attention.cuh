@@ -143,4 +143,173 @@ static __device__ __forceinline__ void brrr_attention_t(const brrr_attn_args& a)
 extern "C" __global__ void __launch_bounds__(128) brrr_attention_f32(const brrr_attn_args a) { brrr_attention_t<float>(a); }
 extern "C" __global__ void __launch_bounds__(128) brrr_attention_bf16(const brrr_attn_args a) { brrr_attention_t<brrr_bf16>(a); }
 extern "C" __global__ void __launch_bounds__(128) brrr_attention_f16(const brrr_attn_args a) { brrr_attention_t<brrr_f16>(a); }
+// Tensor Cores (mma.sync m16n8k16, 16-bit inputs, float32 accumulators) for 16-bit data and head
+// dims of 64 or 128: 2 warps of 16 query rows each per block (more blocks for the short
+// sequences of batch 1), keys in tiles of 32. S = Q K^T and
+// O += P V are warp-level MMAs; the softmax runs on the S accumulators (each row's values lie
+// with the 4 lanes of one quad), and P goes from the S accumulators straight into the A
+// fragments of P V (the C layout of two 16x8 tiles is the A layout of one 16x16), rounded to
+// the 16-bit type as flash-attention does; the row sums stay float32.
+#define BRRR_ATTN_MMA_WARPS 2
+#define BRRR_ATTN_MMA_BQ (16 * BRRR_ATTN_MMA_WARPS)
+#define BRRR_ATTN_MMA_BK 32
+
+template <class T>
+static __device__ __forceinline__ void brrr_mma16816(float* c, const unsigned* a, unsigned b0, unsigned b1);
+template <>
+__device__ __forceinline__ void brrr_mma16816<brrr_bf16>(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void brrr_mma16816<brrr_f16>(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Two 16-bit elements at p (an even element index in a row of an even length), as one word.
+static __device__ __forceinline__ unsigned brrr_attn_pair(const unsigned short* p) {
+  return *reinterpret_cast<const unsigned*>(p);
+}
+
+template <class T, int D>
+static __device__ __forceinline__ void brrr_attention_mma_t(const brrr_attn_args& a) {
+  // Rows padded by 8 elements (16 bytes) so the quads' word loads spread over the banks.
+  __shared__ __align__(16) unsigned short qs[BRRR_ATTN_MMA_BQ][D + 8];
+  __shared__ __align__(16) unsigned short ks[BRRR_ATTN_MMA_BK][D + 8];
+  __shared__ __align__(16) unsigned short vt[D][BRRR_ATTN_MMA_BK + 8];  // V transposed
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gq = lane >> 2, tq = lane & 3;  // the lane's row in its 8-row group, its quad column
+  const long long b = blockIdx.z, h = blockIdx.y, q0 = (long long)blockIdx.x * BRRR_ATTN_MMA_BQ;
+  const long long kvh = h / a.group;
+  const T* Q = (const T*)a.q + b * a.qs[0] + h * a.qs[1];
+  const T* K = (const T*)a.k + b * a.ks[0] + kvh * a.ks[1];
+  const T* V = (const T*)a.v + b * a.vs[0] + kvh * a.vs[1];
+  T* O = (T*)a.out + b * a.os[0] + h * a.os[1];
+  const T* M = a.mask ? (const T*)a.mask + b * a.ms[0] + h * a.ms[1] : (const T*)0;
+  const unsigned char* B = a.keep ? (const unsigned char*)a.keep + b * a.bs[0] + h * a.bs[1]
+                                  : (const unsigned char*)0;
+  const float NEG_INF = __int_as_float(0xff800000);
+  const long long causal_off = a.seq_k - a.seq_q;
+
+  for (int e = tid; e < BRRR_ATTN_MMA_BQ * D; e += blockDim.x) {
+    const int r = e / D, d = e % D;
+    const long long i = q0 + r;
+    qs[r][d] = i < a.seq_q ? Q[i * a.qs[2] + d * a.qs[3]].x : (unsigned short)0;
+  }
+  __syncthreads();
+  // This warp's 16 rows of Q as A fragments, one per 16 dims.
+  const int r0 = warp * 16;
+  unsigned qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    qf[kk][0] = brrr_attn_pair(&qs[r0 + gq][kk * 16 + 2 * tq]);
+    qf[kk][1] = brrr_attn_pair(&qs[r0 + gq + 8][kk * 16 + 2 * tq]);
+    qf[kk][2] = brrr_attn_pair(&qs[r0 + gq][kk * 16 + 2 * tq + 8]);
+    qf[kk][3] = brrr_attn_pair(&qs[r0 + gq + 8][kk * 16 + 2 * tq + 8]);
+  }
+  // The lane's two rows (half 0: row gq, half 1: row gq + 8 of the warp's 16).
+  const long long row[2] = {q0 + r0 + gq, q0 + r0 + gq + 8};
+  float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+  float o[D / 8][4];
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+  long long key_end = a.seq_k;
+  if (a.causal) {
+    const long long last = q0 + BRRR_ATTN_MMA_BQ - 1 + causal_off + 1;
+    if (last < key_end) key_end = last < 0 ? 0 : last;
+  }
+  for (long long k0 = 0; k0 < key_end; k0 += BRRR_ATTN_MMA_BK) {
+    __syncthreads();  // the previous tile's readers are done
+    for (int e = tid; e < BRRR_ATTN_MMA_BK * D; e += blockDim.x) {
+      const int j = e / D, d = e % D;
+      const long long kj = k0 + j;
+      const bool in = kj < a.seq_k;
+      ks[j][d] = in ? K[kj * a.ks[2] + d * a.ks[3]].x : (unsigned short)0;
+      vt[d][j] = in ? V[kj * a.vs[2] + d * a.vs[3]].x : (unsigned short)0;
+    }
+    __syncthreads();
+    // S (16 x 32) = Q K^T: 4 tiles of 16 x 8.
+    float s[BRRR_ATTN_MMA_BK / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < BRRR_ATTN_MMA_BK / 8; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        brrr_mma16816<T>(s[nt], qf[kk], brrr_attn_pair(&ks[nt * 8 + gq][kk * 16 + 2 * tq]),
+                         brrr_attn_pair(&ks[nt * 8 + gq][kk * 16 + 2 * tq + 8]));
+    }
+    // Scale and masks; element c of tile nt is row half (c >> 1), key nt * 8 + 2 tq + (c & 1).
+    float mx[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+    for (int nt = 0; nt < BRRR_ATTN_MMA_BK / 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const long long i = row[c >> 1], j = k0 + nt * 8 + 2 * tq + (c & 1);
+        float v = NEG_INF;
+        if (i < a.seq_q && j < a.seq_k && !(a.causal && j > i + causal_off)) {
+          v = s[nt][c] * a.scale;
+          if (B && ((B[i * a.bs[2] + j * a.bs[3]] != 0) != (a.keep_when != 0))) v = a.fill;
+          if (M) v += brrr_ld(M + i * a.ms[2] + j * a.ms[3]);
+        }
+        s[nt][c] = v;
+        mx[c >> 1] = fmaxf(mx[c >> 1], v);
+      }
+    float alpha[2], base[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {  // a row's values lie with the 4 lanes of its quad
+      mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 1));
+      mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 2));
+      const float m_new = fmaxf(m[hf], mx[hf]);
+      base[hf] = m_new == NEG_INF ? 0.0f : m_new;  // all -inf so far: exp gives 0, not NaN
+      alpha[hf] = __expf(m[hf] - base[hf]);
+      m[hf] = m_new;
+    }
+    unsigned pf[BRRR_ATTN_MMA_BK / 16][4];  // P as A fragments, one per 16 keys
+#pragma unroll
+    for (int nt = 0; nt < BRRR_ATTN_MMA_BK / 8; ++nt) {
+      float p[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        p[c] = __expf(s[nt][c] - base[c >> 1]);
+        sum[c >> 1] += p[c];
+      }
+      pf[nt / 2][(nt & 1) * 2 + 0] = brrr_pack(p, (const T*)0);      // row gq
+      pf[nt / 2][(nt & 1) * 2 + 1] = brrr_pack(p + 2, (const T*)0);  // row gq + 8
+    }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      sum[hf] += __shfl_xor_sync(0xffffffffu, sum[hf], 1);
+      sum[hf] += __shfl_xor_sync(0xffffffffu, sum[hf], 2);
+      l[hf] = l[hf] * alpha[hf] + sum[hf];
+    }
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      o[nt][0] *= alpha[0], o[nt][1] *= alpha[0];
+      o[nt][2] *= alpha[1], o[nt][3] *= alpha[1];
+#pragma unroll
+      for (int kk = 0; kk < BRRR_ATTN_MMA_BK / 16; ++kk)
+        brrr_mma16816<T>(o[nt], pf[kk], brrr_attn_pair(&vt[nt * 8 + gq][kk * 16 + 2 * tq]),
+                         brrr_attn_pair(&vt[nt * 8 + gq][kk * 16 + 2 * tq + 8]));
+    }
+  }
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const long long i = row[hf];
+    if (i >= a.seq_q) continue;
+    const float inv = l[hf] > 0.0f ? 1.0f / l[hf] : (a.zero_empty_rows ? 0.0f : __int_as_float(0x7fc00000));
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      const int d = nt * 8 + 2 * tq;
+      brrr_st(O + i * a.os[2] + d * a.os[3], o[nt][hf * 2] * inv);
+      brrr_st(O + i * a.os[2] + (d + 1) * a.os[3], o[nt][hf * 2 + 1] * inv);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma64_bf16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_bf16, 64>(a); }
+extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma64_f16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_f16, 64>(a); }
+extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_bf16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_bf16, 128>(a); }
+extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_f16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_f16, 128>(a); }
 #endif
