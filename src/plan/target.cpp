@@ -73,6 +73,7 @@ Target Target::cuda() {
   t.generated_typed = true;
   t.generated_views = true;
   t.storage_16bit = true;
+  t.attention_max_head_dim = env::flag("BRRR_NO_FUSED_ATTENTION") ? 0 : 128;
   return t;
 }
 

@@ -45,6 +45,10 @@ struct Target {
   // The tanh GELU as exporters write it (eight nodes) joins a GEMM as oneDNN's gelu_tanh post-op
   // (the CPU; BRRR_NO_GEMM_GELU_TANH=1 leaves it to a generated kernel).
   bool gemm_gelu_tanh = false;
+  // Scaled dot-product attention (Q.K^T, scale, masks, softmax, P.V, with the head split and
+  // merge as views) as one kernel for head dims up to this (plan/attention.hpp; CUDA's
+  // device/attention.cuh; BRRR_NO_FUSED_ATTENTION=1 turns it off). 0: no fused attention.
+  int64_t attention_max_head_dim = 0;
 
   // Device targets (CUDA). Kernels run on a device, so a kernel the device cannot run is a host
   // step (a reference kernel on host copies): the plan marks it, with its reason

@@ -101,6 +101,9 @@ std::string CudaExecutor::Impl::device_step(const plan::Kernel& k, Step* s) {
   } else if (plan::desc_of<plan::GatherDesc>(k)) {
     s->type = Step::Op;
     why = gather_plan(k, &s->body.emplace<OpStep>());
+  } else if (plan::desc_of<plan::AttentionDesc>(k)) {
+    s->type = Step::Attention;
+    why = attention_plan(k, &s->body.emplace<AttentionStep>());
   } else if (plan::desc_of<plan::SplitDesc>(k)) {
     s->type = Step::Op;
     why = split_plan(k, &s->body.emplace<OpStep>());
@@ -229,6 +232,7 @@ void CudaExecutor::Impl::build() {
       case Step::InChain: setup_gemm(k, s.gemm()); break;
       case Step::Conv: setup_conv(s.conv()); break;
       case Step::Op: setup_op(s.op()); break;
+      case Step::Attention: setup_attention(s.attention()); break;
       case Step::Host: break;
     }
   }
@@ -264,6 +268,7 @@ void CudaExecutor::Impl::exec(size_t i) {
     case Step::Library: exec_gemm(s.gemm(), s.what); return;
     case Step::Conv: exec_conv(s.conv()); return;
     case Step::Op: exec_op(s.op()); return;
+    case Step::Attention: exec_attention(s.attention()); return;
     case Step::Host: exec_host(i); return;
     case Step::Chain: {
       LaunchStep& l = s.gemm().chain;
@@ -336,6 +341,7 @@ std::string CudaExecutor::summary() const {
       case Step::InChain: s += m.gemm_summary(i); break;
       case Step::Conv: s += m.conv_summary(i); break;
       case Step::Op: s += m.op_summary(i); break;
+      case Step::Attention: s += m.attention_summary(i); break;
       case Step::Copy:
       case Step::Host: break;
     }
