@@ -35,6 +35,8 @@ const Switch kSwitches[] = {
     {"BRRR_DISABLE_GEMM_CHAIN", Kind::Flag, "0", "", 0, 0,
      "CUDA: small-batch GEMM chains as one cuBLASLt call per layer"},
     {"BRRR_CUDNN_LIB", Kind::Path, "libcudnn.so.9", "", 0, 0, "CUDA: the cuDNN library to load"},
+    {"BRRR_CUPTI_LIB", Kind::Path, "", "", 0, 0,
+     "CUDA: the CUPTI library the doctor's profile loads (default: searched in the toolkit)"},
     {"BRRR_NVRTC_IN_PROCESS", Kind::Flag, "0", "", 0, 0,
      "CUDA: NVRTC compiles in brrr's process, not a forked child (for comparison)"},
     {"BRRR_DISABLE_WINOGRAD", Kind::Flag, "0", "", 0, 0, "CPU: no Winograd 3x3 convs"},

@@ -155,6 +155,8 @@ json profile_to_json(const RunProfile& p) {
                   {"bytes", k.cost.bytes},
                   {"time_ms", k.time_ms},
                   {"samples_ms", k.samples_ms},
+                  {"start_samples_ms", k.start_samples_ms},
+                  {"gpu_activities", k.gpu_activities},
                   {"start_ms", k.start_ms},
                   {"lane", k.lane},
                   {"reads", reads},
@@ -165,6 +167,7 @@ json profile_to_json(const RunProfile& p) {
               {"wall_ms", p.wall_ms},
               {"wall_samples_ms", p.wall_samples_ms},
               {"kernels_in_wall_runs", p.kernels_in_wall_runs},
+              {"timing_source", p.timing_source},
               {"threads", p.threads},
               {"other_busy_cpus", p.other_busy_cpus},
               {"online_cpus", p.online_cpus},
@@ -178,6 +181,7 @@ RunProfile profile_from_json(const json& j) {
     p.wall_ms = j.at("wall_ms").get<double>();
     p.wall_samples_ms = j.value("wall_samples_ms", std::vector<double>{});
     p.kernels_in_wall_runs = j.value("kernels_in_wall_runs", false);
+    p.timing_source = j.value("timing_source", "");
     p.threads = j.value("threads", 0);
     p.other_busy_cpus = j.value("other_busy_cpus", -1.0);
     p.online_cpus = j.value("online_cpus", 0);
@@ -198,6 +202,8 @@ RunProfile profile_from_json(const json& j) {
       k.cost.bytes = kj.value("bytes", 0.0);
       k.time_ms = kj.at("time_ms").get<double>();
       k.samples_ms = kj.value("samples_ms", std::vector<double>{});
+      k.start_samples_ms = kj.value("start_samples_ms", std::vector<double>{});
+      k.gpu_activities = kj.value("gpu_activities", 0);
       k.start_ms = kj.value("start_ms", 0.0);
       k.lane = kj.value("lane", 0);
       for (const auto& u : kj.value("reads", json::array()))
