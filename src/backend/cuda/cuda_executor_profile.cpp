@@ -102,9 +102,9 @@ bool CudaExecutor::Impl::profile_cupti(int reps, RunProfile* prof, std::string* 
   std::vector<uint64_t> step_marks, run_marks;
   auto mark = [&](std::vector<uint64_t>& marks) {
     stream.synchronize("profile");
-    hold_host(30);
+    hold_host(50);
     marks.push_back(trace->now());
-    hold_host(30);
+    hold_host(50);
   };
   const size_t n = steps.size();
   mark(step_marks);

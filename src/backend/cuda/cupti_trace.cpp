@@ -199,8 +199,9 @@ bool CuptiTrace::stop(std::vector<GpuActivity>* out, std::string* why) {
     if (why) *why = "the CUPTI trace was already stopped";
     return false;
   }
-  for (CUpti_ActivityKind k : kKinds) api.cuptiActivityDisable(k);
+  // Flushed while still enabled (the caller synchronized: every record is complete), then off.
   CUptiResult r = api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  for (CUpti_ActivityKind k : kKinds) api.cuptiActivityDisable(k);
   size_t dropped = 0;
   api.cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped);
   on_ = false;
