@@ -128,6 +128,20 @@ json report_json(const Report& r) {
                                                                 : json(t.other_busy_cpus)},
                       {"online_cpus", t.online_cpus},
                       {"threads", t.threads}};
+  j["checks"] = json::array();
+  for (const auto& k : r.checks)
+    j["checks"].push_back({{"remedy", k.remedy},
+                           {"how", k.how},
+                           {"before_ms", k.before_ms},
+                           {"predicted_ms", k.predicted_ms},
+                           {"measured_ms", k.measured_ms},
+                           {"error", k.error()},
+                           {"before_steady_ms", k.before_steady_ms},
+                           {"predicted_steady_ms", k.predicted_steady_ms},
+                           {"measured_steady_ms", k.measured_steady_ms},
+                           {"steady_error", k.steady_error()},
+                           {"action", k.action},
+                           {"unreliable", k.unreliable}});
   if (r.after) {
     json k = json::array();
     for (const auto& a : r.after_kernels) k.push_back(kernel_json(a));
