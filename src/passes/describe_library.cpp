@@ -356,6 +356,7 @@ void describe_library(const Graph& g, Plan& plan) {
   for (Kernel& k : plan.kernels) {
     if ((k.kind != KernelKind::Library && k.kind != KernelKind::Reference) || k.nodes.empty())
       continue;
+    if (k.lib) continue;  // made by the fusion pass with the kernel (attention)
     LibraryDesc d;
     try {
       d = describe_kernel(g, k);

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "brrr/op.hpp"
+#include "plan/attention.hpp"
 #include "plan/kernel_ir.hpp"
 #include "plan/library_desc.hpp"
 #include "plan/operand_view.hpp"
@@ -472,6 +473,7 @@ class Fuser {
   }
 
   Plan run() {
+    if (opts_.enable && target_.attention_max_head_dim > 0) find_attention_blocks();
     if (opts_.enable && target_.gemm_strided_operands) find_strided_operands();
     if (opts_.enable && target_.gemm_operand_views) find_operand_views();
     for (size_t k = 0; k < g_.nodes.size(); ++k) place(int(k));
@@ -490,6 +492,7 @@ class Fuser {
   std::map<int, std::vector<int>> operand_views_;  // GEMM node -> view nodes it reads through
   std::set<int> view_nodes_;                       // every node in operand_views_
   std::set<int> scaled_gemms_;                     // GEMMs whose views fold a scalar Mul
+  std::map<int, AttentionMatch> attention_;        // fused attention, by its last node
   std::vector<std::set<int>> reads_;                     // kernels each kernel reads from
 
   const Shape& shape(int v) const { return g_.value(v).shape; }
@@ -803,6 +806,7 @@ class Fuser {
   }
 
   void place(int n) {
+    if (auto a = attention_.find(n); a != attention_.end()) return place_attention(a->second);
     if (absorbed_.count(n)) return;
     const Node& node = g_.nodes[n];
     NodeInfo info = classify(g_, node, TypeSet{opts_.float16, opts_.booleans}, target_);
@@ -857,6 +861,29 @@ class Fuser {
       absorb_epilogue(G, gi, n);
       absorb_output_view(G, gi, n);
     }
+  }
+
+  // Attention blocks (plan/attention.hpp), each one library kernel placed at its last node, when
+  // every value it reads has been computed; its other nodes are absorbed.
+  void find_attention_blocks() {
+    auto free = [&](int n) { return !absorbed_.count(n); };
+    for (AttentionMatch& m : find_attention(g_, target_.attention_max_head_dim, free)) {
+      const int last = m.nodes.back();
+      for (int n : m.nodes)
+        if (n != last) absorbed_.insert(n);
+      attention_.emplace(last, std::move(m));
+    }
+  }
+  void place_attention(const AttentionMatch& m) {
+    const int gi = int(groups_.size());
+    Group& G = new_group(KernelKind::Library, m.nodes.back());
+    for (int n : m.nodes) {
+      G.k.nodes.push_back(n);
+      note_reads(gi, g_.nodes[size_t(n)]);
+      for (int o : g_.nodes[size_t(n)].outputs)
+        if (o >= 0) kernel_of_value_[o] = gi;
+    }
+    G.k.lib = std::make_shared<const LibraryDesc>(m.desc);
   }
 
   int sole_consumer(int v) const {
@@ -1303,6 +1330,7 @@ class Fuser {
       const Node& first = g_.nodes[k.nodes[0]];
       std::string tag = first.op;
       if (last_computed(k) != k.nodes[0]) tag += "_" + g_.nodes[size_t(last_computed(k))].op;
+      if (desc_of<AttentionDesc>(k)) tag = "attention";
       for (char& ch : tag) ch = char(std::tolower(static_cast<unsigned char>(ch)));
       k.name = fmt::format("k{}_{}", p.kernels.size(), tag);  // op names come from the op table, not the model
       p.kernels.push_back(std::move(k));

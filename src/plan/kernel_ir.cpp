@@ -51,6 +51,10 @@ std::string Plan::print(const Graph& g) const {
       const ConvDesc* cd = desc_of<ConvDesc>(k);
       DType math = gd ? gd->math : cd ? cd->math : DType::f32;
       if (math != DType::f32) s += fmt::format(" reads {}", dtype_name(math));
+      if (const AttentionDesc* ad = desc_of<AttentionDesc>(k))
+        s += fmt::format(" b{} h{}/{} sq{} sk{} d{}{}{}{}", ad->batch, ad->heads, ad->kv_heads,
+                         ad->seq_q, ad->seq_k, ad->head_dim, ad->mask >= 0 ? " +mask" : "",
+                         ad->keep >= 0 ? " +bool-mask" : "", ad->causal ? " causal" : "");
     }
     if (!k.host.empty()) s += " on the host: " + k.host;
     s += "\n";

@@ -5,6 +5,7 @@
 // backend then runs it by reference); what only one backend cannot do (a dtype, transA on
 // cuBLASLt) that backend decides from the descriptor's fields.
 #pragma once
+#include <array>
 #include <string>
 #include <variant>
 #include <vector>
@@ -55,9 +56,10 @@ struct GemmDesc {
   Shape out_dims;
   std::vector<int64_t> out_strides;
   std::string why;  // alpha != 1, or a C that is not a bias row with beta 1
-  // The type A and B are read in (f32, or bf16 on a Target whose library_math is bf16: the
+  // The type A and B are read in (f32, or bf16 / fp16 on a Target whose library_math is: the
   // precision pass); the accumulation, bias, post-ops and output stay float32.
   DType math = DType::f32;
+  bool tf32 = false;  // float32 operands rounded to tf32 on Tensor Cores (Target::library_tf32)
 };
 
 // Conv: out = act(conv(x, w) + bias + sum) in `groups` groups.
@@ -70,6 +72,7 @@ struct ConvDesc {
   Epilogue epi;        // bias: the Conv's B input
   std::string why;     // no X or W, ranks, window attributes, a bias both in B and fused
   DType math = DType::f32;  // the type X and W are read in, as GemmDesc::math
+  bool tf32 = false;        // as GemmDesc::tf32
 };
 
 // MaxPool / AveragePool.
@@ -127,9 +130,39 @@ struct GatherDesc {
   std::string why;
 };
 
+// Scaled dot-product attention, MatMul(Q, K^T) -> scale -> mask -> Softmax -> MatMul(., V), as
+// one kernel (plan/attention.cpp finds it; CUDA's device/attention.cuh runs it). Per batch b,
+// head h and query row i:
+//   s[j] = scale * dot(Q[b,h,i,:], K[b,h/group,j,:]), then where(keep[b,h,i,j] == keep_when, s[j],
+//   fill) when there is a bool mask, then + mask[b,h,i,j] when there is an additive one, then
+//   -inf for j > i + seq_k - seq_q when causal; out[b,h,i,:] = softmax(s) . V[b,h/group,:,:].
+// Q, K, V and out are read and written through element strides over (batch, head, seq, dim) of
+// their buffers (the head split and merge around attention are views, no copies); the masks
+// through strides over (batch, head, query, key), 0 where they broadcast.
+enum class AttentionMask { None, Add, Causal };
+struct AttentionDesc {
+  int q = -1, k = -1, v = -1, out = -1;  // buffers (value ids)
+  int mask = -1;                          // additive mask buffer (-1: none)
+  int keep = -1;                          // bool mask buffer (-1: none)
+  int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 0, seq_k = 0, head_dim = 0;
+  std::array<int64_t, 4> q_strides{}, k_strides{}, v_strides{}, out_strides{};
+  std::array<int64_t, 4> mask_strides{}, keep_strides{};
+  float scale = 1;
+  float fill = 0;      // the bool mask's value where keep != keep_when
+  bool keep_when = true;
+  bool causal = false;  // a lower-triangular mask, computed from the indices
+  // Softmax's NaN rows (every score -inf) become 0, as the exporters' IsNaN -> Where writes it.
+  bool zero_empty_rows = false;
+  DType dtype = DType::f32;  // of Q, K, V, out and the additive mask
+  AttentionMask kind() const {
+    return mask >= 0 ? AttentionMask::Add : causal ? AttentionMask::Causal : AttentionMask::None;
+  }
+};
+
 // One of the above. A struct (not an alias) so that kernel_ir.hpp can declare it.
 struct LibraryDesc : std::variant<std::monostate, GemmDesc, ConvDesc, PoolDesc, ConcatDesc,
-                                  RowReduceDesc, ChannelScaleDesc, GatherDesc, SplitDesc> {
+                                  RowReduceDesc, ChannelScaleDesc, GatherDesc, SplitDesc,
+                                  AttentionDesc> {
   using variant::variant;
 };
 
@@ -150,7 +183,8 @@ void describe_library(const Graph& g, Plan& plan);
 
 struct Target;
 // The precision pass (passes/precision.cpp): the float32 GEMMs and convs a library runs read
-// their operands in target.library_math (GemmDesc::math, ConvDesc::math). Returns how many.
+// their operands in target.library_math or as tf32 (GemmDesc::math / tf32, ConvDesc's). Returns
+// how many.
 int choose_precision(const Graph& g, Plan& plan, const Target& target);
 
 }  // namespace brrr::plan

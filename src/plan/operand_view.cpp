@@ -41,26 +41,31 @@ std::optional<std::vector<int64_t>> perm_of(const Node& n, size_t rank) {
   return perm;
 }
 
+// The data types a view may have: float32, and with `float16` bfloat16 and float16 too.
+bool view_dtype(DType t, bool float16) {
+  return t == DType::f32 || (float16 && (t == DType::bf16 || t == DType::f16));
+}
+
 // The one-element float constant input of a Mul other than `x`, when the Mul scales x.
-std::optional<double> mul_scale(const Graph& g, const Node& n, int x) {
+std::optional<double> mul_scale(const Graph& g, const Node& n, int x, bool float16) {
   if (n.inputs.size() != 2) return std::nullopt;
   int other = n.inputs[0] == x ? n.inputs[1] : n.inputs[1] == x ? n.inputs[0] : -1;
   if (other < 0 || other == x) return std::nullopt;
   const Value& c = g.value(other);
-  if (!c.constant.defined() || c.constant.numel() != 1 || c.dtype != DType::f32)
+  if (!c.constant.defined() || c.constant.numel() != 1 || !view_dtype(c.dtype, float16))
     return std::nullopt;
   return c.constant.at_double(0);
 }
 
 // Node n in a view: the input it reads the viewed value through, or -1 when it is no view node.
-int view_input(const Graph& g, const Node& n) {
+int view_input(const Graph& g, const Node& n, bool float16) {
   if (!n.domain.empty() || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1) return -1;
   const Value& out = g.value(n.outputs[0]);
-  if (out.dtype != DType::f32 || !out.typed) return -1;
+  if (!view_dtype(out.dtype, float16) || !out.typed) return -1;
   if (n.op == "Transpose" || n.op == "Reshape") return n.inputs[0];
   if (n.op == "Mul") {
     for (int x : n.inputs)
-      if (x >= 0 && g.value(x).shape == out.shape && mul_scale(g, n, x)) return x;
+      if (x >= 0 && g.value(x).shape == out.shape && mul_scale(g, n, x, float16)) return x;
   }
   return -1;
 }
@@ -100,7 +105,8 @@ std::optional<std::vector<int64_t>> reshape_strides(const Shape& dims,
 }
 
 // The view of the value `nodes` make from `source`, or nullopt when a Reshape cannot be a view.
-std::optional<OperandView> view_from(const Graph& g, int source, const std::vector<int>& nodes) {
+std::optional<OperandView> view_from(const Graph& g, int source, const std::vector<int>& nodes,
+                                     bool float16) {
   OperandView v;
   v.source = source;
   v.nodes = nodes;
@@ -129,7 +135,7 @@ std::optional<OperandView> view_from(const Graph& g, int source, const std::vect
       if (!s) return std::nullopt;
       v.dims = out, v.strides = *s;
     } else {  // a scalar Mul
-      std::optional<double> s = mul_scale(g, n, cur);
+      std::optional<double> s = mul_scale(g, n, cur, float16);
       if (!s) return std::nullopt;
       v.scale *= *s;
     }
@@ -140,13 +146,14 @@ std::optional<OperandView> view_from(const Graph& g, int source, const std::vect
 
 }  // namespace
 
-OperandView operand_view(const Graph& g, int v, const std::function<bool(int node)>& take) {
+OperandView operand_view(const Graph& g, int v, const std::function<bool(int node)>& take,
+                         bool float16) {
   // Walk back while the producer is a view node the caller lets go.
   std::vector<int> chain;  // operand side first
   std::vector<int> inputs;  // the value each chain node reads
   for (int cur = v; cur >= 0 && g.value(cur).producer >= 0;) {
     int p = g.value(cur).producer;
-    int in = view_input(g, g.nodes[size_t(p)]);
+    int in = view_input(g, g.nodes[size_t(p)], float16);
     if (in < 0 || !take(p)) break;
     chain.push_back(p);
     inputs.push_back(in);
@@ -156,9 +163,9 @@ OperandView operand_view(const Graph& g, int v, const std::function<bool(int nod
   for (size_t start = chain.size(); start > 0; --start) {
     int source = inputs[start - 1];
     const Value& sv = g.value(source);
-    if (sv.constant.defined() || sv.dtype != DType::f32 || !sv.typed) continue;
+    if (sv.constant.defined() || !view_dtype(sv.dtype, float16) || !sv.typed) continue;
     std::vector<int> nodes(chain.rend() - int64_t(start), chain.rend());
-    std::optional<OperandView> view = view_from(g, source, nodes);
+    std::optional<OperandView> view = view_from(g, source, nodes, float16);
     if (!view || view->dims.size() < 2) continue;
     const size_t r = view->dims.size();
     if (view->strides[r - 1] != 1 && view->strides[r - 2] != 1) continue;
@@ -167,7 +174,8 @@ OperandView operand_view(const Graph& g, int v, const std::function<bool(int nod
   return {};
 }
 
-OperandView output_view(const Graph& g, int v, const std::function<bool(int node)>& take) {
+OperandView output_view(const Graph& g, int v, const std::function<bool(int node)>& take,
+                        bool float16) {
   std::vector<int> chain;  // from v on
   for (int cur = v;;) {
     int c = -1;
@@ -176,7 +184,8 @@ OperandView output_view(const Graph& g, int v, const std::function<bool(int node
         if (i == cur) c = int(m);
     if (c < 0) break;
     const Node& n = g.nodes[size_t(c)];
-    if ((n.op != "Transpose" && n.op != "Reshape") || view_input(g, n) != cur || !take(c)) break;
+    if ((n.op != "Transpose" && n.op != "Reshape") || view_input(g, n, float16) != cur || !take(c))
+      break;
     chain.push_back(c);
     cur = n.outputs[0];
   }

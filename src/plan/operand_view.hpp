@@ -22,13 +22,16 @@ struct OperandView {
 // The longest view ending at value v whose nodes all satisfy `take` (which says whether a node
 // may be folded: its output read by the next node alone, say). A view must leave one of the last
 // two dims with unit stride (what oneDNN's fast matmul reads) and its source must be computed at
-// run time (constants are folded before planning). An empty `nodes` when none applies.
-OperandView operand_view(const Graph& g, int v, const std::function<bool(int node)>& take);
+// run time (constants are folded before planning). An empty `nodes` when none applies. Views are
+// of float32 data, and with `float16` also of bfloat16 and float16 (CUDA's fused attention).
+OperandView operand_view(const Graph& g, int v, const std::function<bool(int node)>& take,
+                         bool float16 = false);
 
 // The other direction, for a GEMM's result: the longest run of Reshapes and Transposes from value
 // v that `take` lets go (source: the last one's output, written row-major; dims: v's shape;
 // strides: where each element of v lands in it). Same unit-stride rule; empty `nodes`: none.
-OperandView output_view(const Graph& g, int v, const std::function<bool(int node)>& take);
+OperandView output_view(const Graph& g, int v, const std::function<bool(int node)>& take,
+                        bool float16 = false);
 
 // Row-major strides of a shape, in elements.
 std::vector<int64_t> row_major_strides(const Shape& s);

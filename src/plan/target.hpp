@@ -45,6 +45,10 @@ struct Target {
   // The tanh GELU as exporters write it (eight nodes) joins a GEMM as oneDNN's gelu_tanh post-op
   // (the CPU; BRRR_NO_GEMM_GELU_TANH=1 leaves it to a generated kernel).
   bool gemm_gelu_tanh = false;
+  // Scaled dot-product attention (Q.K^T, scale, masks, softmax, P.V, with the head split and
+  // merge as views) as one kernel for head dims up to this (plan/attention.hpp; CUDA's
+  // device/attention.cuh; BRRR_NO_FUSED_ATTENTION=1 turns it off). 0: no fused attention.
+  int64_t attention_max_head_dim = 0;
 
   // Device targets (CUDA). Kernels run on a device, so a kernel the device cannot run is a host
   // step (a reference kernel on host copies): the plan marks it, with its reason
@@ -84,6 +88,13 @@ struct Target {
   // float32: bf16 on a CPU with avx512_bf16 or AMX (--precision bf16). Generated kernels still
   // compute in float32. The precision pass (passes/precision.cpp) copies it into the descriptors.
   DType library_math = DType::f32;
+  // ... and float32 contractions on Tensor Cores with their operands rounded to tf32 (CUDA at
+  // --precision tf32), float32 data and accumulation.
+  bool library_tf32 = false;
+  // Output columns per group below which a contraction keeps float32 math (library_math and
+  // library_tf32): on the CPU each call converts its activation operand, which a contraction
+  // with few columns does not earn back; cuBLASLt and cuDNN read the narrow type directly.
+  int64_t narrow_min_columns = 1;
 
   // Whether a typed kernel computing in `t` (int32, int64, float64) renders `op`.
   bool generates(ScalarOp op, DType t) const;
@@ -95,11 +106,14 @@ struct Target {
   // reason when this build or `features` cannot run it.
   static Target cpu(const std::string& precision, const CpuFeatures& features);
   static Target cuda();
+  // CUDA at a precision: tf32 sets library_tf32; bf16 and fp16 store the model in 16 bits
+  // (convert_precision) and give any float32 contraction left that math (library_math).
+  static Target cuda(const std::string& precision);
   static Target reference();
   // "cpu", "cuda" or "reference"; fails with a one-line error on anything else.
   static Target named(const std::string& backend);
-  // ... at a precision: the CPU's is chosen here (the host's features); CUDA's executor reads
-  // its own (SessionOptions::precision); the reference backend computes in float32 only.
+  // ... at a precision: the CPU's is chosen from the host's features, CUDA's from its Tensor
+  // Core formats; the reference backend computes in float32 only.
   static Target named(const std::string& backend, const std::string& precision);
 };
 

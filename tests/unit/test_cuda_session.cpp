@@ -274,13 +274,34 @@ TEST(CudaSession, UnfusedPlanMatches) {
   EXPECT_GE(s.num_kernels(), 3);
 }
 
-TEST(CudaSession, HostFallbackIsReported) {
+// Reshapes between GEMMs are copy kernels; on CUDA they alias their input's buffer (no memcpy in
+// the graph), except one whose output is a graph output, which keeps its own buffer.
+TEST(CudaSession, CopyKernelsAliasTheirInput) {
   BRRR_REQUIRE_CUDA_DEVICE();
-  // Int64 ops have no generated kernel: they run on the host, correctly, and say so.
   GraphBuilder b;
   int x = b.input("x", {4, 8});
-  int c = b.node("Cast", {b.node("Cos", {x})}, {{"to", int64_t(7)}});
-  b.output(b.node("Cast", {c}, {{"to", int64_t(1)}}));
+  int w1 = b.constant("w1", rnd({8, 16}, DType::f32));
+  int w2 = b.constant("w2", rnd({16, 8}, DType::f32));
+  int h = b.node("MatMul", {x, w1});
+  int s1 = b.constant("s1", Tensor::from_vector<int64_t>({3}, {2, 2, 16}));
+  int s2 = b.constant("s2", Tensor::from_vector<int64_t>({2}, {4, 16}));
+  int s3 = b.constant("s3", Tensor::from_vector<int64_t>({1}, {64}));
+  int r = b.node("Reshape", {b.node("Reshape", {h, s1}), s2});
+  b.output(b.node("MatMul", {r, w2}));
+  b.output(b.node("Reshape", {h, s3}));
+  Session s = check(b.g);
+  EXPECT_GE(s.num_kernels("copy"), 2) << s.plan_summary();
+  EXPECT_NE(s.plan_summary().find("alias their input"), std::string::npos) << s.plan_summary();
+}
+
+TEST(CudaSession, HostFallbackIsReported) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  // CumSum has no generated or library kernel on CUDA: it runs on the host, correctly, and says
+  // so (Target.CumSumRunsOnTheHostOnCuda checks the plan's side of this without a device).
+  GraphBuilder b;
+  int x = b.input("x", {4, 8});
+  int axis = b.constant("axis", Tensor::scalar<int64_t>(1));
+  b.output(b.node("Cos", {b.node("CumSum", {b.node("Cos", {x}), axis})}));
   Session s = check(b.g);
   EXPECT_NE(s.plan_summary().find("host fallback"), std::string::npos) << s.plan_summary();
 }

@@ -5,6 +5,7 @@
 #include "passes/pipeline.hpp"
 #include "passes/plan_memory.hpp"
 #include "plan/kernel_ir.hpp"
+#include "plan/library_desc.hpp"
 #include "plan/target.hpp"
 #include "runtime/graph_builder.hpp"
 
@@ -36,6 +37,47 @@ TEST(Target, LibraryKernelsAreTheTargetsToSay) {
   // 16-bit GEMMs have a library (cuBLASLt) only on CUDA.
   EXPECT_EQ(only_kernel(bf16, Target::cpu(true)), KernelKind::Reference);
   EXPECT_EQ(only_kernel(bf16, Target::cuda()), KernelKind::Library);
+}
+
+// A kernel that will run on the host is decided in the plan, with its reason (the device test
+// CudaSession.HostFallbackIsReported runs this graph).
+TEST(Target, CumSumRunsOnTheHostOnCuda) {
+  GraphBuilder b;
+  int x = b.input("x", {4, 8});
+  int axis = b.constant("axis", Tensor::scalar<int64_t>(1));
+  b.output(b.node("Cos", {b.node("CumSum", {b.node("Cos", {x}), axis})}));
+  Compiled c = compile(b.g, plan::Target::cuda(), {});
+  int host = 0;
+  for (const plan::Kernel& k : c.plan.kernels)
+    if (!k.host.empty()) {
+      ++host;
+      EXPECT_NE(k.host.find("CumSum"), std::string::npos) << k.host;
+    }
+  EXPECT_EQ(host, 1) << c.plan.print(c.graph);
+}
+
+// CUDA's contraction math is the plan's (GemmDesc::tf32 / math), not the executor's options.
+TEST(Target, CudaPrecisionIsInTheGemmDescriptor) {
+  Graph g = matmul_graph(DType::f32);
+  auto gemm_of = [&](const std::string& precision) {
+    Compiled c = compile(g, plan::Target::named("cuda", precision), {});
+    EXPECT_EQ(c.plan.kernels.size(), 1u);
+    const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(c.plan.kernels.at(0));
+    EXPECT_NE(d, nullptr);
+    return d ? *d : plan::GemmDesc{};
+  };
+  EXPECT_FALSE(gemm_of("fp32").tf32);
+  EXPECT_EQ(gemm_of("fp32").math, DType::f32);
+  EXPECT_TRUE(gemm_of("tf32").tf32);
+  EXPECT_EQ(gemm_of("tf32").math, DType::f32);
+  EXPECT_EQ(gemm_of("bf16").math, DType::bf16);  // a float32 GEMM left after convert_precision
+  EXPECT_EQ(gemm_of("fp16").math, DType::f16);
+  try {
+    plan::Target::named("cuda", "fp8");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown precision 'fp8'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Target, NamedBackends) {

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/codegen_cpp.hpp"
 #include "brrr/error.hpp"
+#include "plan/library_desc.hpp"
 
 namespace brrr::cuda {
 
@@ -598,6 +599,12 @@ CudaSource generate_cuda(const Graph& g, const plan::Plan& p, const CudaCodegenO
   src.text += "\n";
   src.text += helper_kernels_source();
   src.text += "\n";
+  // The attention kernels only where the plan has one (they add to every compile otherwise).
+  for (const Kernel& k : p.kernels)
+    if (plan::desc_of<plan::AttentionDesc>(k)) {
+      src.text += "#include \"backend/cuda/device/attention.cuh\"\n";
+      break;
+    }
   src.launches.resize(p.kernels.size());
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     const Kernel& k = p.kernels[i];

@@ -16,7 +16,6 @@
 namespace brrr::cuda {
 
 struct CudaExecOptions {
-  std::string precision = "fp32";  // library GEMMs on float32 data: fp32 | tf32 | bf16 | fp16
   bool graphs = true;
   std::string cache_dir;  // "" : default NVRTC cache
   std::string dump_dir;   // "" : $BRRR_DUMP_DIR

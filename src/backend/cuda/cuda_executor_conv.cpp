@@ -54,7 +54,7 @@ std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
   // fp32: true float32 (FMA). tf32: Tensor Cores on float32 data. bf16 / fp16 also map to
   // tf32: the graph's data stays float32, and cuDNN's down-conversion math
   // (TENSOR_OP_MATH_ALLOW_CONVERSION) goes through fp16, which can overflow float32 activations.
-  cr->math = opts.precision == "fp32" || opts.precision.empty() ? ConvMath::kFp32 : ConvMath::kTf32;
+  cr->math = !d->tf32 && d->math == DType::f32 ? ConvMath::kFp32 : ConvMath::kTf32;
   // 16-bit data: Tensor Cores whatever the precision option (float32 accumulation).
   if (dt != DType::f32) cr->math = dt == DType::bf16 ? ConvMath::kBf16 : ConvMath::kFp16;
   if (!open_dnn()) return dnn_why;

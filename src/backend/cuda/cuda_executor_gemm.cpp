@@ -67,9 +67,9 @@ std::string CudaExecutor::Impl::gemm_plan(const plan::Kernel& k, GemmStep* gm) {
   gm->data = dt;
   if (dt == DType::bf16) gm->prec = GemmPrecision::kBf16;
   else if (dt == DType::f16) gm->prec = GemmPrecision::kFp16;
-  else if (opts.precision == "tf32") gm->prec = GemmPrecision::kTf32;
-  else if (opts.precision == "bf16") gm->prec = GemmPrecision::kBf16;
-  else if (opts.precision == "fp16") gm->prec = GemmPrecision::kFp16;
+  else if (d->tf32) gm->prec = GemmPrecision::kTf32;  // the plan's math (passes/precision.cpp)
+  else if (d->math == DType::bf16) gm->prec = GemmPrecision::kBf16;
+  else if (d->math == DType::f16) gm->prec = GemmPrecision::kFp16;
   else gm->prec = GemmPrecision::kFp32;
   const bool has_bias = gm->vbias >= 0;
   using Act = plan::Activation;

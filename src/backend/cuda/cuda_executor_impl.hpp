@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_runtime.hpp"
 #include "backend/cuda/cudnn_conv.hpp"
 #include "backend/cuda/cudnn_pool.hpp"
+#include "backend/cuda/device/attention.cuh"
 #include "backend/cuda/gemm_chain.hpp"
 #include "plan/library_desc.hpp"
 
@@ -120,13 +121,26 @@ struct OpStep {
   std::string desc, who;  // who: "k3 (Concat fire2/concat)" for error messages
 };
 
+// Fused attention (plan::AttentionDesc): brrr_attention_<type>(args) or, on Tensor Cores,
+// brrr_attention_mma<D>_<type>(args), one block per (query tile, head, batch); the buffers'
+// value ids until setup puts their addresses into args.
+struct AttentionStep {
+  int vq = -1, vk = -1, vv = -1, vmask = -1, vkeep = -1, vout = -1;
+  DType dt = DType::f32;
+  bool mma = false;  // the Tensor Core kernel (16-bit data, head dim 64 or 128)
+  brrr_attn_args args{};
+  Function fn;
+  Dim3 grid, block;
+  std::vector<void*> argp;
+};
+
 struct Step {
   // Chain: a run of small-batch GEMMs as one cluster kernel (gemm_chain.hpp), at its first
   // kernel; the chain's later kernels are InChain (nothing to launch).
-  enum Type { Kernel, Library, Copy, Host, Chain, InChain, Conv, Op } type = Kernel;
+  enum Type { Kernel, Library, Copy, Host, Chain, InChain, Conv, Op, Attention } type = Kernel;
   // Kernel: LaunchStep; Copy: CopyStep; Library, Chain, InChain: GemmStep; Conv: ConvStep;
-  // Op: OpStep; Host: nothing (the plan kernel's nodes run by reference).
-  std::variant<std::monostate, LaunchStep, CopyStep, GemmStep, ConvStep, OpStep> body;
+  // Op: OpStep; Attention: AttentionStep; Host: nothing (the plan kernel's nodes run by reference).
+  std::variant<std::monostate, LaunchStep, CopyStep, GemmStep, ConvStep, OpStep, AttentionStep> body;
   std::string what;
   LaunchStep& launch() { return std::get<LaunchStep>(body); }
   CopyStep& copy() { return std::get<CopyStep>(body); }
@@ -136,6 +150,8 @@ struct Step {
   const ConvStep& conv() const { return std::get<ConvStep>(body); }
   OpStep& op() { return std::get<OpStep>(body); }
   const OpStep& op() const { return std::get<OpStep>(body); }
+  AttentionStep& attention() { return std::get<AttentionStep>(body); }
+  const AttentionStep& attention() const { return std::get<AttentionStep>(body); }
 };
 
 // A GEMM chain: plan kernels first..last as one cluster kernel.
@@ -158,6 +174,7 @@ struct CudaExecutor::Impl {
   std::unique_ptr<Arena> arena;
   std::vector<DeviceBuffer> owned;  // inputs, outputs, weights, scratch
   MemoryStats mem;
+  int aliased_copies = 0;  // copy kernels that share their input's buffer (build())
   std::optional<CudaGraph> graph;
   std::string graph_status = "off";
   std::vector<std::string> host_notes;
@@ -225,6 +242,12 @@ struct CudaExecutor::Impl {
   void fetch_gather_flag();
   void check_gather_indices();
   std::string op_summary(size_t i) const;
+
+  // Fused attention (cuda_executor_attention.cpp).
+  std::string attention_plan(const plan::Kernel& k, AttentionStep* a);
+  void setup_attention(AttentionStep& a);
+  void exec_attention(AttentionStep& a);
+  std::string attention_summary(size_t i) const;
 
   // Kernels with no device path: reference kernels on host copies (cuda_executor_host.cpp).
   void exec_host(size_t i);

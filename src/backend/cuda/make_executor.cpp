@@ -7,7 +7,6 @@ namespace brrr::cuda {
 std::unique_ptr<Executor> make_cuda_executor(const Graph& g, plan::Plan& plan,
                                              const SessionOptions& opts) {
   CudaExecOptions co;
-  co.precision = opts.precision;
   co.graphs = opts.graphs < 0 ? !env::flag("BRRR_DISABLE_GRAPHS") : opts.graphs != 0;
   co.cache_dir = opts.cache_dir;
   co.dump_dir = opts.dump_dir;

@@ -182,8 +182,10 @@ CompiledKernel NvrtcCompiler::compile(const std::string& source, const std::stri
   }
 
   auto t0 = std::chrono::steady_clock::now();
-  NvrtcOutput out = env::flag("BRRR_NVRTC_IN_PROCESS") ? run_nvrtc(source, name, fl)
-                                                        : run_nvrtc_forked(source, name, fl);
+  // Always in a forked child: NVRTC run in this process, once the driver is in use, damaged
+  // libcuda's per-thread allocator state on the H200 (driver 580) and a later cuModuleLoadData
+  // read NULL from it; with every compile forked the CUDA suite runs clean (docs/CUDA.md).
+  NvrtcOutput out = run_nvrtc_forked(source, name, fl);
   std::string log = std::move(out.log);
   if (!out.ok) {
     // One line: the first error, and where the source and NVRTC's whole log are kept.

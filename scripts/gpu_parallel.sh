@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One device call: builds brrr, then runs a gtest filter N times at once, each process with its
+# own empty kernel cache (every module compiled fresh, the harshest case for the intermittent
+# SIGSEGV of issue 14 item 1), and prints one line per run and a count of crashes. Independent
+# processes are independent trials; timing-based tests can fail under the shared load, so a
+# run's failed tests are listed apart from crashes (signals).
+#   FILTER (default 'Cuda*:DoctorCuda*')  N (default 10)  TIMEOUT (s per run, default 450)
+#   B, EXTRA_CMAKE: as for scripts/gpu_build.sh
+set -u -o pipefail
+OUT=${OUT:-/tmp/brrr_gpu_out}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.." || exit 1
+T0=$(date +%s)
+source scripts/gpu_build.sh || exit 1
+echo "== built in $(( $(date +%s) - T0 )) s"
+N=${N:-10}
+mkdir -p /tmp/brrr_par
+for i in $(seq 1 "$N"); do
+  rm -rf "/tmp/brrr_par/cache_$i"
+  ( XDG_CACHE_HOME=/tmp/brrr_par/cache_$i timeout "${TIMEOUT:-450}" "$B/tests/brrr_tests" \
+      --gtest_filter="${FILTER:-Cuda*:DoctorCuda*}" >"/tmp/brrr_par/run_$i.log" 2>&1
+    echo $? >"/tmp/brrr_par/rc_$i" ) &
+done
+wait
+crashes=0 clean=0
+for i in $(seq 1 "$N"); do
+  rc=$(cat "/tmp/brrr_par/rc_$i")
+  log=/tmp/brrr_par/run_$i.log
+  [ "$rc" = 0 ] && clean=$((clean + 1))
+  [ "$rc" -gt 128 ] && [ "$rc" != 124 ] && crashes=$((crashes + 1)) && cp "$log" "$OUT/crash_$i.log"
+  echo "run $i: rc $rc; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+' "$log" | tr '\n' ' ')" \
+    "$(grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sort -u | cut -c14- | tr '\n' ' ')"
+  [ "$rc" -gt 128 ] && grep -E '^\[ RUN      \]' "$log" | tail -1
+done
+echo "== $N runs of '${FILTER:-Cuda*:DoctorCuda*}' at once: $clean clean, $crashes crashed" \
+  "(by a signal), total $(( $(date +%s) - T0 )) s"

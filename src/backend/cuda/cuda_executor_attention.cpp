@@ -1,0 +1,98 @@
+// The fused attention step (plan::AttentionDesc, found by plan/attention.cpp): one launch of
+// device/attention.cuh's kernel, reading Q, K, V and the masks through the strides the
+// descriptor gives and writing the merged heads in place: on Tensor Cores for 16-bit data with a
+// head dim of 64 or 128 (brrr_attention_mma<D>_<type>), else on CUDA cores
+// (brrr_attention_<type>; always with BRRR_ATTENTION_CUDA_CORES=1).
+#include <fmt/format.h>
+
+#include "backend/cuda/cuda_executor_impl.hpp"
+#include "core/env.hpp"
+
+namespace brrr::cuda {
+
+namespace {
+
+constexpr int kRowsPerBlock = 16;     // BRRR_ATTN_BQ
+constexpr int kThreads = 128;         // BRRR_ATTN_WARPS warps
+constexpr int kMmaRowsPerBlock = 32;  // BRRR_ATTN_MMA_BQ
+constexpr int kMmaThreads = 64;       // BRRR_ATTN_MMA_WARPS warps
+constexpr int64_t kMaxHeadDim = 128;  // BRRR_ATTN_MAXD
+
+const char* type_suffix(DType t) {
+  return t == DType::bf16 ? "bf16" : t == DType::f16 ? "f16" : "f32";
+}
+
+void copy4(long long* to, const std::array<int64_t, 4>& from) {
+  for (size_t i = 0; i < 4; ++i) to[i] = from[i];
+}
+
+}  // namespace
+
+std::string CudaExecutor::Impl::attention_plan(const plan::Kernel& k, AttentionStep* a) {
+  const plan::AttentionDesc& d = *plan::desc_of<plan::AttentionDesc>(k);
+  if (d.head_dim < 1 || d.head_dim > kMaxHeadDim)
+    return fmt::format("attention head dim {} (the kernel takes 1 to {})", d.head_dim, kMaxHeadDim);
+  if (d.heads < 1 || d.kv_heads < 1 || d.heads % d.kv_heads != 0)
+    return fmt::format("{} heads over {} key/value heads", d.heads, d.kv_heads);
+  if (d.batch > 65535 || d.heads > 65535)
+    return fmt::format("attention grid of batch {} and {} heads (at most 65535 each)", d.batch, d.heads);
+  if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16)
+    return fmt::format("attention on {}", dtype_name(d.dtype));
+  a->vq = d.q, a->vk = d.k, a->vv = d.v, a->vmask = d.mask, a->vkeep = d.keep, a->vout = d.out;
+  a->dt = d.dtype;
+  brrr_attn_args& x = a->args;
+  copy4(x.qs, d.q_strides);
+  copy4(x.ks, d.k_strides);
+  copy4(x.vs, d.v_strides);
+  copy4(x.os, d.out_strides);
+  copy4(x.ms, d.mask_strides);
+  copy4(x.bs, d.keep_strides);
+  x.heads = d.heads;
+  x.group = d.heads / d.kv_heads;
+  x.seq_q = d.seq_q;
+  x.seq_k = d.seq_k;
+  x.head_dim = d.head_dim;
+  x.scale = d.scale;
+  x.fill = d.fill;
+  x.keep_when = d.keep_when ? 1 : 0;
+  x.causal = d.causal ? 1 : 0;
+  x.zero_empty_rows = d.zero_empty_rows ? 1 : 0;
+  a->mma = d.dtype != DType::f32 && (d.head_dim == 64 || d.head_dim == 128) &&
+           !env::flag("BRRR_ATTENTION_CUDA_CORES");
+  const int rows = a->mma ? kMmaRowsPerBlock : kRowsPerBlock;
+  a->grid = Dim3{unsigned((d.seq_q + rows - 1) / rows), unsigned(d.heads), unsigned(d.batch)};
+  a->block = Dim3{unsigned(a->mma ? kMmaThreads : kThreads), 1, 1};
+  return "";
+}
+
+void CudaExecutor::Impl::setup_attention(AttentionStep& a) {
+  auto at = [&](int v) { return reinterpret_cast<void*>(slot_of(v, "attention operand")); };
+  brrr_attn_args& x = a.args;
+  x.q = at(a.vq);
+  x.k = at(a.vk);
+  x.v = at(a.vv);
+  x.mask = a.vmask >= 0 ? at(a.vmask) : nullptr;
+  x.keep = a.vkeep >= 0 ? at(a.vkeep) : nullptr;
+  x.out = at(a.vout);
+  a.fn = module->function(a.mma ? fmt::format("brrr_attention_mma{}_{}", x.head_dim, type_suffix(a.dt))
+                                : fmt::format("brrr_attention_{}", type_suffix(a.dt)));
+  a.argp = {&a.args};
+}
+
+void CudaExecutor::Impl::exec_attention(AttentionStep& a) {
+  if (a.grid.x == 0) return;  // no query rows
+  launch(a.fn, a.grid, a.block, 0, stream, a.argp.data());
+}
+
+std::string CudaExecutor::Impl::attention_summary(size_t i) const {
+  const AttentionStep& a = steps[i].attention();
+  const brrr_attn_args& x = a.args;
+  return fmt::format("  {:<24} attention {} {} b{} h{}/{} sq{} sk{} d{}{}{}{} grid {}x{}x{}\n",
+                     plan.kernels[i].name, a.mma ? "tensor cores" : "cuda cores", dtype_name(a.dt),
+                     a.grid.z, x.heads, x.heads / x.group,
+                     x.seq_q, x.seq_k, x.head_dim, x.mask ? " +mask" : "",
+                     x.keep ? " bool-mask" : "", x.causal ? " causal" : "", a.grid.x, a.grid.y,
+                     a.grid.z);
+}
+
+}  // namespace brrr::cuda

@@ -1,0 +1,315 @@
+// Fused scaled dot-product attention (plan::AttentionDesc; the CUDA executor's attention step,
+// cuda_executor_attention.cpp): out = softmax(scale * Q K^T [masked]) V in one kernel, with Q, K,
+// V and out read and written through element strides, so the head split and merge around it are
+// no copies. A flash-attention loop on CUDA cores: one block per (query tile, head, batch), K and
+// V tiles through shared memory, an online softmax with float32 scores, statistics and
+// accumulators, 16-bit or float32 storage. Embedded for NVRTC like kernels.cuh; the host build
+// includes it for brrr_attn_args alone, so both sides share one definition of the arguments.
+#pragma once
+
+// The kernel's one argument, passed by value. Strides in elements over (batch, head, seq, dim)
+// for q, k, v and out (k and v over their own heads: head h reads kv head h / group), over
+// (batch, head, query, key) for the masks, 0 where they broadcast.
+struct brrr_attn_args {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* mask;  // additive, of the data's type; null: none
+  const void* keep;  // bool (one byte), null: none; where keep != keep_when the score is fill
+  void* out;
+  long long qs[4], ks[4], vs[4], os[4], ms[4], bs[4];
+  long long heads, group, seq_q, seq_k, head_dim;
+  float scale, fill;
+  int keep_when, causal, zero_empty_rows, pad_;
+};
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#include "backend/cuda/device/prelude.cuh"
+
+#define BRRR_ATTN_BQ 16      // query rows per block: 4 warps of 4 rows
+#define BRRR_ATTN_BK 32      // keys per tile: one per lane
+#define BRRR_ATTN_MAXD 128   // head dims up to this (plan::Target::attention_max_head_dim)
+#define BRRR_ATTN_WARPS 4
+
+static __device__ __forceinline__ float brrr_attn_warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+static __device__ __forceinline__ float brrr_attn_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <class T>
+static __device__ __forceinline__ void brrr_attention_t(const brrr_attn_args& a) {
+  // Q rows and K rows (padded a column: lane j reads row j, so rows must not share banks) and V.
+  __shared__ float qs[BRRR_ATTN_BQ][BRRR_ATTN_MAXD];
+  __shared__ float ks[BRRR_ATTN_BK][BRRR_ATTN_MAXD + 1];
+  __shared__ float vs[BRRR_ATTN_BK][BRRR_ATTN_MAXD];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const long long b = blockIdx.z, h = blockIdx.y, q0 = (long long)blockIdx.x * BRRR_ATTN_BQ;
+  const long long kvh = h / a.group;
+  const int D = (int)a.head_dim;
+  const T* Q = (const T*)a.q + b * a.qs[0] + h * a.qs[1];
+  const T* K = (const T*)a.k + b * a.ks[0] + kvh * a.ks[1];
+  const T* V = (const T*)a.v + b * a.vs[0] + kvh * a.vs[1];
+  T* O = (T*)a.out + b * a.os[0] + h * a.os[1];
+  const T* M = a.mask ? (const T*)a.mask + b * a.ms[0] + h * a.ms[1] : (const T*)0;
+  const unsigned char* B = a.keep ? (const unsigned char*)a.keep + b * a.bs[0] + h * a.bs[1]
+                                  : (const unsigned char*)0;
+  const float NEG_INF = __int_as_float(0xff800000);
+  const long long causal_off = a.seq_k - a.seq_q;  // key j is visible to query i when j <= i + off
+
+  for (int e = tid; e < BRRR_ATTN_BQ * D; e += blockDim.x) {
+    const int r = e / D, d = e % D;
+    const long long i = q0 + r;
+    qs[r][d] = i < a.seq_q ? brrr_ld(Q + i * a.qs[2] + d * a.qs[3]) : 0.0f;
+  }
+  // Each warp owns rows warp, warp + 4, ...; each lane the dims lane, lane + 32, ...
+  float m[BRRR_ATTN_BQ / BRRR_ATTN_WARPS], l[BRRR_ATTN_BQ / BRRR_ATTN_WARPS];
+  float acc[BRRR_ATTN_BQ / BRRR_ATTN_WARPS][BRRR_ATTN_MAXD / 32];
+#pragma unroll
+  for (int rr = 0; rr < BRRR_ATTN_BQ / BRRR_ATTN_WARPS; ++rr) {
+    m[rr] = NEG_INF;
+    l[rr] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < BRRR_ATTN_MAXD / 32; ++c) acc[rr][c] = 0.0f;
+  }
+  long long key_end = a.seq_k;
+  if (a.causal) {  // keys past the tile's last query row are masked for every row
+    const long long last = q0 + BRRR_ATTN_BQ - 1 + causal_off + 1;
+    if (last < key_end) key_end = last < 0 ? 0 : last;
+  }
+  for (long long k0 = 0; k0 < key_end; k0 += BRRR_ATTN_BK) {
+    __syncthreads();  // the previous tile's readers are done (and, the first time, Q is stored)
+    for (int e = tid; e < BRRR_ATTN_BK * D; e += blockDim.x) {
+      const int j = e / D, d = e % D;
+      const long long kj = k0 + j;
+      const bool in = kj < a.seq_k;
+      ks[j][d] = in ? brrr_ld(K + kj * a.ks[2] + d * a.ks[3]) : 0.0f;
+      vs[j][d] = in ? brrr_ld(V + kj * a.vs[2] + d * a.vs[3]) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int rr = 0; rr < BRRR_ATTN_BQ / BRRR_ATTN_WARPS; ++rr) {
+      const int r = warp + rr * BRRR_ATTN_WARPS;
+      const long long i = q0 + r;
+      if (i >= a.seq_q) continue;  // the same for the whole warp
+      const long long j = k0 + lane;
+      float s = NEG_INF;
+      if (j < a.seq_k && !(a.causal && j > i + causal_off)) {
+        float dot = 0.0f;
+        for (int d = 0; d < D; ++d) dot = fmaf(qs[r][d], ks[lane][d], dot);
+        s = dot * a.scale;
+        if (B && ((B[i * a.bs[2] + j * a.bs[3]] != 0) != (a.keep_when != 0))) s = a.fill;
+        if (M) s += brrr_ld(M + i * a.ms[2] + j * a.ms[3]);
+      }
+      const float m_new = fmaxf(m[rr], brrr_attn_warp_max(s));
+      // Every score so far -inf: subtract 0 so exp gives 0, not NaN (the row's sum stays 0).
+      const float base = m_new == NEG_INF ? 0.0f : m_new;
+      const float p = __expf(s - base);
+      const float alpha = __expf(m[rr] - base);
+      l[rr] = l[rr] * alpha + brrr_attn_warp_sum(p);
+      m[rr] = m_new;
+#pragma unroll
+      for (int c = 0; c < BRRR_ATTN_MAXD / 32; ++c) acc[rr][c] *= alpha;
+      for (int jj = 0; jj < BRRR_ATTN_BK; ++jj) {
+        const float pj = __shfl_sync(0xffffffffu, p, jj);
+#pragma unroll
+        for (int c = 0; c < BRRR_ATTN_MAXD / 32; ++c) {
+          const int d = lane + 32 * c;
+          if (d < D) acc[rr][c] = fmaf(pj, vs[jj][d], acc[rr][c]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int rr = 0; rr < BRRR_ATTN_BQ / BRRR_ATTN_WARPS; ++rr) {
+    const int r = warp + rr * BRRR_ATTN_WARPS;
+    const long long i = q0 + r;
+    if (i >= a.seq_q) continue;
+    // A row with no visible key: softmax's 0/0 is NaN, which the exporters' guard makes 0.
+    const float inv = l[rr] > 0.0f ? 1.0f / l[rr] : (a.zero_empty_rows ? 0.0f : __int_as_float(0x7fc00000));
+#pragma unroll
+    for (int c = 0; c < BRRR_ATTN_MAXD / 32; ++c) {
+      const int d = lane + 32 * c;
+      if (d < D) brrr_st(O + i * a.os[2] + d * a.os[3], acc[rr][c] * inv);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(128) brrr_attention_f32(const brrr_attn_args a) { brrr_attention_t<float>(a); }
+extern "C" __global__ void __launch_bounds__(128) brrr_attention_bf16(const brrr_attn_args a) { brrr_attention_t<brrr_bf16>(a); }
+extern "C" __global__ void __launch_bounds__(128) brrr_attention_f16(const brrr_attn_args a) { brrr_attention_t<brrr_f16>(a); }
+// Tensor Cores (mma.sync m16n8k16, 16-bit inputs, float32 accumulators) for 16-bit data and head
+// dims of 64 or 128: 2 warps of 16 query rows each per block (more blocks for the short
+// sequences of batch 1), keys in tiles of 32. S = Q K^T and
+// O += P V are warp-level MMAs; the softmax runs on the S accumulators (each row's values lie
+// with the 4 lanes of one quad), and P goes from the S accumulators straight into the A
+// fragments of P V (the C layout of two 16x8 tiles is the A layout of one 16x16), rounded to
+// the 16-bit type as flash-attention does; the row sums stay float32.
+#define BRRR_ATTN_MMA_WARPS 2
+#define BRRR_ATTN_MMA_BQ (16 * BRRR_ATTN_MMA_WARPS)
+#define BRRR_ATTN_MMA_BK 32
+
+template <class T>
+static __device__ __forceinline__ void brrr_mma16816(float* c, const unsigned* a, unsigned b0, unsigned b1);
+template <>
+__device__ __forceinline__ void brrr_mma16816<brrr_bf16>(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void brrr_mma16816<brrr_f16>(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Two 16-bit elements at p (an even element index in a row of an even length), as one word.
+static __device__ __forceinline__ unsigned brrr_attn_pair(const unsigned short* p) {
+  return *reinterpret_cast<const unsigned*>(p);
+}
+
+template <class T, int D>
+static __device__ __forceinline__ void brrr_attention_mma_t(const brrr_attn_args& a) {
+  // Rows padded by 8 elements (16 bytes) so the quads' word loads spread over the banks.
+  __shared__ __align__(16) unsigned short qs[BRRR_ATTN_MMA_BQ][D + 8];
+  __shared__ __align__(16) unsigned short ks[BRRR_ATTN_MMA_BK][D + 8];
+  __shared__ __align__(16) unsigned short vt[D][BRRR_ATTN_MMA_BK + 8];  // V transposed
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gq = lane >> 2, tq = lane & 3;  // the lane's row in its 8-row group, its quad column
+  const long long b = blockIdx.z, h = blockIdx.y, q0 = (long long)blockIdx.x * BRRR_ATTN_MMA_BQ;
+  const long long kvh = h / a.group;
+  const T* Q = (const T*)a.q + b * a.qs[0] + h * a.qs[1];
+  const T* K = (const T*)a.k + b * a.ks[0] + kvh * a.ks[1];
+  const T* V = (const T*)a.v + b * a.vs[0] + kvh * a.vs[1];
+  T* O = (T*)a.out + b * a.os[0] + h * a.os[1];
+  const T* M = a.mask ? (const T*)a.mask + b * a.ms[0] + h * a.ms[1] : (const T*)0;
+  const unsigned char* B = a.keep ? (const unsigned char*)a.keep + b * a.bs[0] + h * a.bs[1]
+                                  : (const unsigned char*)0;
+  const float NEG_INF = __int_as_float(0xff800000);
+  const long long causal_off = a.seq_k - a.seq_q;
+
+  for (int e = tid; e < BRRR_ATTN_MMA_BQ * D; e += blockDim.x) {
+    const int r = e / D, d = e % D;
+    const long long i = q0 + r;
+    qs[r][d] = i < a.seq_q ? Q[i * a.qs[2] + d * a.qs[3]].x : (unsigned short)0;
+  }
+  __syncthreads();
+  // This warp's 16 rows of Q as A fragments, one per 16 dims.
+  const int r0 = warp * 16;
+  unsigned qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    qf[kk][0] = brrr_attn_pair(&qs[r0 + gq][kk * 16 + 2 * tq]);
+    qf[kk][1] = brrr_attn_pair(&qs[r0 + gq + 8][kk * 16 + 2 * tq]);
+    qf[kk][2] = brrr_attn_pair(&qs[r0 + gq][kk * 16 + 2 * tq + 8]);
+    qf[kk][3] = brrr_attn_pair(&qs[r0 + gq + 8][kk * 16 + 2 * tq + 8]);
+  }
+  // The lane's two rows (half 0: row gq, half 1: row gq + 8 of the warp's 16).
+  const long long row[2] = {q0 + r0 + gq, q0 + r0 + gq + 8};
+  float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+  float o[D / 8][4];
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+  long long key_end = a.seq_k;
+  if (a.causal) {
+    const long long last = q0 + BRRR_ATTN_MMA_BQ - 1 + causal_off + 1;
+    if (last < key_end) key_end = last < 0 ? 0 : last;
+  }
+  for (long long k0 = 0; k0 < key_end; k0 += BRRR_ATTN_MMA_BK) {
+    __syncthreads();  // the previous tile's readers are done
+    for (int e = tid; e < BRRR_ATTN_MMA_BK * D; e += blockDim.x) {
+      const int j = e / D, d = e % D;
+      const long long kj = k0 + j;
+      const bool in = kj < a.seq_k;
+      ks[j][d] = in ? K[kj * a.ks[2] + d * a.ks[3]].x : (unsigned short)0;
+      vt[d][j] = in ? V[kj * a.vs[2] + d * a.vs[3]].x : (unsigned short)0;
+    }
+    __syncthreads();
+    // S (16 x 32) = Q K^T: 4 tiles of 16 x 8.
+    float s[BRRR_ATTN_MMA_BK / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < BRRR_ATTN_MMA_BK / 8; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        brrr_mma16816<T>(s[nt], qf[kk], brrr_attn_pair(&ks[nt * 8 + gq][kk * 16 + 2 * tq]),
+                         brrr_attn_pair(&ks[nt * 8 + gq][kk * 16 + 2 * tq + 8]));
+    }
+    // Scale and masks; element c of tile nt is row half (c >> 1), key nt * 8 + 2 tq + (c & 1).
+    float mx[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+    for (int nt = 0; nt < BRRR_ATTN_MMA_BK / 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const long long i = row[c >> 1], j = k0 + nt * 8 + 2 * tq + (c & 1);
+        float v = NEG_INF;
+        if (i < a.seq_q && j < a.seq_k && !(a.causal && j > i + causal_off)) {
+          v = s[nt][c] * a.scale;
+          if (B && ((B[i * a.bs[2] + j * a.bs[3]] != 0) != (a.keep_when != 0))) v = a.fill;
+          if (M) v += brrr_ld(M + i * a.ms[2] + j * a.ms[3]);
+        }
+        s[nt][c] = v;
+        mx[c >> 1] = fmaxf(mx[c >> 1], v);
+      }
+    float alpha[2], base[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {  // a row's values lie with the 4 lanes of its quad
+      mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 1));
+      mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 2));
+      const float m_new = fmaxf(m[hf], mx[hf]);
+      base[hf] = m_new == NEG_INF ? 0.0f : m_new;  // all -inf so far: exp gives 0, not NaN
+      alpha[hf] = __expf(m[hf] - base[hf]);
+      m[hf] = m_new;
+    }
+    unsigned pf[BRRR_ATTN_MMA_BK / 16][4];  // P as A fragments, one per 16 keys
+#pragma unroll
+    for (int nt = 0; nt < BRRR_ATTN_MMA_BK / 8; ++nt) {
+      float p[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        p[c] = __expf(s[nt][c] - base[c >> 1]);
+        sum[c >> 1] += p[c];
+      }
+      pf[nt / 2][(nt & 1) * 2 + 0] = brrr_pack(p, (const T*)0);      // row gq
+      pf[nt / 2][(nt & 1) * 2 + 1] = brrr_pack(p + 2, (const T*)0);  // row gq + 8
+    }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      sum[hf] += __shfl_xor_sync(0xffffffffu, sum[hf], 1);
+      sum[hf] += __shfl_xor_sync(0xffffffffu, sum[hf], 2);
+      l[hf] = l[hf] * alpha[hf] + sum[hf];
+    }
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      o[nt][0] *= alpha[0], o[nt][1] *= alpha[0];
+      o[nt][2] *= alpha[1], o[nt][3] *= alpha[1];
+#pragma unroll
+      for (int kk = 0; kk < BRRR_ATTN_MMA_BK / 16; ++kk)
+        brrr_mma16816<T>(o[nt], pf[kk], brrr_attn_pair(&vt[nt * 8 + gq][kk * 16 + 2 * tq]),
+                         brrr_attn_pair(&vt[nt * 8 + gq][kk * 16 + 2 * tq + 8]));
+    }
+  }
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const long long i = row[hf];
+    if (i >= a.seq_q) continue;
+    const float inv = l[hf] > 0.0f ? 1.0f / l[hf] : (a.zero_empty_rows ? 0.0f : __int_as_float(0x7fc00000));
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      const int d = nt * 8 + 2 * tq;
+      brrr_st(O + i * a.os[2] + d * a.os[3], o[nt][hf * 2] * inv);
+      brrr_st(O + i * a.os[2] + (d + 1) * a.os[3], o[nt][hf * 2 + 1] * inv);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma64_bf16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_bf16, 64>(a); }
+extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma64_f16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_f16, 64>(a); }
+extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_bf16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_bf16, 128>(a); }
+extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_f16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_f16, 128>(a); }
+#endif

@@ -1,0 +1,340 @@
+// Fused attention on CUDA (plan/attention.cpp, device/attention.cuh): the plan for the CUDA
+// target makes one attention kernel of Q.K^T, the scale, the masks, the softmax, P.V and the head
+// split and merge around them (checked here without a device), its module compiles with NVRTC,
+// and on a device it equals the reference executor in float32, bfloat16 and float16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <random>
+
+#include "brrr/onnx.hpp"
+#include "brrr/passes.hpp"
+#include "brrr/reference.hpp"
+#include "brrr/session.hpp"
+#include "env_var.hpp"
+#include "passes/pipeline.hpp"
+#include "plan/kernel_ir.hpp"
+#include "plan/library_desc.hpp"
+#include "plan/target.hpp"
+#include "runtime/graph_builder.hpp"
+
+#ifdef BRRR_HAVE_CUDA
+#include "backend/cuda/codegen_cuda.hpp"
+#include "backend/cuda/nvrtc_compiler.hpp"
+#include "cuda_test_util.hpp"
+#endif
+
+namespace brrr {
+namespace {
+
+const std::string kExamples = std::string(BRRR_TEST_DATA) + "/../../examples/";
+
+// Causal: a constant lower-triangular bool mask through Where(keep, scores, -inf), which the plan
+// turns into the kernel's own causal mask; CausalAdd: the same as an additive constant (0 and
+// the lowest float32), as the exports fold it; Bool: a constant bool mask that is not causal.
+enum class Mask { None, Add, Causal, CausalAdd, Bool };
+
+struct Spec {
+  int64_t batch = 1, heads = 12, seq = 128, dim = 64;
+  Mask mask = Mask::None;
+  DType dt = DType::f32;
+  bool split_scale = false;  // sqrt(sqrt(1/d)) on Q and on K^T (the exporters' other form)
+  bool nan_guard = false;    // Softmax -> IsNaN -> Where(isnan, 0, p), as the exports write it
+  int64_t kv_heads = 0;      // grouped-query attention (Llama): K and V heads repeated; 0: heads
+  // 16-bit probabilities cast to float32 and back (Llama's export), float32 ones to float32
+  bool cast_trip = false;
+};
+
+int typed_scalar(GraphBuilder& b, float v, DType dt) {
+  return b.constant("c" + std::to_string(b.count++), Tensor::scalar<float>(v).cast(dt));
+}
+int reshape(GraphBuilder& b, int x, const std::vector<int64_t>& to) {
+  Tensor s = Tensor::from_vector<int64_t>({int64_t(to.size())}, to);
+  return b.node("Reshape", {x, b.constant("shape" + std::to_string(b.count++), s)});
+}
+int transpose(GraphBuilder& b, int x, const std::vector<int64_t>& perm) {
+  return b.node("Transpose", {x}, {{"perm", perm}});
+}
+
+// One attention block as BERT's and GPT-2's exports write it, from projections [B, S, H*D]
+// to the merged heads [B, S, H*D]. An additive mask is a graph input [B, 1, 1, S]; a causal one
+// a constant lower-triangular bool [1, 1, S, S] through Where(keep, scores, -inf).
+Graph attention(const Spec& s) {
+  GraphBuilder b;
+  const int64_t B = s.batch, H = s.heads, S = s.seq, D = s.dim;
+  const int64_t KV = s.kv_heads ? s.kv_heads : H;
+  int xq = b.input("q", {B, S, H * D}, s.dt), xk = b.input("k", {B, S, KV * D}, s.dt);
+  int xv = b.input("v", {B, S, KV * D}, s.dt);
+  int q = transpose(b, reshape(b, xq, {B, S, H, D}), {0, 2, 1, 3});
+  int kt, v;
+  if (KV == H) {
+    kt = transpose(b, reshape(b, xk, {B, S, H, D}), {0, 2, 3, 1});
+    v = transpose(b, reshape(b, xv, {B, S, H, D}), {0, 2, 1, 3});
+  } else {  // Llama's repeat_kv: Unsqueeze, Expand, Reshape; K^T after it
+    auto repeat = [&](int x) {
+      int heads = transpose(b, reshape(b, x, {B, S, KV, D}), {0, 2, 1, 3});
+      Tensor axes = Tensor::from_vector<int64_t>({1}, {2});
+      int u = b.node("Unsqueeze", {heads, b.constant("axes" + std::to_string(b.count++), axes)});
+      Tensor to = Tensor::from_vector<int64_t>({5}, {B, KV, H / KV, S, D});
+      int e = b.node("Expand", {u, b.constant("to" + std::to_string(b.count++), to)});
+      return reshape(b, e, {B, H, S, D});
+    };
+    kt = transpose(b, repeat(xk), {0, 1, 3, 2});
+    v = repeat(xv);
+  }
+  int scores;
+  if (s.split_scale) {
+    const float r = std::sqrt(1.f / std::sqrt(float(D)));
+    scores = b.node("MatMul", {b.node("Mul", {q, typed_scalar(b, r, s.dt)}),
+                               b.node("Mul", {kt, typed_scalar(b, r, s.dt)})});
+  } else {
+    scores = b.node("Div", {b.node("MatMul", {q, kt}), typed_scalar(b, std::sqrt(float(D)), s.dt)});
+  }
+  if (s.mask == Mask::Add) scores = b.node("Add", {scores, b.input("mask", {B, 1, 1, S}, s.dt)});
+  if (s.mask == Mask::Causal || s.mask == Mask::Bool) {
+    Tensor keep = Tensor::empty(DType::boolean, {1, 1, S, S});
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < S; ++j)
+        keep.data<bool>()[i * S + j] = s.mask == Mask::Causal ? j <= i : (i + 2 * j) % 5 != 1;
+    scores = b.node("Where", {b.constant("keep", keep), scores, typed_scalar(b, -INFINITY, s.dt)});
+  }
+  if (s.mask == Mask::CausalAdd) {
+    Tensor m = Tensor::empty(DType::f32, {1, 1, S, S});
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < S; ++j)
+        m.data<float>()[i * S + j] = j <= i ? 0.f : std::numeric_limits<float>::lowest();
+    scores = b.node("Add", {scores, b.constant("causal", m.cast(s.dt))});
+  }
+  int p = b.node("Softmax", {scores}, {{"axis", int64_t(-1)}});
+  if (s.nan_guard)
+    p = b.node("Where", {b.node("IsNaN", {p}), typed_scalar(b, 0.f, s.dt), p});
+  if (s.cast_trip && s.dt == DType::f32)  // GPT-2's: a Cast to the type it has
+    p = b.node("Cast", {p}, {{"to", int64_t(1)}});
+  else if (s.cast_trip)
+    p = b.node("Cast", {b.node("Cast", {p}, {{"to", int64_t(1)}})},
+               {{"to", int64_t(s.dt == DType::bf16 ? 16 : 10)}});
+  int ctx = b.node("MatMul", {p, v});
+  b.output(reshape(b, transpose(b, ctx, {0, 2, 1, 3}), {B, S, H * D}));
+  return b.g;
+}
+
+plan::Plan cuda_plan(Graph& g) {
+  infer_shapes(g, {});
+  plan::FusionOptions fo;
+  fo.float16 = true;
+  fo.booleans = true;
+  return plan::build_plan(g, fo, plan::Target::cuda());
+}
+
+int count_attention(const plan::Plan& p) {
+  int n = 0;
+  for (const plan::Kernel& k : p.kernels) n += plan::desc_of<plan::AttentionDesc>(k) != nullptr;
+  return n;
+}
+
+// The whole block is one kernel for the CUDA target: no head-split copy, no transpose kernel, no
+// GEMM, no softmax; its descriptor reads the projections through the head split's strides.
+TEST(FusedAttentionPlan, SyntheticBlockIsOneKernel) {
+  for (Spec s : {Spec{}, Spec{2, 4, 77, 32, Mask::Add, DType::bf16, true, true},
+                 Spec{2, 3, 20, 16, Mask::Add, DType::f32},
+                 Spec{1, 8, 40, 64, Mask::Add, DType::bf16, false, false, 2, true},
+                 Spec{1, 2, 24, 16, Mask::Bool, DType::f32, false, false, 0, true},
+                 Spec{1, 4, 50, 64, Mask::CausalAdd, DType::bf16, true, true, 2, true},
+                 Spec{2, 2, 33, 32, Mask::CausalAdd, DType::f16},
+                 Spec{1, 2, 65, 64, Mask::Causal, DType::f16}}) {
+    Graph g = attention(s);
+    plan::Plan p = cuda_plan(g);
+    ASSERT_EQ(p.kernels.size(), 1u) << p.print(g);
+    const plan::AttentionDesc* d = plan::desc_of<plan::AttentionDesc>(p.kernels[0]);
+    ASSERT_NE(d, nullptr) << p.print(g);
+    EXPECT_EQ(p.kernels[0].kind, plan::KernelKind::Library);
+    EXPECT_EQ(d->batch, s.batch);
+    EXPECT_EQ(d->heads, s.heads);
+    EXPECT_EQ(d->seq_q, s.seq);
+    EXPECT_EQ(d->seq_k, s.seq);
+    EXPECT_EQ(d->head_dim, s.dim);
+    EXPECT_EQ(d->dtype, s.dt);
+    // (the scale constants are rounded to the graph's type: 16-bit ones to within 2^-8)
+    const double want = 1.0 / std::sqrt(double(s.dim));
+    EXPECT_NEAR(d->scale, want, (s.dt == DType::f32 ? 1e-6 : 1e-2) * want);
+    const int64_t HD = s.heads * s.dim, S = s.seq;
+    // Q and V [B,S,H,D] buffers read as [B,H,S,D]; K likewise (the descriptor holds K, not K^T).
+    const std::array<int64_t, 4> split{S * HD, s.dim, HD, 1};
+    EXPECT_EQ(d->q_strides, split);
+    const int64_t KV = s.kv_heads ? s.kv_heads : s.heads;
+    EXPECT_EQ(d->kv_heads, KV);
+    const std::array<int64_t, 4> kv_split{S * KV * s.dim, s.dim, KV * s.dim, 1};
+    EXPECT_EQ(d->k_strides, kv_split);  // the repeated heads are not materialized
+    EXPECT_EQ(d->v_strides, kv_split);
+    EXPECT_EQ(d->out_strides, split);  // the merged heads written in place
+    EXPECT_EQ(d->q, g.inputs[0]);
+    EXPECT_EQ(d->out, g.outputs[0]);
+    EXPECT_EQ(d->zero_empty_rows, s.nan_guard);
+    if (s.mask == Mask::Add) {
+      EXPECT_GE(d->mask, 0);
+      EXPECT_EQ(d->mask_strides, (std::array<int64_t, 4>{s.batch > 1 ? S : 0, 0, 0, 1}));
+    } else {
+      EXPECT_EQ(d->mask, -1);
+    }
+    EXPECT_EQ(d->causal, s.mask == Mask::Causal || s.mask == Mask::CausalAdd);
+    if (s.mask == Mask::Bool) {
+      EXPECT_GE(d->keep, 0);
+      EXPECT_TRUE(d->keep_when);
+      EXPECT_TRUE(std::isinf(d->fill) && d->fill < 0);
+      EXPECT_EQ(d->keep_strides, (std::array<int64_t, 4>{0, 0, S, 1}));
+    } else {
+      EXPECT_EQ(d->keep, -1);  // a causal mask is computed, not read
+    }
+  }
+}
+
+// A constant additive mask of zeros is no mask: the kernel reads none.
+TEST(FusedAttentionPlan, ZeroMaskIsDropped) {
+  GraphBuilder b;
+  int q = b.input("q", {1, 2, 8, 16}), kt = b.input("kt", {1, 2, 16, 8}), v = b.input("v", {1, 2, 8, 16});
+  Tensor zeros = Tensor::from_vector<float>({1, 1, 1, 8}, std::vector<float>(8, 0.f));
+  int s = b.node("Add", {b.node("MatMul", {q, kt}), b.constant("zeros", zeros)});
+  b.output(b.node("MatMul", {b.node("Softmax", {s}, {{"axis", int64_t(-1)}}), v}));
+  plan::Plan p = cuda_plan(b.g);
+  ASSERT_EQ(p.kernels.size(), 1u) << p.print(b.g);
+  const plan::AttentionDesc* d = plan::desc_of<plan::AttentionDesc>(p.kernels[0]);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->mask, -1);
+  EXPECT_FALSE(d->causal);
+  EXPECT_EQ(d->k_strides, (std::array<int64_t, 4>{256, 128, 1, 8}));  // K^T's buffer read as K
+}
+
+// BRRR_NO_FUSED_ATTENTION=1 restores the separate kernels.
+TEST(FusedAttentionPlan, SwitchRestoresSeparateKernels) {
+  brrr_test::EnvVar off("BRRR_NO_FUSED_ATTENTION", "1");
+  Graph g = attention(Spec{});
+  plan::Plan p = cuda_plan(g);
+  EXPECT_EQ(count_attention(p), 0) << p.print(g);
+  EXPECT_GE(p.kernels.size(), 5u) << p.print(g);
+}
+
+// A block whose intermediate is read outside it (the probabilities are also an output), or a
+// head dim past the kernel's 128, stays as separate kernels.
+TEST(FusedAttentionPlan, WhatItCannotTakeStaysSeparate) {
+  {
+    Graph g = attention(Spec{1, 2, 16, 160});
+    plan::Plan p = cuda_plan(g);
+    EXPECT_EQ(count_attention(p), 0) << p.print(g);
+  }
+  {
+    Graph g = attention(Spec{1, 2, 16, 32});
+    for (const Node& n : g.nodes)
+      if (n.op == "Softmax") g.outputs.push_back(n.outputs[0]);
+    plan::Plan p = cuda_plan(g);
+    EXPECT_EQ(count_attention(p), 0) << p.print(g);
+  }
+}
+
+// bert_tiny through the whole compile pipeline for CUDA: one attention kernel per layer, and no
+// kernel left of the attention blocks (no Transpose, Softmax or batched MatMul elsewhere).
+TEST(FusedAttentionPlan, BertTinyHasOneAttentionKernelPerLayer) {
+  Graph model = load_onnx(kExamples + "bert_tiny/model.onnx");
+  Compiled c = compile(model, plan::Target::cuda(), {});
+  int softmaxes = 0;
+  for (const Node& n : c.graph.nodes) softmaxes += n.op == "Softmax";
+  ASSERT_GT(softmaxes, 0);
+  EXPECT_EQ(count_attention(c.plan), softmaxes) << c.plan.print(c.graph);
+  for (const plan::Kernel& k : c.plan.kernels) {
+    if (plan::desc_of<plan::AttentionDesc>(k)) continue;
+    EXPECT_NE(k.kind, plan::KernelKind::Copy) << k.name << "\n" << c.plan.print(c.graph);
+    for (int n : k.nodes) {
+      const std::string& op = c.graph.nodes[size_t(n)].op;
+      EXPECT_TRUE(op != "Transpose" && op != "Softmax") << k.name << " " << op;
+    }
+  }
+  brrr_test::EnvVar off("BRRR_NO_FUSED_ATTENTION", "1");
+  Compiled before = compile(model, plan::Target::cuda(), {});
+  EXPECT_EQ(count_attention(before.plan), 0);
+  EXPECT_GT(before.plan.kernels.size(), c.plan.kernels.size() + size_t(softmaxes) * 4)
+      << before.plan.print(before.graph);
+}
+
+#ifdef BRRR_HAVE_CUDA
+// NVRTC needs no device: a module with the attention kernels compiles for sm_90 anywhere.
+TEST(FusedAttentionCodegen, ModuleCompilesWithNvrtc) {
+  Graph g = attention(Spec{1, 2, 16, 32, Mask::Add, DType::bf16});
+  plan::Plan p = cuda_plan(g);
+  ASSERT_EQ(count_attention(p), 1) << p.print(g);
+  brrr::cuda::CudaSource src = brrr::cuda::generate_cuda(g, p, {});
+  EXPECT_NE(src.text.find("attention.cuh"), std::string::npos);
+  brrr::cuda::NvrtcCompiler nv("sm_90", "");
+  EXPECT_NO_THROW(nv.compile(src.text, "attention_module"));
+}
+
+Tensor rnd(const Shape& s, DType t, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-2.f, 2.f);
+  Tensor x = Tensor::empty(DType::f32, s);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = d(rng);
+  return x.cast(t);
+}
+
+// The CUDA session (one fused kernel) against the reference executor (node by node, each result
+// rounded to the graph's type). Tolerances: float32 math in the kernel against the reference's,
+// a few units of the 16-bit formats' precision. 16-bit data with head dims of 64 and 128 runs on
+// Tensor Cores unless `cuda_cores`.
+void check_on_device(const Spec& s, bool cuda_cores) {
+  std::optional<brrr_test::EnvVar> force;
+  if (cuda_cores) force.emplace("BRRR_ATTENTION_CUDA_CORES", "1");
+  Graph g = attention(s);
+  std::map<std::string, Tensor> in;
+  unsigned seed = 7;
+  for (int id : g.inputs) in[g.value(id).name] = rnd(g.value(id).shape, s.dt, seed++);
+  if (s.mask == Mask::Add) {  // BERT's mask: 0 for tokens, a large negative for padding
+    Tensor m = Tensor::empty(DType::f32, {s.batch, 1, 1, s.seq});
+    for (int64_t i = 0; i < m.numel(); ++i) m.data<float>()[i] = i % 7 == 3 ? -10000.f : 0.f;
+    in["mask"] = m.cast(s.dt);
+  }
+  SessionOptions o;
+  o.backend = "cuda";
+  Session sess(g, o);
+  EXPECT_EQ(sess.num_kernels(), 1) << sess.plan_summary();
+  const bool mma = !cuda_cores && s.dt != DType::f32 && (s.dim == 64 || s.dim == 128);
+  EXPECT_NE(sess.plan_summary().find(mma ? "tensor cores" : "cuda cores"), std::string::npos)
+      << sess.plan_summary();
+  std::vector<Tensor> got = sess.run(in);
+  std::vector<Tensor> want = run_reference(sess.graph(), in);
+  const double tol = s.dt == DType::f32 ? 1e-5 : s.dt == DType::f16 ? 5e-3 : 2e-2;
+  brrr_cuda_test::expect_rel_l2(got, want, tol, sess.plan_summary());
+}
+
+TEST(FusedAttentionCuda, MatchesReference) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  const std::vector<Spec> specs = {
+      {1, 12, 128, 64, Mask::None},  // BERT-base's shape
+      {2, 4, 77, 32, Mask::Add, DType::f32, false, true},
+      {1, 2, 65, 64, Mask::Causal, DType::f32, true, true},
+      {1, 2, 33, 128, Mask::Add, DType::f32, true},
+      {3, 1, 5, 8, Mask::Causal},
+      {2, 3, 20, 16, Mask::Add},
+      {1, 2, 24, 16, Mask::Bool, DType::f32, false, true},
+      {1, 3, 40, 64, Mask::Bool},
+      {1, 12, 128, 64, Mask::CausalAdd, DType::f32, true, true},  // GPT-2's
+      {2, 2, 100, 128, Mask::CausalAdd},
+      {1, 8, 128, 64, Mask::Causal, DType::f32, false, false, 2},  // GQA
+      {2, 8, 37, 64, Mask::Add, DType::f32, true, true, 4, true},
+      {1, 4, 1, 64, Mask::None},  // one query, one key
+  };
+  for (DType dt : {DType::f32, DType::bf16, DType::f16})
+    for (bool cuda_cores : {false, true}) {
+      if (dt == DType::f32 && !cuda_cores) continue;  // float32 has the CUDA core kernel alone
+      for (Spec s : specs) {
+        s.dt = dt;
+        SCOPED_TRACE(::testing::Message() << dtype_name(dt) << (cuda_cores ? " cuda cores" : "")
+                                          << " b" << s.batch << " h" << s.heads << " s" << s.seq
+                                          << " d" << s.dim << " mask " << int(s.mask));
+        check_on_device(s, cuda_cores);
+      }
+    }
+}
+#endif
+
+}  // namespace
+}  // namespace brrr
