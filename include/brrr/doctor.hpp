@@ -237,6 +237,10 @@ struct RemedyCheck {
   // most runs) weighs on neither side; = the walls without per-run kernel samples.
   double before_steady_ms = 0, predicted_steady_ms = 0, measured_steady_ms = 0;
   std::string action;  // the remedy's action as predicted
+  // Library kernels (oneDNN, cuBLASLt, cuDNN), steady, without and with the remedy: the
+  // predictions keep them, so where they changed (another layout or algorithm in the other plan)
+  // the miss is theirs.
+  double library_before_ms = 0, library_after_ms = 0;
   // Why either profile cannot be trusted ("" when both can): a miss then proves nothing.
   std::string unreliable;
   double error() const { return measured_ms > 0 ? predicted_ms / measured_ms - 1 : 0; }

@@ -23,6 +23,17 @@ double steady_ms(const RunProfile& p) {
   return kernels + std::max(0.0, median(gaps));
 }
 
+namespace {
+
+double library_steady_ms(const RunProfile& p) {
+  double t = 0;
+  for (const auto& k : p.kernels)
+    if (k.kind == "library") t += k.samples_ms.empty() ? k.time_ms : median(k.samples_ms);
+  return t;
+}
+
+}  // namespace
+
 RemedyCheck check_remedy(const std::string& remedy, const std::string& how,
                          const RunProfile& before, const RunProfile& after, const Ceilings& c,
                          const DoctorOptions& opts) {
@@ -45,6 +56,8 @@ RemedyCheck check_remedy(const std::string& remedy, const std::string& how,
   k.before_steady_ms = steady_ms(before);
   k.predicted_steady_ms = std::max(0.0, k.before_steady_ms - (k.before_ms - k.predicted_ms));
   k.measured_steady_ms = steady_ms(after);
+  k.library_before_ms = library_steady_ms(before);
+  k.library_after_ms = library_steady_ms(after);
   std::string why;
   auto note = [&](const char* which, const Reliability& t) {
     for (const auto& s : t.reasons) why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", which, s);

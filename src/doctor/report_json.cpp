@@ -140,6 +140,8 @@ json report_json(const Report& r) {
                            {"predicted_steady_ms", k.predicted_steady_ms},
                            {"measured_steady_ms", k.measured_steady_ms},
                            {"steady_error", k.steady_error()},
+                           {"library_before_ms", k.library_before_ms},
+                           {"library_after_ms", k.library_after_ms},
                            {"action", k.action},
                            {"unreliable", k.unreliable}});
   if (r.after) {

@@ -166,6 +166,10 @@ std::string render_table(const Report& r) {
                        "{:>+5.0f}%  {}\n",
                        k.remedy, k.before_ms, k.predicted_ms, k.measured_ms, 100 * k.error(),
                        k.predicted_steady_ms, k.measured_steady_ms, 100 * k.steady_error(), k.how);
+      if (k.library_before_ms > 0 || k.library_after_ms > 0)
+        s += fmt::format("      library kernels (steady): {:.3f} -> {:.3f} ms{}\n",
+                         k.library_before_ms, k.library_after_ms,
+                         k.remedy == "fusion" ? " (fusion's prediction keeps them)" : "");
       if (!k.unreliable.empty()) s += "      unreliable: " + k.unreliable + "\n";
     }
   }

@@ -87,6 +87,8 @@ TEST(DoctorRemedyCheck, PredictionIsTheDoctorsFromTheRunWithout) {
   // The steady prediction keeps the same gain.
   EXPECT_NEAR(k.before_steady_ms - k.predicted_steady_ms, k.before_ms - k.predicted_ms, 1e-9);
   EXPECT_EQ(k.action.rfind("drop --no-fusion", 0), 0u) << k.action;
+  EXPECT_EQ(k.library_before_ms, 0);  // no library kernel on either side
+  EXPECT_EQ(k.library_after_ms, 0);
   EXPECT_TRUE(k.unreliable.empty()) << k.unreliable;
   // A loaded machine on either side is said.
   after.other_busy_cpus = 1.8;
