@@ -225,6 +225,37 @@ struct DoctorOptions {
   int fused = -1;
 };
 
+// --compare's check of one remedy: the plan without it and with it, profiled in interleaved
+// rounds (the machine's load then falls on both alike); the prediction is the doctor's own, made
+// from the run without it before the run with it is looked at.
+struct RemedyCheck {
+  std::string remedy;  // "fusion", "static_plan", "faster_units"
+  std::string how;     // what changed between the two runs, e.g. "one kernel per op -> fused"
+  double before_ms = 0, predicted_ms = 0, measured_ms = 0;
+  // The same, steady: each kernel's median over the runs plus the median time between kernels,
+  // so that a run preempted somewhere (a loaded machine takes milliseconds from one kernel of
+  // most runs) weighs on neither side; = the walls without per-run kernel samples.
+  double before_steady_ms = 0, predicted_steady_ms = 0, measured_steady_ms = 0;
+  std::string action;  // the remedy's action as predicted
+  // Library kernels (oneDNN, cuBLASLt, cuDNN), steady, without and with the remedy: the
+  // predictions keep them, so where they changed (another layout or algorithm in the other plan)
+  // the miss is theirs.
+  double library_before_ms = 0, library_after_ms = 0;
+  // Why either profile cannot be trusted ("" when both can): a miss then proves nothing.
+  std::string unreliable;
+  double error() const { return measured_ms > 0 ? predicted_ms / measured_ms - 1 : 0; }
+  double steady_error() const {
+    return measured_steady_ms > 0 ? predicted_steady_ms / measured_steady_ms - 1 : 0;
+  }
+};
+// A profile's steady time (RemedyCheck): per-kernel medians plus the median gap.
+double steady_ms(const RunProfile& p);
+// `before` and `after` are profiles of the same model without and with `remedy`; `opts` as for
+// diagnosing `before` (its `fused` says whether `before` was fused).
+RemedyCheck check_remedy(const std::string& remedy, const std::string& how,
+                         const RunProfile& before, const RunProfile& after, const Ceilings& c,
+                         const DoctorOptions& opts);
+
 struct Report {
   std::string model;
   Ceilings ceilings;
@@ -243,6 +274,7 @@ struct Report {
   std::vector<KernelAnalysis> after_kernels;
   std::optional<Attribution> after;
   std::vector<ClassRow> after_classes;
+  std::vector<RemedyCheck> checks;  // --compare: each remedy it applied, predicted vs measured
   int top = 10;
 };
 

@@ -28,6 +28,11 @@ struct KernelRecord {
   // kernels_in_wall_runs, these are the same runs as RunProfile::wall_samples_ms.
   std::vector<double> samples_ms;
   double start_ms = 0;               // start offset within one run, for traces
+  // The start offset in each timed run, like samples_ms (empty: starts are not kept per run).
+  std::vector<double> start_samples_ms;
+  // GPU activities (kernels, copies, fills) one run of it launched, as CUPTI recorded them (0: not
+  // traced); a library call may launch several.
+  int gpu_activities = 0;
   int lane = 0;                      // thread or stream, for traces
   std::string precision;             // library kernels: "fp32", "tf32", "bf16", "fp16" ("" = fp32)
   bool graph_node = false;           // replayed as a CUDA graph node (fixed cost: per node)
@@ -45,6 +50,9 @@ struct RunProfile {
   // The kernels' samples_ms were timed inside the runs of wall_samples_ms (the CPU plan times
   // each kernel within the timed run), so one run's kernels add up to at most its wall.
   bool kernels_in_wall_runs = false;
+  // How the executor timed the kernels, for the report ("" = its usual clock): e.g. CUPTI activity
+  // records of the graph replays, or the event-timed fallback with the reason CUPTI was not used.
+  std::string timing_source;
   int threads = 0;                   // CPU threads the run used (0: not a CPU run)
   // The machine while the runs were measured: CPUs kept busy by other processes on average
   // (-1: not measured) out of the CPUs online (Session::profile measures both).

@@ -4,10 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <optional>
 #include <random>
+#include <tuple>
 
 #include "brrr/error.hpp"
 #include "brrr/onnx.hpp"
@@ -47,7 +49,7 @@ struct Prepared {
 };
 
 Prepared prepare(const Graph& loaded, const InferOptions& opts, const std::string& backend,
-                 int fusion, int threads, const std::string& precision) {
+                 int fusion, int threads, const std::string& precision, int graphs = -1) {
   Prepared p;
   if (backend == "reference") {
     CompileOptions co;
@@ -61,6 +63,7 @@ Prepared prepare(const Graph& loaded, const InferOptions& opts, const std::strin
   so.fusion = fusion;
   so.threads = threads;
   so.precision = precision;
+  so.graphs = graphs;
   so.input_shapes = opts.input_shapes;
   p.session.emplace(loaded, so);
   return p;
@@ -70,6 +73,25 @@ RunProfile profile_prepared(Prepared& p, int reps) {
   auto inputs = make_inputs(p.graph(), 0);
   if (!p.session) return profile_reference(p.reference, inputs, reps);
   return p.session->profile(inputs, reps);
+}
+
+// Profiles `a` and `b` in alternating rounds, so that a machine whose load changes meanwhile
+// slows both alike; each side keeps its median round by wall time (a measured profile).
+std::pair<RunProfile, RunProfile> profile_interleaved(Prepared& a, Prepared& b, int reps,
+                                                      int rounds = 3) {
+  std::vector<RunProfile> pa, pb;
+  for (int r = 0; r < rounds; ++r) {
+    pa.push_back(profile_prepared(a, reps));
+    pb.push_back(profile_prepared(b, reps));
+  }
+  auto median_round = [](std::vector<RunProfile>& ps) {
+    std::vector<size_t> order(ps.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return ps[x].wall_ms < ps[y].wall_ms; });
+    return std::move(ps[order[order.size() / 2]]);
+  };
+  return {median_round(pa), median_round(pb)};
 }
 
 // Runs the model at batch b (dim 0 of every input whose dim 0 is symbolic); median of 3 runs.
@@ -115,6 +137,52 @@ RunProfile read_profile(const std::string& path) {
   }
 }
 
+// --compare: each remedy brrr can apply on this backend, alone, against the plan without it:
+// fusion (one kernel per op -> fused; the profiles already taken), CUDA graphs (off -> on), and
+// the precision the faster-units remedy names (fp32 -> --precision X), each pair interleaved.
+std::vector<doctor::RemedyCheck> check_remedies(const Graph& loaded, const InferOptions& opts,
+                                                const DoctorArgs& a, int threads,
+                                                const RunProfile& unfused, const RunProfile& fused,
+                                                Prepared& fused_plan, const doctor::Ceilings& c,
+                                                const doctor::DoctorOptions& base) {
+  doctor::DoctorOptions o = base;
+  o.compare = nullptr;
+  o.applied.clear();
+  o.fused = 0;
+  std::vector<doctor::RemedyCheck> out;
+  out.push_back(doctor::check_remedy("fusion", "one kernel per op -> fused", unfused, fused, c, o));
+  o.fused = 1;
+  if (a.backend == "cuda") {
+    fmt::print(stderr, "doctor: checking static_plan: the fused plan without CUDA graphs, "
+                       "interleaved with it\n");
+    Prepared eager = prepare(loaded, opts, a.backend, 1, threads, a.precision, 0);
+    auto [without, with] = profile_interleaved(eager, fused_plan, a.reps);
+    out.push_back(doctor::check_remedy("static_plan", "CUDA graphs off -> on", without, with, c, o));
+  }
+  // The precision the remedy itself names, as a user would apply it.
+  std::string action;
+  for (const auto& rm : doctor::diagnose(fused, c, o).remedies)
+    if (rm.name == "faster_units") action = rm.action;
+  const std::string flag = "--precision ";
+  if (a.precision != "fp32" || action.rfind(flag, 0) != 0) {
+    fmt::print(stderr, "doctor: faster_units not checked: {}\n",
+               a.precision != "fp32" ? "the run is not fp32" : action);
+    return out;
+  }
+  const std::string unit = action.substr(flag.size());
+  fmt::print(stderr, "doctor: checking faster_units: the fused plan at --precision {}, "
+                     "interleaved with fp32\n", unit);
+  try {
+    Prepared narrow = prepare(loaded, opts, a.backend, 1, threads, unit);
+    auto [without, with] = profile_interleaved(fused_plan, narrow, a.reps);
+    out.push_back(doctor::check_remedy("faster_units", "fp32 -> --precision " + unit, without,
+                                       with, c, o));
+  } catch (const Error& e) {
+    fmt::print(stderr, "doctor: faster_units not checked: --precision {}: {}\n", unit, e.what());
+  }
+  return out;
+}
+
 void run_doctor(const DoctorArgs& a) {
   // Output paths first: a bad one fails now, not after minutes of profiling.
   const std::pair<const std::string*, const char*> outputs[] = {
@@ -123,6 +191,9 @@ void run_doctor(const DoctorArgs& a) {
   for (const auto& [path, what] : outputs)
     if (!path->empty()) check_output_path(*path, what);
   check_backend_options(a.backend, a.threads, a.precision);
+  if (a.compare && !a.compare_profile.empty())
+    fail("--compare profiles the remedies itself; --compare-profile reads them from a file: give "
+         "one of them");
   if (!a.applied.empty() && !a.compare && a.compare_profile.empty())
     fail("--applied names what a --compare or --compare-profile run applied; give one of them");
   const int threads = a.backend == "cpu" ? session_threads(a.threads) : 0;
@@ -145,7 +216,17 @@ void run_doctor(const DoctorArgs& a) {
              : fused                  ? "compiled plan, fused"
                                       : "compiled plan, one kernel per op",
              a.reps);
-  RunProfile prof = profile_prepared(*p, a.reps);
+  RunProfile prof;
+  std::optional<Prepared> fused_plan;  // --compare: the plan with the remedies applied
+  if (a.compare) {
+    BRRR_CHECK(a.backend != "reference", "--compare needs a compiled backend (cpu or cuda)");
+    fmt::print(stderr, "doctor: applying the remedies: profiling the fused static plan, "
+                       "interleaved with the plan one kernel per op\n");
+    fused_plan.emplace(prepare(loaded, opts, a.backend, 1, threads, a.precision));
+    std::tie(prof, after) = profile_interleaved(*p, *fused_plan, a.reps);
+  } else {
+    prof = profile_prepared(*p, a.reps);
+  }
   p.reset();  // its buffers are not needed by what follows
   if (!a.save_profile.empty()) write_file(a.save_profile, doctor::profile_to_json(prof).dump(1));
 
@@ -164,16 +245,12 @@ void run_doctor(const DoctorArgs& a) {
   dopts.fused = a.backend == "reference" ? 0 : fused ? 1 : 0;
   dopts.top = a.top;
   dopts.applied = a.applied;
-  if (after) {
-    dopts.compare = &*after;
-  } else if (a.compare) {
-    BRRR_CHECK(a.backend != "reference", "--compare needs a compiled backend (cpu or cuda)");
-    fmt::print(stderr, "doctor: applying the remedies: profiling the fused static plan\n");
-    Prepared f = prepare(loaded, opts, a.backend, 1, threads, a.precision);
-    after = profile_prepared(f, a.reps);
-    if (a.applied.empty()) dopts.applied = {"fusion"};
-    dopts.compare = &*after;
-  }
+  if (after) dopts.compare = &*after;
+  if (a.compare && a.applied.empty()) dopts.applied = {"fusion"};
+  std::vector<doctor::RemedyCheck> checks;
+  if (a.compare) checks = check_remedies(loaded, opts, a, threads, prof, *after, *fused_plan, c,
+                                         dopts);
+  fused_plan.reset();
   std::vector<std::string> batch_inputs;
   for (int id : loaded.inputs) {
     const Value& v = loaded.value(id);
@@ -191,6 +268,7 @@ void run_doctor(const DoctorArgs& a) {
   }
   doctor::Report r = doctor::diagnose(prof, c, dopts);
   if (r.batch_error.empty()) r.batch_error = batch_error;
+  r.checks = std::move(checks);
   fmt::print("{}", doctor::render_table(r));
   if (!a.json.empty()) write_file(a.json, doctor::report_json(r).dump(2) + "\n");
   if (!a.trace.empty()) write_file(a.trace, doctor::trace_json(r).dump() + "\n");

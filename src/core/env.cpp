@@ -39,6 +39,8 @@ const Switch kSwitches[] = {
     {"BRRR_ATTENTION_CUDA_CORES", Kind::Flag, "0", "", 0, 0,
      "CUDA: fused attention on CUDA cores even where its Tensor Core kernel applies"},
     {"BRRR_CUDNN_LIB", Kind::Path, "libcudnn.so.9", "", 0, 0, "CUDA: the cuDNN library to load"},
+    {"BRRR_CUPTI_LIB", Kind::Path, "", "", 0, 0,
+     "CUDA: the CUPTI library the doctor's profile loads (default: searched in the toolkit)"},
     {"BRRR_DISABLE_WINOGRAD", Kind::Flag, "0", "", 0, 0, "CPU: no Winograd 3x3 convs"},
     {"BRRR_CONV_LAYOUT", Kind::Enum, "", "nhwc|blocked|plain", 0, 0,
      "CPU: activation layout between library kernels (default: by CPU)"},

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "brrr/doctor.hpp"
+#include "core/median.hpp"
 
 namespace brrr::doctor {
 
@@ -24,7 +25,7 @@ bool fusable(OpClass p, OpClass c) {
 struct FusionPair {
   int producer = 0, consumer = 0;
   std::string value;
-  double ms = 0;  // its write and read at the rates those kernels reach, plus a fixed cost
+  double ms = 0;  // its write and read as shares of those kernels' time, plus a fixed cost
   std::string boundary;  // the plan's reason it was not fused ("" when none was recorded)
 };
 
@@ -45,25 +46,38 @@ std::string boundary_reason(const KernelRecord& k, const std::string& consumer,
   return "";
 }
 
-// Union-find over kernels joined by single-consumer intermediates. The removed write and read are
-// priced at the bandwidth their kernel measurably reaches when it is memory-bound (never above
-// its roof): a kernel at 60% of the copy rate saves time at 60% of it. Other kernels are
-// priced at the ceiling.
+// Union-find over kernels joined by single-consumer intermediates. Each side's saving is the
+// share of that kernel's work time (its time less its fixed cost) that the intermediate's bytes
+// are of all its bytes: a memory-bound kernel at 60% of the copy rate saves time at 60% of it,
+// and a kernel cannot save more than it takes (mlp_tiny's cache-resident intermediates priced at
+// the DRAM rate "saved" more than their kernels' whole time). The bytes of a compute- or
+// overhead-bound kernel are not what its time is spent on: they save at most their time at the
+// kernel's roof. The times
+// are each kernel's median over the runs where the profile has them: a kernel preempted in the
+// reported run (milliseconds on a loaded machine) would otherwise make its bytes look slow, and
+// fusing them a large saving (squeezenet1_1: 10.2 ms predicted of a 13.9 ms wall, measured 6.3).
 // Each merge also removes a kernel, and with it one fixed per-kernel cost as the probe measured
 // it (a kernel call and fork/join on the CPU, a launch, or a graph node in a CUDA graph). Not the
 // small kernel's whole time: on the H200, bert_tiny's plan one kernel per op in a graph took
 // 0.144 ms for 78 kernels of about 1.8 us each, and fused to 42 kernels 0.121 ms, 0.64 us per
 // kernel removed, near the 0.505 us graph node cost.
+// A kernel's time over the runs: its median where the profile has per-run samples (a kernel
+// preempted in the reported run on a loaded machine is not slow), else its reported time.
+double steady_time(const KernelRecord& r) {
+  return r.samples_ms.empty() ? r.time_ms : median(r.samples_ms);
+}
+
 FusionEstimate estimate_fusion(const RunProfile& p, const std::vector<KernelAnalysis>& ks,
                                const Ceilings& c) {
-  // A kernel whose bytes fit the cache moves them at the cache roof (analyze_kernel's roof): its
-  // intermediates were never DRAM traffic, and pricing them at DRAM's rate over-predicts.
-  auto rate = [&](size_t k) {
+  // The time `bytes` of kernel k's traffic cost it (ms).
+  auto cost = [&](size_t k, double bytes) {
     const KernelRecord& r = p.kernels[k];
-    const double ceiling = (k < ks.size() && ks[k].roof_gbs > 0 ? ks[k].roof_gbs : c.bandwidth_gbs) * 1e9;
-    if (k < ks.size() && ks[k].regime == Regime::memory && r.time_ms > 0 && r.cost.bytes > 0)
-      return std::min(ceiling, r.cost.bytes / (r.time_ms * 1e-3));
-    return ceiling;
+    const double roof = (k < ks.size() && ks[k].roof_gbs > 0 ? ks[k].roof_gbs : c.bandwidth_gbs) * 1e9;
+    const double at_roof = bytes / roof * 1e3;
+    if (k >= ks.size() || r.cost.bytes <= 0) return at_roof;
+    const double t = steady_time(r);
+    const double share = std::max(0.0, t - ks[k].overhead_ms) * std::min(1.0, bytes / r.cost.bytes);
+    return ks[k].regime == Regime::memory ? share : std::min(at_roof, share);
   };
   FusionEstimate e;
   size_t n = p.kernels.size();
@@ -86,14 +100,17 @@ FusionEstimate estimate_fusion(const RunProfile& p, const std::vector<KernelAnal
       int c = it->second[0];
       if (!fusable(p.kernels[k].cls, p.kernels[size_t(c)].cls)) continue;
       int a = find(int(k)), b = find(c);
-      FusionPair pair{int(k), c, w.name, (w.bytes / rate(k) + w.bytes / rate(size_t(c))) * 1e3,
+      FusionPair pair{int(k), c, w.name, cost(k, w.bytes) + cost(size_t(c), w.bytes),
                       boundary_reason(p.kernels[k], p.kernels[size_t(c)].name, w.name)};
       e.bytes += 2 * w.bytes;  // written once and read once, both gone when fused
       e.ms += pair.ms;
       if (a != b) {
         parent[b] = a, e.merges++;
         if (k < ks.size() && size_t(c) < ks.size()) {
-          double fixed = std::min(ks[k].overhead_ms, ks[size_t(c)].overhead_ms);
+          // Never more than the smaller kernel takes whole: mlp_tiny's generated kernels take
+          // 0.1 us, below the probe's 0.5 us call + fork/join (they run on one thread).
+          double fixed = std::min({ks[k].overhead_ms, ks[size_t(c)].overhead_ms,
+                                   steady_time(p.kernels[k]), steady_time(p.kernels[size_t(c)])});
           e.fixed_ms += fixed;
           pair.ms += fixed;
         }
@@ -131,10 +148,13 @@ bool has_any(const KernelRecord& k, std::initializer_list<const char*> ops) {
 }
 
 // The unit `--precision unit` moves a float32 library kernel to, "" when it does not move it:
-// GEMMs compute at that precision; convs (cuDNN) take TF32 math for any precision but fp32.
-std::string moved_to(const KernelRecord& k, const std::string& unit, const Ceilings& c) {
+// GEMMs compute at that precision; on the GPU convs (cuDNN) take TF32 math for any precision but
+// fp32, on the CPU oneDNN's convs read bf16 operands like its GEMMs.
+std::string moved_to(const KernelRecord& k, const std::string& unit, const Ceilings& c,
+                     bool cpu) {
   if (k.kind != "library" || (!k.precision.empty() && k.precision != "fp32")) return "";
   if (has_any(k, {"MatMul", "Gemm"})) return unit;
+  if (has_any(k, {"Conv"}) && cpu) return unit;
   if (has_any(k, {"Conv"}) && c.peak_gflops.count("tf32")) return "tf32";
   return "";
 }
@@ -165,6 +185,7 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
   };
   const bool reference = p.backend == "reference";
   const bool gpu = c.backend == "cuda";
+  const bool cpu_convs = p.backend == "cpu";  // --precision reaches oneDNN's convs too
 
   // Fusion. What is left to fuse in a fused plan is what the fuser refused: the action is then
   // its boundary reason. A plan profiled one kernel per op gets the fused plan by a switch.
@@ -175,7 +196,7 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
     Remedy* r = add(
         "fusion", f.ms + f.fixed_ms,
         fmt::format("fusing {} kernels into {} removes {} of intermediate traffic, about {:.3f} ms "
-                    "at the bandwidth those kernels reach ({:.3f} ms at the {:.1f} GB/s ceiling), "
+                    "as its share of those kernels' time ({:.3f} ms at the {:.1f} GB/s ceiling), "
                     "and {} kernel call{}{}",
                     f.kernels_in_groups, f.groups, human_bytes(f.bytes), f.ms, at_ceiling_ms,
                     c.bandwidth_gbs, f.merges, f.merges == 1 ? "" : "s",
@@ -277,7 +298,8 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
   for (const auto& k : ks) {
     if (k.regime != Regime::compute) continue;
     cb_ms += k.rec.time_ms, n_cb++;
-    if (!unit.empty() && moved_to(k.rec, unit, c).empty()) gen_ms += k.rec.time_ms, n_gen++;
+    if (!unit.empty() && moved_to(k.rec, unit, c, cpu_convs).empty())
+      gen_ms += k.rec.time_ms, n_gen++;
   }
   const std::string generated_note =
       n_gen > 0 ? fmt::format("; {} compute-bound kernel{} that {} not library GEMMs or convs "
@@ -307,13 +329,13 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
     double saved = 0, moved_ms = 0;
     int moved = 0;
     for (const auto& k : ks) {
-      const std::string to = moved_to(k.rec, unit, c);
+      const std::string to = moved_to(k.rec, unit, c, cpu_convs);
       if (to.empty() || c.peak_flops_per_s(to) <= c.peak_flops_per_s("fp32")) continue;
       double special_ms = 0;
       for (const auto& [fn, n] : k.rec.cost.special) special_ms += n / c.special_per_s(fn) * 1e3;
       double compute_new = k.rec.cost.flops / c.peak_flops_per_s(to) * 1e3 + special_ms;
       double floor_new = std::max(k.memory_floor_ms, compute_new);
-      double work = std::max(0.0, k.rec.time_ms - k.overhead_ms);
+      double work = std::max(0.0, steady_time(k.rec) - k.overhead_ms);
       double scale = k.floor_ms > 0 ? std::min(1.0, floor_new / k.floor_ms) : 1.0;
       double g = work * (1 - scale);
       saved += g, moved_ms += k.rec.time_ms, moved++;
@@ -323,11 +345,12 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
                      [](const auto& x, const auto& y) { return x.first > y.first; });
     Remedy* r = add(
         "faster_units", saved,
-        fmt::format("{} library kernel{} ({:.3f} ms) at the {} ceiling for GEMMs ({:.1f} GFLOP/s, "
-                    "{:.1f} fp32; convs at tf32), each keeping its fixed cost and its share of the "
+        fmt::format("{} library kernel{} ({:.3f} ms) at the {} ceiling for GEMMs{} ({:.1f} "
+                    "GFLOP/s, {:.1f} fp32{}), each keeping its fixed cost and its share of the "
                     "roof{}; not counted: casting activations each run",
-                    moved, moved == 1 ? "" : "s", moved_ms, unit, c.peak_flops_per_s(unit) / 1e9,
-                    c.peak_flops_per_s("fp32") / 1e9, generated_note));
+                    moved, moved == 1 ? "" : "s", moved_ms, unit, gpu ? "" : " and convs",
+                    c.peak_flops_per_s(unit) / 1e9, c.peak_flops_per_s("fp32") / 1e9,
+                    gpu ? "; convs at tf32" : "", generated_note));
     for (const auto& [g, k] : gains)
       if (g > 0) concern(*r, k->rec);
     r->action = "--precision " + unit;

@@ -412,6 +412,18 @@ std::string compare_section(const Report& r) {
                    std::min<size_t>(size_t(std::max(r.top, 1)), r.after_kernels.size()));
   h += kernel_table("compare-kernel-table", by_time(r.after_kernels), b.wall_ms, r.ceilings,
                     size_t(std::max(r.top, 1)));
+  if (!r.checks.empty()) {
+    h += "<h3>Remedies applied one at a time</h3>\n<table id=\"remedy-checks\"><tr><th>remedy</th>"
+         "<th>what changed</th><th>before ms</th><th>predicted ms</th><th>measured ms</th>"
+         "<th>error</th><th>steady predicted / measured ms</th><th>unreliable</th></tr>\n";
+    for (const auto& k : r.checks)
+      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:+.1f}%"
+                       "</td><td>{} / {} ({:+.1f}%)</td><td>{}</td></tr>\n",
+                       esc(k.remedy), esc(k.how), ms(k.before_ms), ms(k.predicted_ms),
+                       ms(k.measured_ms), 100 * k.error(), ms(k.predicted_steady_ms),
+                       ms(k.measured_steady_ms), 100 * k.steady_error(), esc(k.unreliable));
+    h += "</table>\n";
+  }
   return h + "</section>\n";
 }
 

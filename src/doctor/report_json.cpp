@@ -128,6 +128,22 @@ json report_json(const Report& r) {
                                                                 : json(t.other_busy_cpus)},
                       {"online_cpus", t.online_cpus},
                       {"threads", t.threads}};
+  j["checks"] = json::array();
+  for (const auto& k : r.checks)
+    j["checks"].push_back({{"remedy", k.remedy},
+                           {"how", k.how},
+                           {"before_ms", k.before_ms},
+                           {"predicted_ms", k.predicted_ms},
+                           {"measured_ms", k.measured_ms},
+                           {"error", k.error()},
+                           {"before_steady_ms", k.before_steady_ms},
+                           {"predicted_steady_ms", k.predicted_steady_ms},
+                           {"measured_steady_ms", k.measured_steady_ms},
+                           {"steady_error", k.steady_error()},
+                           {"library_before_ms", k.library_before_ms},
+                           {"library_after_ms", k.library_after_ms},
+                           {"action", k.action},
+                           {"unreliable", k.unreliable}});
   if (r.after) {
     json k = json::array();
     for (const auto& a : r.after_kernels) k.push_back(kernel_json(a));
@@ -155,6 +171,8 @@ json profile_to_json(const RunProfile& p) {
                   {"bytes", k.cost.bytes},
                   {"time_ms", k.time_ms},
                   {"samples_ms", k.samples_ms},
+                  {"start_samples_ms", k.start_samples_ms},
+                  {"gpu_activities", k.gpu_activities},
                   {"start_ms", k.start_ms},
                   {"lane", k.lane},
                   {"reads", reads},
@@ -165,6 +183,7 @@ json profile_to_json(const RunProfile& p) {
               {"wall_ms", p.wall_ms},
               {"wall_samples_ms", p.wall_samples_ms},
               {"kernels_in_wall_runs", p.kernels_in_wall_runs},
+              {"timing_source", p.timing_source},
               {"threads", p.threads},
               {"other_busy_cpus", p.other_busy_cpus},
               {"online_cpus", p.online_cpus},
@@ -178,6 +197,7 @@ RunProfile profile_from_json(const json& j) {
     p.wall_ms = j.at("wall_ms").get<double>();
     p.wall_samples_ms = j.value("wall_samples_ms", std::vector<double>{});
     p.kernels_in_wall_runs = j.value("kernels_in_wall_runs", false);
+    p.timing_source = j.value("timing_source", "");
     p.threads = j.value("threads", 0);
     p.other_busy_cpus = j.value("other_busy_cpus", -1.0);
     p.online_cpus = j.value("online_cpus", 0);
@@ -198,6 +218,8 @@ RunProfile profile_from_json(const json& j) {
       k.cost.bytes = kj.value("bytes", 0.0);
       k.time_ms = kj.at("time_ms").get<double>();
       k.samples_ms = kj.value("samples_ms", std::vector<double>{});
+      k.start_samples_ms = kj.value("start_samples_ms", std::vector<double>{});
+      k.gpu_activities = kj.value("gpu_activities", 0);
       k.start_ms = kj.value("start_ms", 0.0);
       k.lane = kj.value("lane", 0);
       for (const auto& u : kj.value("reads", json::array()))

@@ -155,6 +155,24 @@ std::string render_table(const Report& r) {
       s += fmt::format("      ({} more boundaries in --json and --html)\n",
                        rm.boundaries.size() - shown);
   }
+  if (!r.checks.empty()) {
+    s += "\nremedies applied one at a time (--compare; interleaved rounds, each side its median "
+         "round):\n";
+    s += fmt::format("  {:<13} {:>10} {:>14} {:>13} {:>7} {:>20}  {}\n", "remedy", "before ms",
+                     "predicted ms", "measured ms", "error", "steady: pred / meas",
+                     "what changed");
+    for (const auto& k : r.checks) {
+      s += fmt::format("  {:<13} {:>10.3f} {:>14.3f} {:>13.3f} {:>6.1f}% {:>8.3f} / {:.3f} "
+                       "{:>+5.0f}%  {}\n",
+                       k.remedy, k.before_ms, k.predicted_ms, k.measured_ms, 100 * k.error(),
+                       k.predicted_steady_ms, k.measured_steady_ms, 100 * k.steady_error(), k.how);
+      if (k.library_before_ms > 0 || k.library_after_ms > 0)
+        s += fmt::format("      library kernels (steady): {:.3f} -> {:.3f} ms{}\n",
+                         k.library_before_ms, k.library_after_ms,
+                         k.remedy == "fusion" ? " (fusion's prediction keeps them)" : "");
+      if (!k.unreliable.empty()) s += "      unreliable: " + k.unreliable + "\n";
+    }
+  }
   if (r.after) {
     s += "\nafter (compare profile, " + r.after_profile->backend + "):\n  " +
          attribution_line(*r.after) + "\n" + class_rows(r.after_classes);

@@ -29,11 +29,13 @@ bool has_run_samples(const RunProfile& p) {
 // give each kernel's spread.
 RunProfile one_timeline(const RunProfile& p, std::string* how) {
   RunProfile q = p;
+  const std::string source = p.timing_source.empty() ? "" : p.timing_source + "; ";
   if (!has_run_samples(p)) {
     if (how)
-      *how = p.kernels.empty() ? "no kernels"
-                               : "kernel times are medians over runs timed apart from the wall "
-                                 "(no per-run samples): they need not add up to it";
+      *how = p.kernels.empty() ? source + "no kernels"
+                               : source + "kernel times are medians over runs timed apart from "
+                                          "the wall (no per-run samples): they need not add up "
+                                          "to it";
     return q;
   }
   std::vector<size_t> order(p.wall_samples_ms.size());
@@ -43,19 +45,21 @@ RunProfile one_timeline(const RunProfile& p, std::string* how) {
   });
   const size_t run = order[order.size() / 2];  // median(): the upper middle of the sorted walls
   q.wall_ms = p.wall_samples_ms[run];
-  // The reference executor records real start offsets (of this same run); the CPU plan's are
-  // cumulative kernel times, recomputed for the times now reported.
+  // Starts: the run's own when the executor kept them per run (CUPTI's timestamps), the reference
+  // executor's real offsets (of this same run), else the CPU plan's cumulative kernel times,
+  // recomputed for the times now reported.
   const bool cumulative = p.backend != "reference";
   double start = 0;
   for (auto& k : q.kernels) {
     k.time_ms = k.samples_ms[run];
-    if (cumulative) k.start_ms = start;
+    if (k.start_samples_ms.size() == p.wall_samples_ms.size()) k.start_ms = k.start_samples_ms[run];
+    else if (cumulative) k.start_ms = start;
     start += k.time_ms;
   }
   if (how)
-    *how = fmt::format("kernel times from the median run ({} of {} by wall time), the same run as "
+    *how = fmt::format("{}kernel times from the median run ({} of {} by wall time), the same run as "
                        "the wall; p10-p90 over all {} runs",
-                       order.size() / 2 + 1, order.size(), order.size());
+                       source, order.size() / 2 + 1, order.size(), order.size());
   return q;
 }
 

@@ -160,6 +160,7 @@ TEST(CliUsage, OutputPathsCheckedBeforeWork) {
       // An input the run needs at its end is read at its start too.
       {"doctor " + m + " --compare-profile " + bad, "--compare-profile: cannot read"},
       {"doctor " + m + " --compare-profile " + m, "--compare-profile '" + m + "': not JSON"},
+      {"doctor " + m + " --compare --compare-profile " + m, "give one of them"},
   };
   for (const auto& [args, msg] : cases) {
     SCOPED_TRACE(args);

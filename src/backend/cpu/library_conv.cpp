@@ -305,10 +305,17 @@ std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel
   try {
     dnnl::memory::desc xmd(xd, dt::f32, user_tag(layouts, vx)),
         omd(od, dt::f32, user_tag(layouts, vout));
+    // oneDNN pools between two layouts (NCHW in, nChw16c out: a generated kernel feeds a pool
+    // whose consumer is blocked) only with its reference kernel, 20-90 ms on squeezenet1_1's pools
+    // planned one kernel per op; the input is reordered to the output's layout first instead.
+    const dnnl::memory::desc pool_x =
+        user_tag(layouts, vx) == user_tag(layouts, vout)
+            ? xmd
+            : dnnl::memory::desc(xd, dt::f32, user_tag(layouts, vout));
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, alg, xmd, omd, strides,
-                                     kern_d, pl, pr);
+    dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, alg, pool_x, omd,
+                                     strides, kern_d, pl, pr);
     dnnl::pooling_forward::primitive_desc pd(desc, attr, engine());
     auto kern = std::make_unique<DnnlPool>();
     kern->prim = dnnl::pooling_forward(pd);

@@ -35,8 +35,9 @@ class CudaExecutor final : public Executor {
   // Device to device copies into the arena and out of it (cuda_executor_device.cpp).
   void run_device(const std::map<std::string, DeviceTensor>& inputs,
                   const std::vector<DeviceTensor>& outputs) override;
-  // Per-kernel CUDA-event medians (eager launches) and wall_ms = median of whole-plan runs
-  // (graph replay when graphs are on), all on device-resident inputs.
+  // Per-kernel times and the wall from the same whole-plan runs (graph replays when graphs are
+  // on) through CUPTI; without it, CUDA-event medians of eager launches (timing_source says
+  // which). All on device-resident inputs.
   RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps) override;
   std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
                                 const std::function<void()>& between) override;

@@ -251,6 +251,18 @@ struct CudaExecutor::Impl {
 
   // Kernels with no device path: reference kernels on host copies (cuda_executor_host.cpp).
   void exec_host(size_t i);
+
+  // Profiling (cuda_executor_profile.cpp): CUPTI records of the timed runs, else CUDA events.
+  bool profile_cupti(int reps, RunProfile* prof, std::string* why);
+  void profile_events(int reps, RunProfile* prof);
+  // Per-step times (ms) as KernelRecords, a GEMM chain's layers merged into its one launch;
+  // samples, start samples (per step and run) and GPU activities per step when the runs were
+  // traced (else empty).
+  void add_step_records(RunProfile* prof, const std::vector<double>& time,
+                        const std::vector<double>& start,
+                        const std::vector<std::vector<double>>& samples,
+                        const std::vector<std::vector<double>>& start_samples,
+                        const std::vector<int>& activities);
 };
 
 }  // namespace brrr::cuda

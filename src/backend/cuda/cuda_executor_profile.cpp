@@ -1,10 +1,14 @@
-// CudaExecutor's timing: per-step GPU busy times free of host launch gaps (profile) and whole
-// runs as the session does them (profile's wall, time_runs).
+// CudaExecutor's timing: per-step times and the wall from the same runs through CUPTI, or GPU busy
+// times free of host launch gaps from CUDA events (profile), and whole runs as the session does
+// them (time_runs).
 #include <algorithm>
 #include <chrono>
 
+#include <fmt/format.h>
+
 #include "core/median.hpp"
 #include "backend/cuda/cuda_executor_impl.hpp"
+#include "backend/cuda/cupti_trace.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "plan/kernel_record.hpp"
 
@@ -26,21 +30,151 @@ extern "C" __global__ void brrr_spin(unsigned long long ns) {
 
 }  // namespace
 
-// Per-kernel times are GPU busy times, free of host launch gaps: a spin kernel holds the stream
-// while the host enqueues a chunk of steps with an event after each, so the chunk then runs back
-// to back and event differences measure kernels, not launch latency (a chunk is re-timed with a
-// longer spin when the host was not done in time). The wall time is the run as the session does
-// it (graph replay or eager launches); wall - busy = idle gaps, which the doctor counts as
-// overhead. Start offsets: eager runs from the per-step events of the median run; graph replays
-// spread the gap evenly over the nodes (no per-node timestamps without CUPTI).
+// The kernels and the wall come from the same runs where CUPTI can be loaded: its activity
+// records of the real runs (graph replays when graphs are on) give each kernel's start and end,
+// so kernel times, the gaps between them and the wall add up (the doctor's one timeline). Without
+// CUPTI, or when its records do not match the plan, event timing is the labelled fallback.
 RunProfile CudaExecutor::profile(const std::map<std::string, Tensor>& inputs, int reps) {
-  using Clock = std::chrono::steady_clock;
   Impl& m = *impl_;
   m.dev.make_current();
   reps = std::max(reps, 1);
   m.bind(inputs);
   m.exec_all(true);  // warm-up
   m.stream.synchronize("profile warm-up");
+  RunProfile prof;
+  std::string why;
+  if (m.profile_cupti(reps, &prof, &why)) return prof;
+  prof = RunProfile{};
+  m.profile_events(reps, &prof);
+  prof.timing_source = "CUDA events (fallback: " + why + ")";
+  return prof;
+}
+
+namespace {
+
+// Holds the host for `us` microseconds, so that host timestamps taken between GPU work lie well
+// clear of the records' own (CUPTI maps GPU time onto its clock with a small error).
+void hold_host(double us) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  while (std::chrono::duration<double, std::micro>(Clock::now() - t0).count() < us) {
+  }
+}
+
+}  // namespace
+
+// 1. Each step alone, eagerly, with a CUPTI timestamp after each: which kernels, copies and fills
+// each step launches (cuBLASLt and cuDNN launch kernels brrr did not name, and their number
+// varies). 2. The timed runs as the session does them, a timestamp after each, CUDA events
+// around each for the wall (as time_runs). Each run's records are then split into steps in the
+// signature's order; a run that does not match it fails the trace (fallback, with the reason).
+bool CudaExecutor::Impl::profile_cupti(int reps, RunProfile* prof, std::string* why) {
+  for (const Step& s : steps)
+    if (s.type == Step::Host) {
+      *why = "a plan kernel runs on the host between GPU steps";
+      return false;
+    }
+  // The untraced wall first, to show what tracing costs.
+  std::vector<double> plain;
+  Event e0, e1;
+  auto timed_run = [&] {
+    e0.record(stream);
+    exec_all(true);
+    e1.record(stream);
+    e1.synchronize();
+    return double(Event::elapsed_ms(e0, e1));
+  };
+  for (int r = 0; r < reps; ++r) plain.push_back(timed_run());
+  std::unique_ptr<CuptiTrace> trace = CuptiTrace::start(why);
+  if (!trace) return false;
+  // Replays of the graph as captured while CUPTI traces (an identical capture of the same
+  // launches): CUPTI need not see the nodes of a graph instantiated before it was enabled.
+  if (graph) {
+    try {
+      CudaGraph fresh = CudaGraph::capture(stream, [&] { exec_all(false); }, "the plan");
+      graph = std::move(fresh);
+    } catch (const Error& e) {
+      *why = std::string("the plan's CUDA graph could not be captured again under CUPTI: ") +
+             e.what();
+      return false;
+    }
+  }
+  std::vector<uint64_t> step_marks, run_marks;
+  auto mark = [&](std::vector<uint64_t>& marks) {
+    stream.synchronize("profile");
+    hold_host(50);
+    marks.push_back(trace->now());
+    hold_host(50);
+  };
+  const size_t n = steps.size();
+  mark(step_marks);
+  for (size_t i = 0; i < n; ++i) {
+    exec(i);
+    mark(step_marks);
+  }
+  run_marks.push_back(step_marks.back());
+  std::vector<double> walls;
+  for (int r = 0; r < reps; ++r) {
+    walls.push_back(timed_run());
+    mark(run_marks);
+  }
+  std::vector<GpuActivity> recs;
+  if (!trace->stop(&recs, why)) return false;
+  StepSignature sig(n);
+  size_t total = 0;
+  std::vector<std::vector<GpuActivity>> by_step = bucket_by_marks(recs, step_marks);
+  for (size_t i = 0; i < n; ++i) {
+    for (const GpuActivity& a : by_step[i]) sig[i].push_back(a.name);
+    total += sig[i].size();
+  }
+  if (total == 0) {
+    *why = "CUPTI recorded no GPU activity for the plan's steps";
+    return false;
+  }
+  std::vector<std::vector<GpuActivity>> by_run = bucket_by_marks(std::move(recs), run_marks);
+  std::vector<std::vector<double>> samples(n), starts(n);
+  std::vector<StepTiming> t;
+  for (int r = 0; r < reps; ++r) {
+    std::string err;
+    if (!map_run(by_run[size_t(r)], sig, &t, &err)) {
+      *why = fmt::format("CUPTI records of run {} do not match the plan: {}", r + 1, err);
+      return false;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      samples[i].push_back(t[i].time_ms);
+      starts[i].push_back(t[i].start_ms);
+    }
+  }
+  prof->backend = "cuda";
+  prof->wall_ms = median(walls);
+  prof->wall_samples_ms = walls;
+  prof->kernels_in_wall_runs = true;
+  prof->timing_source = fmt::format(
+      "CUPTI activity records of the {} ({} GPU activities per run from {}; wall {:.3f} ms "
+      "traced, {:.3f} ms untraced, medians)",
+      graph ? "CUDA-graph replays" : "eager runs", total, trace->library(), prof->wall_ms,
+      median(plain));
+  std::vector<double> time(n), start(n);
+  std::vector<int> activities(n);
+  for (size_t i = 0; i < n; ++i) {
+    time[i] = median(samples[i]);
+    start[i] = median(starts[i]);
+    activities[i] = int(sig[i].size());
+  }
+  add_step_records(prof, time, start, samples, starts, activities);
+  return true;
+}
+
+// Per-kernel times are GPU busy times, free of host launch gaps: a spin kernel holds the stream
+// while the host enqueues a chunk of steps with an event after each, so the chunk then runs back
+// to back and event differences measure kernels, not launch latency (a chunk is re-timed with a
+// longer spin when the host was not done in time). The wall time is the run as the session does
+// it (graph replay or eager launches), timed apart from the kernels; wall - busy = idle gaps,
+// which the doctor counts as overhead. Start offsets: eager runs from the per-step events of the
+// median run; graph replays spread the gap evenly over the nodes.
+void CudaExecutor::Impl::profile_events(int reps, RunProfile* prof) {
+  using Clock = std::chrono::steady_clock;
+  Impl& m = *this;
   if (!m.spin_module) {
     NvrtcCompiler nv(m.dev.info().arch(), m.opts.cache_dir.empty()
                                               ? default_cuda_cache_dir()
@@ -84,12 +218,12 @@ RunProfile CudaExecutor::profile(const std::map<std::string, Tensor>& inputs, in
     lo = hi;
   }
   // Wall: the run as the session does it. Eager runs keep per-step end stamps.
-  const bool graph = m.graph.has_value();
+  const bool graph_on = m.graph.has_value();
   std::vector<double> walls;
   std::vector<std::vector<double>> ends(static_cast<size_t>(reps));
   for (int r = 0; r < reps; ++r) {
     ev[0]->record(m.stream);
-    if (graph) {
+    if (graph_on) {
       m.exec_all(true);
       ev[n]->record(m.stream);
     } else {
@@ -100,51 +234,63 @@ RunProfile CudaExecutor::profile(const std::map<std::string, Tensor>& inputs, in
     }
     ev[n]->synchronize();
     walls.push_back(Event::elapsed_ms(*ev[0], *ev[n]));
-    if (!graph)
+    if (!graph_on)
       for (size_t i = 0; i < n; ++i) ends[size_t(r)].push_back(Event::elapsed_ms(*ev[0], *ev[i + 1]));
   }
-  RunProfile prof;
-  prof.backend = "cuda";
-  prof.wall_ms = median(walls);
-  prof.wall_samples_ms = walls;
+  prof->backend = "cuda";
+  prof->wall_ms = median(walls);
+  prof->wall_samples_ms = walls;
   int med_run = 0;
   for (int r = 0; r < reps; ++r)
-    if (walls[size_t(r)] == prof.wall_ms) med_run = r;
+    if (walls[size_t(r)] == prof->wall_ms) med_run = r;
   double busy = 0;
-  for (size_t i = 0; i < n; ++i) busy += median(times[i]);
-  const double gap_per_node = n ? std::max(0.0, prof.wall_ms - busy) / double(n) : 0;
+  std::vector<double> time(n), start(n);
+  for (size_t i = 0; i < n; ++i) busy += (time[i] = median(times[i]));
+  const double gap_per_node = n ? std::max(0.0, prof->wall_ms - busy) / double(n) : 0;
   double t = 0;
   for (size_t i = 0; i < n; ++i) {
-    KernelRecord rec = plan::kernel_record(m.g, m.plan, i);
-    rec.time_ms = median(times[i]);
-    rec.graph_node = graph;
-    if (m.steps[i].type == Step::Library) rec.precision = to_string(m.steps[i].gemm().prec);
-    if (m.steps[i].type == Step::Conv) rec.precision = to_string(m.steps[i].conv().math);
-    if (graph) {
-      rec.start_ms = t + gap_per_node;
-    } else {
-      double end = ends[size_t(med_run)][i];
-      rec.start_ms = std::max(t, end - rec.time_ms);
-    }
-    t = rec.start_ms + rec.time_ms;
-    if (m.steps[i].type == Step::InChain && !prof.kernels.empty()) {
+    start[i] = graph_on ? t + gap_per_node : std::max(t, ends[size_t(med_run)][i] - time[i]);
+    t = start[i] + time[i];
+  }
+  add_step_records(prof, time, start, {}, {}, {});
+}
+
+void CudaExecutor::Impl::add_step_records(RunProfile* prof, const std::vector<double>& time,
+                                          const std::vector<double>& start,
+                                          const std::vector<std::vector<double>>& samples,
+                                          const std::vector<std::vector<double>>& start_samples,
+                                          const std::vector<int>& activities) {
+  const bool graph_on = graph.has_value();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    KernelRecord rec = plan::kernel_record(g, plan, i);
+    rec.time_ms = time[i];
+    rec.start_ms = start[i];
+    if (!samples.empty()) rec.samples_ms = samples[i];
+    if (!start_samples.empty()) rec.start_samples_ms = start_samples[i];
+    if (!activities.empty()) rec.gpu_activities = activities[i];
+    rec.graph_node = graph_on;
+    if (steps[i].type == Step::Library) rec.precision = to_string(steps[i].gemm().prec);
+    if (steps[i].type == Step::Conv) rec.precision = to_string(steps[i].conv().math);
+    if (steps[i].type == Step::InChain && !prof->kernels.empty()) {
       // One launch ran the whole chain: its record covers every layer (ops, cost, tensors).
-      KernelRecord& c = prof.kernels.back();
+      KernelRecord& c = prof->kernels.back();
       c.name += "+" + rec.name;
       c.ops.insert(c.ops.end(), rec.ops.begin(), rec.ops.end());
       c.nodes.insert(c.nodes.end(), rec.nodes.begin(), rec.nodes.end());
       c.cost.flops += rec.cost.flops;
       c.cost.bytes += rec.cost.bytes;
-      for (const auto& [fn, n] : rec.cost.special) c.cost.special[fn] += n;
+      for (const auto& [fn, v] : rec.cost.special) c.cost.special[fn] += v;
       c.time_ms += rec.time_ms;
+      c.gpu_activities += rec.gpu_activities;
+      for (size_t r = 0; r < c.samples_ms.size() && r < rec.samples_ms.size(); ++r)
+        c.samples_ms[r] += rec.samples_ms[r];
       c.reads.insert(c.reads.end(), rec.reads.begin(), rec.reads.end());
       c.writes.insert(c.writes.end(), rec.writes.begin(), rec.writes.end());
       continue;
     }
-    if (m.steps[i].type == Step::Chain) rec.kind = "gemm_chain";
-    prof.kernels.push_back(std::move(rec));
+    if (steps[i].type == Step::Chain) rec.kind = "gemm_chain";
+    prof->kernels.push_back(std::move(rec));
   }
-  return prof;
 }
 
 std::vector<double> CudaExecutor::time_runs(const std::map<std::string, Tensor>& inputs, int reps,
