@@ -3,6 +3,7 @@
 // backend is refused in one line, and a damaged, truncated or foreign file is refused in one line.
 #include <gtest/gtest.h>
 
+#include <regex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -54,6 +55,14 @@ TEST(CliPlan, RoundTripGivesTheSameOutputsWithoutTheCompiler) {
                           fresh_cache(std::string(name) + "_l") + " BRRR_CXX=/nonexistent/c++");
     ASSERT_EQ(l.code, 0) << l.out << l.err;
     EXPECT_TRUE(has(l.out, "plan: loaded " + plan)) << l.out;
+    // Every module and pack saved is taken (which packs are saved depends on their reorder
+    // times, so the count is read from the save's line).
+    const std::regex counts(R"(\((\d+) generated module\(s\), (\d+) packed)");
+    std::smatch saved, taken;
+    ASSERT_TRUE(std::regex_search(s.out, saved, counts)) << s.out;
+    ASSERT_TRUE(std::regex_search(l.out, taken, counts)) << l.out;
+    EXPECT_EQ(saved[1], taken[1]) << s.out << l.out;
+    EXPECT_EQ(saved[2], taken[2]) << s.out << l.out;
     EXPECT_EQ(slurp(fs::path(a) / "output_0.pb"), slurp(fs::path(b) / "output_0.pb")) << name;
     // The same run without the plan needs the compiler it was denied (mlp_tiny has generated
     // kernels; squeezenet1_1 with oneDNN has none, so it only checks the outputs).

@@ -4,6 +4,7 @@
 // by its value, the user and packed layouts, and a sample of the source bytes; a saved pack whose
 // size differs from the layout's is never used.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 
@@ -37,6 +38,10 @@ PlanWeights::~PlanWeights() { t_weights = prev_; }
 
 #ifdef BRRR_HAVE_DNNL
 namespace {
+
+// A pack is saved when its reorder took more than this per MiB made (reading a plan file back,
+// copies included, costs about 1-2 ms per MiB on a loaded machine).
+constexpr double kSavedPackMsPerMiB = 2.0;
 
 std::string_view desc_bytes(const dnnl::memory::desc& d) {
   return {reinterpret_cast<const char*>(&d.data), sizeof d.data};
@@ -77,16 +82,23 @@ dnnl::memory reorder_weights(int value, const void* data, const dnnl::memory::de
   if (w)
     if (auto it = w->made.find(key); it != w->made.end()) return it->second;
   dnnl::memory packed(want, engine());
+  double reorder_ms = 0;
   if (!w || !w->plan || !copy_from_plan(*w->plan, key, packed)) {
+    auto t0 = std::chrono::steady_clock::now();
     ThreadLimit limit(user.get_size() < kThreadedReorderBytes);
     dnnl::memory wu(user, engine(), const_cast<void*>(data));
     dnnl::stream s(engine());
     dnnl::reorder(wu, packed).execute(s, wu, packed);
     s.wait();
+    reorder_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   if (!w) return packed;
   w->made.emplace(key, packed);
-  if (w->plan) {
+  // Only packs that took longer to make than reading them back costs are worth a plan file's
+  // bytes: a Winograd transform (2-6 ms for 0.6 MB), not a plain relayout (squeezenet1_1's 66
+  // packs are 11 MB, and reading them cost more than the reorders they saved).
+  if (w->plan && reorder_ms > kSavedPackMsPerMiB * double(want.get_size()) / double(1 << 20)) {
     std::lock_guard<std::mutex> lock(w->plan->mu);
     if (w->plan->record)
       w->plan->weights[key].assign(static_cast<const char*>(packed.get_data_handle()),
