@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,19 @@
 #include "brrr/profile.hpp"
 
 namespace brrr {
+
+// What a plan file (`--save-plan` / `--load-plan`, src/runtime/plan_file.hpp) carries between
+// processes: generated modules by content_hash(source), and constant weights as a library kernel
+// packed them, by pack key (value, its layout and the packed one, a sample of its bytes). A
+// session given one takes what it finds there instead of compiling or reordering, and with
+// `record` adds what it made itself (Session::plan_binaries() then holds the set to save).
+struct PlanBinaries {
+  std::map<std::string, std::string> modules;
+  std::map<std::string, std::string> weights;
+  bool record = false;
+  int modules_used = 0, weights_used = 0;  // what this session took from here
+  std::mutex mu;                           // modules compile in parallel
+};
 
 struct SessionOptions {
   std::string backend = "cpu";  // "cpu" or "cuda" (builds with BRRR_HAVE_CUDA and a device)
@@ -40,6 +54,8 @@ struct SessionOptions {
   // CPU: threads running the plan, the caller included; 0: $BRRR_THREADS, else the CPUs of the
   // process's affinity mask.
   int threads = 0;
+  // CPU: binaries from a plan file to use, and to record into (null: none).
+  std::shared_ptr<PlanBinaries> plan_binaries;
 };
 
 // Contiguous row-major memory on the session's GPU that the caller owns (a CUDA torch tensor's

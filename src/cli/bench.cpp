@@ -183,6 +183,7 @@ struct Args {
   int warmup = 2;
   int iterations = 0;  // 0: --reps
   double duration = 0;
+  std::string save_plan, load_plan;  // MODEL.onnx on the CPU: plan files (plan_file.hpp)
 };
 
 // The built-in CPU workloads named in `names` (all when `all_of_them`), fused and unfused, as one
@@ -221,8 +222,11 @@ void bench_cpu_builtins(const std::vector<std::string>& names, bool all_of_them,
 void bench_command(const Args& a) {
   if (!a.json.empty()) check_output_path(a.json, "--json");
   check_backend_options(a.backend, a.threads, a.precision);
+  check_plan_options(a.backend, a.save_plan, a.load_plan);
   std::vector<std::string> names, models;
   for (const auto& it : a.items) (is_model_path(it) ? models : names).push_back(it);
+  if ((!a.save_plan.empty() || !a.load_plan.empty()) && (models.size() != 1 || !names.empty()))
+    fail("--save-plan and --load-plan take one MODEL.onnx (a plan file is one model's)");
   bool timing_flags = a.iterations > 0 || a.duration > 0 || a.warmup != 2;
   if (timing_flags && models.empty())
     fail("--warmup, --iterations and --duration time MODEL.onnx files; built-in workloads take "
@@ -263,6 +267,8 @@ void bench_command(const Args& a) {
   ma.warmup = a.warmup;
   ma.iterations = a.iterations > 0 ? a.iterations : a.reps;
   ma.duration_s = a.duration;
+  ma.save_plan = a.save_plan;
+  ma.load_plan = a.load_plan;
   for (size_t i = 0; i < todo.size(); ++i) {
     if (i > 0 || !names.empty()) fmt::print("\n");
     const ModelItem& m = todo[i];
@@ -306,6 +312,7 @@ void setup_bench(CLI::App& app) {
                   "MODEL.onnx: time runs for this many seconds instead (0: off)")
       ->check(CLI::Range(0.0, 86400.0))
       ->excludes(iters);
+  add_plan_options(cmd, args->save_plan, args->load_plan);
   cmd->add_flag("--list", args->list, "list built-in workloads");
   cmd->callback([args] { bench_command(*args); });
 }

@@ -22,6 +22,7 @@
 #include "brrr/session.hpp"
 #include "cli/bench_cuda.hpp"
 #include "cli/inputs.hpp"
+#include "cli/plan_file.hpp"
 #include "core/median.hpp"
 
 namespace fs = std::filesystem;
@@ -93,6 +94,7 @@ std::vector<double> timed_runs(Session& s, const std::map<std::string, Tensor>& 
 // "compiled"), so the report states what happened rather than what the cache folder implies.
 std::string code_source(const Session& s) {
   std::string sum = s.plan_summary();
+  if (sum.find("from the plan file") != std::string::npos) return "from the plan file";
   if (sum.find("from cache") != std::string::npos) return "from cache";
   if (sum.find("compiled") != std::string::npos) return "compiled";
   return "no generated code";
@@ -118,6 +120,8 @@ namespace {
 struct ModelBench {
   std::string path, device, shapes, cold_code, warm_code;
   double load_ms = 0, cold_ms = 0, warm_ms = 0;
+  double first_ms = -1;  // the first run of the warm session (-1: --warmup 0, not timed apart)
+  bool from_plan = false;  // the warm session started from --load-plan
   int threads = 0, kernels = 0;
   std::map<std::string, int> kinds;  // kernels by kind
   std::vector<double> t;             // timed runs, sorted (ms)
@@ -140,20 +144,34 @@ ModelBench measure(const std::string& path, const Graph& loaded, double load_ms,
   ModelBench r;
   r.path = path;
   r.load_ms = load_ms;
+  PlanKey key;
+  if (!a.save_plan.empty() || !a.load_plan.empty()) key = plan_key(path, so);
   {
+    SessionOptions cold_opts = so;
+    if (!a.save_plan.empty()) {
+      cold_opts.plan_binaries = std::make_shared<PlanBinaries>();
+      cold_opts.plan_binaries->record = true;
+    }
     auto t0 = Clock::now();
-    Session cold(loaded, so);
+    Session cold(loaded, cold_opts);
     r.cold_ms = ms_since(t0);
     r.cold_code = code_source(cold);
+    if (!a.save_plan.empty()) save_plan_file(a.save_plan, key, *cold_opts.plan_binaries);
   }  // freed before the warm session, so the two never hold memory together
   auto t0 = Clock::now();
+  if (!a.load_plan.empty()) so.plan_binaries = load_plan_file(a.load_plan, key);
+  r.from_plan = !a.load_plan.empty();
   Session s(loaded, so);
   r.warm_ms = ms_since(t0);
   r.warm_code = code_source(s);
 
   const Graph& g = s.graph();
   std::map<std::string, Tensor> in = random_inputs(g, 42);
-  for (int w = 0; w < a.warmup; ++w) s.run(in);
+  for (int w = 0; w < a.warmup; ++w) {
+    auto t1 = Clock::now();
+    s.run(in);
+    if (w == 0) r.first_ms = ms_since(t1);
+  }
   r.t = timed_runs(s, in, a);
   std::sort(r.t.begin(), r.t.end());
   double total = std::accumulate(r.t.begin(), r.t.end(), 0.0);
@@ -183,8 +201,12 @@ void print_report(const ModelBench& r, const ModelBenchArgs& a) {
   fmt::print("shapes: {}\n", r.shapes);
   fmt::print(
       "load: model file {}, cold compile {} (an empty kernel cache; generated code: {}), "
-      "warm load {} (a second session on that cache; generated code: {})\n",
-      time_str(r.load_ms), time_str(r.cold_ms), r.cold_code, time_str(r.warm_ms), r.warm_code);
+      "warm load {} ({}; generated code: {}){}\n",
+      time_str(r.load_ms), time_str(r.cold_ms), r.cold_code, time_str(r.warm_ms),
+      r.from_plan ? "a second session from --load-plan, its read included"
+                  : "a second session on that cache",
+      r.warm_code,
+      r.first_ms >= 0 ? fmt::format(", first run {}", time_str(r.first_ms)) : std::string());
   fmt::print("kernels: {} ({} generated, {} library, {} copy, {} on the host)\n", r.kernels,
              r.kinds.at("fused"), r.kinds.at("library"), r.kinds.at("copy"),
              r.kinds.at("reference"));
@@ -232,7 +254,9 @@ nlohmann::json to_json(const ModelBench& r, const ModelBenchArgs& a) {
           {"cold_compile_ms", r.cold_ms},
           {"warm_load_ms", r.warm_ms},
           {"cold_code", r.cold_code},
-          {"warm_code", r.warm_code}};
+          {"warm_code", r.warm_code},
+          {"warm_from", r.from_plan ? "plan file" : "cache"},
+          {"first_run_ms", r.first_ms >= 0 ? nlohmann::json(r.first_ms) : nlohmann::json()}};
 }
 
 }  // namespace

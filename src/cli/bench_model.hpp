@@ -18,9 +18,12 @@ struct ModelBenchArgs {
   int warmup = 2;         // Session::run calls before timing
   int iterations = 10;    // timed runs, unless duration_s > 0
   double duration_s = 0;  // > 0: timed runs until this many seconds have passed
+  std::string save_plan;  // CPU: the cold session's binaries written here (plan_file.hpp)
+  std::string load_plan;  // CPU: the warm session starts from this plan file, not the cache
 };
 
-// Loads, compiles cold (an empty kernel cache) and warm (a second Session on that cache), times
+// Loads, compiles cold (an empty kernel cache) and warm (a second Session on that cache, or on
+// args.load_plan), times the first run, then
 // `args.iterations` runs (or `args.duration_s` seconds of them) and prints latency percentiles,
 // throughput, kernel counts and the load times. Returns the --json record.
 // `loaded` is the model as load_onnx gave it (in `load_ms`); `shapes` binds every symbolic dim.

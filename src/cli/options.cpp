@@ -12,6 +12,7 @@
 
 #include "brrr/error.hpp"
 #include "core/env.hpp"
+#include "core/file_io.hpp"
 #include "plan/target.hpp"
 
 namespace fs = std::filesystem;
@@ -157,6 +158,30 @@ void check_output_dir(const std::string& dir, const std::string& what) {
     fail("{} '{}': the folder '{}' does not exist", what, dir, parent.string());
   if (::access(parent.c_str(), W_OK | X_OK) != 0)
     fail("{} '{}': cannot create it in '{}'", what, dir, parent.string());
+}
+
+}  // namespace brrr::cli
+
+namespace brrr::cli {
+
+void add_plan_options(CLI::App* cmd, std::string& save_plan, std::string& load_plan) {
+  cmd->add_option("--save-plan", save_plan,
+                  "cpu: write FILE with the session's generated kernels and packed weights, keyed "
+                  "to the model, brrr, the options and the CPU (trtexec's --saveEngine)");
+  cmd->add_option("--load-plan", load_plan,
+                  "cpu: start from FILE (--save-plan's): no compiler run, no weight reorders; "
+                  "refused when it was saved for another model, build, option or CPU");
+}
+
+void check_plan_options(const std::string& backend, const std::string& save_plan,
+                        const std::string& load_plan) {
+  if (save_plan.empty() && load_plan.empty()) return;
+  if (backend != "cpu")
+    fail("--save-plan and --load-plan are for --backend cpu only (this run has {})", backend);
+  if (!save_plan.empty()) check_output_path(save_plan, "--save-plan");
+  std::error_code ec;
+  if (!load_plan.empty() && !fs::exists(load_plan, ec))
+    fail("--load-plan file '{}' does not exist", load_plan);
 }
 
 }  // namespace brrr::cli

@@ -40,6 +40,12 @@ void check_backend_options(const std::string& backend, int threads, const std::s
 CLI::Option* add_shape_option(CLI::App* cmd, std::vector<std::string>& shapes);
 CLI::Option* add_threads_option(CLI::App* cmd, int& threads);
 
+// --save-plan FILE and --load-plan FILE (plan_file.hpp), shared by run and bench.
+void add_plan_options(CLI::App* cmd, std::string& save_plan, std::string& load_plan);
+// Before any work: plan files are CPU-only, --save-plan's path can be written, --load-plan's exists.
+void check_plan_options(const std::string& backend, const std::string& save_plan,
+                        const std::string& load_plan);
+
 // A folder brrr will write files into: it may exist (a folder) or be creatable (its parent is a
 // writable folder). Fails naming `what` (e.g. "--save-outputs"); creates nothing.
 void check_output_dir(const std::string& dir, const std::string& what);

@@ -20,6 +20,7 @@
 #include "cli/inputs.hpp"
 #include "cli/compare.hpp"
 #include "cli/options.hpp"
+#include "cli/plan_file.hpp"
 #include "cli/test_data.hpp"
 #include "passes/pipeline.hpp"
 
@@ -38,6 +39,7 @@ struct RunOptions {
   bool no_fusion = false;
   std::vector<std::string> shapes;
   std::string save_outputs;
+  std::string save_plan, load_plan;  // plan files (CPU)
   int threads = 0;
   int reps = 10;
   double rtol = -1;  // negative: the precision's default (default_tolerance)
@@ -76,7 +78,27 @@ Prepared prepare(const Graph& loaded, const std::map<std::string, Shape>& shapes
   if (o.no_fusion) so.fusion = 0;
   if (o.backend == "cpu") so.threads = session_threads(o.threads);
   so.input_shapes = shapes;
+  PlanKey key;
+  if (!o.load_plan.empty() || !o.save_plan.empty()) key = plan_key(o.model, so);
+  auto t0 = std::chrono::steady_clock::now();
+  if (!o.load_plan.empty()) so.plan_binaries = load_plan_file(o.load_plan, key);
+  double plan_ms = ms_since(t0);
+  if (!o.save_plan.empty()) {
+    if (!so.plan_binaries) so.plan_binaries = std::make_shared<PlanBinaries>();
+    so.plan_binaries->record = true;
+  }
   e.session.emplace(loaded, so);
+  if (!o.load_plan.empty())
+    std::printf(
+        "plan: loaded %s in %.3g ms (%d generated module(s), %d packed weight(s) taken from it)\n",
+                o.load_plan.c_str(), plan_ms, so.plan_binaries->modules_used,
+                so.plan_binaries->weights_used);
+  if (!o.save_plan.empty()) {
+    save_plan_file(o.save_plan, key, *so.plan_binaries);
+    std::printf("plan: saved %s (%zu generated module(s), %zu packed weight(s))\n",
+                o.save_plan.c_str(), so.plan_binaries->modules.size(),
+                so.plan_binaries->weights.size());
+  }
   return e;
 }
 
@@ -257,6 +279,7 @@ int run_command(const RunOptions& o) {
     fail("--rtol and --atol must be non-negative");
   check_backend_options(o.backend, o.threads, o.precision);
   if (!o.save_outputs.empty()) check_save_dir(o);
+  check_plan_options(o.backend, o.save_plan, o.load_plan);
   auto load_start = std::chrono::steady_clock::now();
   Graph g = load_onnx(o.model);
   double load_ms = ms_since(load_start);
@@ -346,6 +369,7 @@ void setup_run(CLI::App& app) {
   cmd->add_option("--save-outputs", opts->save_outputs,
                   "write the inputs and outputs as DIR/input_N.pb and output_N.pb (a "
                   "test_data_set folder)");
+  add_plan_options(cmd, opts->save_plan, opts->load_plan);
   cmd->add_option("--rtol", opts->rtol,
                   "--check: relative tolerance per element (replaces the precision's default "
                   "bounds)")

@@ -302,7 +302,8 @@ std::string kernel_table(const char* id, const std::vector<const KernelAnalysis*
                          double wall_ms, const Ceilings& c, size_t limit) {
   std::string h = fmt::format(
       "<table id=\"{}\" class=\"kernels\"><tr><th>#</th><th>kernel</th><th>ONNX nodes</th>"
-      "<th>kind</th><th>class</th><th>time ms</th><th>share of wall</th><th>regime</th>"
+      "<th>kind</th><th>class</th><th>time ms</th><th>p10-p90 ms</th><th>share of wall</th>"
+      "<th>regime</th>"
       "<th>floor ms</th><th>floor / time</th><th>GFLOP/s (ceiling)</th><th>GB/s (ceiling)</th>"
       "<th>fusion boundaries</th></tr>\n",
       id);
@@ -320,11 +321,13 @@ std::string kernel_table(const char* id, const std::vector<const KernelAnalysis*
     for (const auto& b : k.rec.boundaries) bounds += (bounds.empty() ? "" : "<br>") + esc(b);
     h += fmt::format(
         "<tr class=\"{}\"><td>{}</td><td class=\"l\">{}</td><td class=\"l n\">{}</td>"
-        "<td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.1f}%</td>"
+        "<td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td class=\"spread\">{}</td>"
+        "<td>{:.1f}%</td>"
         "<td class=\"l\" style=\"color:{}\">{}</td><td>{}</td><td>{:.1f}%{}</td>"
         "<td>{:.2f} ({:.1f} {})</td><td>{:.2f} ({:.1f} {})</td><td class=\"l b\">{}</td></tr>\n",
         regime_name(k.regime), i + 1, esc(k.rec.name), nodes.empty() ? "-" : nodes, esc(k.rec.kind),
         op_class_name(k.rec.cls), ms(k.rec.time_ms, 4),
+        k.p90_ms > 0 ? fmt::format("{:.4f}-{:.4f}", k.p10_ms, k.p90_ms) : std::string("-"),
         wall_ms > 0 ? 100 * k.rec.time_ms / wall_ms : 0.0, regime_color(k.regime),
         regime_name(k.regime), ms(k.floor_ms, 4), 100 * k.efficiency,
         k.over_reason.empty() ? "" : "<br><span class=\"why\">" + esc(k.over_reason) + "</span>",

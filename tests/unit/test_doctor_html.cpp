@@ -44,6 +44,7 @@ RunProfile sample_profile(double scale = 1) {
     k.cost.flops = flops;
     k.cost.bytes = bytes;
     k.time_ms = ms * scale;
+    k.samples_ms = {0.9 * ms * scale, ms * scale, 1.1 * ms * scale};  // the p10-p90 column
     p.kernels.push_back(k);
   };
   add("gemm<a&b>", "/encoder/MatMul", OpClass::contraction, 2e9, 12e6, 8);
@@ -64,6 +65,18 @@ Report full_report() {
   DoctorOptions o{.model = "m.onnx", .compare = &after};
   o.batch_runner = [](int64_t b) { return 3.0 + 1.5 * double(b); };
   return diagnose(sample_profile(), sample_ceilings(), o);
+}
+
+// full_report with the layernorm -> relu intermediate in the profile, so that the fusion remedy
+// names its kernels, nodes and the plan's boundary reason (the page's newest columns).
+Report fusable_report() {
+  static const RunProfile after = sample_profile(0.5);
+  RunProfile p = sample_profile();
+  p.kernels[1].writes = {{"ln_out", 8e6}};
+  p.kernels[2].reads = {{"ln_out", 8e6}};
+  DoctorOptions o{.model = "m.onnx", .compare = &after};
+  o.batch_runner = [](int64_t b) { return 3.0 + 1.5 * double(b); };
+  return diagnose(p, sample_ceilings(), o);
 }
 
 size_t count(const std::string& h, const std::string& what) {
@@ -222,7 +235,7 @@ TEST(DoctorHtml, ChromiumRendersTheCompletePage) {
   auto dir = std::filesystem::temp_directory_path() / ("brrr_html_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   auto page = dir / "report.html";
-  std::ofstream(page) << render_html(full_report());
+  std::ofstream(page) << render_html(fusable_report());
   std::string cmd = chromium + " --headless --no-sandbox --disable-gpu --user-data-dir=" +
                     (dir / "profile").string() + " --dump-dom file://" + page.string() +
                     " 2>/dev/null";
@@ -248,7 +261,29 @@ TEST(DoctorHtml, ChromiumRendersTheCompletePage) {
   EXPECT_EQ(count(table, "<tr class="), 4u);
   EXPECT_NE(table.find("/<wbr>encoder/<wbr>MatMul"), std::string::npos);
   EXPECT_NE(table.find("not fused:"), std::string::npos);
-  EXPECT_NE(dom.find("class-table"), std::string::npos);
+  // Each kernel's spread over the runs: the gemm's 7.2-8.8 ms (p10, p90 by nearest rank).
+  EXPECT_NE(table.find("<th>p10-p90 ms</th>"), std::string::npos);
+  EXPECT_NE(table.find("<td class=\"spread\">7.2000-8.8000</td>"), std::string::npos) << table;
+  // The class table adds up to the wall: its last class row is the time between kernels.
+  at = dom.find("<table id=\"class-table\"");
+  ASSERT_NE(at, std::string::npos);
+  std::string classes = dom.substr(at, dom.find("</table>", at) - at);
+  EXPECT_NE(classes.find("<td>between kernels / dispatch</td>"), std::string::npos) << classes;
+  EXPECT_NE(classes.find("<td>total</td>"), std::string::npos);
+  // Remedies name their kernels, ONNX nodes and the fusion boundaries they quote.
+  at = dom.find("<table id=\"remedies\"");
+  ASSERT_NE(at, std::string::npos);
+  std::string remedies = dom.substr(at, dom.find("</table>", at) - at);
+  for (const char* col :
+       {"<th>kernels (ONNX nodes)</th>", "<th>fusion boundaries</th>", "<th>how</th>"})
+    EXPECT_NE(remedies.find(col), std::string::npos) << col;
+  EXPECT_NE(remedies.find("/encoder/MatMul"), std::string::npos) << remedies;
+  EXPECT_NE(remedies.find("layernorm, relu (&lt;script&gt;alert(1)&lt;/script&gt;, /act/Relu"),
+            std::string::npos)
+      << remedies;
+  EXPECT_NE(remedies.find("layernorm -&gt; relu via 'ln_out'"), std::string::npos) << remedies;
+  EXPECT_NE(remedies.find("not fused: &lt;b&gt;reduction&lt;/b&gt; output"), std::string::npos)
+      << remedies;
   EXPECT_NE(dom.find("<section id=\"batch-sweep\">"), std::string::npos);
   EXPECT_NE(dom.find("<table id=\"batch-table\">"), std::string::npos);
   EXPECT_NE(dom.find("<section id=\"compare\">"), std::string::npos);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -116,6 +117,40 @@ void* CompiledModule::symbol(const std::string& name) const {
   return s;
 }
 
+static void record_in_plan(PlanBinaries& plan, const std::string& source_hash,
+                           const std::string& bytes) {
+  std::lock_guard<std::mutex> lock(plan.mu);
+  if (plan.record) plan.modules[source_hash] = bytes;
+}
+
+// The plan file's object for this source, written to a private temp file just long enough to
+// dlopen it (the loader needs a path); null when the plan has none.
+std::shared_ptr<CompiledModule> CompiledModule::load_from_plan(PlanBinaries& plan,
+                                                               const std::string& source_hash) {
+  std::string bytes;
+  {
+    std::lock_guard<std::mutex> lock(plan.mu);
+    auto it = plan.modules.find(source_hash);
+    if (it == plan.modules.end()) return nullptr;
+    bytes = it->second;
+  }
+  KernelCache tmp_dir(KernelCache::private_temp_dir(), ".so");
+  std::string tmp = tmp_dir.temp_path(source_hash, ".so"), why;
+  TempFileGuard guard(tmp);
+  if (!try_write_file(tmp, bytes, &why)) fail("--load-plan: cannot write a kernel module: {}", why);
+  auto mod = std::shared_ptr<CompiledModule>(new CompiledModule());
+  mod->handle_ = dlopen(tmp.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!mod->handle_) fail("--load-plan: cannot load its generated kernels: {}", dlerror());
+  ::unlink(tmp.c_str());
+  mod->path_ = "plan file";
+  mod->from_cache_ = true;
+  mod->from_plan_ = true;
+  std::lock_guard<std::mutex> lock(plan.mu);
+  ++plan.modules_used;
+  if (plan.record) plan.modules[source_hash] = std::move(bytes);
+  return mod;
+}
+
 std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const CompileOptions& opts) {
   // Every switch first: a bad value fails before any work.
   int timeout = opts.timeout_s > 0 ? opts.timeout_s : env::seconds("BRRR_COMPILE_TIMEOUT");
@@ -126,6 +161,9 @@ std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const Com
   std::string libs;
   if (opts.vector_math)
     libs = " " + (sleef_gnuabi_available() ? sleef_gnuabi_path() : std::string("-lsleefgnuabi"));
+  std::string source_hash = opts.plan ? content_hash(source) : std::string();
+  if (opts.plan && dump.empty())
+    if (auto mod = CompiledModule::load_from_plan(*opts.plan, source_hash)) return mod;
   std::string identity;
   try {
     identity = compiler_identity(cxx, timeout);
@@ -146,10 +184,11 @@ std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const Com
   KernelCache cache(resolve_cache_dir(opts), ".so");
   auto mod = std::shared_ptr<CompiledModule>(new CompiledModule());
   mod->path_ = cache.object_path(key);
-  if (cache.lookup(key)) {
+  if (std::optional<std::string> cached = cache.lookup(key)) {
     mod->handle_ = dlopen(mod->path_.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!mod->handle_) fail("cannot load generated kernels {}: {}", mod->path_, dlerror());
     mod->from_cache_ = true;
+    if (opts.plan) record_in_plan(*opts.plan, source_hash, *cached);
     return mod;
   }
   std::string src = cache.temp_path(key, ".cpp"), why;
@@ -198,6 +237,7 @@ std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const Com
     ::unlink(tmp.c_str());
     fail("cannot load generated kernels {}: {}", tmp, err);
   }
+  if (opts.plan) record_in_plan(*opts.plan, source_hash, built);
   // A failure here only loses the cache entry; the kernels are already loaded.
   if (!cache.publish_file(key, tmp, built)) mod->path_ = tmp;
   return mod;

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "brrr/session.hpp"
+
 namespace brrr::cpu {
 
 struct CompileOptions {
@@ -14,6 +16,10 @@ struct CompileOptions {
   std::string dump_dir;      // empty: $BRRR_DUMP_DIR; receives every source (and failed logs)
   int timeout_s = 0;         // 0: $BRRR_COMPILE_TIMEOUT, else 300
   bool vector_math = false;  // link SLEEF's GNU-ABI vector math library
+  // A plan file's modules (by content_hash(source)): one found there is loaded without running
+  // the compiler at all (not even its --version); with `record`, every module is added to it.
+  // Unused while BRRR_DUMP_DIR is set, so the dump still gets every source.
+  PlanBinaries* plan = nullptr;
 };
 
 class CompiledModule {
@@ -23,13 +29,17 @@ class CompiledModule {
   void* symbol(const std::string& name) const;
   const std::string& path() const { return path_; }
   bool from_cache() const { return from_cache_; }
+  bool from_plan() const { return from_plan_; }  // taken from a plan file (CompileOptions::plan)
   double compile_ms() const { return compile_ms_; }
 
  private:
   friend std::shared_ptr<CompiledModule> compile_cpp(const std::string&, const CompileOptions&);
+  static std::shared_ptr<CompiledModule> load_from_plan(PlanBinaries& plan,
+                                                        const std::string& source_hash);
   void* handle_ = nullptr;
   std::string path_;
   bool from_cache_ = false;
+  bool from_plan_ = false;
   double compile_ms_ = 0;
 };
 

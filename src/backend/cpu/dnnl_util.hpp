@@ -45,6 +45,15 @@ inline dnnl::engine& engine() {
   return e;
 }
 
+// Constant weights (graph value `value`, its bytes at `data`, stored as `user`) reordered once at
+// plan build into the layout `want` a primitive chose (plan_weights.cpp). Below
+// kThreadedReorderBytes this runs on one thread: waking OpenMP's sleeping team for a reorder of
+// microseconds cost 1-12 ms each on a loaded machine (ONEDNN_VERBOSE=2). Inside a PlanWeights
+// scope the pack comes from the plan file when it holds it, and is recorded when it records.
+constexpr size_t kThreadedReorderBytes = size_t(16) << 20;
+dnnl::memory reorder_weights(int value, const void* data, const dnnl::memory::desc& user,
+                             const dnnl::memory::desc& want);
+
 // The epilogue's activation appended as eltwise post-ops; false when oneDNN has none for it.
 inline bool append_activation(dnnl::post_ops& po, const plan::Epilogue& e) {
   using A = dnnl::algorithm;

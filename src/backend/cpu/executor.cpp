@@ -75,6 +75,7 @@ class CpuExecutor final : public Executor {
   MemoryStats mem;
   double compile_ms = 0;
   bool from_cache = false;
+  bool from_plan = false;  // every module from a plan file
   int num_nhwc = 0;     // values stored NHWC between library kernels
   int num_blocked = 0;  // ...and channel-blocked (nChw16c)
   Layouts layouts;      // per value (choose_layouts)
@@ -85,7 +86,9 @@ class CpuExecutor final : public Executor {
     return size_t(std::count_if(plan.kernels.begin(), plan.kernels.end(),
                                 [](const plan::Kernel& k) { return k.kind == KernelKind::Fused; }));
   }
-  std::unique_ptr<LibraryKernel> make_library_kernel(const plan::Kernel& k, const Layouts& l);
+  std::unique_ptr<LibraryKernel> make_library_kernel(const plan::Kernel& k, const Layouts& l,
+                                                     bool twin);
+  void add_twin(size_t i);
   void bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
             std::vector<Tensor>* keep);
   void exec(size_t i);
@@ -101,12 +104,13 @@ void CpuExecutor::begin_run() { load_run.emplace(*load, *pool, adaptive); }
 void CpuExecutor::end_run() { load_run.reset(); }
 
 // A library kernel on the session's threads. A oneDNN kernel on several OpenMP threads gets a
-// one-thread twin to fall back on when the machine is loaded (library_adaptive.cpp).
+// one-thread twin to fall back on when the machine is loaded (library_adaptive.cpp), with `twin`
+// now, else later (add_twin): the first pass's kernels that the layout pass makes again never
+// get one (on squeezenet1_1 the twins made for those were half its library set-up time).
 std::unique_ptr<LibraryKernel> CpuExecutor::make_library_kernel(const plan::Kernel& k,
-                                                               const Layouts& l) {
-  cpu::SharedPacks packs;  // the twin takes kern's packed weights
+                                                               const Layouts& l, bool twin) {
   std::unique_ptr<cpu::LibraryKernel> kern = cpu::make_library_kernel(g, k, l);
-  if (kern && kern->openmp && !env::flag("BRRR_NO_LOAD_ADAPTIVE")) {
+  if (kern && kern->openmp && twin && adaptive) {
     std::unique_ptr<cpu::LibraryKernel> one;
     {
       cpu::LibraryThreads one_thread(1);
@@ -116,6 +120,21 @@ std::unique_ptr<LibraryKernel> CpuExecutor::make_library_kernel(const plan::Kern
   }
   if (kern) kern->pool = pool.get();
   return kern;
+}
+
+// The twin of a first-pass kernel the layout pass kept.
+void CpuExecutor::add_twin(size_t i) {
+  std::unique_ptr<LibraryKernel>& kern = steps[i].lib;
+  if (!kern || !kern->openmp || !adaptive) return;
+  std::unique_ptr<cpu::LibraryKernel> one;
+  {
+    cpu::LibraryThreads one_thread(1);
+    one = cpu::make_library_kernel(g, plan.kernels[i], layouts);
+  }
+  if (one) {
+    kern = cpu::make_load_adaptive(std::move(kern), std::move(one), load);
+    kern->pool = pool.get();
+  }
 }
 
 // The CPU's layout pass (src/passes/choose_layouts.cpp) on the plan the library accepted; kernels
@@ -130,8 +149,11 @@ void CpuExecutor::choose_layouts() {
     bool touches = false;
     for (int v : k.inputs) touches = touches || layouts[size_t(v)] != cpu::kNCHW;
     for (int v : k.outputs) touches = touches || layouts[size_t(v)] != cpu::kNCHW;
-    if (!touches) continue;
-    steps[i].lib = make_library_kernel(k, layouts);
+    if (!touches) {
+      add_twin(i);
+      continue;
+    }
+    steps[i].lib = make_library_kernel(k, layouts, true);
     BRRR_ASSERT(steps[i].lib != nullptr, "library kernel failed with NHWC/blocked layouts");
   }
 }
@@ -148,13 +170,17 @@ void CpuExecutor::build() {
   };
   pool = std::make_unique<cpu::ThreadPool>(cpu::resolve_thread_count(opts.threads));
   cpu::LibraryThreads lib_threads(pool->threads());
+  cpu::PlanWeights plan_weights(opts.plan_binaries.get());  // packs shared in the build; plan file
+  // One scope for the whole build: a twin made after the layout pass still takes its kernel's
+  // packed GEMM weights.
+  cpu::SharedPacks packs;
   steps.resize(plan.kernels.size());
   // Library kernels oneDNN cannot do become reference kernels (with all their outputs stored).
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     plan::Kernel& k = plan.kernels[i];
     steps[i].kind = k.kind;
     if (k.kind != KernelKind::Library) continue;
-    steps[i].lib = make_library_kernel(k, {});
+    steps[i].lib = make_library_kernel(k, {}, false);
     if (steps[i].lib) continue;
     k.kind = steps[i].kind = KernelKind::Reference;
     // In graph (topological) order: a GEMM's operand views follow it in k.nodes.
@@ -167,8 +193,17 @@ void CpuExecutor::build() {
       for (int o : g.nodes[size_t(n)].outputs)
         if (o >= 0) k.outputs.push_back(o);
   }
+  phase("library");
   choose_layouts();
-  phase("library+layout");
+  // OpenMP's team is made here, not by the first run: the weight reorders run on one thread now,
+  // and the first threaded oneDNN kernel would otherwise pay for creating it (mobilenet_v3_small,
+  // 12 interleaved starts at load 7: first run median 3.7 ms before, 7.1 ms without this).
+  if (std::any_of(steps.begin(), steps.end(), [](const Step& s) { return s.lib && s.lib->openmp; })) {
+#pragma omp parallel
+    {
+    }
+  }
+  phase("layout+twins");
   // Memory: every kernel output that is not a graph output lives in the arena (plan_memory.cpp).
   ArenaPlan ap = plan_memory(g, plan, [&](int v) { return cpu::value_bytes(g, v, layouts); });
   mem.arena_bytes = ap.arena_bytes;
@@ -202,12 +237,15 @@ void CpuExecutor::build() {
     cc.cache_dir = opts.cache_dir;
     cc.dump_dir = opts.dump_dir;
     cc.vector_math = co.vector_math;
+    cc.plan = opts.plan_binaries.get();
     auto t0 = std::chrono::steady_clock::now();
     modules = cpu::compile_parts(src.parts, cc);
     compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     from_cache = std::all_of(modules.begin(), modules.end(),
                              [](const auto& m) { return m->from_cache(); });
+    from_plan = std::all_of(modules.begin(), modules.end(),
+                            [](const auto& m) { return m->from_plan(); });
     num_functions = src.num_functions;
     for (size_t i = 0; i < plan.kernels.size(); ++i)
       if (!src.symbols[i].empty()) {
@@ -396,8 +434,13 @@ std::string CpuExecutor::summary() const {
   if (num_blocked)
     s += fmt::format("layout: {} value(s) kept channel-blocked (nChw16c) between library kernels\n",
                      num_blocked);
+  if (const PlanBinaries* pb = opts.plan_binaries.get(); pb && !pb->record)
+    s += fmt::format("plan file: {} generated module(s) and {} packed weight(s) taken from it\n",
+                     pb->modules_used, pb->weights_used);
   if (!modules.empty()) {
-    std::string how = from_cache ? "from cache" : fmt::format("compiled in {:.0f} ms", compile_ms);
+    std::string how = from_plan    ? "from the plan file"
+                      : from_cache ? "from cache"
+                                   : fmt::format("compiled in {:.0f} ms", compile_ms);
     if (modules.size() == 1) s += fmt::format("code: {} ({})\n", modules[0]->path(), how);
     else
       s += fmt::format("code: {} translation units, first {} ({})\n", modules.size(),

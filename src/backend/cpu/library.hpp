@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "backend/cpu/thread_pool.hpp"
+#include "brrr/session.hpp"
 #include "plan/kernel_ir.hpp"
 
 namespace brrr::cpu {
@@ -103,6 +104,24 @@ class SharedPacks {
   SharedPacks& operator=(const SharedPacks&) = delete;
   int packed() const;  // weights reordered while in scope
   int reused() const;  // ...and packs a later kernel took instead of reordering again
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  Impl* prev_ = nullptr;
+};
+
+// While one is in scope on this thread (a session's build), the constant weights library kernels
+// pack are shared: a kernel that wants a pack made earlier in the scope (its one-thread twin, the
+// layout pass's remake) takes that one instead of reordering again, a Winograd transform being
+// milliseconds per conv. With a `plan` (a plan file's binaries), a pack it holds is copied
+// instead of reordered, and with plan->record every pack made is added to it (plan_weights.cpp).
+class PlanWeights {
+ public:
+  explicit PlanWeights(PlanBinaries* plan);
+  ~PlanWeights();
+  PlanWeights(const PlanWeights&) = delete;
+  PlanWeights& operator=(const PlanWeights&) = delete;
   struct Impl;
 
  private:

@@ -160,11 +160,7 @@ std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d
     kern->dst_bytes = value_bytes(g, vout, layouts);  // blocked: with padding channels
     if (wconst.defined()) {  // reorder once; the kernel owns the packed copy
       Tensor wc = wconst.contiguous();
-      dnnl::memory wu(wuser, engine(), const_cast<void*>(wc.raw()));
-      kern->weights = dnnl::memory(pd.weights_desc(), engine());
-      dnnl::stream s(engine());
-      dnnl::reorder(wu, kern->weights).execute(s, wu, kern->weights);
-      s.wait();
+      kern->weights = reorder_weights(vw, wc.raw(), wuser, pd.weights_desc());
     } else {
       return nullptr;  // computed weights: the reference kernel
     }

@@ -114,11 +114,7 @@ dnnl::memory pack_weights(const Graph& g, int v, const void* data, const dnnl::m
         ++t_packs->reused;
         return e.mem;
       }
-  dnnl::memory wu(user, engine(), const_cast<void*>(data));
-  dnnl::memory packed(want, engine());
-  dnnl::stream s(engine());
-  dnnl::reorder(wu, packed).execute(s, wu, packed);
-  s.wait();
+  dnnl::memory packed = reorder_weights(v, data, user, want);
   if (t_packs) {
     t_packs->entries.push_back({&g, v, user, want, packed});
     ++t_packs->packed;
