@@ -108,6 +108,45 @@ TEST(GemmViews, HeadSplitStrides) {
   EXPECT_EQ(o.strides, (std::vector<int64_t>{256, 8, 32, 1}));
 }
 
+// The oneDNN implementation line of a plan summary ("" when there is none).
+std::string gemm_impls(const std::string& summary) {
+  size_t at = summary.find("oneDNN matmul implementations: ");
+  if (at == std::string::npos) return "";
+  return summary.substr(at, summary.find('\n', at) - at);
+}
+
+// BERT's merge as its TorchScript export writes it (a Reshape to the same shape, the Transpose,
+// the Reshape to [1, S, H*D]): the view leaves the batch dim of 1 with stride H*D, between the
+// others'. oneDNN 2.6's brgemm refused that (P.V fell to gemm:jit, 17% slower per
+// call on BERT-base); the library gives such dims the whole extent and gets the same kernel as
+// the contiguous plan.
+TEST(GemmViews, MergedHeadsKeepTheContiguousKernel) {
+  auto graph = [] {
+    GraphBuilder b;
+    int y = b.node("MatMul", {b.input("p", {1, 4, 8, 8}), b.input("v", {1, 4, 8, 8})});
+    b.output(reshape(b, transpose(b, reshape(b, y, {1, 4, 8, 8}), {0, 2, 1, 3}), {1, 8, 32}));
+    infer_shapes(b.g, {});
+    return b.g;
+  };
+  Graph g = graph();
+  plan::OperandView o =
+      plan::output_view(g, g.nodes[0].outputs[0], [](int) { return true; });
+  ASSERT_EQ(o.nodes.size(), 3u);
+  EXPECT_EQ(o.strides, (std::vector<int64_t>{32, 8, 32, 1}));  // the batch dim's stride: H*D
+  Ran on = run_and_check(g);
+  Ran off;
+  {
+    brrr_test::EnvVar no_views("BRRR_NO_GEMM_VIEWS", "1");
+    off = run_and_check(graph());
+  }
+  if (!brrr_test::kDnnl) GTEST_SKIP() << "no oneDNN in this build";
+  EXPECT_EQ(on.kernels, 1) << on.plan;
+  EXPECT_EQ(on.copies, 0) << on.plan;
+  const std::string impl = gemm_impls(off.plan);  // the one GEMM of the contiguous plan
+  ASSERT_FALSE(impl.empty()) << off.plan;
+  EXPECT_EQ(gemm_impls(on.plan), impl) << on.plan;
+}
+
 // A Reshape that merges dims a Transpose made non-adjacent is no view: it stays a kernel, and
 // the MatMul reads only what is one (here nothing past it). A scaled operand keeps its bias out
 // of the GEMM (the library adds a bias before the scale). Both equal the reference.

@@ -9,6 +9,7 @@
 #include "core/env.hpp"
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -84,6 +85,19 @@ dims padded_strides(const std::vector<int64_t>& st, const Shape& s, size_t r) {
   dims out(r - st.size(), extent);
   out.insert(out.end(), st.begin(), st.end());
   return out;
+}
+
+// Strides with every dim of size 1 moved outermost (its stride: the whole extent). Such a dim may
+// hold any stride, but oneDNN 2.6's brgemm matmul takes only strides that order all dims densely:
+// the merged-heads result [1,H,S,D] written into [1,S,H*D], its batch dim of 1 left with stride
+// H*D between the others', sent P.V to the slower gemm:jit.
+dims unit_dims_outermost(const dims& d, dims st) {
+  int64_t extent = 1;
+  for (size_t i = 0; i < d.size(); ++i)
+    if (d[i] != 1) extent = std::max(extent, d[i] * st[i]);
+  for (size_t i = 0; i < d.size(); ++i)
+    if (d[i] == 1) st[i] = extent;
+  return st;
 }
 
 // The packs of the innermost SharedPacks scope on this thread (none: every kernel packs its own).
@@ -184,6 +198,7 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
     if (!d->a_strides.empty()) ast = padded_strides(d->a_strides, as, r);
     if (!d->b_strides.empty()) bst = padded_strides(d->b_strides, bs, r);
   }
+  ast = unit_dims_outermost(ad, ast), bst = unit_dims_outermost(bd, bst);
   const bool narrow = math != dt::f32;
   try {
     dnnl::memory::desc amd(ad, dt::f32, ast), bmd(bd, dt::f32, bst);
@@ -197,6 +212,7 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
     dnnl::memory::desc bany = prepack ? dnnl::memory::desc(bd, math, tag::any) : narrow ? bnarrow : bmd;
     dims ost = strides_of(od, false);
     if (!shared_b && !d->out_strides.empty()) ost = padded_strides(d->out_strides, os, r);
+    ost = unit_dims_outermost(od, ost);
     dnnl::memory::desc omd(od, dt::f32, ost);
     // Post-ops in the epilogue's order: the bias (the primitive's own), a residual sum (added
     // onto dst, which holds it when the run starts), then the activation.
