@@ -96,6 +96,7 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
       v = view.source;
       (slot == 0 ? d.a_dims : d.b_dims) = view.dims;
       (slot == 0 ? d.a_strides : d.b_strides) = view.strides;
+      (slot == 0 ? d.a_offset : d.b_offset) = view.offset;
       scale *= view.scale;
     }
     d.scale = float(scale);

@@ -166,7 +166,7 @@ class Matcher {
       o.strides = row_major4(o.dims);
     } else {
       o.source = ov.source;
-      if (!as4(ov.dims, ov.strides, &o.dims, &o.strides)) return std::nullopt;
+      if (ov.offset != 0 || !as4(ov.dims, ov.strides, &o.dims, &o.strides)) return std::nullopt;
       for (int n : ov.nodes) nodes_.insert(n);
     }
     d.out = o.source;
@@ -264,6 +264,7 @@ class Matcher {
       dims = g_.value(v).shape;
       strides = row_major_strides(dims);
     } else {
+      if (view.offset != 0) return false;  // a Gather of one index: AttentionDesc has no offsets
       o->source = view.source;
       dims = view.dims;
       strides = view.strides;
@@ -321,7 +322,7 @@ class Matcher {
       std::vector<int64_t> r = row_major_strides(xs);
       for (size_t i = 0; i < 4; ++i) xst[i] = r[i];
     } else {
-      if (xv.dims.size() != 4 || xv.scale != 1) return false;
+      if (xv.dims.size() != 4 || xv.scale != 1 || xv.offset != 0) return false;
       for (size_t i = 0; i < 4; ++i) xst[i] = xv.strides[i];
       src = xv.source;
     }

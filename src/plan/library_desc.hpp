@@ -50,6 +50,7 @@ struct GemmDesc {
   // Empty: the operand is its value, row-major (or transposed by trans_a / trans_b).
   Shape a_dims, b_dims;
   std::vector<int64_t> a_strides, b_strides;
+  int64_t a_offset = 0, b_offset = 0;  // elements into a's and b's buffers (a view's Gather)
   float scale = 1;  // the views' scalar Muls: out = act(scale * A' * B' + sum); no bias then
   // The product written through a view of `out` (its Reshapes and Transposes in the kernel):
   // the product's shape and where each element lands in out. Empty: out, row-major.

@@ -57,12 +57,42 @@ std::optional<double> mul_scale(const Graph& g, const Node& n, int x, bool float
   return c.constant.at_double(0);
 }
 
+// A Gather of one constant index (a 0-d or one-element index tensor) on a typed input: the axis
+// (normalized) and the index (in range), else nullopt.
+struct Pick {
+  size_t axis = 0;
+  int64_t index = 0;
+};
+std::optional<Pick> gather_pick(const Graph& g, const Node& n) {
+  if (n.inputs.size() != 2 || n.inputs[1] < 0) return std::nullopt;
+  const Value& x = g.value(n.inputs[0]);
+  const Value& i = g.value(n.inputs[1]);
+  if (!x.typed || !i.constant.defined() || i.constant.numel() != 1 || i.shape.size() > 1 ||
+      (i.dtype != DType::i64 && i.dtype != DType::i32))
+    return std::nullopt;
+  int64_t axis = 0, rank = int64_t(x.shape.size());
+  try {
+    axis = n.attr_int("axis", 0);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  const int64_t dim = x.shape[size_t(axis)];
+  int64_t index = i.constant.at_int(0);
+  if (index < 0) index += dim;
+  if (index < 0 || index >= dim) return std::nullopt;
+  return Pick{size_t(axis), index};
+}
+
 // Node n in a view: the input it reads the viewed value through, or -1 when it is no view node.
 int view_input(const Graph& g, const Node& n, bool float16) {
   if (!n.domain.empty() || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1) return -1;
   const Value& out = g.value(n.outputs[0]);
   if (!view_dtype(out.dtype, float16) || !out.typed) return -1;
-  if (n.op == "Transpose" || n.op == "Reshape") return n.inputs[0];
+  if (n.op == "Transpose" || n.op == "Reshape" || n.op == "Squeeze" || n.op == "Unsqueeze")
+    return n.inputs[0];
+  if (n.op == "Gather" && gather_pick(g, n)) return n.inputs[0];
   if (n.op == "Mul") {
     for (int x : n.inputs)
       if (x >= 0 && g.value(x).shape == out.shape && mul_scale(g, n, x, float16)) return x;
@@ -129,7 +159,18 @@ std::optional<OperandView> view_from(const Graph& g, int source, const std::vect
       }
       if (d != out) return std::nullopt;
       v.dims = d, v.strides = s;
-    } else if (n.op == "Reshape") {
+    } else if (n.op == "Gather") {  // one index: an offset, and its axis dropped (or kept as 1)
+      std::optional<Pick> pick = gather_pick(g, n);
+      if (!pick) return std::nullopt;
+      v.offset += pick->index * v.strides[pick->axis];
+      if (g.value(n.inputs[1]).shape.empty()) {
+        v.dims.erase(v.dims.begin() + int64_t(pick->axis));
+        v.strides.erase(v.strides.begin() + int64_t(pick->axis));
+      } else {
+        v.dims[pick->axis] = 1;
+      }
+      if (v.dims != out) return std::nullopt;
+    } else if (n.op == "Reshape" || n.op == "Squeeze" || n.op == "Unsqueeze") {
       if (shape_numel(out) != shape_numel(v.dims)) return std::nullopt;
       auto s = reshape_strides(v.dims, v.strides, out);
       if (!s) return std::nullopt;

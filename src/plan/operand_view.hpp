@@ -1,7 +1,9 @@
 // A library GEMM operand read through a strided view of an earlier buffer: the Reshapes,
-// Transposes and scalar Muls between that buffer and the GEMM become the operand's memory
-// descriptor (dims, element strides) and a scale on the product, so no copy kernel runs
-// (BERT's and GPT-2's head split: Reshape [B,S,H,D], Transpose [0,2,1,3], Mul by 1/sqrt(sqrt(D))).
+// Squeezes, Unsqueezes, Transposes, scalar Muls and Gathers of one constant index between that
+// buffer and the GEMM become the operand's memory descriptor (dims, element strides, an offset)
+// and a scale on the product, so no copy kernel runs (BERT's and GPT-2's head split: Reshape
+// [B,S,H,D], Transpose [0,2,1,3], Mul by 1/sqrt(sqrt(D)); ViT's q, k and v picked out of the
+// packed in-projection by Gather 0, 1, 2).
 #pragma once
 #include <functional>
 #include <string>
@@ -16,6 +18,7 @@ struct OperandView {
   std::vector<int> nodes;        // the view's nodes, source side first (empty: no view)
   Shape dims;                    // the operand's shape, as the GEMM reads it
   std::vector<int64_t> strides;  // in elements, one per dim
+  int64_t offset = 0;            // in elements: where the view's first element lies
   double scale = 1;              // product of the scalar Muls on the way
 };
 

@@ -17,6 +17,7 @@ Target Target::cpu(bool onednn) {
   t.gemm_strided_operands = onednn;
   t.gemm_operand_views = onednn && !env::flag("BRRR_NO_GEMM_VIEWS");
   t.gemm_gelu_tanh = onednn && !env::flag("BRRR_NO_GEMM_GELU_TANH");
+  t.generated_bool = true;  // the C++ emitter reads and writes bool buffers (codegen_cpp.cpp)
   return t;
 }
 

@@ -49,7 +49,7 @@ Graph attention() {
 }
 
 struct Ran {
-  int kernels = 0, library = 0, copies = 0, fused = 0;
+  int kernels = 0, library = 0, copies = 0, fused = 0, reference = 0;
   std::string plan;
 };
 
@@ -62,8 +62,8 @@ Ran run_and_check(const Graph& g) {
   std::vector<Tensor> got;
   for (int r = 0; r < 2; ++r) got = s.run(in);
   brrr_test::expect_outputs_close(got, run_reference(s.graph(), in), 1e-5, 1e-5, s.plan_summary());
-  return {s.num_kernels(), s.num_kernels("library"), s.num_kernels("copy"), s.num_kernels("fused"),
-          s.plan_summary()};
+  return {s.num_kernels(),       s.num_kernels("library"),   s.num_kernels("copy"),
+          s.num_kernels("fused"), s.num_kernels("reference"), s.plan_summary()};
 }
 
 TEST(GemmViews, AttentionRunsNoMovementKernel) {
@@ -108,6 +108,45 @@ TEST(GemmViews, HeadSplitStrides) {
   EXPECT_EQ(o.strides, (std::vector<int64_t>{256, 8, 32, 1}));
 }
 
+// The oneDNN implementation line of a plan summary ("" when there is none).
+std::string gemm_impls(const std::string& summary) {
+  size_t at = summary.find("oneDNN matmul implementations: ");
+  if (at == std::string::npos) return "";
+  return summary.substr(at, summary.find('\n', at) - at);
+}
+
+// BERT's merge as its TorchScript export writes it (a Reshape to the same shape, the Transpose,
+// the Reshape to [1, S, H*D]): the view leaves the batch dim of 1 with stride H*D, between the
+// others'. oneDNN 2.6's brgemm refused that (P.V fell to gemm:jit, 17% slower per
+// call on BERT-base); the library gives such dims the whole extent and gets the same kernel as
+// the contiguous plan.
+TEST(GemmViews, MergedHeadsKeepTheContiguousKernel) {
+  auto graph = [] {
+    GraphBuilder b;
+    int y = b.node("MatMul", {b.input("p", {1, 4, 8, 8}), b.input("v", {1, 4, 8, 8})});
+    b.output(reshape(b, transpose(b, reshape(b, y, {1, 4, 8, 8}), {0, 2, 1, 3}), {1, 8, 32}));
+    infer_shapes(b.g, {});
+    return b.g;
+  };
+  Graph g = graph();
+  plan::OperandView o =
+      plan::output_view(g, g.nodes[0].outputs[0], [](int) { return true; });
+  ASSERT_EQ(o.nodes.size(), 3u);
+  EXPECT_EQ(o.strides, (std::vector<int64_t>{32, 8, 32, 1}));  // the batch dim's stride: H*D
+  Ran on = run_and_check(g);
+  Ran off;
+  {
+    brrr_test::EnvVar no_views("BRRR_NO_GEMM_VIEWS", "1");
+    off = run_and_check(graph());
+  }
+  if (!brrr_test::kDnnl) GTEST_SKIP() << "no oneDNN in this build";
+  EXPECT_EQ(on.kernels, 1) << on.plan;
+  EXPECT_EQ(on.copies, 0) << on.plan;
+  const std::string impl = gemm_impls(off.plan);  // the one GEMM of the contiguous plan
+  ASSERT_FALSE(impl.empty()) << off.plan;
+  EXPECT_EQ(gemm_impls(on.plan), impl) << on.plan;
+}
+
 // A Reshape that merges dims a Transpose made non-adjacent is no view: it stays a kernel, and
 // the MatMul reads only what is one (here nothing past it). A scaled operand keeps its bias out
 // of the GEMM (the library adds a bias before the scale). Both equal the reference.
@@ -129,6 +168,39 @@ TEST(GemmViews, WhatIsNoViewStaysAKernel) {
   b2.output(b2.node("Add", {mm, b2.constant("bias", rnd({5}, 9))}));
   Ran r2 = run_and_check(b2.g);
   if (brrr_test::kDnnl) EXPECT_EQ(r2.library, 1) << r2.plan;
+}
+
+// ViT's attention as torchvision's MultiheadAttention exports it: one in-projection [S,1,3E],
+// Reshape [S,1,3,E], Unsqueeze, Transpose [3,S,1,1,E], Squeeze, then q, k and v as Gather 0, 1
+// and 2 (once three reference kernels per layer), each split into heads. The Gathers become
+// offsets into that buffer; here S = 6, E = 16, 2 heads of 8.
+TEST(GemmViews, PackedQkvGathersAreOffsets) {
+  GraphBuilder b;
+  const int64_t S = 6, E = 16, H = 2, D = 8;
+  int x = b.input("x", {S, 1, 3 * E});
+  int packed = b.node("Squeeze", {transpose(b, b.node("Unsqueeze", {reshape(b, x, {S, 1, 3, E}),
+                                                                     b.constant("ax", Tensor::from_vector<int64_t>({1}, {0}))}),
+                                            {3, 1, 2, 0, 4}),
+                                  b.constant("sq", Tensor::from_vector<int64_t>({1}, {3}))});
+  auto head = [&](int64_t i, const std::vector<int64_t>& perm) {
+    int pick = b.node("Gather", {packed, b.constant("i" + std::to_string(i), Tensor::scalar<int64_t>(i))},
+                      {{"axis", int64_t(0)}});
+    return transpose(b, reshape(b, pick, {S, H, D}), perm);  // [H, S, D] or [H, D, S]
+  };
+  int q = head(0, {1, 0, 2}), k = head(1, {1, 2, 0}), v = head(2, {1, 0, 2});
+  int p = b.node("Softmax", {b.node("MatMul", {q, k})}, {{"axis", int64_t(-1)}});
+  b.output(b.node("MatMul", {p, v}));
+  infer_shapes(b.g, {});
+  // k read straight from x: index 1 on the axis of 3, whose stride in [S,1,3,E] is E.
+  plan::OperandView kv = plan::operand_view(b.g, k, [](int) { return true; });
+  EXPECT_EQ(kv.source, x);
+  EXPECT_EQ(kv.dims, (Shape{H, D, S}));
+  EXPECT_EQ(kv.strides, (std::vector<int64_t>{D, 1, 3 * E}));
+  EXPECT_EQ(kv.offset, E);
+  Ran on = run_and_check(b.g);
+  if (!brrr_test::kDnnl) GTEST_SKIP() << "no oneDNN in this build";
+  EXPECT_EQ(on.reference, 0) << on.plan;
+  EXPECT_EQ(on.library, 2) << on.plan;  // Q.K^T and P.V read the packed buffer
 }
 
 // GPT-2's MLP as its dynamo export writes it: Reshape [1,S,D] -> [S,D], Gemm, Reshape back, then

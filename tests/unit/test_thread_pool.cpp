@@ -356,3 +356,27 @@ TEST(LoadAdaptive, SerialRunUsesOneOpenMPThreadAndOnlyTheCaller) {
   }
   EXPECT_EQ(load.run, load.one_until + 1);
 }
+
+// A threaded run marked loaded keeps the threads when it still beat the fastest serial run; the
+// first mark, with no serial time yet, costs one serial run (which measures it), not a stretch.
+TEST(LoadAdaptive, ThreadedRunThatBeatsSerialKeepsItsThreads) {
+  using brrr::cpu::LoadRun;
+  brrr::cpu::ThreadPool pool(2);
+  brrr::cpu::LoadState load;
+  auto run_for = [&](int ms, bool mark) {
+    LoadRun r(load, pool, true);
+    if (mark) load.loaded();
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  };
+  run_for(1, true);  // loaded, no serial time yet: the next run alone is serial
+  EXPECT_TRUE(load.serial());
+  EXPECT_EQ(load.one_until, load.run + 1);
+  run_for(100, false);  // that serial run: 100 ms
+  EXPECT_FALSE(load.serial());
+  EXPECT_GE(load.serial_ms, 100.0);
+  run_for(1, true);  // marked loaded, but 1 ms beats 100: threads kept
+  EXPECT_FALSE(load.serial());
+  run_for(250, true);  // slower than serial: the stretch is spent serial
+  EXPECT_TRUE(load.serial());
+  EXPECT_EQ(load.one_until - load.run, brrr::cpu::LoadState::kFirstStretch);
+}

@@ -63,10 +63,12 @@ class KernelEmitter {
     out_ = "static void @FN@_part(void* arg, int64_t u0, int64_t u1) {\n";
     out_ += "  void* const* slots = ((const brrr_args*)arg)->slots;\n";
     out_ += "  const int32_t* a = ((const brrr_args*)arg)->a;\n";
-    for (size_t j = 0; j < args_.size(); ++j)
+    for (size_t j = 0; j < args_.size(); ++j) {
+      const char* t = is_bool(args_[j]) ? "unsigned char" : "float";
       out_ += j < num_inputs_
-                  ? fmt::format("  const float* __restrict b{0} = (const float*)slots[a[{0}]];\n", j)
-                  : fmt::format("  float* __restrict b{0} = (float*)slots[a[{0}]];\n", j);
+                  ? fmt::format("  const {1}* __restrict b{0} = (const {1}*)slots[a[{0}]];\n", j, t)
+                  : fmt::format("  {1}* __restrict b{0} = ({1}*)slots[a[{0}]];\n", j, t);
+    }
     if (is_flat) emit_flat();
     else emit_rows();
     out_ += "}\n";
@@ -94,6 +96,12 @@ class KernelEmitter {
     if (local_.try_emplace(v, int(args_.size())).second) args_.push_back(v);
   }
   std::string buf(int v) const { return fmt::format("b{}", local_.at(v)); }
+  // Bool buffers hold one byte per element; the kernel computes on them as float32 0 or 1 (a
+  // load converts) and stores v != 0, as the CUDA emitter does.
+  bool is_bool(int v) const { return g_.value(v).dtype == DType::boolean; }
+  std::string stored(int v, int expr) const {
+    return is_bool(v) ? fmt::format("(unsigned char)(e{} != 0.0f)", expr) : fmt::format("e{}", expr);
+  }
 
   bool flat() const {
     if (k_.has_reduction()) return false;
@@ -140,7 +148,10 @@ class KernelEmitter {
     // first reads the line it writes (write-allocate), 1.5x the compulsory traffic of a x -> y map.
     // Each group of 16 is computed into a 16-float tile the compiler keeps in one vector register,
     // then streamed (a larger tile goes through memory: 9.4 vs 7.9 ms on (x+1)*2 over 2^25).
-    const bool stream = n >= kStreamMinElems;
+    // (float32 outputs only: the tiles and brrr_stream16 are float.)
+    const bool stream = n >= kStreamMinElems &&
+                        std::none_of(k_.stores.begin(), k_.stores.end(),
+                                     [&](const auto& st) { return is_bool(st.value); });
     auto body = [&](const std::string& ind, bool tile) {
       std::string b;
       for (size_t id = 0; id < k_.exprs.size(); ++id) {
@@ -155,7 +166,7 @@ class KernelEmitter {
       for (size_t j = 0; j < k_.stores.size(); ++j) {
         const auto& st = k_.stores[j];
         b += tile ? fmt::format("{}  t{}[i - s0] = e{};\n", ind, j, st.expr)
-                  : fmt::format("{}  {}[i] = e{};\n", ind, buf(st.value), st.expr);
+                  : fmt::format("{}  {}[i] = {};\n", ind, buf(st.value), stored(st.value, st.expr));
       }
       return b;
     };
@@ -236,13 +247,13 @@ class KernelEmitter {
       out_ += elem_stmts(closure(elem_targets), "      ");
       for (const auto& s : k_.stores)
         if (g_.value(s.value).shape == S)
-          out_ += fmt::format("      {}[r * C + c] = e{};\n", buf(s.value), s.expr);
+          out_ += fmt::format("      {}[r * C + c] = {};\n", buf(s.value), stored(s.value, s.expr));
       out_ += "    }\n";
     }
     for (const auto& s : k_.stores)
       if (g_.value(s.value).shape != S) {
         BRRR_ASSERT(shape_numel(g_.value(s.value).shape) == R, "row store of a non-row value");
-        out_ += fmt::format("    {}[r] = e{};\n", buf(s.value), s.expr);
+        out_ += fmt::format("    {}[r] = {};\n", buf(s.value), stored(s.value, s.expr));
       }
     out_ += "  }\n";
   }

@@ -430,6 +430,19 @@ std::string CpuExecutor::summary() const {
     s += fmt::format("precision: {} of {} library GEMM/conv kernel(s) read bf16 operands{}{}\n", n,
                      asked, impls.empty() ? "" : ": ", impls);
   }
+  // Which oneDNN implementation each library GEMM got: a strided operand oneDNN's brgemm refuses
+  // falls back to the older gemm:jit (or a ref: kernel), which the plan alone does not show.
+  std::map<std::string, int> gemm_impls;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].lib && !steps[i].lib->impl.empty() &&
+        plan::desc_of<plan::GemmDesc>(plan.kernels[i]))
+      ++gemm_impls[steps[i].lib->impl];
+  if (!gemm_impls.empty()) {
+    std::string impls;
+    for (const auto& [impl, c] : gemm_impls)
+      impls += fmt::format("{}{} x{}", impls.empty() ? "" : ", ", impl, c);
+    s += fmt::format("library: oneDNN matmul implementations: {}\n", impls);
+  }
   if (num_nhwc) s += fmt::format("layout: {} value(s) kept NHWC between library kernels\n", num_nhwc);
   if (num_blocked)
     s += fmt::format("layout: {} value(s) kept channel-blocked (nChw16c) between library kernels\n",

@@ -137,8 +137,15 @@ struct LoadState {
   int64_t run = 0;
   int64_t one_until = 0;
   int stretch = kFirstStretch;
+  // The fastest serial run's wall time (LoadRun; 0: none yet). The fastest, not the last: a
+  // serial run slowed by the load must not make slow threaded runs look good.
+  double serial_ms = 0;
   // This run is one of a loaded stretch: one-thread twins, and the pool runs serially.
   bool serial() const { return run < one_until; }
+  // Inside a LoadRun the run's mode, fixed when it began (a kernel that marks the machine loaded
+  // changes the next runs, not the rest of this one), else serial().
+  int in_run = -1;  // -1: no LoadRun; 0 / 1: this run is threaded / serial
+  bool run_serial() const { return in_run < 0 ? serial() : in_run == 1; }
   // Loaded: the next stretch of runs is serial, and the stretch doubles while the load lasts.
   void loaded() {
     one_until = run + 1 + stretch;
@@ -154,7 +161,11 @@ struct LoadState {
 // under load each two-thread region waits for a descheduled thread (mobilenet_v3_small, every run
 // serial, under compile load: medians of 7-108 ms with those regions left in, 1.3-1.7 ms
 // without; --threads 1: 1.2-1.6 ms). A threaded run whose pool joins waited on a descheduled worker marks the machine
-// loaded when the scope ends. `adaptive` false (BRRR_NO_LOAD_ADAPTIVE): only counts the run.
+// loaded when the scope ends. A threaded run marked loaded (by a kernel or the pool) that still
+// beat the fastest serial run keeps the threads: with dozens of GEMMs per run, one of them losing a
+// time slice on a moderately busy machine is the rule, and going serial then costs more (BERT-base
+// at load 3 on 2 cores: 118-160 ms adaptive, 106 ms with the threads kept, 153 ms serial).
+// `adaptive` false (BRRR_NO_LOAD_ADAPTIVE): only counts the run.
 class LoadRun {
  public:
   LoadRun(LoadState& load, ThreadPool& pool, bool adaptive);
@@ -166,6 +177,10 @@ class LoadRun {
   LoadState& load_;
   ThreadPool& pool_;
   bool adaptive_;
+  bool serial_ = false;  // this run is serial
+  double t0_ = 0;        // when it began (ms)
+  int64_t one_until_ = 0;  // the load state before the run, restored when the run beat serial
+  int stretch_ = 0;
   std::unique_ptr<LibraryThreads> one_thread_;  // set while serial
 };
 

@@ -40,7 +40,7 @@ class LoadAdaptiveKernel : public LibraryKernel {
 
   void run(void* const* slots) override {
     // Run 1 is threaded, run 2 times the one-thread twin once, so there is a time to compare.
-    if (best_ != kNone && one_timed_ && !load_->serial()) return run_threaded(slots);
+    if (best_ != kNone && one_timed_ && !load_->run_serial()) return run_threaded(slots);
     if (best_ == kNone) return run_threaded(slots);
     LibraryThreads one(1);
     const double t0 = now_ms_();
@@ -76,18 +76,36 @@ class LoadAdaptiveKernel : public LibraryKernel {
 
 LoadRun::LoadRun(LoadState& load, ThreadPool& pool, bool adaptive)
     : load_(load), pool_(pool), adaptive_(adaptive) {
-  const bool serial = adaptive_ && load_.serial();
-  pool_.set_serial(serial);
-  if (serial) one_thread_ = std::make_unique<LibraryThreads>(1);
+  serial_ = adaptive_ && load_.serial();
+  pool_.set_serial(serial_);
+  if (serial_) one_thread_ = std::make_unique<LibraryThreads>(1);
+  one_until_ = load_.one_until, stretch_ = load_.stretch;
+  load_.in_run = serial_ ? 1 : 0;
+  t0_ = steady_ms();
 }
 
 LoadRun::~LoadRun() {
   one_thread_.reset();
-  if (adaptive_ && !load_.serial()) {
-    if (pool_.take_long_waits() > 0)
-      load_.loaded();
-    else
-      load_.calm();
+  load_.in_run = -1;
+  const double ms = steady_ms() - t0_;
+  if (adaptive_ && serial_)
+    load_.serial_ms = load_.serial_ms > 0 ? std::min(load_.serial_ms, ms) : ms;
+  if (adaptive_ && !serial_) {
+    if (!load_.serial()) {
+      if (pool_.take_long_waits() > 0)
+        load_.loaded();
+      else
+        load_.calm();
+    }
+    // Marked loaded, yet faster than serial: the second thread still pays; keep it. With no
+    // serial time yet, one serial run measures it before a whole stretch is spent serial.
+    if (load_.serial() && load_.serial_ms <= 0) {
+      load_.one_until = load_.run + 2;
+      load_.stretch = stretch_;
+    } else if (load_.serial() && ms < load_.serial_ms) {
+      load_.one_until = one_until_;
+      load_.stretch = stretch_;
+    }
   }
   ++load_.run;
 }

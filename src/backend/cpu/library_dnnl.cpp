@@ -9,6 +9,7 @@
 #include "core/env.hpp"
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -25,6 +26,7 @@ class DnnlMatMul : public LibraryKernel {
   struct Operand {
     int value = -1;
     dnnl::memory mem;
+    size_t offset = 0;  // bytes into the slot (a view that starts past the buffer's start)
   };
   dnnl::matmul prim;
   std::vector<Operand> ops;  // src, weights, [bias], dst (weights absent when prepacked)
@@ -34,6 +36,7 @@ class DnnlMatMul : public LibraryKernel {
     int value = -1;
     dnnl::memory user, inner;
     dnnl::reorder convert;
+    size_t offset = 0;
   };
   std::vector<Cast> casts;
   dnnl::memory packed;   // constant weights in the layout the primitive chose, made once
@@ -45,9 +48,9 @@ class DnnlMatMul : public LibraryKernel {
 
   void run(void* const* slots) override {
     if (sum >= 0 && slots[sum] != slots[dst]) std::memmove(slots[dst], slots[sum], dst_bytes);
-    for (Operand& o : ops) o.mem.set_data_handle(slots[o.value]);
+    for (Operand& o : ops) o.mem.set_data_handle(static_cast<char*>(slots[o.value]) + o.offset);
     for (Cast& c : casts) {
-      c.user.set_data_handle(slots[c.value]);
+      c.user.set_data_handle(static_cast<char*>(slots[c.value]) + c.offset);
       c.convert.execute(strm, c.user, c.inner);
     }
     prim.execute(strm, args);
@@ -84,6 +87,19 @@ dims padded_strides(const std::vector<int64_t>& st, const Shape& s, size_t r) {
   dims out(r - st.size(), extent);
   out.insert(out.end(), st.begin(), st.end());
   return out;
+}
+
+// Strides with every dim of size 1 moved outermost (its stride: the whole extent). Such a dim may
+// hold any stride, but oneDNN 2.6's brgemm matmul takes only strides that order all dims densely:
+// the merged-heads result [1,H,S,D] written into [1,S,H*D], its batch dim of 1 left with stride
+// H*D between the others', sent P.V to the slower gemm:jit.
+dims unit_dims_outermost(const dims& d, dims st) {
+  int64_t extent = 1;
+  for (size_t i = 0; i < d.size(); ++i)
+    if (d[i] != 1) extent = std::max(extent, d[i] * st[i]);
+  for (size_t i = 0; i < d.size(); ++i)
+    if (d[i] == 1) st[i] = extent;
+  return st;
 }
 
 // The packs of the innermost SharedPacks scope on this thread (none: every kernel packs its own).
@@ -180,6 +196,7 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
     if (!d->a_strides.empty()) ast = padded_strides(d->a_strides, as, r);
     if (!d->b_strides.empty()) bst = padded_strides(d->b_strides, bs, r);
   }
+  ast = unit_dims_outermost(ad, ast), bst = unit_dims_outermost(bd, bst);
   const bool narrow = math != dt::f32;
   try {
     dnnl::memory::desc amd(ad, dt::f32, ast), bmd(bd, dt::f32, bst);
@@ -193,6 +210,7 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
     dnnl::memory::desc bany = prepack ? dnnl::memory::desc(bd, math, tag::any) : narrow ? bnarrow : bmd;
     dims ost = strides_of(od, false);
     if (!shared_b && !d->out_strides.empty()) ost = padded_strides(d->out_strides, os, r);
+    ost = unit_dims_outermost(od, ost);
     dnnl::memory::desc omd(od, dt::f32, ost);
     // Post-ops in the epilogue's order: the bias (the primitive's own), a residual sum (added
     // onto dst, which holds it when the run starts), then the activation.
@@ -225,29 +243,30 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
     kern->openmp = omp_get_max_threads() > 1;
     kern->impl = pd.impl_info_str();
     if (narrow) kern->precision = "bf16";
-    auto add = [&](int arg, int value, const dnnl::memory::desc& md) {
-      DnnlMatMul::Operand o{value, dnnl::memory(md, engine(), DNNL_MEMORY_NONE)};
+    auto add = [&](int arg, int value, const dnnl::memory::desc& md, int64_t offset = 0) {
+      DnnlMatMul::Operand o{value, dnnl::memory(md, engine(), DNNL_MEMORY_NONE),
+                            size_t(offset) * sizeof(float)};
       kern->args[arg] = o.mem;
       kern->ops.push_back(o);
     };
     auto add_narrow = [&](int arg, int value, const dnnl::memory::desc& user,
-                          const dnnl::memory::desc& inner) {
+                          const dnnl::memory::desc& inner, int64_t offset) {
       DnnlMatMul::Cast c{value, dnnl::memory(user, engine(), DNNL_MEMORY_NONE),
-                         dnnl::memory(inner, engine()), {}};
+                         dnnl::memory(inner, engine()), {}, size_t(offset) * sizeof(float)};
       c.convert = dnnl::reorder(c.user, c.inner);
       kern->args[arg] = c.inner;
       kern->casts.push_back(std::move(c));
     };
-    if (narrow) add_narrow(DNNL_ARG_SRC, va, amd, anarrow);
-    else add(DNNL_ARG_SRC, va, amd);
+    if (narrow) add_narrow(DNNL_ARG_SRC, va, amd, anarrow, d->a_offset);
+    else add(DNNL_ARG_SRC, va, amd, d->a_offset);
     if (prepack) {
       Tensor wc = wconst.contiguous();
       kern->packed = pack_weights(g, vb, wc.raw(), bmd, pd.weights_desc());
       kern->args[DNNL_ARG_WEIGHTS] = kern->packed;
     } else if (narrow) {
-      add_narrow(DNNL_ARG_WEIGHTS, vb, bmd, bnarrow);
+      add_narrow(DNNL_ARG_WEIGHTS, vb, bmd, bnarrow, d->b_offset);
     } else {
-      add(DNNL_ARG_WEIGHTS, vb, bmd);
+      add(DNNL_ARG_WEIGHTS, vb, bmd, d->b_offset);
     }
     if (vbias >= 0) add(DNNL_ARG_BIAS, vbias, biasmd);
     add(DNNL_ARG_DST, vout, omd);
