@@ -38,7 +38,7 @@ done
 grep -h "attention\|alias" "$OUT"/chk_bert_base_bf16.log | head -4
 M=$S/bert_base_bf16_torchscript/model.onnx
 for bs in 1 32; do for r in 1 2; do for v in 0 1; do
-  echo "bert_base bf16 b$bs noattn=$v: $(BRRR_NO_FUSED_ATTENTION=$v timeout 60 "$B/brrr" bench "$M" \
+  echo "bert_base bf16 b$bs attn=$v: $(BRRR_FUSED_ATTENTION=$v timeout 60 "$B/brrr" bench "$M" \
     --backend cuda --shape input_ids:${bs}x128 --iterations 300 2>&1 | grep -E 'median|kernels|error' | tr '\n' ' ' | cut -c1-200)"
 done; done; done
 echo "== total $(( $(date +%s) - T0 )) s"

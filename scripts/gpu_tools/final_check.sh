@@ -24,7 +24,7 @@ grep -i -m2 "between kernels\|total" "$OUT/doctor_bert_tiny.txt"
 wait $EXPORT; echo "== exported at $(( $(date +%s) - T0 )) s"
 M=$S/bert_base_bf16_torchscript/model.onnx
 for bs in 1 32; do for v in 0 1 0 1; do
-  echo "bert_base bf16 b$bs noattn=$v: $(BRRR_NO_FUSED_ATTENTION=$v timeout 60 "$B/brrr" bench "$M" \
+  echo "bert_base bf16 b$bs attn=$v: $(BRRR_FUSED_ATTENTION=$v timeout 60 "$B/brrr" bench "$M" \
     --backend cuda --shape input_ids:${bs}x128 --iterations 300 2>&1 | grep -E 'median|error' | cut -c1-120)"
 done; done
 echo "== before the suite: $(( $(date +%s) - T0 )) s"

@@ -137,6 +137,7 @@ int count_attention(const plan::Plan& p) {
 // The whole block is one kernel for the CUDA target: no head-split copy, no transpose kernel, no
 // GEMM, no softmax; its descriptor reads the projections through the head split's strides.
 TEST(FusedAttentionPlan, SyntheticBlockIsOneKernel) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
   for (Spec s : {Spec{}, Spec{2, 4, 77, 32, Mask::Add, DType::bf16, true, true},
                  Spec{2, 3, 20, 16, Mask::Add, DType::f32},
                  Spec{1, 8, 40, 64, Mask::Add, DType::bf16, false, false, 2, true},
@@ -192,6 +193,7 @@ TEST(FusedAttentionPlan, SyntheticBlockIsOneKernel) {
 
 // A constant additive mask of zeros is no mask: the kernel reads none.
 TEST(FusedAttentionPlan, ZeroMaskIsDropped) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
   GraphBuilder b;
   int q = b.input("q", {1, 2, 8, 16}), kt = b.input("kt", {1, 2, 16, 8}), v = b.input("v", {1, 2, 8, 16});
   Tensor zeros = Tensor::from_vector<float>({1, 1, 1, 8}, std::vector<float>(8, 0.f));
@@ -206,9 +208,11 @@ TEST(FusedAttentionPlan, ZeroMaskIsDropped) {
   EXPECT_EQ(d->k_strides, (std::array<int64_t, 4>{256, 128, 1, 8}));  // K^T's buffer read as K
 }
 
-// BRRR_NO_FUSED_ATTENTION=1 restores the separate kernels.
+// Without BRRR_FUSED_ATTENTION=1 (the default until the kernel measures faster) attention runs
+// as the separate kernels.
 TEST(FusedAttentionPlan, SwitchRestoresSeparateKernels) {
-  brrr_test::EnvVar off("BRRR_NO_FUSED_ATTENTION", "1");
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  brrr_test::EnvVar off("BRRR_FUSED_ATTENTION", "0");
   Graph g = attention(Spec{});
   plan::Plan p = cuda_plan(g);
   EXPECT_EQ(count_attention(p), 0) << p.print(g);
@@ -218,6 +222,7 @@ TEST(FusedAttentionPlan, SwitchRestoresSeparateKernels) {
 // A block whose intermediate is read outside it (the probabilities are also an output), or a
 // head dim past the kernel's 128, stays as separate kernels.
 TEST(FusedAttentionPlan, WhatItCannotTakeStaysSeparate) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
   {
     Graph g = attention(Spec{1, 2, 16, 160});
     plan::Plan p = cuda_plan(g);
@@ -235,6 +240,7 @@ TEST(FusedAttentionPlan, WhatItCannotTakeStaysSeparate) {
 // bert_tiny through the whole compile pipeline for CUDA: one attention kernel per layer, and no
 // kernel left of the attention blocks (no Transpose, Softmax or batched MatMul elsewhere).
 TEST(FusedAttentionPlan, BertTinyHasOneAttentionKernelPerLayer) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
   Graph model = load_onnx(kExamples + "bert_tiny/model.onnx");
   Compiled c = compile(model, plan::Target::cuda(), {});
   int softmaxes = 0;
@@ -249,7 +255,7 @@ TEST(FusedAttentionPlan, BertTinyHasOneAttentionKernelPerLayer) {
       EXPECT_TRUE(op != "Transpose" && op != "Softmax") << k.name << " " << op;
     }
   }
-  brrr_test::EnvVar off("BRRR_NO_FUSED_ATTENTION", "1");
+  brrr_test::EnvVar off("BRRR_FUSED_ATTENTION", "0");
   Compiled before = compile(model, plan::Target::cuda(), {});
   EXPECT_EQ(count_attention(before.plan), 0);
   EXPECT_GT(before.plan.kernels.size(), c.plan.kernels.size() + size_t(softmaxes) * 4)
@@ -259,6 +265,7 @@ TEST(FusedAttentionPlan, BertTinyHasOneAttentionKernelPerLayer) {
 #ifdef BRRR_HAVE_CUDA
 // NVRTC needs no device: a module with the attention kernels compiles for sm_90 anywhere.
 TEST(FusedAttentionCodegen, ModuleCompilesWithNvrtc) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
   Graph g = attention(Spec{1, 2, 16, 32, Mask::Add, DType::bf16});
   plan::Plan p = cuda_plan(g);
   ASSERT_EQ(count_attention(p), 1) << p.print(g);
@@ -306,6 +313,7 @@ void check_on_device(const Spec& s, bool cuda_cores) {
 }
 
 TEST(FusedAttentionCuda, MatchesReference) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
   BRRR_REQUIRE_CUDA_DEVICE();
   const std::vector<Spec> specs = {
       {1, 12, 128, 64, Mask::None},  // BERT-base's shape
