@@ -9,6 +9,8 @@
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
+# Everything printed is also kept under $OUT as it comes, so a call cut short still returns it.
+exec > >(tee -a "$OUT/parallel.log") 2>&1
 cd "$(dirname "$0")/.." || exit 1
 T0=$(date +%s)
 source scripts/gpu_build.sh || exit 1
@@ -31,6 +33,7 @@ for i in $(seq 1 "$N"); do
   echo "run $i: rc $rc; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+' "$log" | tr '\n' ' ')" \
     "$(grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sort -u | cut -c14- | tr '\n' ' ')"
   [ "$rc" -gt 128 ] && grep -E '^\[ RUN      \]' "$log" | tail -1
+  [ "$rc" != 0 ] && cp "$log" "$OUT/run_$i.log"
 done
 echo "== $N runs of '${FILTER:-Cuda*:DoctorCuda*}' at once: $clean clean, $crashes crashed" \
   "(by a signal), total $(( $(date +%s) - T0 )) s"

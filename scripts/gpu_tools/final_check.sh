@@ -5,6 +5,8 @@
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
+# Everything printed is also kept under $OUT as it comes, so a call cut short still returns it.
+exec > >(tee -a "$OUT/final.log") 2>&1
 cd "$(dirname "$0")/../.." || exit 1
 T0=$(date +%s)
 S=/tmp/brrr_suite
