@@ -77,10 +77,15 @@ void validate_ceilings(const Ceilings& c) {
              c.probed_at.size());
 }
 
+// How the probe measures: 2 times the CPU's FMA peaks in thread CPU time (probe_kernels.cpp,
+// CpuSpanTimer). A cached file from an older method is measured again.
+constexpr int kProbeMethod = 2;
+
 }  // namespace
 
 json ceilings_to_json(const Ceilings& c) {
-  return json{{"backend", c.backend},
+  return json{{"probe_method", kProbeMethod},
+              {"backend", c.backend},
               {"host", c.host},
               {"cpu_model", c.cpu_model},
               {"isa", c.isa},
@@ -155,8 +160,12 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
     try {
       std::string text;
       BRRR_CHECK(read_regular_file(path, 1 << 20, &text), "not a regular file of at most 1 MiB");
-      Ceilings c = ceilings_from_json(json::parse(text));
+      json j = json::parse(text);
+      Ceilings c = ceilings_from_json(j);
       BRRR_CHECK(c.backend == backend, "it holds '{}' ceilings", c.backend);
+      BRRR_CHECK(j.is_object() && j.value("probe_method", 1) >= kProbeMethod,
+                 "it was measured by an older probe (method {}, now {})",
+                 j.is_object() ? j.value("probe_method", 1) : 1, kProbeMethod);
       // A probe that ran on a busy machine measured the contention, not the machine: measure
       // again, unless the machine is no quieter now (a probe now would measure the same load).
       double now = -1;
