@@ -245,9 +245,9 @@ class Matcher {
     *s4 = {0, strides[0], strides[1], strides[2]};
     return true;
   }
-  // MatMul operand v (read by node `user`) through the view the exporters' head split makes:
-  // Reshapes, Transposes and scalar Muls each read only by the next.
-  bool operand(int v, int user, Operand* o) {
+  // Value v (read by node `user`) through the view the exporters' head split makes: Reshapes,
+  // Transposes and scalar Muls not yet in a block, each read only by the next.
+  OperandView head_view(int v, int user) {
     int next = user;
     auto take = [&](int p) {
       if (!free_(p) || nodes_.count(p) || sole_consumer(g_.nodes[size_t(p)].outputs[0]) != next)
@@ -255,7 +255,11 @@ class Matcher {
       next = p;
       return true;
     };
-    OperandView view = operand_view(g_, v, take, true);
+    return operand_view(g_, v, take, true);
+  }
+  // MatMul operand v (read by node `user`) through its head-split view.
+  bool operand(int v, int user, Operand* o) {
+    OperandView view = head_view(v, user);
     std::vector<int64_t> strides;
     Shape dims;
     if (view.nodes.empty()) {
@@ -307,14 +311,7 @@ class Matcher {
     const bool swapped = o->strides[2] == 1 && o->strides[3] == D;
     if (!swapped && !(o->strides[2] == D && o->strides[3] == 1)) return false;
     // X through its own view (the head split of the K/V projections), each node read by the next.
-    int next = u;
-    auto take = [&](int p) {
-      if (!free_(p) || nodes_.count(p) || sole_consumer(g_.nodes[size_t(p)].outputs[0]) != next)
-        return false;
-      next = p;
-      return true;
-    };
-    OperandView xv = operand_view(g_, x, take, true);
+    OperandView xv = head_view(x, u);
     Strides4 xst{};
     int src = x;
     if (xv.nodes.empty()) {
