@@ -17,19 +17,31 @@ source scripts/gpu_build.sh || exit 1
 echo "== built in $(( $(date +%s) - T0 )) s"
 N=${N:-10}
 mkdir -p /tmp/brrr_par
+PIDS=()
 for i in $(seq 1 "$N"); do
-  rm -rf "/tmp/brrr_par/cache_$i"
-  ( XDG_CACHE_HOME=/tmp/brrr_par/cache_$i timeout "${TIMEOUT:-450}" "$B/tests/brrr_tests" \
+  rm -rf "/tmp/brrr_par/cache_$i" "/tmp/brrr_par/rc_$i"
+  # -k: a run that ignores SIGTERM (a handler stuck in clean-up) is killed 15 s later.
+  ( XDG_CACHE_HOME=/tmp/brrr_par/cache_$i timeout -k 15 "${TIMEOUT:-450}" "$B/tests/brrr_tests" \
       --gtest_filter="${FILTER:-Cuda*:DoctorCuda*}" >"/tmp/brrr_par/run_$i.log" 2>&1
     echo $? >"/tmp/brrr_par/rc_$i" ) &
+  PIDS+=($!)
 done
-wait
+# Progress every 30 s (a call cut short still shows how far each run got); waits on the runs'
+# own pids, never on the tee that keeps this output.
+while :; do
+  done_n=$(ls /tmp/brrr_par/rc_* 2>/dev/null | wc -l)
+  [ "$done_n" -ge "$N" ] && break
+  sleep 30
+  echo "  $(( $(date +%s) - T0 )) s: $done_n of $N done; tests passed so far:" \
+    "$(for i in $(seq 1 "$N"); do grep -c '^\[       OK \]' /tmp/brrr_par/run_$i.log; done | tr '\n' ' ')"
+done
+wait "${PIDS[@]}"
 crashes=0 clean=0
 for i in $(seq 1 "$N"); do
   rc=$(cat "/tmp/brrr_par/rc_$i")
   log=/tmp/brrr_par/run_$i.log
   [ "$rc" = 0 ] && clean=$((clean + 1))
-  [ "$rc" -gt 128 ] && [ "$rc" != 124 ] && crashes=$((crashes + 1)) && cp "$log" "$OUT/crash_$i.log"
+  [ "$rc" -gt 128 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] && crashes=$((crashes + 1)) && cp "$log" "$OUT/crash_$i.log"
   echo "run $i: rc $rc; $(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+' "$log" | tr '\n' ' ')" \
     "$(grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sort -u | cut -c14- | tr '\n' ' ')"
   [ "$rc" -gt 128 ] && grep -E '^\[ RUN      \]' "$log" | tail -1
