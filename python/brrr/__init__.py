@@ -20,7 +20,28 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from ._brrr import Error, InternalError, TensorInfo, _Session, _doctor_json
+
+
+def _default_openmp_spin() -> None:
+    # The CLI's rule (src/cli/main.cpp, default_openmp_wait_policy): unless the user chose
+    # OMP_WAIT_POLICY or GOMP_SPINCOUNT, oneDNN's OpenMP threads spin 100000 pauses and then
+    # sleep, instead of libgomp's 300000 (30-60 ms on a small VM, which under load takes the cores
+    # the other threads need). libgomp reads the variable once, when it loads: here, with the
+    # extension below, unless something in this process loaded it before (then it is left as is).
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return
+    try:
+        with open("/proc/self/maps") as maps:
+            if any("/libgomp.so" in line for line in maps):
+                return
+    except OSError:
+        return
+    os.environ["GOMP_SPINCOUNT"] = "100000"
+
+
+_default_openmp_spin()
+
+from ._brrr import Error, InternalError, TensorInfo, _Session, _doctor_json  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["Session", "TensorInfo", "Error", "InternalError", "doctor", "compile", "__version__"]

@@ -169,3 +169,26 @@ def test_bf16_cpu_session_within_bf16_tolerance(model):
         exp = np.asarray(exp, dtype=np.float32)
         rel = np.linalg.norm(got.astype(np.float32) - exp) / np.linalg.norm(exp)
         assert rel <= 5e-2, rel
+
+
+def _spincount_at_import(env):
+    # libgomp prints its settings at load under OMP_DISPLAY_ENV=verbose (to stderr).
+    import os
+    import subprocess
+
+    full = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    full.update(env, OMP_DISPLAY_ENV="verbose")
+    r = subprocess.run([sys.executable, "-c", "import brrr"], env=full, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    at = r.stderr.rfind("GOMP_SPINCOUNT = '")
+    return None if at < 0 else r.stderr[at + 18:r.stderr.index("'", at + 18)]
+
+
+def test_import_sets_the_clis_openmp_spin_unless_the_user_chose():
+    got = _spincount_at_import({})
+    if got is None:
+        pytest.skip("brrr's oneDNN does not use libgomp here (no OMP_DISPLAY_ENV output)")
+    assert got == "100000"
+    assert _spincount_at_import({"GOMP_SPINCOUNT": "1234"}) == "1234"
+    assert _spincount_at_import({"OMP_WAIT_POLICY": "active"}) != "100000"
