@@ -64,6 +64,30 @@ TEST(CuptiTimeline, MapsARunToStepsByOrder) {
   EXPECT_NEAR(busy, 0.047, 1e-12);
 }
 
+TEST(CuptiTimeline, ScalesGapsToTheUntracedWallKeepingEachStep) {
+  std::vector<GpuActivity> run = {act(1000, 1010, "fused_0_add"), act(1012, 1042, "sm90_gemm"),
+                                  act(1043, 1048, "splitk_reduce"), act(1050, 1052, "[memcpy]")};
+  std::vector<StepTiming> t;
+  std::string why;
+  ASSERT_TRUE(map_run(run, signature(), &t, &why)) << why;
+  EXPECT_NEAR(t[1].end_ms, 0.048, 1e-12);
+  EXPECT_NEAR(t[2].end_ms, t[2].start_ms, 1e-12);  // no record: no span
+  scale_gaps(&t, 0.5);
+  // The 2 us gap before the GEMM and the 2 us before the copy halve; spans stay.
+  EXPECT_NEAR(t[0].start_ms, 0, 1e-12);
+  EXPECT_NEAR(t[1].start_ms, 0.011, 1e-12);
+  EXPECT_NEAR(t[1].end_ms - t[1].start_ms, 0.036, 1e-12);
+  EXPECT_NEAR(t[1].time_ms, 0.035, 1e-12);  // busy time is untouched
+  EXPECT_NEAR(t[3].start_ms, 0.048, 1e-12);
+  EXPECT_NEAR(t[3].end_ms, 0.050, 1e-12);
+  // A factor outside [0, 1] is clamped: gaps never grow, starts never go back.
+  std::vector<StepTiming> u = t;
+  scale_gaps(&u, 7);
+  EXPECT_NEAR(u[3].start_ms, t[3].start_ms, 1e-12);
+  scale_gaps(&u, -1);
+  EXPECT_NEAR(u[1].start_ms, u[0].end_ms, 1e-12);
+}
+
 TEST(CuptiTimeline, RefusesARunThatDoesNotMatchThePlan) {
   std::vector<StepTiming> t;
   std::string why;

@@ -59,8 +59,23 @@ bool map_run(const std::vector<GpuActivity>& run, const StepSignature& signature
       end_ms = std::max(end_ms, e);
       ++t.records;
     }
+    t.end_ms = t.records ? end_ms : t.start_ms;
   }
   return true;
+}
+
+void scale_gaps(std::vector<StepTiming>* run, double factor) {
+  factor = std::clamp(factor, 0.0, 1.0);
+  double prev_end = 0, new_prev_end = 0;
+  for (size_t i = 0; i < run->size(); ++i) {
+    StepTiming& t = (*run)[i];
+    const double span = t.end_ms - t.start_ms;
+    const double gap = i == 0 ? t.start_ms : std::max(0.0, t.start_ms - prev_end);
+    prev_end = std::max(prev_end, t.end_ms);
+    t.start_ms = new_prev_end + gap * factor;
+    t.end_ms = t.start_ms + span;
+    new_prev_end = std::max(new_prev_end, t.end_ms);
+  }
 }
 
 }  // namespace brrr::cuda
