@@ -6,7 +6,7 @@
 # includes the tuning) and then a warm one on that cache (the tuned choices read back), whose
 # runs are timed. The doctor's CUPTI table shows the per-GEMM times.
 #   OUT (default /tmp/brrr_gpu_out)  ROUNDS (default 5)  BERT (default 1)
-#   PREBUILT=build folder with brrr and tests/brrr_tests already built (skips the build)
+#   FILTER=the tests run first  PREBUILT=build folder with brrr and tests/brrr_tests already built (skips the build)
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -32,7 +32,7 @@ fi
 echo "== built in $(( $(date +%s) - T0 )) s"
 export XDG_CACHE_HOME=/tmp/brrr_xdg_gemmtune
 rm -rf "$XDG_CACHE_HOME"
-timeout 240 "$B/tests/brrr_tests" --gtest_filter='GemmTune*:CudaGemmTune*:CudaGemm*:CudaSession*' \
+timeout 240 "$B/tests/brrr_tests" --gtest_filter="${FILTER:-GemmTune*:CudaGemmTune*:CudaGemm*:CudaSession*}" \
   >"$OUT/tests.log" 2>&1
 echo "tests rc $?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED  \] [A-Z]' "$OUT/tests.log" | sort -u | head
