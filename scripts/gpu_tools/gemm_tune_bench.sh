@@ -6,7 +6,8 @@
 # includes the tuning) and then a warm one on that cache (the tuned choices read back), whose
 # runs are timed. The doctor's CUPTI table shows the per-GEMM times.
 #   OUT (default /tmp/brrr_gpu_out)  ROUNDS (default 5)  BERT (default 1)
-#   FILTER=the tests run first  PREBUILT=build folder with brrr and tests/brrr_tests already built (skips the build)
+#   FILTER=the tests run first  PREBUILT=build folder with brrr and tests/brrr_tests already built
+#   (skips the build; DEPS: the folder of runtime .debs, default .devdeps)
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -23,7 +24,7 @@ fi
 if [ -n "${PREBUILT:-}" ]; then  # a build folder carried from elsewhere: only its libraries
   B=$PREBUILT
   P=/opt/deps
-  if [ ! -d $P/usr ]; then mkdir -p $P && for f in .devdeps/*.deb; do dpkg -x "$f" $P; done; fi
+  if [ ! -d $P/usr ]; then mkdir -p $P && for f in "${DEPS:-.devdeps}"/*.deb; do dpkg -x "$f" $P; done; fi
   export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
   ldd "$B/tests/brrr_tests" | grep 'not found' && exit 1
 else
