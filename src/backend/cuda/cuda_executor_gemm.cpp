@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
+#include "backend/cuda/nvrtc_compiler.hpp"
 #include "core/env.hpp"
 
 namespace brrr::cuda {
@@ -184,6 +185,15 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
     gm.gelu_fn = module->function(fmt::format(
         "brrr_gelu_erf_{}", gt == DType::bf16 ? "bf16" : gt == DType::f16 ? "f16" : "f32"));
   }
+  // cuBLASLt's algorithm is chosen (timed, or read from the tuning cache) here at build, on the
+  // GEMM's own buffers, not at the first run. Chain layers never reach cuBLASLt.
+  const Step& st = steps[size_t(&k - plan.kernels.data())];
+  if (st.type == Step::Library) {
+    if (!lt.tuning())
+      lt.enable_tuning(dev.info(), opts.cache_dir.empty() ? default_cuda_cache_dir()
+                                                          : opts.cache_dir + "/cuda");
+    lt.prepare(gm.prec, gm.epi, gm.shape, gm.a, gm.b, gm.c, gm.bias, stream, st.what);
+  }
 }
 
 // Each chain's cluster kernel, at its first step. Arguments: x, then packed W, bias, y per layer.
@@ -239,10 +249,12 @@ std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
                        : gm.epi == GemmEpilogue::kBias     ? " +bias"
                                                            : "");
   }
-  return fmt::format("  {:<24} cuBLASLt {} {} m{} n{} k{} batch {}{}\n", plan.kernels[i].name,
+  const std::string algo = lt.describe(gm.prec, gm.epi, gm.shape);
+  return fmt::format("  {:<24} cuBLASLt {} {} m{} n{} k{} batch {}{}{}\n", plan.kernels[i].name,
                      to_string(gm.prec), to_string(gm.epi), gm.shape.m, gm.shape.n, gm.shape.k,
                      gm.shape.batch,
-                     gm.gelu_erf ? " + erf GELU kernel" : gm.post_act ? " + activation kernel" : "");
+                     gm.gelu_erf ? " + erf GELU kernel" : gm.post_act ? " + activation kernel" : "",
+                     algo.empty() ? "" : ": " + algo);
 }
 
 }  // namespace brrr::cuda
