@@ -121,8 +121,8 @@ std::vector<Work> workloads() {
       GraphBuilder b;
       auto heads = [&](int x, std::vector<int64_t> perm) {
         Tensor to = Tensor::from_vector<int64_t>({4}, {batch, S, H, D});
-        return b.node("Transpose", {b.node("Reshape", {x, b.constant(fmt::format("to{}", b.count++), to)})},
-                      {{"perm", perm}});
+        int split = b.node("Reshape", {x, b.constant(fmt::format("to{}", b.count++), to)});
+        return b.node("Transpose", {split}, {{"perm", perm}});
       };
       int q = heads(b.input("q", {batch, S, H * D}, DType::bf16), {0, 2, 1, 3});
       int kt = heads(b.input("k", {batch, S, H * D}, DType::bf16), {0, 2, 3, 1});
@@ -140,14 +140,15 @@ std::vector<Work> workloads() {
       }
       int ctx = b.node("MatMul", {b.node("Softmax", {s}, {{"axis", int64_t(-1)}}), v});
       Tensor merged = Tensor::from_vector<int64_t>({3}, {batch, S, H * D});
-      b.output(b.node("Reshape", {b.node("Transpose", {ctx}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}),
-                                  b.constant("merged", merged)}));
+      int t = b.node("Transpose", {ctx}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+      b.output(b.node("Reshape", {t, b.constant("merged", merged)}));
       return b.g;
     };
   };
   for (int64_t batch : {1, 32})
     w.push_back({fmt::format("attn_bert_b{}", batch), fmt::format("BERT-base attention bf16 b{}", batch),
-                 fmt::format("BERT-base attention block (12x64, seq 128, additive mask) bfloat16, batch {}", batch),
+                 fmt::format("BERT-base attention block (12x64, seq 128, additive mask) "
+                             "bfloat16, batch {}", batch),
                  attention(batch, false)});
   w.push_back({"attn_gpt2_b1", "GPT-2 attention bf16 b1",
                "GPT-2 attention block (12x64, seq 128, causal) bfloat16, batch 1", attention(1, true)});

@@ -1,10 +1,10 @@
 // The fused attention step (plan::AttentionDesc, found by plan/attention.cpp): one launch of
 // device/attention.cuh's kernel, reading Q, K, V and the masks through the strides the
 // descriptor gives and writing the merged heads in place: on Tensor Cores for 16-bit data with a
-// head dim of 64 or 128, through the flash kernel (brrr_attention_flash<D>_<warps>_<type>) where
-// Q, K, V and out have contiguous rows at 16-byte aligned addresses (every export's layout), else
-// through the strided one (brrr_attention_mma<D>_<type>); other types and dims on CUDA cores
-// (brrr_attention_<type>; always with BRRR_ATTENTION_CUDA_CORES=1).
+// head dim of 64 or 128, through the flash kernel (brrr_attention_flash<D>_<type>, 1 to 4 warps
+// a block) where Q, K, V and out have contiguous rows at 16-byte aligned addresses (every
+// export's layout), else through the strided one (brrr_attention_mma<D>_<type>); other types
+// and dims on CUDA cores (brrr_attention_<type>; always with BRRR_ATTENTION_CUDA_CORES=1).
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
@@ -92,7 +92,8 @@ std::string CudaExecutor::Impl::attention_plan(const plan::Kernel& k, AttentionS
   return "";
 }
 
-// One block per (query tile, head, batch); the tile's rows and the block's threads are the kernel's.
+// One block per (query tile, head, batch); the tile's rows and the block's threads are the
+// kernel's.
 void CudaExecutor::Impl::set_attention_grid(AttentionStep* a, unsigned batch) {
   const brrr_attn_args& x = a->args;
   const int rows = a->flash_warps ? 16 * a->flash_warps : a->mma ? kMmaRowsPerBlock : kRowsPerBlock;
@@ -117,7 +118,7 @@ void CudaExecutor::Impl::setup_attention(AttentionStep& a) {
   }
   const char* t = type_suffix(a.dt);
   a.fn = module->function(
-      a.flash_warps ? fmt::format("brrr_attention_flash{}_{}_{}", x.head_dim, a.flash_warps, t)
+      a.flash_warps ? fmt::format("brrr_attention_flash{}_{}", x.head_dim, t)
       : a.mma       ? fmt::format("brrr_attention_mma{}_{}", x.head_dim, t)
                     : fmt::format("brrr_attention_{}", t));
   a.argp = {&a.args};

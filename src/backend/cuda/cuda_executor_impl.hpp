@@ -122,7 +122,7 @@ struct OpStep {
 };
 
 // Fused attention (plan::AttentionDesc): brrr_attention_<type>(args) or, on Tensor Cores,
-// brrr_attention_flash<D>_<warps>_<type> or brrr_attention_mma<D>_<type>(args), one block per
+// brrr_attention_flash<D>_<type> or brrr_attention_mma<D>_<type>(args), one block per
 // (query tile, head, batch); the buffers' value ids until setup puts their addresses into args.
 struct AttentionStep {
   int vq = -1, vk = -1, vv = -1, vmask = -1, vkeep = -1, vout = -1;

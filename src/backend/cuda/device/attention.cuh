@@ -373,9 +373,10 @@ extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_f16(const
 //   flight, so the next tile arrives while this one computes and a 128-key sequence is a single
 //   memory round trip.
 // - Q goes from global memory straight into the A fragments (it is read once), no staging.
-// - Each warp owns 16 query rows; the block has NW warps sharing the K/V tiles. The launch picks
-//   NW = 1 when the grid would not fill the SMs (BERT-base batch 1: 96 one-warp blocks, against
-//   48 two-warp blocks before) and NW = 4 when there is work enough to share tiles.
+// - Each warp owns 16 query rows; the block has 1 to 4 warps (blockDim.x / 32, one kernel for
+//   all: the shared memory is the K/V tiles', whatever the warps) sharing the K/V tiles. The
+//   launch picks 1 when the grid would not fill the SMs (BERT-base batch 1: 96 one-warp blocks,
+//   against 48 two-warp blocks before) and 4 when there is work enough to share tiles.
 // - The mask values of a tile are loaded before its Q K^T so their latency hides under the MMAs.
 // Rows are padded by 16 bytes so ldmatrix's eight row addresses fall in distinct banks.
 #define BRRR_ATTN_FLASH_STAGES 2
@@ -384,10 +385,12 @@ static __device__ __forceinline__ unsigned brrr_attn_smem(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
 // 16 bytes from global to shared memory, bypassing L1; src_bytes 0 fills zeros (rows past the end).
-static __device__ __forceinline__ void brrr_attn_cp16(unsigned dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+static __device__ __forceinline__ void brrr_attn_cp16(unsigned dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
-static __device__ __forceinline__ void brrr_attn_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+static __device__ __forceinline__ void brrr_attn_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int N>
 static __device__ __forceinline__ void brrr_attn_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
@@ -401,19 +404,18 @@ static __device__ __forceinline__ void brrr_attn_ldsm4_t(unsigned* r, unsigned a
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 
-template <class T, int D, int NW>
+template <class T, int D>
 static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_args& a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   constexpr int BK = D == 64 ? 64 : 32;  // keys per tile: 2 stages of K and V stay under 48 KB
   constexpr int LD = D + 8;              // row pitch in elements
-  constexpr int kThreads = 32 * NW;
   constexpr int kChunks = BK * D / 8;    // 16-byte pieces of one K (or V) tile
   static_assert(BK / 8 * 4 <= 32, "fill_bits holds a tile's scores of one lane");
   __shared__ __align__(16) unsigned short ks[BRRR_ATTN_FLASH_STAGES][BK][LD];
   __shared__ __align__(16) unsigned short vs[BRRR_ATTN_FLASH_STAGES][BK][LD];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, threads = (int)blockDim.x;
   const int gq = lane >> 2, tq = lane & 3;
-  const long long b = blockIdx.z, h = blockIdx.y, q0 = (long long)blockIdx.x * (16 * NW);
+  const long long b = blockIdx.z, h = blockIdx.y, q0 = (long long)blockIdx.x * (threads / 2);
   const long long kvh = h / a.group;
   const T* Q = (const T*)a.q + b * a.qs[0] + h * a.qs[1];
   const T* K = (const T*)a.k + b * a.ks[0] + kvh * a.ks[1];
@@ -426,15 +428,15 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
   const long long causal_off = a.seq_k - a.seq_q;
   long long key_end = a.seq_k;
   if (a.causal) {  // keys past the block's last query row are masked for all of its rows
-    const long long last = q0 + 16 * NW - 1 + causal_off + 1;
+    const long long last = q0 + threads / 2 - 1 + causal_off + 1;  // 16 rows a warp
     if (last < key_end) key_end = last < 0 ? 0 : last;
   }
   const int tiles = (int)((key_end + BK - 1) / BK);
   // Tile t of K and V into stage st; rows past seq_k read nothing and fill zeros.
   auto load_tile = [&](int t, int st) {
     const long long k0 = (long long)t * BK;
-#pragma unroll
-    for (int e = tid; e < kChunks; e += kThreads) {
+#pragma unroll 4
+    for (int e = tid; e < kChunks; e += threads) {
       const int r = e / (D / 8), c = (e % (D / 8)) * 8;
       const long long j = k0 + r;
       const bool in = j < a.seq_k;
@@ -476,7 +478,8 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
     const int st = t % BRRR_ATTN_FLASH_STAGES;
     const long long k0 = (long long)t * BK;
     // The tile's masks first: their loads are in flight while the tile lands and Q K^T runs.
-    // The bool mask as one bit per score (bit nt * 4 + c: the score is the fill), not a register each.
+    // The bool mask as one bit per score (bit nt * 4 + c: the score is the fill), not a register
+    // each.
     float mv[BK / 8][4];
     unsigned fill_bits = 0;
 #pragma unroll
@@ -587,16 +590,9 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
 #endif
 }
 
-#define BRRR_ATTN_FLASH(D, NW)                                                                   \
-  extern "C" __global__ void __launch_bounds__(32 * NW) brrr_attention_flash##D##_##NW##_bf16(  \
-      const brrr_attn_args a) { brrr_attention_flash_t<brrr_bf16, D, NW>(a); }                  \
-  extern "C" __global__ void __launch_bounds__(32 * NW) brrr_attention_flash##D##_##NW##_f16(   \
-      const brrr_attn_args a) { brrr_attention_flash_t<brrr_f16, D, NW>(a); }
-BRRR_ATTN_FLASH(64, 1)
-BRRR_ATTN_FLASH(64, 2)
-BRRR_ATTN_FLASH(64, 4)
-BRRR_ATTN_FLASH(128, 1)
-BRRR_ATTN_FLASH(128, 2)
-BRRR_ATTN_FLASH(128, 4)
-#undef BRRR_ATTN_FLASH
+// 32, 64 or 128 threads (cuda_executor_attention.cpp's flash_warps).
+extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash64_bf16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_bf16, 64>(a); }
+extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash64_f16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_f16, 64>(a); }
+extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash128_bf16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_bf16, 128>(a); }
+extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash128_f16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_f16, 128>(a); }
 #endif
