@@ -12,7 +12,7 @@ exec > >(tee -a "$OUT/attention_bench.log") 2>&1
 cd "$(dirname "$0")/../.." || exit 1
 T0=$(date +%s)
 if [ -z "${B:-}" ] || [ ! -x "$B/brrr" ]; then
-  TARGETS="brrr_cli brrr_tests" source scripts/gpu_build.sh || exit 1
+  source scripts/gpu_build.sh || exit 1
   echo "== built in $(( $(date +%s) - T0 )) s"
 fi
 export XDG_CACHE_HOME=/tmp/brrr_xdg_attn_bench
