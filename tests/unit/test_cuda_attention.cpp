@@ -283,33 +283,37 @@ Tensor rnd(const Shape& s, DType t, unsigned seed) {
   return x.cast(t);
 }
 
-// The CUDA session (one fused kernel) against the reference executor (node by node, each result
-// rounded to the graph's type). Tolerances: float32 math in the kernel against the reference's,
-// a few units of the 16-bit formats' precision. 16-bit data with head dims of 64 and 128 runs on
-// Tensor Cores unless `cuda_cores`.
-void check_on_device(const Spec& s, bool cuda_cores) {
-  std::optional<brrr_test::EnvVar> force;
-  if (cuda_cores) force.emplace("BRRR_ATTENTION_CUDA_CORES", "1");
-  Graph g = attention(s);
+// The CUDA session (one fused kernel, whose plan summary names `path`) against the reference
+// executor (node by node, each result rounded to the graph's type). Tolerances: float32 math in
+// the kernel against the reference's, a few units of the 16-bit formats' precision. Inputs are
+// uniform in [-2, 2]; an input named "mask" is BERT's: 0 for tokens, a large negative for padding.
+void check_graph_on_device(const Graph& g, DType dt, const std::string& path) {
   std::map<std::string, Tensor> in;
   unsigned seed = 7;
-  for (int id : g.inputs) in[g.value(id).name] = rnd(g.value(id).shape, s.dt, seed++);
-  if (s.mask == Mask::Add) {  // BERT's mask: 0 for tokens, a large negative for padding
-    Tensor m = Tensor::empty(DType::f32, {s.batch, 1, 1, s.seq});
+  for (int id : g.inputs) in[g.value(id).name] = rnd(g.value(id).shape, dt, seed++);
+  if (in.count("mask")) {
+    Tensor m = Tensor::empty(DType::f32, in["mask"].shape());
     for (int64_t i = 0; i < m.numel(); ++i) m.data<float>()[i] = i % 7 == 3 ? -10000.f : 0.f;
-    in["mask"] = m.cast(s.dt);
+    in["mask"] = m.cast(dt);
   }
   SessionOptions o;
   o.backend = "cuda";
   Session sess(g, o);
   EXPECT_EQ(sess.num_kernels(), 1) << sess.plan_summary();
-  const bool mma = !cuda_cores && s.dt != DType::f32 && (s.dim == 64 || s.dim == 128);
-  EXPECT_NE(sess.plan_summary().find(mma ? "tensor cores" : "cuda cores"), std::string::npos)
-      << sess.plan_summary();
+  EXPECT_NE(sess.plan_summary().find(path), std::string::npos) << sess.plan_summary();
   std::vector<Tensor> got = sess.run(in);
   std::vector<Tensor> want = run_reference(sess.graph(), in);
-  const double tol = s.dt == DType::f32 ? 1e-5 : s.dt == DType::f16 ? 5e-3 : 2e-2;
+  const double tol = dt == DType::f32 ? 1e-5 : dt == DType::f16 ? 5e-3 : 2e-2;
   brrr_cuda_test::expect_rel_l2(got, want, tol, sess.plan_summary());
+}
+
+// 16-bit data with head dims of 64 and 128 runs on Tensor Cores unless `cuda_cores`: through the
+// flash kernel, since attention() gives every operand contiguous rows.
+void check_on_device(const Spec& s, bool cuda_cores) {
+  std::optional<brrr_test::EnvVar> force;
+  if (cuda_cores) force.emplace("BRRR_ATTENTION_CUDA_CORES", "1");
+  const bool mma = !cuda_cores && s.dt != DType::f32 && (s.dim == 64 || s.dim == 128);
+  check_graph_on_device(attention(s), s.dt, mma ? "tensor cores flash" : "cuda cores");
 }
 
 TEST(FusedAttentionCuda, MatchesReference) {
@@ -341,6 +345,55 @@ TEST(FusedAttentionCuda, MatchesReference) {
         check_on_device(s, cuda_cores);
       }
     }
+}
+
+// The flash kernel at the shapes it is for: BERT-base (batch 1 and 4, 12 heads, d 64, additive
+// padding mask), GPT-2's causal block, and the edges of its tiling: sequences that are no
+// multiple of the key tile and longer than its two stages, d 128, grouped-query heads, batches
+// large enough for 4-warp blocks, a bool mask, the NaN guard.
+TEST(FusedAttentionCuda, FlashMatchesReference) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  BRRR_REQUIRE_CUDA_DEVICE();
+  const std::vector<Spec> specs = {
+      {1, 12, 128, 64, Mask::Add},                                // BERT-base batch 1
+      {4, 12, 128, 64, Mask::Add},                                // BERT-base batch 4
+      {1, 12, 128, 64, Mask::CausalAdd, DType::f32, true, true},  // GPT-2's export
+      {1, 12, 128, 64, Mask::Causal},
+      {2, 12, 300, 64, Mask::Causal},                             // 5 tiles, the last partial
+      {1, 4, 1000, 64, Mask::Add, DType::f32, false, true},
+      {32, 12, 128, 64, Mask::Add},                               // 4-warp blocks
+      {3, 6, 77, 128, Mask::Add},
+      {2, 4, 200, 128, Mask::CausalAdd, DType::f32, true, true},
+      {1, 8, 130, 64, Mask::Causal, DType::f32, false, false, 2},  // GQA
+      {16, 8, 96, 128, Mask::None, DType::f32, false, false, 4, true},
+      {1, 3, 40, 64, Mask::Bool, DType::f32, false, true},
+      {1, 4, 1, 64, Mask::None},
+  };
+  for (DType dt : {DType::bf16, DType::f16})
+    for (Spec s : specs) {
+      s.dt = dt;
+      SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " b" << s.batch << " h" << s.heads
+                                        << " s" << s.seq << " d" << s.dim << " mask " << int(s.mask));
+      check_on_device(s, false);
+    }
+}
+
+// K^T as the graph's own input [B, H, D, S] (no transposed copy): K's rows are strided, so the
+// 16-bit Tensor Core path is the strided kernel rather than the flash one.
+TEST(FusedAttentionCuda, StridedKeysUseTheStridedKernel) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  BRRR_REQUIRE_CUDA_DEVICE();
+  for (DType dt : {DType::bf16, DType::f16}) {
+    const int64_t B = 2, H = 4, S = 70, D = 64;
+    GraphBuilder b;
+    int q = b.input("q", {B, H, S, D}, dt), kt = b.input("kt", {B, H, D, S}, dt);
+    int v = b.input("v", {B, H, S, D}, dt);
+    int sc = b.node("Div", {b.node("MatMul", {q, kt}), typed_scalar(b, 8.f, dt)});
+    sc = b.node("Add", {sc, b.input("mask", {B, 1, 1, S}, dt)});
+    b.output(b.node("MatMul", {b.node("Softmax", {sc}, {{"axis", int64_t(-1)}}), v}));
+    SCOPED_TRACE(dtype_name(dt));
+    check_graph_on_device(b.g, dt, "tensor cores strided");
+  }
 }
 #endif
 

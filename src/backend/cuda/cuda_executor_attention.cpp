@@ -1,8 +1,10 @@
 // The fused attention step (plan::AttentionDesc, found by plan/attention.cpp): one launch of
 // device/attention.cuh's kernel, reading Q, K, V and the masks through the strides the
 // descriptor gives and writing the merged heads in place: on Tensor Cores for 16-bit data with a
-// head dim of 64 or 128 (brrr_attention_mma<D>_<type>), else on CUDA cores
-// (brrr_attention_<type>; always with BRRR_ATTENTION_CUDA_CORES=1).
+// head dim of 64 or 128, through the flash kernel (brrr_attention_flash<D>_<type>, 1 to 4 warps
+// a block) where Q, K, V and out have contiguous rows at 16-byte aligned addresses (every
+// export's layout), else through the strided one (brrr_attention_mma<D>_<type>); other types
+// and dims on CUDA cores (brrr_attention_<type>; always with BRRR_ATTENTION_CUDA_CORES=1).
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
@@ -24,6 +26,28 @@ const char* type_suffix(DType t) {
 
 void copy4(long long* to, const std::array<int64_t, 4>& from) {
   for (size_t i = 0; i < 4; ++i) to[i] = from[i];
+}
+
+// The flash kernel copies 16-byte pieces of Q, K and V rows and stores pairs of out's: every
+// operand's innermost stride 1, the others whole 16-byte (out: 4-byte) multiples.
+bool flash_strides(const brrr_attn_args& x) {
+  auto rows = [](const long long* s, long long unit) {
+    return s[3] == 1 && s[0] % unit == 0 && s[1] % unit == 0 && s[2] % unit == 0;
+  };
+  return rows(x.qs, 8) && rows(x.ks, 8) && rows(x.vs, 8) && rows(x.os, 2);
+}
+
+bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Warps (16 query rows each) per flash block: 4 share each K/V tile when the grid still has two
+// blocks per SM; fewer where it would not (BERT-base at batch 1: 12 heads x 128 rows are 96 warps,
+// as 96 one-warp blocks rather than 24 four-warp ones on 132 SMs).
+int flash_warps(const plan::AttentionDesc& d, int sms) {
+  for (int w : {4, 2}) {
+    const int64_t blocks = d.batch * d.heads * ((d.seq_q + 16 * w - 1) / (16 * w));
+    if (blocks >= 2 * int64_t(sms)) return w;
+  }
+  return 1;
 }
 
 }  // namespace
@@ -59,10 +83,23 @@ std::string CudaExecutor::Impl::attention_plan(const plan::Kernel& k, AttentionS
   x.zero_empty_rows = d.zero_empty_rows ? 1 : 0;
   a->mma = d.dtype != DType::f32 && (d.head_dim == 64 || d.head_dim == 128) &&
            !env::flag("BRRR_ATTENTION_CUDA_CORES");
-  const int rows = a->mma ? kMmaRowsPerBlock : kRowsPerBlock;
-  a->grid = Dim3{unsigned((d.seq_q + rows - 1) / rows), unsigned(d.heads), unsigned(d.batch)};
-  a->block = Dim3{unsigned(a->mma ? kMmaThreads : kThreads), 1, 1};
+  // (cp.async and ldmatrix need sm_80; the buffers' alignment is checked again at setup)
+  const DeviceInfo& info = dev.info();
+  a->flash_warps = a->mma && info.cc_major >= 8 && flash_strides(x)
+                       ? flash_warps(d, info.sm_count > 0 ? info.sm_count : 132)
+                       : 0;
+  set_attention_grid(a, unsigned(d.batch));
   return "";
+}
+
+// One block per (query tile, head, batch); the tile's rows and the block's threads are the
+// kernel's.
+void CudaExecutor::Impl::set_attention_grid(AttentionStep* a, unsigned batch) {
+  const brrr_attn_args& x = a->args;
+  const int rows = a->flash_warps ? 16 * a->flash_warps : a->mma ? kMmaRowsPerBlock : kRowsPerBlock;
+  const int threads = a->flash_warps ? 32 * a->flash_warps : a->mma ? kMmaThreads : kThreads;
+  a->grid = Dim3{unsigned((x.seq_q + rows - 1) / rows), unsigned(x.heads), batch};
+  a->block = Dim3{unsigned(threads), 1, 1};
 }
 
 void CudaExecutor::Impl::setup_attention(AttentionStep& a) {
@@ -74,8 +111,16 @@ void CudaExecutor::Impl::setup_attention(AttentionStep& a) {
   x.mask = a.vmask >= 0 ? at(a.vmask) : nullptr;
   x.keep = a.vkeep >= 0 ? at(a.vkeep) : nullptr;
   x.out = at(a.vout);
-  a.fn = module->function(a.mma ? fmt::format("brrr_attention_mma{}_{}", x.head_dim, type_suffix(a.dt))
-                                : fmt::format("brrr_attention_{}", type_suffix(a.dt)));
+  if (a.flash_warps &&
+      !(aligned(x.q, 16) && aligned(x.k, 16) && aligned(x.v, 16) && aligned(x.out, 4))) {
+    a.flash_warps = 0;  // an operand at an offset inside its buffer: the strided kernel
+    set_attention_grid(&a, a.grid.z);
+  }
+  const char* t = type_suffix(a.dt);
+  a.fn = module->function(
+      a.flash_warps ? fmt::format("brrr_attention_flash{}_{}", x.head_dim, t)
+      : a.mma       ? fmt::format("brrr_attention_mma{}_{}", x.head_dim, t)
+                    : fmt::format("brrr_attention_{}", t));
   a.argp = {&a.args};
 }
 
@@ -87,8 +132,11 @@ void CudaExecutor::Impl::exec_attention(AttentionStep& a) {
 std::string CudaExecutor::Impl::attention_summary(size_t i) const {
   const AttentionStep& a = steps[i].attention();
   const brrr_attn_args& x = a.args;
+  const std::string path = a.flash_warps ? fmt::format("tensor cores flash {}w", a.flash_warps)
+                           : a.mma         ? std::string("tensor cores strided")
+                                           : std::string("cuda cores");
   return fmt::format("  {:<24} attention {} {} b{} h{}/{} sq{} sk{} d{}{}{}{} grid {}x{}x{}\n",
-                     plan.kernels[i].name, a.mma ? "tensor cores" : "cuda cores", dtype_name(a.dt),
+                     plan.kernels[i].name, path, dtype_name(a.dt),
                      a.grid.z, x.heads, x.heads / x.group,
                      x.seq_q, x.seq_k, x.head_dim, x.mask ? " +mask" : "",
                      x.keep ? " bool-mask" : "", x.causal ? " causal" : "", a.grid.x, a.grid.y,

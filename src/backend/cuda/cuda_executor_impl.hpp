@@ -122,12 +122,13 @@ struct OpStep {
 };
 
 // Fused attention (plan::AttentionDesc): brrr_attention_<type>(args) or, on Tensor Cores,
-// brrr_attention_mma<D>_<type>(args), one block per (query tile, head, batch); the buffers'
-// value ids until setup puts their addresses into args.
+// brrr_attention_flash<D>_<type> or brrr_attention_mma<D>_<type>(args), one block per
+// (query tile, head, batch); the buffers' value ids until setup puts their addresses into args.
 struct AttentionStep {
   int vq = -1, vk = -1, vv = -1, vmask = -1, vkeep = -1, vout = -1;
   DType dt = DType::f32;
   bool mma = false;  // the Tensor Core kernel (16-bit data, head dim 64 or 128)
+  int flash_warps = 0;  // > 0: the flash kernel (contiguous aligned rows) with this many warps
   brrr_attn_args args{};
   Function fn;
   Dim3 grid, block;
@@ -245,6 +246,7 @@ struct CudaExecutor::Impl {
 
   // Fused attention (cuda_executor_attention.cpp).
   std::string attention_plan(const plan::Kernel& k, AttentionStep* a);
+  void set_attention_grid(AttentionStep* a, unsigned batch);
   void setup_attention(AttentionStep& a);
   void exec_attention(AttentionStep& a);
   std::string attention_summary(size_t i) const;

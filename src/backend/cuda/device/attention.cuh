@@ -362,4 +362,238 @@ extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma64_bf16(const
 extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma64_f16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_f16, 64>(a); }
 extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_bf16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_bf16, 128>(a); }
 extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_f16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_f16, 128>(a); }
+
+// The flash path (cuda_executor_attention.cpp picks it for 16-bit data, head dims of 64 and 128
+// and rows that are contiguous and 16-byte aligned, the layout every export gives). The kernel
+// above ran BERT-base's batch 1 at 2.2 TFLOP/s, waiting on memory rather than computing: 48
+// two-warp blocks for 132 SMs, and per 32-key tile 2-byte loads and stores through registers (a
+// round trip to memory each), a transposing store of V, the mask read after Q K^T (another round
+// trip) and two block barriers. Here:
+// - K and V tiles go to shared memory as 16-byte cp.async copies, in their own 16-bit layout (no
+//   transposition: ldmatrix.trans reads V's B fragments straight from its rows), two tiles in
+//   flight, so the next tile arrives while this one computes and a 128-key sequence is a single
+//   memory round trip.
+// - Q goes from global memory straight into the A fragments (it is read once), no staging.
+// - Each warp owns 16 query rows; the block has 1 to 4 warps (blockDim.x / 32, one kernel for
+//   all: the shared memory is the K/V tiles', whatever the warps) sharing the K/V tiles. The
+//   launch picks 1 when the grid would not fill the SMs (BERT-base batch 1: 96 one-warp blocks,
+//   against 48 two-warp blocks before) and 4 when there is work enough to share tiles.
+// - The mask values of a tile are loaded before its Q K^T so their latency hides under the MMAs.
+// Rows are padded by 16 bytes so ldmatrix's eight row addresses fall in distinct banks.
+#define BRRR_ATTN_FLASH_STAGES 2
+
+static __device__ __forceinline__ unsigned brrr_attn_smem(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+// 16 bytes from global to shared memory, bypassing L1; bytes 0 fills zeros (rows past the end).
+static __device__ __forceinline__ void brrr_attn_cp16(unsigned dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+static __device__ __forceinline__ void brrr_attn_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+static __device__ __forceinline__ void brrr_attn_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+static __device__ __forceinline__ void brrr_attn_ldsm4(unsigned* r, unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+static __device__ __forceinline__ void brrr_attn_ldsm4_t(unsigned* r, unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+template <class T, int D>
+static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_args& a) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  constexpr int BK = D == 64 ? 64 : 32;  // keys per tile: 2 stages of K and V stay under 48 KB
+  constexpr int LD = D + 8;              // row pitch in elements
+  constexpr int kChunks = BK * D / 8;    // 16-byte pieces of one K (or V) tile
+  static_assert(BK / 8 * 4 <= 32, "fill_bits holds a tile's scores of one lane");
+  __shared__ __align__(16) unsigned short ks[BRRR_ATTN_FLASH_STAGES][BK][LD];
+  __shared__ __align__(16) unsigned short vs[BRRR_ATTN_FLASH_STAGES][BK][LD];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, threads = (int)blockDim.x;
+  const int gq = lane >> 2, tq = lane & 3;
+  const long long b = blockIdx.z, h = blockIdx.y, q0 = (long long)blockIdx.x * (threads / 2);
+  const long long kvh = h / a.group;
+  const T* Q = (const T*)a.q + b * a.qs[0] + h * a.qs[1];
+  const T* K = (const T*)a.k + b * a.ks[0] + kvh * a.ks[1];
+  const T* V = (const T*)a.v + b * a.vs[0] + kvh * a.vs[1];
+  T* O = (T*)a.out + b * a.os[0] + h * a.os[1];
+  const T* M = a.mask ? (const T*)a.mask + b * a.ms[0] + h * a.ms[1] : (const T*)0;
+  const unsigned char* B = a.keep ? (const unsigned char*)a.keep + b * a.bs[0] + h * a.bs[1]
+                                  : (const unsigned char*)0;
+  const float NEG_INF = __int_as_float(0xff800000);
+  const long long causal_off = a.seq_k - a.seq_q;
+  long long key_end = a.seq_k;
+  if (a.causal) {  // keys past the block's last query row are masked for all of its rows
+    const long long last = q0 + threads / 2 - 1 + causal_off + 1;  // 16 rows a warp
+    if (last < key_end) key_end = last < 0 ? 0 : last;
+  }
+  const int tiles = (int)((key_end + BK - 1) / BK);
+  // Tile t of K and V into stage st; rows past seq_k read nothing and fill zeros.
+  auto load_tile = [&](int t, int st) {
+    const long long k0 = (long long)t * BK;
+#pragma unroll 4
+    for (int e = tid; e < kChunks; e += threads) {
+      const int r = e / (D / 8), c = (e % (D / 8)) * 8;
+      const long long j = k0 + r;
+      const bool in = j < a.seq_k;
+      const long long jj = in ? j : 0;
+      brrr_attn_cp16(brrr_attn_smem(&ks[st][r][c]), K + jj * a.ks[2] + c, in ? 16 : 0);
+      brrr_attn_cp16(brrr_attn_smem(&vs[st][r][c]), V + jj * a.vs[2] + c, in ? 16 : 0);
+    }
+  };
+#pragma unroll
+  for (int st = 0; st < BRRR_ATTN_FLASH_STAGES; ++st) {
+    if (st < tiles) load_tile(st, st);
+    brrr_attn_commit();  // an empty group past the end keeps the wait counts uniform
+  }
+  // This warp's 16 rows of Q as A fragments (rows past seq_q read as zeros, never stored).
+  const long long row[2] = {q0 + warp * 16 + gq, q0 + warp * 16 + gq + 8};
+  unsigned qf[D / 16][4];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const bool in = row[hf] < a.seq_q;
+    const unsigned short* qr = (const unsigned short*)(Q + (in ? row[hf] : 0) * a.qs[2]);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      qf[kk][hf] = in ? brrr_attn_pair(qr + kk * 16 + 2 * tq) : 0u;
+      qf[kk][hf + 2] = in ? brrr_attn_pair(qr + kk * 16 + 2 * tq + 8) : 0u;
+    }
+  }
+  float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+  float o[D / 8][4];
+#pragma unroll
+  for (int nt = 0; nt < D / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+  // ldmatrix lane addresses (in elements within a tile): K's B fragments for two 16-dim steps
+  // (matrices: rows nt*8.., dims kk*16 + {0, 8, 16, 24}), V's for two 8-dim tiles through
+  // .trans (matrices: keys kk*16 + {0, 8}, dims nt*8 + {0, 8}).
+  const int k_row = lane & 7, k_col = (lane >> 3) * 8;
+  const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
+
+#pragma unroll 1
+  for (int t = 0; t < tiles; ++t) {
+    const int st = t % BRRR_ATTN_FLASH_STAGES;
+    const long long k0 = (long long)t * BK;
+    // The tile's masks first: their loads are in flight while the tile lands and Q K^T runs.
+    // The bool mask as one bit per score (bit nt * 4 + c: the score is the fill), not a register
+    // each.
+    float mv[BK / 8][4];
+    unsigned fill_bits = 0;
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const long long i = row[c >> 1], j = k0 + nt * 8 + 2 * tq + (c & 1);
+        const bool in = i < a.seq_q && j < a.seq_k;
+        mv[nt][c] = M && in ? brrr_ld(M + i * a.ms[2] + j * a.ms[3]) : 0.0f;
+        if (B && in && ((B[i * a.bs[2] + j * a.bs[3]] != 0) != (a.keep_when != 0)))
+          fill_bits |= 1u << (nt * 4 + c);
+      }
+    brrr_attn_wait<BRRR_ATTN_FLASH_STAGES - 1>();  // this thread's copies of tile t are done
+    __syncthreads();                               // and every thread's
+    const unsigned kbase = brrr_attn_smem(&ks[st][0][0]), vbase = brrr_attn_smem(&vs[st][0][0]);
+    // S (16 x BK) = Q K^T.
+    float s[BK / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk += 2) {
+        unsigned kb[4];
+        brrr_attn_ldsm4(kb, kbase + 2u * (unsigned)((nt * 8 + k_row) * LD + kk * 16 + k_col));
+        brrr_mma16816<T>(s[nt], qf[kk], kb[0], kb[1]);
+        brrr_mma16816<T>(s[nt], qf[kk + 1], kb[2], kb[3]);
+      }
+    }
+    // Scale and masks; element c of tile nt is row half (c >> 1), key nt * 8 + 2 tq + (c & 1).
+    float mx[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const long long i = row[c >> 1], j = k0 + nt * 8 + 2 * tq + (c & 1);
+        float v = NEG_INF;
+        if (i < a.seq_q && j < a.seq_k && !(a.causal && j > i + causal_off)) {
+          v = s[nt][c] * a.scale;
+          if (fill_bits >> (nt * 4 + c) & 1u) v = a.fill;
+          v += mv[nt][c];
+        }
+        s[nt][c] = v;
+        mx[c >> 1] = fmaxf(mx[c >> 1], v);
+      }
+    float alpha[2], base[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {  // a row's values lie with the 4 lanes of its quad
+      mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 1));
+      mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 2));
+      const float m_new = fmaxf(m[hf], mx[hf]);
+      base[hf] = m_new == NEG_INF ? 0.0f : m_new;  // all -inf so far: exp gives 0, not NaN
+      alpha[hf] = __expf(m[hf] - base[hf]);
+      m[hf] = m_new;
+    }
+    unsigned pf[BK / 16][4];  // P as A fragments, one per 16 keys (as in brrr_attention_mma_t)
+#pragma unroll
+    for (int nt = 0; nt < BK / 8; ++nt) {
+      float p[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        p[c] = __expf(s[nt][c] - base[c >> 1]);
+        sum[c >> 1] += p[c];
+      }
+      pf[nt / 2][(nt & 1) * 2 + 0] = brrr_pack(p, (const T*)0);
+      pf[nt / 2][(nt & 1) * 2 + 1] = brrr_pack(p + 2, (const T*)0);
+    }
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      sum[hf] += __shfl_xor_sync(0xffffffffu, sum[hf], 1);
+      sum[hf] += __shfl_xor_sync(0xffffffffu, sum[hf], 2);
+      l[hf] = l[hf] * alpha[hf] + sum[hf];
+    }
+    // O (16 x D) += P V, two 8-dim tiles per ldmatrix.
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      o[nt][0] *= alpha[0], o[nt][1] *= alpha[0];
+      o[nt][2] *= alpha[1], o[nt][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int nt = 0; nt < D / 8; nt += 2)
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        unsigned vb[4];
+        brrr_attn_ldsm4_t(vb, vbase + 2u * (unsigned)((kk * 16 + v_row) * LD + nt * 8 + v_col));
+        brrr_mma16816<T>(o[nt], pf[kk], vb[0], vb[1]);
+        brrr_mma16816<T>(o[nt + 1], pf[kk], vb[2], vb[3]);
+      }
+    __syncthreads();  // every warp is done with stage st before it is refilled
+    if (t + BRRR_ATTN_FLASH_STAGES < tiles) load_tile(t + BRRR_ATTN_FLASH_STAGES, st);
+    brrr_attn_commit();
+  }
+  brrr_attn_wait<0>();  // no copy outlives the block
+  // Out: each lane's two adjacent dims as one 4-byte store (out rows are contiguous).
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const long long i = row[hf];
+    if (i >= a.seq_q) continue;
+    const float inv = l[hf] > 0.0f ? 1.0f / l[hf] : (a.zero_empty_rows ? 0.0f : __int_as_float(0x7fc00000));
+    T* orow = O + i * a.os[2];
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt) {
+      const float v[2] = {o[nt][hf * 2] * inv, o[nt][hf * 2 + 1] * inv};
+      *reinterpret_cast<unsigned*>(orow + nt * 8 + 2 * tq) = brrr_pack(v, (const T*)0);
+    }
+  }
+#else
+  __trap();  // the host picks this kernel on sm_80 and later only
+#endif
+}
+
+// 32, 64 or 128 threads (cuda_executor_attention.cpp's flash_warps).
+extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash64_bf16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_bf16, 64>(a); }
+extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash64_f16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_f16, 64>(a); }
+extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash128_bf16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_bf16, 128>(a); }
+extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash128_f16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_f16, 128>(a); }
 #endif
