@@ -150,6 +150,52 @@ TEST_P(PlanGolden, PlansMatchTheGoldenFile) {
   }
 }
 
+Node node(const char* op) {
+  Node n;
+  n.op = op;
+  return n;
+}
+
+// What the passes read of an op is its entry's (brrr/op.hpp), looked up for nodes not yet
+// resolved by shape inference too.
+TEST(OpTableLowering, EntriesSayWhatThePassesAsk) {
+  EXPECT_EQ(library_of(node("MatMul")), LibraryKind::Gemm);
+  EXPECT_EQ(library_of(node("Gemm")), LibraryKind::Gemm);
+  EXPECT_EQ(library_of(node("Conv")), LibraryKind::Conv);
+  EXPECT_EQ(library_of(node("MaxPool")), LibraryKind::Pool);
+  EXPECT_EQ(def_of(node("MaxPool"))->reduce, ReduceKind::Max);
+  EXPECT_EQ(def_of(node("AveragePool"))->reduce, ReduceKind::Mean);
+  EXPECT_EQ(library_of(node("GlobalAveragePool")), LibraryKind::GlobalMean);
+  EXPECT_EQ(library_of(node("GlobalMaxPool")), LibraryKind::None);
+  EXPECT_EQ(library_of(node("ReduceSum")), LibraryKind::TrailingReduce);
+  EXPECT_EQ(library_of(node("ReduceMax")), LibraryKind::None);
+  EXPECT_TRUE(def_of(node("ReduceL2"))->dtype_from_input0);
+  EXPECT_EQ(library_of(node("Mul")), LibraryKind::ChannelScale);
+  EXPECT_EQ(library_of(node("Add")), LibraryKind::None);
+
+  EXPECT_EQ(activation_of(node("Relu")), Activation::Relu);
+  EXPECT_EQ(activation_of(node("Clip")), Activation::Clip);
+  EXPECT_EQ(activation_of(node("Exp")), Activation::None);
+  Node gelu = node("Gelu");
+  EXPECT_EQ(activation_of(gelu), Activation::GeluErf);
+  gelu.attrs["approximate"] = std::string("tanh");
+  EXPECT_EQ(activation_of(gelu), Activation::GeluTanh);
+  for (int a = 0; a < int(Activation::Other); ++a)
+    EXPECT_EQ(activation_from_name(activation_name(Activation(a))), Activation(a));
+
+  EXPECT_EQ(view_of(node("Transpose")), ViewKind::Permute);
+  EXPECT_EQ(view_of(node("Squeeze")), ViewKind::Reshape);
+  EXPECT_EQ(view_of(node("Flatten")), ViewKind::None);  // a copy, not a GEMM operand view
+  EXPECT_EQ(view_of(node("Gather")), ViewKind::Pick);
+  EXPECT_EQ(view_of(node("Slice")), ViewKind::Slice);
+
+  EXPECT_EQ(op_id(node("Softmax")), OpId::Softmax);
+  EXPECT_EQ(op_id(node("Sin")), OpId::Other);
+  Node other = node("Gelu");
+  other.domain = "com.microsoft";  // an op id names an ai.onnx op
+  EXPECT_EQ(op_id(other), OpId::Other);
+}
+
 INSTANTIATE_TEST_SUITE_P(Examples, PlanGolden,
                          ::testing::Values("mlp_tiny", "bert_tiny", "squeezenet1_1",
                                            "mobilenet_v3_small"));
