@@ -273,7 +273,8 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
   bool f32 = all_f32(g, n);
   // generated kernels can read and write its tensors
   bool gen = t.generated_casts ? all_float_or_scalar(g, n, ts) : all_float(g, n, ts);
-  if (n.def && n.def->dtype_from_input0 && !n.inputs.empty() && n.inputs[0] >= 0) {
+  const OpDef* def = def_of(n);
+  if (def && def->dtype_from_input0 && !n.inputs.empty() && n.inputs[0] >= 0) {
     f32 = g.value(n.inputs[0]).dtype == DType::f32 && g.value(n.outputs[0]).dtype == DType::f32;
     gen = float_ok(g.value(n.inputs[0]).dtype, ts) &&
           float_ok(g.value(n.outputs[0]).dtype, ts);
@@ -341,8 +342,8 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
   }
   // Slice and Expand as views on a device target: data of a generated or typed dtype.
   const ViewKind view = view_of(n);
-  if (t.generated_views && (view == ViewKind::Slice || view == ViewKind::Expand) && !n.inputs.empty() &&
-      n.inputs[0] >= 0 && n.outputs.size() == 1 && n.outputs[0] >= 0) {
+  if (t.generated_views && (view == ViewKind::Slice || view == ViewKind::Expand) &&
+      !n.inputs.empty() && n.inputs[0] >= 0 && n.outputs.size() == 1 && n.outputs[0] >= 0) {
     const DType d = g.value(n.inputs[0]).dtype;
     const bool typed_data = t.generated_typed && (d == DType::i32 || d == DType::i64 || d == DType::f64);
     std::vector<int64_t> start, step;
