@@ -111,6 +111,48 @@ enum class Lowering : uint8_t {
 };
 enum class ReduceKind : uint8_t { Sum, Max, Mean };
 
+// The library kernel a node of this op may become; the Target says which ones a backend has, the
+// fusion pass decides per node (dtypes, shapes, the pattern around it) and describe_library
+// builds the kernel's descriptor (src/plan/library_desc.hpp) by this kind.
+enum class LibraryKind : uint8_t {
+  None,
+  Gemm,          // MatMul, Gemm: GemmDesc, with a bias / activation epilogue
+  Conv,          // ConvDesc, with a bias / residual / activation epilogue
+  Pool,          // MaxPool, AveragePool: PoolDesc
+  Concat,        // ConcatDesc
+  GlobalMean,    // GlobalAveragePool: a RowReduceDesc over the spatial dims
+  TrailingReduce,// ReduceMean, ReduceSum over trailing axes: RowReduceDesc
+  ChannelScale,  // Mul as squeeze-excite's per-channel scale between convs: ChannelScaleDesc
+  Split,         // SplitDesc: one device copy per output
+  Gather,        // GatherDesc for the reference Gather a device target runs as a copy
+};
+
+// An activation a GEMM or conv library call can apply in its epilogue (plan/library_desc.hpp's
+// Epilogue; the Target says which ones each library takes).
+enum class Activation {
+  None, Relu, GeluErf, GeluTanh, HardSwish, HardSigmoid, Clip,
+  Sigmoid, Tanh,  // GEMMs on targets with gemm_post_ops (the CPU)
+  Other
+};
+
+// How a movement op can be read through as a strided view of its input, with no copy
+// (plan/operand_view.cpp for GEMM operands, the fuser's loads on generated_views targets).
+enum class ViewKind : uint8_t {
+  None,
+  Permute,  // Transpose: the strides permuted
+  Reshape,  // Reshape, Squeeze, Unsqueeze: the same elements under a new shape, when strides allow
+  Pick,     // Gather of one constant index: an offset, the axis dropped
+  Slice,    // Slice with constant starts and steps: an offset and scaled strides
+  Expand,   // Expand to a constant shape: stride 0 on the broadcast axes
+};
+
+// The ops passes match by identity inside a pattern (attention, GELU, the epilogues, a Cast's
+// rewrite); every other op is Other. What an op *does* is its OpDef's fields, never its id.
+enum class OpId : uint8_t {
+  Other, Add, Mul, Div, Pow, Erf, Tanh, Where, IsNaN, MatMul, Gemm, Conv, Transpose, Reshape,
+  Unsqueeze, Expand, Softmax, Cast, CastLike, Dropout, Mean, Gather, Slice,
+};
+
 struct OpDef {
   std::string name;
   std::string domain;  // "" = ai.onnx
@@ -129,8 +171,21 @@ struct OpDef {
   // form), the reduction a Reduction computes, and the node-specific condition for it: "" when
   // this node can be lowered so, else why not (as the fusion boundary then says).
   Lowering lowering = Lowering::None;
-  ReduceKind reduce = ReduceKind::Sum;
+  ReduceKind reduce = ReduceKind::Sum;  // also a pool's window: Max for MaxPool
   std::function<std::string(const Graph&, const Node&)> can_fuse;
+  // The library kernel it may become (None: generated code or its reference kernel).
+  LibraryKind library = LibraryKind::None;
+  // As a GEMM / conv epilogue: the activation a node of this op is (empty: it is none).
+  std::function<Activation(const Node&)> activation;
+  // Its float-ness is that of input 0 and output 0 alone (Reduce*: input 1 is int64 axes).
+  bool dtype_from_input0 = false;
+  // Read through as a view of input 0 (None: it computes or copies).
+  ViewKind view = ViewKind::None;
+  // convert_precision: inputs ONNX types as float whatever the data's type (Resize's scales),
+  // which a model stored in 16 bits must keep in float32.
+  std::vector<int> float32_inputs;
+  // Set by OpTable::add from the name: the op's id where a pass matches a pattern by it.
+  OpId id = OpId::Other;
   // Constant folding may run this op at load time (false for ops with huge or random outputs).
   bool foldable = true;
   // Output depends only on the inputs' shapes and dtypes (Shape, Size): folds even when the
@@ -148,6 +203,22 @@ class OpTable {
  private:
   std::map<std::pair<std::string, std::string>, OpDef> ops_;
 };
+
+// The activation `a` for every node of the op (OpDef::activation of Relu, HardSwish, ...).
+std::function<Activation(const Node&)> activation_is(Activation a);
+
+// The plan's name for activation a ("relu", "gelu_tanh", ...; "" for None), and back (Other for
+// a name that is none of them).
+std::string_view activation_name(Activation a);
+Activation activation_from_name(std::string_view name);
+
+// Node n's OpDef (resolved by shape inference, else looked up; nullptr for an unknown op), and
+// what it says of n: its op id, library kind and epilogue activation (None when it is none).
+const OpDef* def_of(const Node& n);
+OpId op_id(const Node& n);
+LibraryKind library_of(const Node& n);
+ViewKind view_of(const Node& n);
+Activation activation_of(const Node& n);
 
 // Cost of node `n` (cost() plus compulsory bytes from the inferred shapes).
 Cost op_cost(const Graph& g, const Node& n);

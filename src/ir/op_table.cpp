@@ -27,11 +27,81 @@ const OpTable& OpTable::get() {
   return table;
 }
 
+namespace {
+
+// The ids of the ops a pass matches inside a pattern (brrr/op.hpp's OpId), by ai.onnx name.
+OpId pattern_id(const std::string& domain, const std::string& name) {
+  static const std::map<std::string, OpId> ids = {
+      {"Add", OpId::Add},         {"Mul", OpId::Mul},           {"Div", OpId::Div},
+      {"Pow", OpId::Pow},         {"Erf", OpId::Erf},           {"Tanh", OpId::Tanh},
+      {"Where", OpId::Where},     {"IsNaN", OpId::IsNaN},       {"MatMul", OpId::MatMul},
+      {"Gemm", OpId::Gemm},       {"Conv", OpId::Conv},         {"Transpose", OpId::Transpose},
+      {"Reshape", OpId::Reshape}, {"Unsqueeze", OpId::Unsqueeze}, {"Expand", OpId::Expand},
+      {"Softmax", OpId::Softmax}, {"Cast", OpId::Cast},         {"CastLike", OpId::CastLike},
+      {"Dropout", OpId::Dropout}, {"Mean", OpId::Mean},         {"Gather", OpId::Gather},
+      {"Slice", OpId::Slice},
+  };
+  if (!domain.empty()) return OpId::Other;
+  auto it = ids.find(name);
+  return it == ids.end() ? OpId::Other : it->second;
+}
+
+}  // namespace
+
+std::function<Activation(const Node&)> activation_is(Activation a) {
+  return [a](const Node&) { return a; };
+}
+
+std::string_view activation_name(Activation a) {
+  switch (a) {
+    case Activation::None: return "";
+    case Activation::Relu: return "relu";
+    case Activation::GeluErf: return "gelu_erf";
+    case Activation::GeluTanh: return "gelu_tanh";
+    case Activation::HardSwish: return "hardswish";
+    case Activation::HardSigmoid: return "hardsigmoid";
+    case Activation::Clip: return "clip";
+    case Activation::Sigmoid: return "sigmoid";
+    case Activation::Tanh: return "tanh";
+    case Activation::Other: break;
+  }
+  return "?";
+}
+
+Activation activation_from_name(std::string_view name) {
+  for (int a = 0; a < int(Activation::Other); ++a)
+    if (activation_name(Activation(a)) == name) return Activation(a);
+  return Activation::Other;
+}
+
+const OpDef* def_of(const Node& n) { return n.def ? n.def : OpTable::get().find(n.domain, n.op); }
+
+OpId op_id(const Node& n) {
+  const OpDef* d = def_of(n);
+  return d ? d->id : OpId::Other;
+}
+
+LibraryKind library_of(const Node& n) {
+  const OpDef* d = def_of(n);
+  return d ? d->library : LibraryKind::None;
+}
+
+ViewKind view_of(const Node& n) {
+  const OpDef* d = def_of(n);
+  return d ? d->view : ViewKind::None;
+}
+
+Activation activation_of(const Node& n) {
+  const OpDef* d = def_of(n);
+  return d && d->activation ? d->activation(n) : Activation::None;
+}
+
 void OpTable::add(OpDef def) {
   auto key = std::make_pair(def.domain, def.name);
   BRRR_ASSERT(!ops_.count(key), "op registered twice");
   BRRR_ASSERT(def.infer && def.reference, "op without infer or reference");
   if (def.pointwise && def.lowering == Lowering::None) def.lowering = Lowering::Pointwise;
+  def.id = pattern_id(def.domain, def.name);
   ops_.emplace(key, std::move(def));
 }
 

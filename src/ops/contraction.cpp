@@ -93,6 +93,7 @@ void matmul_kernel(const Tensor& a, const Tensor& b, Tensor& out, const MatMulDi
 void add_matmul(OpTable& t) {
   OpDef d;
   d.name = "MatMul";
+  d.library = LibraryKind::Gemm;
   d.cls = OpClass::contraction;
   d.infer = [](InferCtx& c) {
     require_same_dtype(c);
@@ -151,6 +152,7 @@ GemmDims gemm_dims(const Node& n, const Shape& a, const Shape& b,
 void add_gemm(OpTable& t) {
   OpDef d;
   d.name = "Gemm";
+  d.library = LibraryKind::Gemm;
   d.cls = OpClass::contraction;
   d.infer = [](InferCtx& c) {
     require_same_dtype(c);
@@ -343,6 +345,7 @@ void conv_kernel(const In* X, const In* W, const In* B, Out* Y, const ConvDims& 
 void add_conv(OpTable& t) {
   OpDef d;
   d.name = "Conv";
+  d.library = LibraryKind::Conv;
   d.cls = OpClass::contraction;
   d.infer = [](InferCtx& c) {
     require_same_dtype(c);

@@ -72,7 +72,7 @@ void infer_same(InferCtx& c, unsigned set, std::optional<DType> out = std::nullo
 // Binary op over same-dtype inputs: fn(a, b) on compute types returns the output element.
 template <bool ToBool, typename Fn>
 void add_binary(OpTable& t, const char* name, int since, unsigned set, ScalarOp op,
-                double flops, Fn fn) {
+                double flops, Fn fn, LibraryKind library = LibraryKind::None) {
   OpDef d = ew_def(name, since);
   d.infer = [set](InferCtx& c) {
     if (c.num_inputs() != 2 || !c.has_input(1)) c.fail("takes exactly 2 inputs");
@@ -93,6 +93,7 @@ void add_binary(OpTable& t, const char* name, int since, unsigned set, ScalarOp 
   };
   d.cost = cost_per_output(flops);
   d.pointwise = pointwise_of(op, 2);
+  d.library = library;
   t.add(std::move(d));
 }
 
@@ -300,7 +301,8 @@ void register_elementwise_ops(OpTable& t) {
   add_binary<false>(t, "Sub", 7, kNumeric, ScalarOp::Sub, 1,
                     [](const Node&, auto a, auto b) { return wrap_sub(a, b); });
   add_binary<false>(t, "Mul", 7, kNumeric, ScalarOp::Mul, 1,
-                    [](const Node&, auto a, auto b) { return wrap_mul(a, b); });
+                    [](const Node&, auto a, auto b) { return wrap_mul(a, b); },
+                    LibraryKind::ChannelScale);  // between convs: squeeze-excite's scale
   add_binary<false>(t, "Div", 7, kNumeric, ScalarOp::Div, 1, [](const Node&, auto a, auto b) {
     using C = decltype(a);
     if constexpr (std::is_integral_v<C>) {

@@ -35,6 +35,7 @@ void add_float_predicate(OpTable& t, const char* name, int since,
 // Clip (opset 11+: min / max as optional scalar inputs; opset 6: float attributes).
 void add_clip(OpTable& t) {
   OpDef d = ew_def("Clip", 6);
+  d.activation = activation_is(Activation::Clip);  // constant bounds: a GEMM / conv epilogue's
   d.infer = [](InferCtx& c) {
     require_dtype(c, 0, kNumeric);
     for (int i = 1; i <= 2; ++i) {

@@ -37,8 +37,10 @@ OpDef unary_def(const char* name, int since, std::function<PointwiseForm(const N
 
 template <unsigned Set, typename Make>
 void add_unary(OpTable& t, const char* name, int since, std::function<PointwiseForm(const Node&)> lower, double flops,
-               std::map<std::string, double> special, Make make) {
-  t.add(unary_def<Set>(name, since, std::move(lower), flops, std::move(special), make));
+               std::map<std::string, double> special, Make make, Activation act = Activation::None) {
+  OpDef d = unary_def<Set>(name, since, std::move(lower), flops, std::move(special), make);
+  if (act != Activation::None) d.activation = activation_is(act);  // a GEMM / conv epilogue's
+  t.add(std::move(d));
 }
 
 // A node-independent scalar function.
@@ -55,7 +57,8 @@ void add_float_math(OpTable& t) {
   add_unary<kFloat>(t, "Reciprocal", 6, pointwise_of(ScalarOp::Reciprocal, 1), 1, {}, BRRR_FN(C(1) / x));
   add_unary<kFloat>(t, "Exp", 6, pointwise_of(ScalarOp::Exp, 1), 0, {{"exp", 1}}, BRRR_FN(std::exp(x)));
   add_unary<kFloat>(t, "Log", 6, pointwise_of(ScalarOp::Log, 1), 0, {{"log", 1}}, BRRR_FN(std::log(x)));
-  add_unary<kFloat>(t, "Tanh", 6, pointwise_of(ScalarOp::Tanh, 1), 0, {{"tanh", 1}}, BRRR_FN(std::tanh(x)));
+  add_unary<kFloat>(t, "Tanh", 6, pointwise_of(ScalarOp::Tanh, 1), 0, {{"tanh", 1}}, BRRR_FN(std::tanh(x)),
+                    Activation::Tanh);
   add_unary<kFloat>(t, "Erf", 9, pointwise_of(ScalarOp::Erf, 1), 0, {{"erf", 1}}, BRRR_FN(std::erf(x)));
   add_unary<kFloat>(t, "Cos", 7, pointwise_of(ScalarOp::Cos, 1), 0, {{"cos", 1}}, BRRR_FN(std::cos(x)));
   add_unary<kFloat>(t, "Sin", 7, pointwise_of(ScalarOp::Sin, 1), 0, {{"sin", 1}}, BRRR_FN(std::sin(x)));
@@ -103,12 +106,12 @@ void add_signed_math(OpTable& t) {
       else
         return brrr_scalar::relu(x);
     };
-  });
+  }, Activation::Relu);
 }
 
 void add_activations(OpTable& t) {
   add_unary<kFloat>(t, "Sigmoid", 6, pointwise_of(ScalarOp::Sigmoid, 1), 2, {{"exp", 1}},
-                    BRRR_FN(brrr_scalar::sigmoid(x)));
+                    BRRR_FN(brrr_scalar::sigmoid(x)), Activation::Sigmoid);
   add_unary<kFloat>(t, "LeakyRelu", 6, [](const Node& n) { return PointwiseForm{ScalarOp::LeakyRelu, {{0, 0, false}, attr_operand(n, "alpha", 0.01)}, false}; }, 2, {},
                     [](const Node& n) {
                       float alpha = n.attr_float("alpha", 0.01f);
@@ -158,9 +161,9 @@ void add_activations(OpTable& t) {
                         using C = decltype(x);
                         return brrr_scalar::hardsigmoid(x, C(alpha), C(beta));
                       };
-                    });
+                    }, Activation::HardSigmoid);
   add_unary<kFloat>(t, "HardSwish", 14, pointwise_of(ScalarOp::HardSwish, 1), 5, {},
-                    BRRR_FN(brrr_scalar::hardswish(x)));
+                    BRRR_FN(brrr_scalar::hardswish(x)), Activation::HardSwish);
   add_unary<kFloat>(t, "Softplus", 1, pointwise_of(ScalarOp::Softplus, 1), 2, {{"exp", 1}, {"log", 1}},
                     BRRR_FN(brrr_scalar::softplus(x)));
   add_unary<kFloat>(t, "Softsign", 1, pointwise_of(ScalarOp::Softsign, 1), 3, {},
@@ -190,6 +193,9 @@ void add_activations(OpTable& t) {
     if (n.attr_string("approximate", "none") == "tanh")
       return cost_per_output(7, {{"tanh", 1}})(g, n);
     return cost_per_output(4, {{"erf", 1}})(g, n);
+  };
+  gelu.activation = [](const Node& n) {
+    return n.attr_string("approximate", "none") == "tanh" ? Activation::GeluTanh : Activation::GeluErf;
   };
   t.add(std::move(gelu));
 }

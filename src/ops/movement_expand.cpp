@@ -182,9 +182,11 @@ void pad_kernel(KernelCtx& k) {
 }  // namespace
 
 void register_expand_ops(OpTable& t) {
-  t.add(movement_op("Expand", infer_expand, [](KernelCtx& k) {
+  OpDef expand = movement_op("Expand", infer_expand, [](KernelCtx& k) {
     copy_view(k.inputs[0].expand(k.outputs[0].shape()), k.outputs[0]);
-  }));
+  });
+  expand.view = ViewKind::Expand;  // to a constant shape: stride 0 on the broadcast axes
+  t.add(std::move(expand));
   t.add(movement_op("Tile", infer_tile, tile_kernel));
   t.add(movement_op("Pad", infer_pad, pad_kernel));
 }

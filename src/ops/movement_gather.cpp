@@ -139,7 +139,10 @@ void gather_nd_kernel(KernelCtx& k) {
 }  // namespace
 
 void register_gather_ops(OpTable& t) {
-  t.add(movement_op("Gather", infer_gather, gather_kernel));
+  OpDef gather = movement_op("Gather", infer_gather, gather_kernel);
+  gather.view = ViewKind::Pick;         // one constant index: an offset into its input
+  gather.library = LibraryKind::Gather;  // a device target's copy kernel
+  t.add(std::move(gather));
   t.add(movement_op("GatherElements", infer_gather_elements, gather_elements_kernel));
   t.add(movement_op("GatherND", infer_gather_nd, gather_nd_kernel));
 }

@@ -178,12 +178,15 @@ void register_reshape_ops(OpTable& t) {
   for (const auto& [name, infer] : copies) {
     OpDef d = movement_op(name, infer, copy_kernel);
     d.lowering = Lowering::Copy;  // the same elements: an alias or a copy, never arithmetic
+    // Flatten is left out as before: GEMM operand views were written for exporters' Reshapes.
+    if (std::string_view(name) != "Flatten") d.view = ViewKind::Reshape;
     t.add(std::move(d));
   }
   OpDef tr = movement_op("Transpose", infer_transpose, [](KernelCtx& k) {
     copy_view(k.inputs[0].permute(transpose_perm(k.node, k.inputs[0].rank())), k.outputs[0]);
   });
   tr.lowering = Lowering::View;  // strides of the loads that read it inside a fused kernel
+  tr.view = ViewKind::Permute;
   t.add(std::move(tr));
   t.add(movement_op("DepthToSpace", infer_depth_to_space, depth_to_space));
   t.add(movement_op("SpaceToDepth", infer_space_to_depth, space_to_depth));

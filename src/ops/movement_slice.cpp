@@ -213,9 +213,15 @@ void split_kernel(KernelCtx& k) {
 }  // namespace
 
 void register_slice_ops(OpTable& t) {
-  t.add(movement_op("Slice", infer_slice, slice_kernel));
-  t.add(movement_op("Concat", infer_concat, concat_kernel));
-  t.add(movement_op("Split", infer_split, split_kernel));
+  OpDef slice = movement_op("Slice", infer_slice, slice_kernel);
+  slice.view = ViewKind::Slice;  // constant starts and steps: strides on device targets
+  t.add(std::move(slice));
+  OpDef concat = movement_op("Concat", infer_concat, concat_kernel);
+  concat.library = LibraryKind::Concat;
+  t.add(std::move(concat));
+  OpDef split = movement_op("Split", infer_split, split_kernel);
+  split.library = LibraryKind::Split;  // device copies, one per output
+  t.add(std::move(split));
 }
 
 }  // namespace brrr::ops

@@ -174,6 +174,11 @@ void add_pool(OpTable& t, const char* name, PoolKind kind, bool global) {
     if (kind == PoolKind::lp) c.special["pow"] = elems + double(shape_numel(y));
     return c;
   };
+  // Max and average windows are library kernels; global averages the row-mean kernel.
+  if (kind == PoolKind::max || kind == PoolKind::avg)
+    d.library = global ? (kind == PoolKind::avg ? LibraryKind::GlobalMean : LibraryKind::None)
+                       : LibraryKind::Pool;
+  d.reduce = kind == PoolKind::max ? ReduceKind::Max : ReduceKind::Mean;  // its window's
   t.add(std::move(d));
 }
 

@@ -224,6 +224,9 @@ void add_reduce(OpTable& t, const char* name, RK kind) {
     }
     return c;
   };
+  d.dtype_from_input0 = true;  // input 1 is the int64 axes
+  // Over trailing axes, sums and means are row-reduction library kernels.
+  if (kind == RK::sum || kind == RK::mean) d.library = LibraryKind::TrailingReduce;
   // Sum, max and mean over the last axis alone are reductions inside fused kernels.
   if (kind == RK::sum || kind == RK::max || kind == RK::mean) {
     d.lowering = Lowering::Reduction;

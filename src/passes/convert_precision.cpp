@@ -17,6 +17,7 @@
 #include <set>
 
 #include "brrr/error.hpp"
+#include "brrr/op.hpp"
 #include "brrr/passes.hpp"
 
 namespace brrr {
@@ -35,13 +36,12 @@ struct Groups {  // union-find over value ids
 
 bool is_f32(const Graph& g, int v) { return v >= 0 && g.value(v).dtype == DType::f32; }
 
-// Inputs ONNX types as float whatever the data's type: they are not tied to the node's T. (brrr
-// has no Resize yet; the rule is here so that adding it cannot quantize its scales.)
+// Inputs ONNX types as float whatever the data's type: they are not tied to the node's T
+// (OpDef::float32_inputs: Resize's scales and roi, Upsample's scales when brrr has them).
 bool fixed_float_input(const Node& n, size_t slot) {
-  if (!n.domain.empty()) return false;
-  if (n.op == "Resize") return slot == 1 || slot == 2;
-  if (n.op == "Upsample") return slot == 1;
-  return false;
+  const OpDef* d = n.domain.empty() ? def_of(n) : nullptr;
+  return d && std::find(d->float32_inputs.begin(), d->float32_inputs.end(), int(slot)) !=
+                  d->float32_inputs.end();
 }
 
 bool float_type(int onnx_code) {
@@ -117,7 +117,7 @@ PrecisionReport convert_precision(Graph& g, DType to, size_t fold_budget_bytes) 
   Groups groups(n_values);
   std::vector<std::string> keep_why(n_values);  // by value id, then by group root
   for (const Node& n : g.nodes) {
-    if (n.domain.empty() && n.op == "Cast") {
+    if (n.domain.empty() && op_id(n) == OpId::Cast) {
       const bool to_number = float_type(int(n.attr_int("to", 1)));
       if (!to_number && is_f32(g, n.inputs[0]))
         keep_why[size_t(n.inputs[0])] = n.label() + " casts it to an integer or bool";
@@ -129,7 +129,7 @@ PrecisionReport convert_precision(Graph& g, DType to, size_t fold_budget_bytes) 
       if (tie < 0) tie = v;
       else groups.join(v, tie);
     };
-    if (n.domain.empty() && n.op == "CastLike") {  // the output takes the target's type
+    if (n.domain.empty() && op_id(n) == OpId::CastLike) {  // the output takes the target's type
       if (n.inputs.size() > 1) link(n.inputs[1]);
       link(n.outputs[0]);
       continue;
@@ -181,7 +181,7 @@ PrecisionReport convert_precision(Graph& g, DType to, size_t fold_budget_bytes) 
     }
     if (val.producer < 0) continue;
     Node& p = g.nodes[size_t(val.producer)];
-    if (p.domain.empty() && p.op == "Cast") p.attrs["to"] = int64_t(dtype_to_onnx(to));
+    if (p.domain.empty() && op_id(p) == OpId::Cast) p.attrs["to"] = int64_t(dtype_to_onnx(to));
     if (auto it = p.attrs.find("dtype");
         it != p.attrs.end() && std::holds_alternative<int64_t>(it->second) &&
         std::get<int64_t>(it->second) == dtype_to_onnx(DType::f32))

@@ -14,19 +14,6 @@ namespace {
 
 int input_or_none(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : -1; }
 
-Activation activation_of(const std::string& a) {
-  if (a.empty()) return Activation::None;
-  if (a == "relu") return Activation::Relu;
-  if (a == "gelu_erf") return Activation::GeluErf;
-  if (a == "gelu_tanh") return Activation::GeluTanh;
-  if (a == "hardswish") return Activation::HardSwish;
-  if (a == "hardsigmoid") return Activation::HardSigmoid;
-  if (a == "clip") return Activation::Clip;
-  if (a == "sigmoid") return Activation::Sigmoid;
-  if (a == "tanh") return Activation::Tanh;
-  return Activation::Other;
-}
-
 // Transpose t swaps the last two of its input's `rank` axes and keeps the others.
 bool swaps_last_two(const Node& t, size_t rank) {
   std::vector<int64_t> perm;
@@ -47,7 +34,7 @@ Epilogue epilogue_of(const Kernel& k) {
   Epilogue e;
   e.bias = k.bias;
   e.sum = k.sum;
-  e.act = activation_of(k.activation);
+  e.act = activation_from_name(k.activation);
   e.alpha = k.act_alpha;
   e.beta = k.act_beta;
   e.act_name = k.activation;
@@ -63,7 +50,7 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
     d.why = n.op + " without A, B or an output";
     return d;
   }
-  if (n.op == "Gemm") {
+  if (op_id(n) == OpId::Gemm) {
     d.trans_a = n.attr_int("transA", 0) != 0;
     d.trans_b = n.attr_int("transB", 0) != 0;
     d.alpha = n.attr_float("alpha", 1.0f);
@@ -78,7 +65,7 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
   };
   for (int m : k.nodes) {
     const Node& t = g.nodes[size_t(m)];
-    if (t.op != "Transpose" || t.outputs.empty() || t.inputs.empty() || t.inputs[0] < 0) continue;
+    if (op_id(t) != OpId::Transpose || t.outputs.empty() || t.inputs.empty() || t.inputs[0] < 0) continue;
     if (in_kernel(g.value(t.inputs[0]).producer) || !swaps_last_two(t, g.value(t.inputs[0]).shape.size()))
       continue;
     if (t.outputs[0] == d.a) d.a = t.inputs[0], d.trans_a = !d.trans_a;
@@ -86,7 +73,7 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
   }
   // A MatMul operand made by other view nodes in the kernel (Reshape, Transpose, a scalar Mul:
   // the fusion pass's find_operand_views) is its source read through strides.
-  if (n.op == "MatMul" || n.op == "Gemm") {  // a Gemm's: Reshapes alone (row-major)
+  if (library_of(n) == LibraryKind::Gemm) {  // a Gemm's: Reshapes alone (row-major)
     double scale = 1;
     for (int slot = 0; slot < 2; ++slot) {
       int& v = slot == 0 ? d.a : d.b;
@@ -106,7 +93,7 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
   // library computes the node's own shape.
   bool reshaped = false;
   for (int m : k.nodes)
-    reshaped = reshaped || (m > k.nodes[0] && g.nodes[size_t(m)].op == "Reshape");
+    reshaped = reshaped || (m > k.nodes[0] && op_id(g.nodes[size_t(m)]) == OpId::Reshape);
   OperandView out = output_view(g, n.outputs[0], in_kernel);
   if (!out.nodes.empty() && out.source == d.out) {
     d.out_dims = out.dims;
@@ -197,12 +184,12 @@ RowReduceDesc describe_row_reduce(const Graph& g, const Node& n) {
                         shape_str(xs), shape_str(ys));
     return d;
   }
-  if (n.op == "GlobalAveragePool" && xs.size() < 3) {
+  if (library_of(n) == LibraryKind::GlobalMean && xs.size() < 3) {
     d.why = "GlobalAveragePool on an input without spatial dims";
     return d;
   }
   d.cols = numel / d.rows;
-  d.scale = n.op == "ReduceSum" ? 1.f : 1.f / float(d.cols);
+  d.scale = def_of(n)->reduce == ReduceKind::Sum ? 1.f : 1.f / float(d.cols);  // else a mean
   return d;
 }
 
@@ -279,33 +266,42 @@ SplitDesc describe_split(const Graph& g, const Node& n) {
   return d;
 }
 
+// A Conv kernel: the window from the shapes, the fusion pass's epilogue, and its own bias.
+ConvDesc describe_conv_kernel(const Graph& g, const Node& n, const Kernel& k) {
+  ConvDesc d;
+  const int x = input_or_none(n, 0), w = input_or_none(n, 1);
+  if (x < 0 || w < 0 || n.outputs.empty() || k.outputs.empty()) {
+    d.why = "Conv without X or W";
+  } else {
+    d = describe_conv(n, g.value(x).shape, g.value(w).shape);
+    d.x = x, d.w = w, d.y = n.outputs[0], d.out = k.outputs[0];
+  }
+  d.epi = epilogue_of(k);
+  const int b = input_or_none(n, 2);
+  if (b >= 0 && k.bias >= 0 && d.why.empty()) d.why = "Conv with its own bias and a fused one";
+  if (b >= 0) d.epi.bias = b;
+  return d;
+}
+
+// The descriptor of kernel k, by the library kind of its first node's op (OpDef::library).
 LibraryDesc describe_kernel(const Graph& g, const Kernel& k) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
-  const std::string& op = n.op;
+  const LibraryKind lib = library_of(n);
   if (k.kind == KernelKind::Reference)
-    return k.nodes.size() == 1 && op == "Gather" ? LibraryDesc(describe_gather(g, n)) : LibraryDesc();
-  if (op == "MatMul" || op == "Gemm") return describe_gemm(g, n, k);
-  if (op == "Conv") {
-    ConvDesc d;
-    const int x = input_or_none(n, 0), w = input_or_none(n, 1);
-    if (x < 0 || w < 0 || n.outputs.empty() || k.outputs.empty()) {
-      d.why = "Conv without X or W";
-    } else {
-      d = describe_conv(n, g.value(x).shape, g.value(w).shape);
-      d.x = x, d.w = w, d.y = n.outputs[0], d.out = k.outputs[0];
-    }
-    d.epi = epilogue_of(k);
-    const int b = input_or_none(n, 2);
-    if (b >= 0 && k.bias >= 0 && d.why.empty()) d.why = "Conv with its own bias and a fused one";
-    if (b >= 0) d.epi.bias = b;
-    return d;
+    return k.nodes.size() == 1 && lib == LibraryKind::Gather ? LibraryDesc(describe_gather(g, n))
+                                                             : LibraryDesc();
+  switch (lib) {
+    case LibraryKind::Gemm: return describe_gemm(g, n, k);
+    case LibraryKind::Conv: return describe_conv_kernel(g, n, k);
+    case LibraryKind::Pool: return describe_pool(g, n);
+    case LibraryKind::Concat: return describe_concat(g, n);
+    case LibraryKind::GlobalMean:
+    case LibraryKind::TrailingReduce: return describe_row_reduce(g, n);
+    case LibraryKind::ChannelScale: return describe_channel_scale(g, n);
+    case LibraryKind::Split: return describe_split(g, n);
+    case LibraryKind::Gather:
+    case LibraryKind::None: break;
   }
-  if (op == "MaxPool" || op == "AveragePool") return describe_pool(g, n);
-  if (op == "Concat") return describe_concat(g, n);
-  if (op == "GlobalAveragePool" || op == "ReduceMean" || op == "ReduceSum")
-    return describe_row_reduce(g, n);
-  if (op == "Mul") return describe_channel_scale(g, n);
-  if (op == "Split") return describe_split(g, n);
   return LibraryDesc();
 }
 
@@ -328,7 +324,7 @@ ConvDesc describe_conv(const Node& n, const Shape& xs, const Shape& ws) {
 
 PoolDesc describe_pool(const Graph& g, const Node& n) {
   PoolDesc d;
-  d.max = n.op == "MaxPool";
+  d.max = def_of(n) && def_of(n)->reduce == ReduceKind::Max;
   d.x = input_or_none(n, 0);
   d.y = n.outputs.empty() ? -1 : n.outputs[0];
   d.indices_used = d.max && n.outputs.size() > 1 && n.outputs[1] >= 0;

@@ -38,7 +38,7 @@ bool static_f32(const Value& v) {
 
 // The parts of a Concat along channels (axis 1) of static float32 activations, or empty.
 std::vector<int> channel_parts(const Graph& g, const Node& n) {
-  if (n.op != "Concat" || !n.domain.empty() || n.outputs.size() != 1 || n.outputs[0] < 0 ||
+  if (library_of(n) != LibraryKind::Concat || !n.domain.empty() || n.outputs.size() != 1 || n.outputs[0] < 0 ||
       n.inputs.size() < 2)
     return {};
   const Value& out = g.value(n.outputs[0]);
@@ -59,7 +59,7 @@ std::vector<int> channel_parts(const Graph& g, const Node& n) {
 // Conv node c reads value x as its data input only, with group 1 and constant weights whose
 // input channels are x's.
 bool splittable_conv(const Graph& g, const Node& c, int x) {
-  if (c.op != "Conv" || !c.domain.empty() || c.outputs.size() != 1 || c.outputs[0] < 0)
+  if (library_of(c) != LibraryKind::Conv || !c.domain.empty() || c.outputs.size() != 1 || c.outputs[0] < 0)
     return false;
   if (c.inputs.size() < 2 || c.inputs[0] != x || c.inputs[1] < 0 || c.attr_int("group", 1) != 1)
     return false;
@@ -85,7 +85,7 @@ bool absorbable(const Graph& g, const Uses& u, int v, size_t parts) {
 
 // Pool node p (without an Indices output) is v's only consumer.
 bool per_channel_pool(const Graph& g, const Uses& u, const Node& p, int v) {
-  if ((p.op != "MaxPool" && p.op != "AveragePool") || !p.domain.empty() || p.inputs.size() != 1 ||
+  if (library_of(p) != LibraryKind::Pool || !p.domain.empty() || p.inputs.size() != 1 ||
       p.outputs.empty() || p.outputs[0] < 0)
     return false;
   for (size_t o = 1; o < p.outputs.size(); ++o)

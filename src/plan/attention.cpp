@@ -52,17 +52,17 @@ class Matcher {
       int p = inner_producer(cur);
       if (p < 0) return std::nullopt;
       const Node& n = g_.nodes[size_t(p)];
-      if (n.op == "MatMul" && plain(n, 2, 1)) {
+      if (op_id(n) == OpId::MatMul && plain(n, 2, 1)) {
         qk = p;
-      } else if ((n.op == "Mul" || n.op == "Div") && plain(n, 2, 1)) {
+      } else if ((op_id(n) == OpId::Mul || op_id(n) == OpId::Div) && plain(n, 2, 1)) {
         int x = n.inputs[0], c = n.inputs[1];
-        if (n.op == "Mul" && !scalar(c)) std::swap(x, c);
+        if (op_id(n) == OpId::Mul && !scalar(c)) std::swap(x, c);
         std::optional<double> s = scalar(c);
         if (!s || g_.value(x).shape != g_.value(cur).shape) return std::nullopt;
-        scale *= n.op == "Mul" ? *s : 1.0 / *s;
+        scale *= op_id(n) == OpId::Mul ? *s : 1.0 / *s;
         seen_scale = true;
         cur = x;
-      } else if (n.op == "Add" && plain(n, 2, 1) && !seen_add && !seen_where && !seen_scale) {
+      } else if (op_id(n) == OpId::Add && plain(n, 2, 1) && !seen_add && !seen_where && !seen_scale) {
         // (a scale after the mask would scale the mask too)
         // The scores are the input of the output's shape that the chain continues from.
         int a = n.inputs[0], m = n.inputs[1];
@@ -73,7 +73,7 @@ class Matcher {
         d.mask = m;
         seen_add = true;
         cur = a;
-      } else if (n.op == "Where" && plain(n, 3, 1) && !seen_where && !seen_scale) {
+      } else if (op_id(n) == OpId::Where && plain(n, 3, 1) && !seen_where && !seen_scale) {
         // Where(keep, scores, fill) or Where(keep, fill, scores) with a scalar fill.
         int c = n.inputs[0];
         bool first = continues(n.inputs[1]) && !scalar(n.inputs[1]);
@@ -98,12 +98,12 @@ class Matcher {
     if (consumers_[size_t(prob)].size() == 2 && !graph_out_.count(prob)) {
       int isnan = -1, where = -1;
       for (int c : consumers_[size_t(prob)])
-        (g_.nodes[size_t(c)].op == "IsNaN" ? isnan : where) = c;
+        (op_id(g_.nodes[size_t(c)]) == OpId::IsNaN ? isnan : where) = c;
       if (isnan < 0 || where < 0 || !plain(g_.nodes[size_t(isnan)], 1, 1)) return std::nullopt;
       const Node& w = g_.nodes[size_t(where)];
       int flag = g_.nodes[size_t(isnan)].outputs[0];
       std::optional<double> zero = w.inputs.size() == 3 ? scalar(w.inputs[1]) : std::nullopt;
-      if (w.op != "Where" || !plain(w, 3, 1) || w.inputs[0] != flag || w.inputs[2] != prob ||
+      if (op_id(w) != OpId::Where || !plain(w, 3, 1) || w.inputs[0] != flag || w.inputs[2] != prob ||
           !zero || *zero != 0 || sole_consumer(flag) != where)
         return std::nullopt;
       nodes_.insert(isnan);
@@ -123,7 +123,7 @@ class Matcher {
     pv = sole_consumer(prob);
     if (pv < 0 || !free_(pv)) return std::nullopt;
     const Node& pvn = g_.nodes[size_t(pv)];
-    if (pvn.op != "MatMul" || !plain(pvn, 2, 1) || pvn.inputs[0] != prob || pvn.inputs[1] == prob)
+    if (op_id(pvn) != OpId::MatMul || !plain(pvn, 2, 1) || pvn.inputs[0] != prob || pvn.inputs[1] == prob)
       return std::nullopt;
     nodes_.insert(pv);
     // The operands through their head-split views.
@@ -220,7 +220,7 @@ class Matcher {
   bool continues(int v) const { return inner_producer(v) >= 0; }
   bool is_cast(int n, DType to) const {
     const Node& c = g_.nodes[size_t(n)];
-    return c.op == "Cast" && plain(c, 1, 1) && free_(n) && g_.value(c.outputs[0]).dtype == to;
+    return op_id(c) == OpId::Cast && plain(c, 1, 1) && free_(n) && g_.value(c.outputs[0]).dtype == to;
   }
   std::optional<double> scalar(int v) const {
     const Value& c = g_.value(v);
@@ -286,14 +286,14 @@ class Matcher {
   // Returns false only when the pattern is there but cannot be read so.
   bool repeated_heads(Operand* o, int first) {
     const int e = g_.value(o->source).producer;
-    if (e < 0 || g_.nodes[size_t(e)].op != "Expand" || !free_(e) || nodes_.count(e) ||
+    if (e < 0 || op_id(g_.nodes[size_t(e)]) != OpId::Expand || !free_(e) || nodes_.count(e) ||
         sole_consumer(o->source) != first)
       return true;
     const Node& ex = g_.nodes[size_t(e)];
     const int u = g_.value(ex.inputs[0]).producer;
     if (u < 0 || ex.inputs.size() != 2 || !free_(u) || sole_consumer(ex.inputs[0]) != e) return true;
     const Node& un = g_.nodes[size_t(u)];
-    if ((un.op != "Unsqueeze" && un.op != "Reshape") || !un.domain.empty() || un.inputs.empty())
+    if ((op_id(un) != OpId::Unsqueeze && op_id(un) != OpId::Reshape) || !un.domain.empty() || un.inputs.empty())
       return true;
     const int x = un.inputs[0];
     const Shape &xs = g_.value(x).shape, &us = g_.value(un.outputs[0]).shape,
@@ -408,7 +408,7 @@ std::vector<AttentionMatch> find_attention(const Graph& g, int64_t max_head_dim,
   std::function<bool(int)> f = is_free;
   Matcher m(g, max_head_dim, f);
   for (size_t n = 0; n < g.nodes.size(); ++n) {
-    if (g.nodes[n].op != "Softmax") continue;
+    if (op_id(g.nodes[n]) != OpId::Softmax) continue;
     std::optional<AttentionMatch> a = m.match(int(n));
     if (!a) continue;
     taken.insert(a->nodes.begin(), a->nodes.end());

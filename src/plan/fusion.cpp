@@ -107,9 +107,9 @@ bool all_float_or_scalar(const Graph& g, const Node& n, TypeSet ts) {
 // nearest-even to 16 bits, v != 0 to bool), inference Dropout is the identity, Mean a fold of
 // Add (its division comes after, in emit). Empty operands: no such form.
 PointwiseForm extra_pointwise_form(const Graph& g, const Node& n) {
-  const std::string& op = n.op;
-  if (op == "Cast" || op == "CastLike") return {ScalarOp::Identity, {{0, 0, false}}, false};
-  if (op == "Dropout") {
+  const OpId op = op_id(n);
+  if (op == OpId::Cast || op == OpId::CastLike) return {ScalarOp::Identity, {{0, 0, false}}, false};
+  if (op == OpId::Dropout) {
     // A training_mode input that is not a constant false could mean random masks.
     if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
       const Value& m = g.value(n.inputs[2]);
@@ -117,7 +117,7 @@ PointwiseForm extra_pointwise_form(const Graph& g, const Node& n) {
     }
     return {ScalarOp::Identity, {{0, 0, false}}, false};
   }
-  if (op == "Mean") {
+  if (op == OpId::Mean) {
     PointwiseForm f{ScalarOp::Add, {}, true};
     for (size_t i = 0; i < n.inputs.size(); ++i) f.operands.push_back({int(i), 0, false});
     return f;
@@ -145,7 +145,9 @@ bool trailing_reduce(const Graph& g, const Node& n) {
 // Mul(x [N,C,H,W] from a Conv, s [N,C,1,1]) feeding a Conv alone: squeeze-excite's scale. As a
 // library kernel it reads and writes the convs' NHWC layout, so neither conv reorders.
 bool channel_scale_between_convs(const Graph& g, const Node& n) {
-  if (n.op != "Mul" || n.inputs.size() != 2 || n.inputs[0] < 0 || n.inputs[1] < 0) return false;
+  if (library_of(n) != LibraryKind::ChannelScale || n.inputs.size() != 2 || n.inputs[0] < 0 ||
+      n.inputs[1] < 0)
+    return false;
   const Value &a = g.value(n.inputs[0]), &b = g.value(n.inputs[1]), &o = g.value(n.outputs[0]);
   const Value& x = a.shape.size() == 4 && a.shape == o.shape ? a : b;
   const Value& s = &x == &a ? b : a;
@@ -154,15 +156,17 @@ bool channel_scale_between_convs(const Graph& g, const Node& n) {
     return false;
   if (x.producer < 0) return false;
   const Node* p = &g.nodes[size_t(x.producer)];
-  if ((p->op == "Relu" || p->op == "HardSwish" || p->op == "Clip") && p->inputs[0] >= 0 &&
-      g.value(p->inputs[0]).producer >= 0)
+  const Activation act = activation_of(*p);
+  if ((act == Activation::Relu || act == Activation::HardSwish || act == Activation::Clip) &&
+      p->inputs[0] >= 0 && g.value(p->inputs[0]).producer >= 0)
     p = &g.nodes[size_t(g.value(p->inputs[0]).producer)];  // a conv's activation
-  if (p->op != "Conv") return false;
+  if (library_of(*p) != LibraryKind::Conv) return false;
   int consumers = 0;
   bool conv = true;
   for (const Node& m : g.nodes)
     for (int i : m.inputs)
-      if (i == n.outputs[0]) consumers++, conv = conv && m.op == "Conv" && m.inputs[0] == i;
+      if (i == n.outputs[0])
+        consumers++, conv = conv && library_of(m) == LibraryKind::Conv && m.inputs[0] == i;
   return consumers == 1 && conv;
 }
 
@@ -265,10 +269,12 @@ std::string slice_view(const Graph& g, const Node& n, std::vector<int64_t>* star
 NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& t) {
   NodeInfo info;
   const std::string& op = n.op;
+  const LibraryKind lib = library_of(n);
   bool f32 = all_f32(g, n);
   // generated kernels can read and write its tensors
   bool gen = t.generated_casts ? all_float_or_scalar(g, n, ts) : all_float(g, n, ts);
-  if (op.rfind("Reduce", 0) == 0 && !n.inputs.empty() && n.inputs[0] >= 0) {  // axes are int64
+  const OpDef* def = def_of(n);
+  if (def && def->dtype_from_input0 && !n.inputs.empty() && n.inputs[0] >= 0) {
     f32 = g.value(n.inputs[0]).dtype == DType::f32 && g.value(n.outputs[0]).dtype == DType::f32;
     gen = float_ok(g.value(n.inputs[0]).dtype, ts) &&
           float_ok(g.value(n.outputs[0]).dtype, ts);
@@ -282,12 +288,12 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
   // Outputs computed from no elements (zeros, a bias, -inf): the reference kernel's job.
   if (has_zero_size(g, n) && has_nonempty_output(g, n))
     return other(fmt::format("{} reads a tensor with no elements", op));
-  bool pool = op == "MaxPool" || op == "AveragePool";
-  if (op == "MatMul" || op == "Gemm" || op == "Conv" || pool) {
+  bool pool = lib == LibraryKind::Pool;
+  if (lib == LibraryKind::Gemm || lib == LibraryKind::Conv || pool) {
     // What has a library lowering is the target's to say: 16-bit GEMMs have one on CUDA
     // (cuBLASLt); elsewhere they run by reference.
-    bool same16 = ((t.library_16bit_gemm && (op == "MatMul" || op == "Gemm")) ||
-                   (t.library_16bit_conv && op == "Conv")) &&
+    bool same16 = ((t.library_16bit_gemm && lib == LibraryKind::Gemm) ||
+                   (t.library_16bit_conv && lib == LibraryKind::Conv)) &&
                   !n.inputs.empty() && n.inputs[0] >= 0 &&
                   (g.value(n.inputs[0]).dtype == DType::bf16 ||
                    g.value(n.inputs[0]).dtype == DType::f16);
@@ -316,31 +322,33 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
                (g.value(n.inputs[0]).dtype == DType::bf16 ||
                 g.value(n.inputs[0]).dtype == DType::f16) &&
                g.value(n.outputs[0]).dtype == g.value(n.inputs[0]).dtype;
-  if (op == "GlobalAveragePool" && t.device && !f32 && !row16)
+  if (lib == LibraryKind::GlobalMean && t.device && !f32 && !row16)
     return other(fmt::format("GlobalAveragePool on {} (the device's row-mean kernel takes float32{})",
                              dtype_name(g.value(n.outputs[0]).dtype),
                              t.library_16bit_row_reduce ? ", bfloat16 and float16" : ""));
-  if (op == "Concat" || op == "GlobalAveragePool" || channel_scale_between_convs(g, n)) {
+  if (lib == LibraryKind::Concat || lib == LibraryKind::GlobalMean ||
+      channel_scale_between_convs(g, n)) {
     info.kind = NodeKind::Library;
     return info;
   }
-  if ((op == "ReduceMean" || op == "ReduceSum") && (f32 || row16) && trailing_reduce(g, n)) {
+  if (lib == LibraryKind::TrailingReduce && (f32 || row16) && trailing_reduce(g, n)) {
     info.kind = NodeKind::Library;
     return info;
   }
   // Split as device copies, one per output.
-  if (op == "Split" && t.library_split) {
+  if (lib == LibraryKind::Split && t.library_split) {
     info.kind = NodeKind::Library;
     return info;
   }
   // Slice and Expand as views on a device target: data of a generated or typed dtype.
-  if (t.generated_views && (op == "Slice" || op == "Expand") && !n.inputs.empty() &&
-      n.inputs[0] >= 0 && n.outputs.size() == 1 && n.outputs[0] >= 0) {
+  const ViewKind view = view_of(n);
+  if (t.generated_views && (view == ViewKind::Slice || view == ViewKind::Expand) &&
+      !n.inputs.empty() && n.inputs[0] >= 0 && n.outputs.size() == 1 && n.outputs[0] >= 0) {
     const DType d = g.value(n.inputs[0]).dtype;
     const bool typed_data = t.generated_typed && (d == DType::i32 || d == DType::i64 || d == DType::f64);
     std::vector<int64_t> start, step;
     std::string why = !float_ok(d, ts) && !typed_data ? fmt::format("{} of {} data", op, dtype_name(d))
-                      : op == "Slice" ? slice_view(g, n, &start, &step)
+                      : view == ViewKind::Slice ? slice_view(g, n, &start, &step)
                       : !const_ints(g, n, 1) ? "Expand to a computed shape" : "";
     if (!why.empty()) return other(why);
     info.kind = NodeKind::Transpose;
@@ -361,7 +369,8 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
   // PTX's cvt.rzi does and the reference's cast), else in the input's (the store converts).
   auto typed_kind = [](DType d) { return d == DType::i32 || d == DType::i64 || d == DType::f64; };
   auto castable = [&](DType d) { return typed_kind(d) || float_ok(d, ts); };
-  if (!gen && t.generated_typed && t.generated_casts && (op == "Cast" || op == "CastLike") &&
+  const OpId id = op_id(n);
+  if (!gen && t.generated_typed && t.generated_casts && (id == OpId::Cast || id == OpId::CastLike) &&
       n.inputs[0] >= 0 && n.outputs.size() == 1) {
     const DType from = g.value(n.inputs[0]).dtype, to = g.value(n.outputs[0]).dtype;
     if (castable(from) && castable(to)) {
@@ -414,14 +423,14 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
       return other(e.what());
     }
     // Dropout's mask output, when used, is all true: a second store of the constant 1.
-    if (n.op == "Dropout" && !extra.operands.empty() && n.outputs.size() > 1 && n.outputs[1] >= 0)
+    if (id == OpId::Dropout && !extra.operands.empty() && n.outputs.size() > 1 && n.outputs[1] >= 0)
       return other("Dropout's mask output is used (generated kernels store one value per node)");
     bool omitted = std::find(n.inputs.begin(), n.inputs.end(), -1) != n.inputs.end();
     size_t outs = n.outputs.size();
     if (!extra.operands.empty())  // Dropout's unused mask output
       outs = size_t(std::count_if(n.outputs.begin(), n.outputs.end(), [](int o) { return o >= 0; }));
-    if (n.op == "Mean" && !extra.operands.empty()) info.divide_by = int(n.inputs.size());
-    info.to_bool = (n.op == "Cast" || n.op == "CastLike") && !extra.operands.empty() &&
+    if (id == OpId::Mean && !extra.operands.empty()) info.divide_by = int(n.inputs.size());
+    info.to_bool = (id == OpId::Cast || id == OpId::CastLike) && !extra.operands.empty() &&
                    g.value(n.outputs[0]).dtype == DType::boolean;
     if (info.form.operands.empty() || outs != 1 || n.outputs[0] < 0 || (info.form.fold && omitted))
       return other(fmt::format("{}'s scalar expression has operands the fuser cannot bind", op));
@@ -768,14 +777,14 @@ class Fuser {
         KVal kv;
         kv.view_value = bufv;
         kv.view_offset = off;
-        if (node.op == "Slice") {  // the first element taken, then `step` apart on each axis
+        if (node.def->view == ViewKind::Slice) {  // the first element taken, then `step` apart on each axis
           std::vector<int64_t> start, step;
           slice_view(g_, node, &start, &step);
           for (size_t d = 0; d < is.size(); ++d) {
             kv.view_offset += start[d] * base[d];
             kv.view_strides.push_back(base[d] * step[d]);
           }
-        } else if (node.op == "Expand") {  // broadcast axes read one element (stride 0)
+        } else if (node.def->view == ViewKind::Expand) {  // broadcast axes read one element (stride 0)
           const Shape& os = shape(out);
           kv.view_strides.assign(os.size(), 0);
           for (size_t i = 0; i < os.size() && i < is.size(); ++i) {
@@ -897,10 +906,10 @@ class Fuser {
   void absorb_conv_epilogue(Group& G, int gi, int n) {
     int cur = g_.nodes[n].outputs[0];
     int c = sole_consumer(cur);
-    auto plain = [&](int c, const char* op) {
-      return c >= 0 && g_.nodes[c].op == op && g_.nodes[c].domain.empty();
+    auto plain = [&](int c, OpId op) {
+      return c >= 0 && op_id(g_.nodes[c]) == op && g_.nodes[c].domain.empty();
     };
-    if (plain(c, "Add")) {
+    if (plain(c, OpId::Add)) {
       const Node& add = g_.nodes[c];
       int other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
       const Value& ov = g_.value(other);
@@ -918,15 +927,14 @@ class Fuser {
     if (c < 0 || !g_.nodes[c].domain.empty()) return;
     const Node& act = g_.nodes[c];
     Kernel& k = G.k;
-    if (act.op == "Relu") {
-      k.activation = "relu";
-    } else if (act.op == "HardSwish") {
-      k.activation = "hardswish";
-    } else if (act.op == "HardSigmoid") {
-      k.activation = "hardsigmoid";
+    const Activation a = activation_of(act);  // the ones a conv's eltwise post-op takes
+    if (a == Activation::Relu || a == Activation::HardSwish) {
+      k.activation = activation_name(a);
+    } else if (a == Activation::HardSigmoid) {
+      k.activation = activation_name(a);
       k.act_alpha = act.attr_float("alpha", 0.2f);
       k.act_beta = act.attr_float("beta", 0.5f);
-    } else if (act.op == "Clip") {
+    } else if (a == Activation::Clip) {
       float lo = -INFINITY, hi = INFINITY;
       if (act.has_attr("min")) lo = act.attr_float("min", lo);
       if (act.has_attr("max")) hi = act.attr_float("max", hi);
@@ -936,7 +944,7 @@ class Fuser {
         if (!b.constant.defined() || b.constant.numel() != 1) return;  // a computed bound
         (i == 1 ? lo : hi) = float(b.constant.at_double(0));
       }
-      k.activation = "clip";
+      k.activation = activation_name(a);
       k.act_alpha = lo;
       k.act_beta = hi;
     } else {
@@ -953,7 +961,7 @@ class Fuser {
     const TypeSet ts{opts_.float16, opts_.booleans};
     for (size_t m = 0; m < g_.nodes.size(); ++m) {
       const Node& mm = g_.nodes[m];
-      if ((mm.op != "MatMul" && mm.op != "Gemm") || mm.inputs.size() < 2 ||
+      if (library_of(mm) != LibraryKind::Gemm || mm.inputs.size() < 2 ||
           mm.inputs[0] == mm.inputs[1] || classify(g_, mm, ts, target_).kind != NodeKind::Library)
         continue;
       for (int slot = 0; slot < 2; ++slot) {
@@ -961,7 +969,7 @@ class Fuser {
         if (v < 0 || g_.value(v).producer < 0 || sole_consumer(v) != int(m)) continue;
         int t = g_.value(v).producer;
         const Node& tr = g_.nodes[size_t(t)];
-        if (tr.op != "Transpose" || !tr.domain.empty() || tr.inputs.empty() || tr.inputs[0] < 0 ||
+        if (op_id(tr) != OpId::Transpose || !tr.domain.empty() || tr.inputs.empty() || tr.inputs[0] < 0 ||
             g_.value(tr.inputs[0]).dtype != DType::f32)
           continue;
         const size_t r = g_.value(v).shape.size();
@@ -991,8 +999,8 @@ class Fuser {
       const Node& mm = g_.nodes[m];
       // A Gemm (2-D operands, transA / transB, alpha) takes only views that are its operand's
       // buffer under another shape (GPT-2's Reshape [1,S,D] -> [S,D] before each Gemm).
-      const bool gemm = mm.op == "Gemm";
-      if ((mm.op != "MatMul" && !gemm) || !mm.domain.empty() || mm.inputs.size() < 2 ||
+      const bool gemm = op_id(mm) == OpId::Gemm;
+      if ((op_id(mm) != OpId::MatMul && !gemm) || !mm.domain.empty() || mm.inputs.size() < 2 ||
           (!gemm && mm.inputs.size() != 2) || mm.inputs[0] == mm.inputs[1] ||
           classify(g_, mm, ts, target_).kind != NodeKind::Library)
         continue;
@@ -1016,7 +1024,7 @@ class Fuser {
         // A scalar Mul alone gains nothing (it fuses into its producer's kernel) and may be the
         // last node of an activation the producer's epilogue takes.
         bool moves = false;
-        for (int p : view.nodes) moves = moves || g_.nodes[size_t(p)].op != "Mul";
+        for (int p : view.nodes) moves = moves || op_id(g_.nodes[size_t(p)]) != OpId::Mul;
         if (!moves) continue;
         for (int p : view.nodes) {
           operand_views_[int(m)].push_back(p);
@@ -1034,7 +1042,7 @@ class Fuser {
   // (plan/operand_view.hpp), so no copy kernel runs.
   void absorb_output_view(Group& G, int gi, int n) {
     const Node& mm = g_.nodes[size_t(n)];
-    if (!target_.gemm_operand_views || mm.op != "MatMul" || G.k.bias >= 0 || G.k.sum >= 0 ||
+    if (!target_.gemm_operand_views || op_id(mm) != OpId::MatMul || G.k.bias >= 0 || G.k.sum >= 0 ||
         !G.k.activation.empty())
       return;
     // The epilogue may have taken Reshapes that keep the last axis: the view starts before them.
@@ -1069,10 +1077,10 @@ class Fuser {
     return g_.value(v).constant.at_double(0);
   }
   // The input of binary node c other than v, when c is a plain `op` reading v.
-  int other_input(int c, int v, const char* op) const {
+  int other_input(int c, int v, OpId op) const {
     if (c < 0) return -2;
     const Node& m = g_.nodes[size_t(c)];
-    if (m.op != op || !m.domain.empty() || m.inputs.size() != 2 || m.outputs.size() != 1) return -2;
+    if (op_id(m) != op || !m.domain.empty() || m.inputs.size() != 2 || m.outputs.size() != 1) return -2;
     if (m.inputs[0] == v && m.inputs[1] != v) return m.inputs[1];
     if (m.inputs[1] == v && m.inputs[0] != v) return m.inputs[0];
     return -2;
@@ -1091,26 +1099,26 @@ class Fuser {
       return {};
     for (int first = 0; first < 2; ++first) {
       int scale = consumers_[x][size_t(first)], half = consumers_[x][size_t(1 - first)];
-      int s = other_input(scale, x, "Div");
+      int s = other_input(scale, x, OpId::Div);
       bool ok = s >= 0 ? is_scalar(s, std::sqrt(2.0))
-                       : is_scalar(other_input(scale, x, "Mul"), std::sqrt(0.5));
+                       : is_scalar(other_input(scale, x, OpId::Mul), std::sqrt(0.5));
       if (!ok) continue;
       int erf = sole_consumer(g_.nodes[size_t(scale)].outputs[0]);
-      if (erf < 0 || g_.nodes[size_t(erf)].op != "Erf" || !g_.nodes[size_t(erf)].domain.empty())
+      if (erf < 0 || op_id(g_.nodes[size_t(erf)]) != OpId::Erf || !g_.nodes[size_t(erf)].domain.empty())
         continue;
       int e = g_.nodes[size_t(erf)].outputs[0];
       int plus = sole_consumer(e);
-      if (!is_scalar(other_input(plus, e, "Add"), 1.0)) continue;
+      if (!is_scalar(other_input(plus, e, OpId::Add), 1.0)) continue;
       int p = g_.nodes[size_t(plus)].outputs[0];
       int last = -1;
-      if (other_input(half, x, "Mul") == p && sole_consumer(p) == half) {  // (x*(1+erf))*0.5
+      if (other_input(half, x, OpId::Mul) == p && sole_consumer(p) == half) {  // (x*(1+erf))*0.5
         int h = g_.nodes[size_t(half)].outputs[0];
         last = sole_consumer(h);
-        if (!is_scalar(other_input(last, h, "Mul"), 0.5)) continue;
-      } else if (is_scalar(other_input(half, x, "Mul"), 0.5)) {  // (x * 0.5) * (1 + erf)
+        if (!is_scalar(other_input(last, h, OpId::Mul), 0.5)) continue;
+      } else if (is_scalar(other_input(half, x, OpId::Mul), 0.5)) {  // (x * 0.5) * (1 + erf)
         int h = g_.nodes[size_t(half)].outputs[0];
         last = sole_consumer(h);
-        if (last < 0 || sole_consumer(p) != last || other_input(last, h, "Mul") != p) continue;
+        if (last < 0 || sole_consumer(p) != last || other_input(last, h, OpId::Mul) != p) continue;
       } else {
         continue;
       }
@@ -1133,31 +1141,31 @@ class Fuser {
     for (int c : consumers_[x]) {
       const Node& m = g_.nodes[size_t(c)];
       if (!m.domain.empty()) return {};
-      if (m.op == "Pow" && m.inputs.size() == 2 && m.inputs[0] == x && is_scalar(m.inputs[1], 3.0))
+      if (op_id(m) == OpId::Pow && m.inputs.size() == 2 && m.inputs[0] == x && is_scalar(m.inputs[1], 3.0))
         pow = c;
-      else if (is_scalar(other_input(c, x, "Mul"), 0.5)) half = c;
-      else if (other_input(c, x, "Add") >= 0) plus_x = c;
+      else if (is_scalar(other_input(c, x, OpId::Mul), 0.5)) half = c;
+      else if (other_input(c, x, OpId::Add) >= 0) plus_x = c;
     }
     if (half < 0 || pow < 0 || plus_x < 0) return {};
     int p = g_.nodes[size_t(pow)].outputs[0];
     int cube = sole_consumer(p);  // 0.044715 * x^3
-    if (!is_scalar(other_input(cube, p, "Mul"), 0.044715)) return {};
+    if (!is_scalar(other_input(cube, p, OpId::Mul), 0.044715)) return {};
     int cu = g_.nodes[size_t(cube)].outputs[0];
-    if (other_input(plus_x, x, "Add") != cu || sole_consumer(cu) != plus_x) return {};
+    if (other_input(plus_x, x, OpId::Add) != cu || sole_consumer(cu) != plus_x) return {};
     int a = g_.nodes[size_t(plus_x)].outputs[0];
     int inner = sole_consumer(a);  // sqrt(2/pi) * (...)
-    if (!is_scalar(other_input(inner, a, "Mul"), std::sqrt(2.0 / M_PI))) return {};
+    if (!is_scalar(other_input(inner, a, OpId::Mul), std::sqrt(2.0 / M_PI))) return {};
     int in = g_.nodes[size_t(inner)].outputs[0];
     int th = sole_consumer(in);
-    if (th < 0 || g_.nodes[size_t(th)].op != "Tanh" || !g_.nodes[size_t(th)].domain.empty())
+    if (th < 0 || op_id(g_.nodes[size_t(th)]) != OpId::Tanh || !g_.nodes[size_t(th)].domain.empty())
       return {};
     int t = g_.nodes[size_t(th)].outputs[0];
     int one = sole_consumer(t);
-    if (!is_scalar(other_input(one, t, "Add"), 1.0)) return {};
+    if (!is_scalar(other_input(one, t, OpId::Add), 1.0)) return {};
     int u = g_.nodes[size_t(one)].outputs[0];
     int h = g_.nodes[size_t(half)].outputs[0];
     int last = sole_consumer(u);
-    if (last < 0 || sole_consumer(h) != last || other_input(last, u, "Mul") != h) return {};
+    if (last < 0 || sole_consumer(h) != last || other_input(last, u, OpId::Mul) != h) return {};
     std::vector<int> nodes = {half, pow, cube, plus_x, inner, th, one, last};
     std::sort(nodes.begin(), nodes.end());
     for (int m : nodes)
@@ -1170,7 +1178,7 @@ class Fuser {
   bool absorb_row_reshape(Group& G, int gi, int* cur, int* c) {
     if (!target_.gemm_operand_views || *c < 0 || absorbed_.count(*c)) return false;
     const Node& r = g_.nodes[size_t(*c)];
-    if (r.op != "Reshape" || !r.domain.empty() || r.inputs.empty() || r.inputs[0] != *cur ||
+    if (op_id(r) != OpId::Reshape || !r.domain.empty() || r.inputs.empty() || r.inputs[0] != *cur ||
         r.outputs.size() != 1 || g_.value(r.outputs[0]).dtype != DType::f32)
       return false;
     const Shape& to = shape(r.outputs[0]);
@@ -1186,14 +1194,14 @@ class Fuser {
   // then an activation.
   void absorb_epilogue(Group& G, int gi, int n) {
     const Node& mm = g_.nodes[n];
-    if (mm.op == "Conv") return absorb_conv_epilogue(G, gi, n);
-    if (mm.op != "MatMul" && mm.op != "Gemm") return;
-    bool has_c = mm.op == "Gemm" && mm.inputs.size() > 2 && mm.inputs[2] >= 0;  // its own bias
+    if (library_of(mm) == LibraryKind::Conv) return absorb_conv_epilogue(G, gi, n);
+    if (library_of(mm) != LibraryKind::Gemm) return;
+    bool has_c = op_id(mm) == OpId::Gemm && mm.inputs.size() > 2 && mm.inputs[2] >= 0;  // its own bias
     int cur = mm.outputs[0];
     int c = sole_consumer(cur);
     absorb_row_reshape(G, gi, &cur, &c);
     // oneDNN adds the bias before the views' scale (a post-op), so a scaled GEMM takes none.
-    if (!has_c && !scaled_gemms_.count(n) && c >= 0 && g_.nodes[c].op == "Add" &&
+    if (!has_c && !scaled_gemms_.count(n) && c >= 0 && op_id(g_.nodes[c]) == OpId::Add &&
         g_.nodes[c].domain.empty()) {
       const Node& add = g_.nodes[c];
       int other = add.inputs[0] == cur ? add.inputs[1] : add.inputs[0];
@@ -1211,7 +1219,7 @@ class Fuser {
     }
     const bool post_ops = target_.gemm_post_ops;
     if (post_ops) {
-      int other = other_input(c, cur, "Add");
+      int other = other_input(c, cur, OpId::Add);
       if (other >= 0) {
         const Value& ov = g_.value(other);
         // The sum may share dst's buffer where the GEMM's own inputs do not read it
@@ -1242,14 +1250,11 @@ class Fuser {
       }
     }
     if (c < 0 || !g_.nodes[c].domain.empty()) return;
-    const std::string& op = g_.nodes[c].op;
-    if (op == "Relu") G.k.activation = "relu";
-    else if (op == "HardSwish") G.k.activation = "hardswish";
-    else if (op == "Gelu")
-      G.k.activation =
-          g_.nodes[c].attr_string("approximate", "none") == "tanh" ? "gelu_tanh" : "gelu_erf";
-    else if (post_ops && op == "Sigmoid") G.k.activation = "sigmoid";
-    else if (post_ops && op == "Tanh") G.k.activation = "tanh";
+    // The activations every GEMM library takes, and those of post-op targets (oneDNN).
+    const Activation a = activation_of(g_.nodes[c]);
+    if (a == Activation::Relu || a == Activation::HardSwish || a == Activation::GeluErf ||
+        a == Activation::GeluTanh || (post_ops && (a == Activation::Sigmoid || a == Activation::Tanh)))
+      G.k.activation = activation_name(a);
     else return;
     absorb(G, gi, c);
   }

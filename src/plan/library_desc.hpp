@@ -17,11 +17,7 @@
 namespace brrr::plan {
 
 // The activation a library call applies last (after the bias and a Conv's residual sum).
-enum class Activation {
-  None, Relu, GeluErf, GeluTanh, HardSwish, HardSigmoid, Clip,
-  Sigmoid, Tanh,  // GEMMs on targets with gemm_post_ops (the CPU)
-  Other
-};
+using brrr::Activation;  // brrr/op.hpp: an op's OpDef says which activation it is
 
 // Bias, residual and activation fused into the call (the fusion pass's epilogue).
 struct Epilogue {

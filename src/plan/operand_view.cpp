@@ -4,6 +4,8 @@
 
 #include <optional>
 
+#include "brrr/op.hpp"
+
 namespace brrr::plan {
 
 std::vector<int64_t> row_major_strides(const Shape& s) {
@@ -90,10 +92,10 @@ int view_input(const Graph& g, const Node& n, bool float16) {
   if (!n.domain.empty() || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1) return -1;
   const Value& out = g.value(n.outputs[0]);
   if (!view_dtype(out.dtype, float16) || !out.typed) return -1;
-  if (n.op == "Transpose" || n.op == "Reshape" || n.op == "Squeeze" || n.op == "Unsqueeze")
-    return n.inputs[0];
-  if (n.op == "Gather" && gather_pick(g, n)) return n.inputs[0];
-  if (n.op == "Mul") {
+  const ViewKind view = view_of(n);
+  if (view == ViewKind::Permute || view == ViewKind::Reshape) return n.inputs[0];
+  if (view == ViewKind::Pick && gather_pick(g, n)) return n.inputs[0];
+  if (op_id(n) == OpId::Mul) {
     for (int x : n.inputs)
       if (x >= 0 && g.value(x).shape == out.shape && mul_scale(g, n, x, float16)) return x;
   }
@@ -146,7 +148,8 @@ std::optional<OperandView> view_from(const Graph& g, int source, const std::vect
   for (int m : nodes) {
     const Node& n = g.nodes[size_t(m)];
     const Shape& out = g.value(n.outputs[0]).shape;
-    if (n.op == "Transpose") {
+    const ViewKind view = view_of(n);
+    if (view == ViewKind::Permute) {
       std::optional<std::vector<int64_t>> p = perm_of(n, v.dims.size());
       if (!p) return std::nullopt;
       const std::vector<int64_t>& perm = *p;
@@ -159,7 +162,7 @@ std::optional<OperandView> view_from(const Graph& g, int source, const std::vect
       }
       if (d != out) return std::nullopt;
       v.dims = d, v.strides = s;
-    } else if (n.op == "Gather") {  // one index: an offset, and its axis dropped (or kept as 1)
+    } else if (view == ViewKind::Pick) {  // one index: an offset, and its axis dropped (or kept as 1)
       std::optional<Pick> pick = gather_pick(g, n);
       if (!pick) return std::nullopt;
       v.offset += pick->index * v.strides[pick->axis];
@@ -170,7 +173,7 @@ std::optional<OperandView> view_from(const Graph& g, int source, const std::vect
         v.dims[pick->axis] = 1;
       }
       if (v.dims != out) return std::nullopt;
-    } else if (n.op == "Reshape" || n.op == "Squeeze" || n.op == "Unsqueeze") {
+    } else if (view == ViewKind::Reshape) {
       if (shape_numel(out) != shape_numel(v.dims)) return std::nullopt;
       auto s = reshape_strides(v.dims, v.strides, out);
       if (!s) return std::nullopt;
@@ -225,7 +228,9 @@ OperandView output_view(const Graph& g, int v, const std::function<bool(int node
         if (i == cur) c = int(m);
     if (c < 0) break;
     const Node& n = g.nodes[size_t(c)];
-    if ((n.op != "Transpose" && n.op != "Reshape") || view_input(g, n, float16) != cur || !take(c))
+    // Transposes and Reshapes (written back through their inverses; Squeeze is not taken).
+    if ((view_of(n) != ViewKind::Permute && op_id(n) != OpId::Reshape) ||
+        view_input(g, n, float16) != cur || !take(c))
       break;
     chain.push_back(c);
     cur = n.outputs[0];
@@ -242,7 +247,7 @@ OperandView output_view(const Graph& g, int v, const std::function<bool(int node
     for (size_t i = len; i-- > 0 && ok;) {
       const Node& n = g.nodes[size_t(chain[i])];
       const Shape& in = g.value(n.inputs[0]).shape;
-      if (n.op == "Transpose") {
+      if (view_of(n) == ViewKind::Permute) {
         std::optional<std::vector<int64_t>> p = perm_of(n, in.size());
         if (!p || p->size() != dims.size()) {
           ok = false;
