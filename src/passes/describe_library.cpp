@@ -19,6 +19,7 @@ Activation activation_of(const std::string& a) {
   if (a == "relu") return Activation::Relu;
   if (a == "gelu_erf") return Activation::GeluErf;
   if (a == "gelu_tanh") return Activation::GeluTanh;
+  if (a == "gelu_erf_as_tanh") return Activation::GeluTanh;  // 16-bit results (fusion.cpp)
   if (a == "hardswish") return Activation::HardSwish;
   if (a == "hardsigmoid") return Activation::HardSigmoid;
   if (a == "clip") return Activation::Clip;
