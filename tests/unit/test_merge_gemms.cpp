@@ -253,12 +253,13 @@ TEST(GeluEpilogue, TanhFormIsWithinSixteenBitRounding) {
   EXPECT_GT(worst, 4e-4);  // the two forms do differ: the test measures something
 }
 
-// MatMul + bias + the exported erf GELU, (x * 0.5) * (1 + erf(x / sqrt 2)), in type t.
-Graph gemm_gelu(DType t) {
+// MatMul + bias (or a Gemm with its C) + the exported erf GELU, (x * 0.5) * (1 + erf(x / sqrt 2)),
+// in type t.
+Graph gemm_gelu(DType t, bool gemm = false) {
   GraphBuilder b;
   int x = b.input("x", {4, 32}, t);
-  int y = b.node("Add", {b.node("MatMul", {x, b.constant("w", rnd({32, 48}, 7, t))}),
-                         b.constant("b", rnd({48}, 8, t))});
+  int w = b.constant("w", rnd({32, 48}, 7, t)), bias = b.constant("b", rnd({48}, 8, t));
+  int y = gemm ? b.node("Gemm", {x, w, bias}) : b.node("Add", {b.node("MatMul", {x, w}), bias});
   auto c = [&](float v) { return b.constant("c" + std::to_string(b.count), Tensor::scalar<float>(v).cast(t)); };
   int e = b.node("Erf", {b.node("Div", {y, c(std::sqrt(2.f))})});
   b.output(b.node("Mul", {b.node("Mul", {y, c(0.5f)}), b.node("Add", {e, c(1.f)})}));
@@ -278,6 +279,9 @@ TEST(GeluEpilogue, CudaTakesTheErfGeluIntoSixteenBitGemmsOnly) {
     EXPECT_EQ(k.activation, half ? "gelu_erf_as_tanh" : "") << dtype_name(t);
     EXPECT_EQ(d->epi.act, half ? plan::Activation::GeluTanh : plan::Activation::None);
   }
+  Compiled gemm = compile(gemm_gelu(DType::bf16, true), plan::Target::cuda(), {});
+  EXPECT_EQ(gemm.plan.kernels.size(), 1u) << gemm.plan.print(gemm.graph);
+  EXPECT_EQ(gemm.plan.kernels[0].activation, "gelu_erf_as_tanh");
   // Never at tf32 (float32 data), nor with the switch off.
   Compiled tf = compile(gemm_gelu(DType::f32), plan::Target::cuda("tf32"), {});
   EXPECT_GT(tf.plan.kernels.size(), 1u) << tf.plan.print(tf.graph);
