@@ -52,6 +52,16 @@ void eliminate_dead_nodes(Graph& g);
 // a shape-inferred graph (src/passes/distribute_concat.cpp).
 bool distribute_concat(Graph& g);
 
+// MatMuls reading the same activation with constant 2-D weights of its type (and their bias Adds,
+// where every one has one) become one MatMul on the concatenated weights (and one Add), each
+// former result a Slice of the merged one along the last axis. With only_into_gemm_views, a
+// group's projections are merged only where every use of a result is a Reshape / Transpose /
+// Squeeze / Unsqueeze / scalar-Mul chain into a MatMul (what CPU GEMMs read through strides);
+// without it, only where every result is split into heads that Transposes read (the Slices then
+// views in the transposes' generated kernels). A Split along the last axis whose outputs are
+// read the same way becomes one Slice per output. Returns true when it changed the graph (src/passes/merge_parallel_gemms.cpp).
+bool merge_parallel_gemms(Graph& g, bool only_into_gemm_views);
+
 // Rewrites float32 Sum, Min and Max nodes with more than 8 inputs into chains of nodes with at most
 // 8 inputs, folding in the same order; returns true when it changed the graph. Runs on a
 // shape-inferred graph (src/passes/split_variadic.cpp).

@@ -34,7 +34,10 @@ Epilogue epilogue_of(const Kernel& k) {
   Epilogue e;
   e.bias = k.bias;
   e.sum = k.sum;
-  e.act = activation_from_name(k.activation);
+  // A 16-bit CUDA GEMM's erf GELU runs as the library's tanh form (fusion.cpp,
+  // Target::gemm_gelu_erf_as_tanh_16bit); the name keeps what the model asked for.
+  e.act = k.activation == "gelu_erf_as_tanh" ? Activation::GeluTanh
+                                               : activation_from_name(k.activation);
   e.alpha = k.act_alpha;
   e.beta = k.act_beta;
   e.act_name = k.activation;

@@ -62,6 +62,10 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
 
   bool split = split_variadic(g);
   log.after("split_variadic", g, split);
+  if (target.merge_gemms) {  // before fusion: the Slices it makes are views there
+    bool merged = merge_parallel_gemms(g, !target.generated_views);
+    log.after("merge_gemms", g, merged);
+  }
   if (target.partial_convs && o.concat_split) {
     bool distributed = distribute_concat(g);
     log.after("concat_split", g, distributed);

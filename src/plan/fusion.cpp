@@ -676,8 +676,14 @@ class Fuser {
               return "LayerNormalization scale/bias computed inside the kernel";
         return "";
       }
-      case NodeKind::Transpose:
+      case NodeKind::Transpose: {
+        // A view of a view read by it alone (a Slice, then the head transpose): in a kernel
+        // of nothing but views it composes their strides and becomes the index space.
+        int x = node.inputs[0];
+        if (in_group(G, x) && !computed_in(G, x) && G.k.exprs.empty() && sole_consumer(x) == n)
+          return "";
         return "transpose of a value computed inside the kernel needs an index remap";
+      }
       default: return "not a fusible op";
     }
   }
@@ -798,6 +804,7 @@ class Fuser {
           for (auto p : perm) kv.view_strides.push_back(base[size_t(p < 0 ? p + int64_t(is.size()) : p)]);
         }
         G.vals[out] = kv;
+        if (G.k.exprs.empty()) G.k.space = shape(out);  // views alone: the last one's space
         break;
       }
       default: BRRR_ASSERT(false, "emit of a non-fusible node");
@@ -1085,13 +1092,18 @@ class Fuser {
     if (m.inputs[1] == v && m.inputs[0] != v) return m.inputs[0];
     return -2;
   }
+  // v is `want` as its type holds it: within 1e-4, or half a 16-bit type's ulp (sqrt(2) is
+  // 1.4140625 in bfloat16, the erf GELU's constant in a model stored in 16 bits).
   bool is_scalar(int v, double want) const {
     std::optional<double> x = scalar_of(v);
-    return x && std::abs(*x - want) <= 1e-4 * std::abs(want);
+    const DType t = v >= 0 ? g_.value(v).dtype : DType::f32;
+    const double rel = t == DType::bf16 ? 1.0 / 256 : t == DType::f16 ? 1.0 / 2048 : 1e-4;
+    return x && std::abs(*x - want) <= rel * std::abs(want);
   }
 
-  // The erf GELU as exporters write it, x * 0.5 * (1 + erf(x / sqrt(2))) in either order of the
-  // two products (TorchScript: (x * (1 + erf)) * 0.5; Hugging Face: (x * 0.5) * (1 + erf)), with
+  // The erf GELU as exporters write it, x * 0.5 * (1 + erf(x / sqrt(2))) in any order of the
+  // two products (TorchScript: (x * (1 + erf)) * 0.5; Hugging Face: (x * 0.5) * (1 + erf); the
+  // dynamo exporter: x * (0.5 * (1 + erf))), with
   // x / sqrt(2) also as x * (1 / sqrt(2)). Returns its nodes in graph order, last the output's.
   std::vector<int> gelu_erf_nodes(int x) const {
     if (consumers_[x].size() != 2 ||
@@ -1119,6 +1131,11 @@ class Fuser {
         int h = g_.nodes[size_t(half)].outputs[0];
         last = sole_consumer(h);
         if (last < 0 || sole_consumer(p) != last || other_input(last, h, OpId::Mul) != p) continue;
+      } else if (int m = sole_consumer(p); is_scalar(other_input(m, p, OpId::Mul), 0.5) &&
+                 other_input(half, x, OpId::Mul) == g_.nodes[size_t(m)].outputs[0] &&
+                 sole_consumer(g_.nodes[size_t(m)].outputs[0]) == half) {  // x * (0.5 * (1 + erf)): dynamo
+        last = half;
+        half = m;
       } else {
         continue;
       }
@@ -1249,12 +1266,31 @@ class Fuser {
         return;
       }
     }
+    // A 16-bit result with a bias takes the erf GELU as the library's tanh-form GELU epilogue
+    // (Target::gemm_gelu_erf_as_tanh_16bit: the two differ by at most 4.8e-4).
+    const DType rt = g_.value(cur).dtype;
+    const bool erf_as_tanh = target_.gemm_gelu_erf_as_tanh_16bit && (G.k.bias >= 0 || has_c) &&
+                             G.k.sum < 0 && (rt == DType::bf16 || rt == DType::f16);
+    if (erf_as_tanh && !post_ops) {
+      std::vector<int> gelu = gelu_erf_nodes(cur);
+      if (!gelu.empty()) {
+        G.k.activation = "gelu_erf_as_tanh";
+        for (int m : gelu) absorb(G, gi, m);
+        return;
+      }
+      gelu = gelu_tanh_nodes(cur);  // GPT-2's: the epilogue's own form
+      if (!gelu.empty()) {
+        G.k.activation = "gelu_tanh";
+        for (int m : gelu) absorb(G, gi, m);
+        return;
+      }
+    }
     if (c < 0 || !g_.nodes[c].domain.empty()) return;
     // The activations every GEMM library takes, and those of post-op targets (oneDNN).
     const Activation a = activation_of(g_.nodes[c]);
     if (a == Activation::Relu || a == Activation::HardSwish || a == Activation::GeluErf ||
         a == Activation::GeluTanh || (post_ops && (a == Activation::Sigmoid || a == Activation::Tanh)))
-      G.k.activation = activation_name(a);
+      G.k.activation = a == Activation::GeluErf && erf_as_tanh ? "gelu_erf_as_tanh" : activation_name(a);
     else return;
     absorb(G, gi, c);
   }

@@ -64,7 +64,8 @@ struct Kernel {
   std::vector<Store> stores;
   // Library: epilogue fused into the library call (a bias value id, then an activation).
   int bias = -1;
-  // "", "relu", "gelu_erf", "gelu_tanh"; Conv also "hardswish", "hardsigmoid" (alpha, beta),
+  // "", "relu", "gelu_erf", "gelu_tanh", "gelu_erf_as_tanh" (the erf GELU computed in the tanh
+  // form: 16-bit GEMMs, Target::gemm_gelu_erf_as_tanh_16bit); Conv also "hardswish", "hardsigmoid" (alpha, beta),
   // "clip" (alpha = min, beta = max); GEMMs on the CPU also "sigmoid", "tanh".
   std::string activation;
   float act_alpha = 0, act_beta = 0;

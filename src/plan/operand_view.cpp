@@ -2,6 +2,7 @@
 // view-like nodes, then the strides computed forward from the source buffer.
 #include "plan/operand_view.hpp"
 
+#include <algorithm>
 #include <optional>
 
 #include "brrr/op.hpp"
@@ -87,6 +88,37 @@ std::optional<Pick> gather_pick(const Graph& g, const Node& n) {
   return Pick{size_t(axis), index};
 }
 
+// A Slice with constant starts (and axes), unit steps, on a typed input: the first element taken
+// on each axis (ONNX's rules: negative counts from the end, then clamped to the dim), else
+// nullopt. The element counts are its output's shape (shape inference used the same rules).
+std::optional<std::vector<int64_t>> slice_starts(const Graph& g, const Node& n) {
+  const Value& x = g.value(n.inputs[0]);
+  auto ints = [&](size_t i) -> std::optional<std::vector<int64_t>> {
+    if (i >= n.inputs.size() || n.inputs[i] < 0) return std::vector<int64_t>{};
+    const Value& c = g.value(n.inputs[i]);
+    if (!c.constant.defined() || (c.dtype != DType::i64 && c.dtype != DType::i32))
+      return std::nullopt;
+    return c.constant.to_int64_vector();
+  };
+  if (!x.typed || n.has_attr("starts") || n.inputs.size() < 3) return std::nullopt;  // Slice-10 on
+  auto starts = ints(1), axes = ints(3), steps = ints(4);
+  if (!starts || !axes || !steps || !ints(2)) return std::nullopt;
+  const int64_t rank = int64_t(x.shape.size());
+  if (axes->empty())
+    for (size_t i = 0; i < starts->size(); ++i) axes->push_back(int64_t(i));
+  if (axes->size() != starts->size()) return std::nullopt;
+  std::vector<int64_t> first(size_t(rank), 0);
+  for (size_t i = 0; i < axes->size(); ++i) {
+    int64_t a = (*axes)[i] < 0 ? (*axes)[i] + rank : (*axes)[i];
+    if (a < 0 || a >= rank || (!steps->empty() && (*steps)[i] != 1)) return std::nullopt;
+    const int64_t d = x.shape[size_t(a)];
+    int64_t b = (*starts)[i];
+    if (b < 0) b = b < -d ? 0 : b + d;
+    first[size_t(a)] = std::min(b, d);
+  }
+  return first;
+}
+
 // Node n in a view: the input it reads the viewed value through, or -1 when it is no view node.
 int view_input(const Graph& g, const Node& n, bool float16) {
   if (!n.domain.empty() || n.inputs.empty() || n.inputs[0] < 0 || n.outputs.size() != 1) return -1;
@@ -95,6 +127,7 @@ int view_input(const Graph& g, const Node& n, bool float16) {
   const ViewKind view = view_of(n);
   if (view == ViewKind::Permute || view == ViewKind::Reshape) return n.inputs[0];
   if (view == ViewKind::Pick && gather_pick(g, n)) return n.inputs[0];
+  if (view == ViewKind::Slice && slice_starts(g, n)) return n.inputs[0];
   if (op_id(n) == OpId::Mul) {
     for (int x : n.inputs)
       if (x >= 0 && g.value(x).shape == out.shape && mul_scale(g, n, x, float16)) return x;
@@ -173,6 +206,12 @@ std::optional<OperandView> view_from(const Graph& g, int source, const std::vect
         v.dims[pick->axis] = 1;
       }
       if (v.dims != out) return std::nullopt;
+    } else if (view == ViewKind::Slice) {  // unit steps: an offset, the same strides, fewer elements
+      std::optional<std::vector<int64_t>> first = slice_starts(g, n);
+      if (!first || first->size() != v.dims.size() || out.size() != v.dims.size())
+        return std::nullopt;
+      for (size_t a = 0; a < first->size(); ++a) v.offset += (*first)[a] * v.strides[a];
+      v.dims = out;
     } else if (view == ViewKind::Reshape) {
       if (shape_numel(out) != shape_numel(v.dims)) return std::nullopt;
       auto s = reshape_strides(v.dims, v.strides, out);

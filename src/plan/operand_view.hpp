@@ -1,6 +1,6 @@
 // A library GEMM operand read through a strided view of an earlier buffer: the Reshapes,
-// Squeezes, Unsqueezes, Transposes, scalar Muls and Gathers of one constant index between that
-// buffer and the GEMM become the operand's memory descriptor (dims, element strides, an offset)
+// Squeezes, Unsqueezes, Transposes, scalar Muls, Gathers of one constant index and unit-step
+// Slices (merge_parallel_gemms's parts of a merged Q/K/V product) between that buffer and the GEMM become the operand's memory descriptor (dims, element strides, an offset)
 // and a scale on the product, so no copy kernel runs (BERT's and GPT-2's head split: Reshape
 // [B,S,H,D], Transpose [0,2,1,3], Mul by 1/sqrt(sqrt(D)); ViT's q, k and v picked out of the
 // packed in-projection by Gather 0, 1, 2).

@@ -17,6 +17,7 @@ Target Target::cpu(bool onednn) {
   t.gemm_strided_operands = onednn;
   t.gemm_operand_views = onednn && !env::flag("BRRR_NO_GEMM_VIEWS");
   t.gemm_gelu_tanh = onednn && !env::flag("BRRR_NO_GEMM_GELU_TANH");
+  t.merge_gemms = t.gemm_operand_views && !env::flag("BRRR_NO_MERGE_GEMMS");
   t.generated_bool = true;  // the C++ emitter reads and writes bool buffers (codegen_cpp.cpp)
   return t;
 }
@@ -74,10 +75,14 @@ Target Target::cuda() {
   t.generated_typed = true;
   t.generated_views = true;
   t.storage_16bit = true;
+  t.gemm_gelu_erf_as_tanh_16bit = !env::flag("BRRR_NO_GEMM_GELU_16BIT");
   // Off by default: measured on the H200 before its tile loads were batched, BERT-base bf16 took
   // 1.447 ms with it against 0.605 ms without (b1; 3.68 against 2.49 ms at b32); the fixed kernel
   // is not measured yet (docs/CUDA.md).
   t.attention_max_head_dim = env::flag("BRRR_FUSED_ATTENTION") ? 128 : 0;
+  // Not with fused attention yet: its descriptor reads Q, K and V from the start of a buffer,
+  // and the merged product's K and V parts begin further in (plan/attention.cpp).
+  t.merge_gemms = !env::flag("BRRR_NO_MERGE_GEMMS") && t.attention_max_head_dim == 0;
   return t;
 }
 

@@ -45,6 +45,18 @@ struct Target {
   // The tanh GELU as exporters write it (eight nodes) joins a GEMM as oneDNN's gelu_tanh post-op
   // (the CPU; BRRR_NO_GEMM_GELU_TANH=1 leaves it to a generated kernel).
   bool gemm_gelu_tanh = false;
+  // merge_parallel_gemms: MatMuls on one activation with constant weights become one MatMul on
+  // the concatenated weights, their results Slices of it, read as views: by any generated kernel
+  // (generated_views) or else only by GEMM operand views (BRRR_NO_MERGE_GEMMS=1 turns it off;
+  // CUDA leaves it off with fused attention, whose operands have no offsets yet).
+  bool merge_gemms = false;
+  // The erf GELU (the exported subgraph or a Gelu node) after a GEMM whose result is bfloat16 or
+  // float16 joins it as the library's tanh-form GELU epilogue (cuBLASLt's GELU_BIAS):
+  // |gelu_erf - gelu_tanh| <= 4.8e-4 everywhere, under half a bfloat16 ulp of any result of
+  // magnitude >= 1/4 (float16: >= 1); in the negative tail (x < -2, results under 0.05) that is
+  // many ulps of the small result, still under 4.8e-4 absolute (tests/unit/test_merge_gemms.cpp); never at float32 or tf32 (BRRR_NO_GEMM_GELU_16BIT=1:
+  // off). The tanh GELU as GPT-2's exports write it joins such a GEMM in the same form.
+  bool gemm_gelu_erf_as_tanh_16bit = false;
   // Scaled dot-product attention (Q.K^T, scale, masks, softmax, P.V, with the head split and
   // merge as views) as one kernel for head dims up to this (plan/attention.hpp; CUDA's
   // device/attention.cuh; on with BRRR_FUSED_ATTENTION=1). 0: no fused attention.

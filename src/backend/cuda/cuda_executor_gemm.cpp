@@ -250,10 +250,16 @@ std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
                                                            : "");
   }
   const std::string algo = lt.describe(gm.prec, gm.epi, gm.shape);
+  const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(plan.kernels[i]);
+  const bool erf_as_tanh = d && d->epi.act_name == "gelu_erf_as_tanh";
   return fmt::format("  {:<24} cuBLASLt {} {} m{} n{} k{} batch {}{}{}\n", plan.kernels[i].name,
                      to_string(gm.prec), to_string(gm.epi), gm.shape.m, gm.shape.n, gm.shape.k,
                      gm.shape.batch,
-                     gm.gelu_erf ? " + erf GELU kernel" : gm.post_act ? " + activation kernel" : "",
+                     gm.gelu_erf    ? " + erf GELU kernel"
+                     : gm.post_act  ? " + activation kernel"
+                     : erf_as_tanh  ? fmt::format(" (GELU (erf) as cuBLASLt's tanh-form epilogue at {})",
+                                                  dtype_name(gm.data))
+                                    : "",
                      algo.empty() ? "" : ": " + algo);
 }
 
