@@ -34,7 +34,7 @@ const Switch kSwitches[] = {
      "never read or write the on-disk kernel caches"},
     {"BRRR_DISABLE_GEMM_CHAIN", Kind::Flag, "0", "", 0, 0,
      "CUDA: small-batch GEMM chains as one cuBLASLt call per layer"},
-    {"BRRR_GEMM_TUNE", Kind::Int, "1", "", 0, 1,
+    {"BRRR_GEMM_TUNE", Kind::Int, "0", "", 0, 1,
      "CUDA: 0 uses cuBLASLt's first heuristic algorithm for every GEMM (no timing at build, no "
      "tuning cache); 1 times the candidates once per shape and caches the choice"},
     {"BRRR_FUSED_ATTENTION", Kind::Flag, "0", "", 0, 0,

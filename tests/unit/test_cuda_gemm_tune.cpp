@@ -217,7 +217,8 @@ TEST(GemmTuneCache, DisabledCacheNeverReadsOrWrites) {
 TEST(GemmTuneCache, BadSwitchValueIsAnError) {
   // LtGemm::enable_tuning reads the switch through the table; an LtGemm needs a device, so the
   // parse is checked here directly.
-  EXPECT_EQ(brrr::env::integer("BRRR_GEMM_TUNE"), 1) << "tuning is on by default";
+  EXPECT_EQ(brrr::env::integer("BRRR_GEMM_TUNE"), 0)
+      << "tuning is off by default (BERT-base bf16 on an H200: no gain at batch 1, 1.5% at 32)";
   brrr_test::EnvVar bad("BRRR_GEMM_TUNE", "yes");
   EXPECT_THROW(brrr::env::integer("BRRR_GEMM_TUNE"), brrr::Error);
   brrr_test::EnvVar two("BRRR_GEMM_TUNE", "2");
@@ -293,6 +294,7 @@ const DevCase kDevCases[] = {
 
 TEST(CudaGemmTune, TunedResultsEqualUntuned) {
   BRRR_REQUIRE_CUDA_DEVICE();
+  brrr_test::EnvVar on("BRRR_GEMM_TUNE", "1");  // off by default
   Device& dev = bt::test_device();
   fs::path d = fresh_dir("device_equal");
   Stream s;
@@ -315,6 +317,7 @@ TEST(CudaGemmTune, TunedResultsEqualUntuned) {
 
 TEST(CudaGemmTune, SecondSessionTakesTheFirstOnesChoiceFromTheCache) {
   BRRR_REQUIRE_CUDA_DEVICE();
+  brrr_test::EnvVar on("BRRR_GEMM_TUNE", "1");  // off by default
   Device& dev = bt::test_device();
   fs::path d = fresh_dir("device_sessions");
   Stream s;
@@ -371,6 +374,7 @@ TEST(CudaGemmTune, SwitchOffKeepsHeuristicZero) {
 // GEMM's key with a valid hash): re-tuned with a warning, not run.
 TEST(CudaGemmTune, CachedAlgorithmFailingTheCheckIsRetuned) {
   BRRR_REQUIRE_CUDA_DEVICE();
+  brrr_test::EnvVar on("BRRR_GEMM_TUNE", "1");  // off by default
   Device& dev = bt::test_device();
   fs::path d = fresh_dir("device_check");
   Stream s;

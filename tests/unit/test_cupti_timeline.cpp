@@ -146,12 +146,15 @@ TEST_P(CuptiExamples, ClassTableAddsUpToTheReplayWall) {
   EXPECT_LE(kernels, wall * 1.001) << doctor::render_table(r);  // the kernels ran inside the wall
   // CUPTI's count per run: one kernel per generated kernel or GEMM chain (a library call may
   // launch several, or none), and no activity left unmapped (map_run checks the total).
-  int activities = 0;
+  // A copy kernel that aliases its input (a Reshape of a contiguous value) launches nothing.
+  int activities = 0, launching = 0;
   for (const auto& k : p.kernels) {
     activities += k.gpu_activities;
     if (k.kind == "fused" || k.kind == "gemm_chain") EXPECT_EQ(k.gpu_activities, 1) << k.name;
+    if (k.kind == "copy") EXPECT_LE(k.gpu_activities, 1) << k.name;
+    else ++launching;
   }
-  EXPECT_GE(activities, int(p.kernels.size()));
+  EXPECT_GE(activities, launching);
   EXPECT_NE(r.timing.find("CUPTI"), std::string::npos) << r.timing;
 }
 

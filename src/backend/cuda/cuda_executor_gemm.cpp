@@ -258,7 +258,7 @@ std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
                      gm.gelu_erf    ? " + erf GELU kernel"
                      : gm.post_act  ? " + activation kernel"
                      : erf_as_tanh  ? fmt::format(" (GELU (erf) as cuBLASLt's tanh-form epilogue at {})",
-                                                  dtype_name(gm.data))
+                                                  gm.data == DType::bf16 ? "bf16" : "fp16")
                                     : "",
                      algo.empty() ? "" : ": " + algo);
 }
