@@ -56,6 +56,9 @@ const Switch kSwitches[] = {
      "CPU: the exported tanh GELU after a GEMM runs as a generated kernel"},
     {"BRRR_NO_MERGE_GEMMS", Kind::Flag, "0", "", 0, 0,
      "MatMuls on one activation (Q, K, V) stay separate GEMMs"},
+    {"BRRR_CUDA_MERGE_GEMMS", Kind::Flag, "0", "", 0, 0,
+     "CUDA: merge the MatMuls on one activation (Q, K, V) as on the CPU (faster on an H200, "
+     "results not yet checked there)"},
     {"BRRR_NO_GEMM_GELU_16BIT", Kind::Flag, "0", "", 0, 0,
      "CUDA: the erf GELU after a 16-bit GEMM runs as its own kernel, not the tanh epilogue"},
     {"BRRR_THREADS", Kind::Int, "", "", 1, 1024,
