@@ -37,8 +37,9 @@ const Switch kSwitches[] = {
     {"BRRR_GEMM_TUNE", Kind::Int, "0", "", 0, 1,
      "CUDA: 0 uses cuBLASLt's first heuristic algorithm for every GEMM (no timing at build, no "
      "tuning cache); 1 times the candidates once per shape and caches the choice"},
-    {"BRRR_FUSED_ATTENTION", Kind::Flag, "0", "", 0, 0,
-     "CUDA: attention as one fused kernel (experimental: not yet faster than separate kernels)"},
+    {"BRRR_FUSED_ATTENTION", Kind::Int, "1", "", 0, 1,
+     "CUDA: 1 runs each attention block as one fused kernel; 0 as separate GEMM, softmax and "
+     "head-transpose kernels"},
     {"BRRR_ATTENTION_CUDA_CORES", Kind::Flag, "0", "", 0, 0,
      "CUDA: fused attention on CUDA cores even where its Tensor Core kernel applies"},
     {"BRRR_CUDNN_LIB", Kind::Path, "libcudnn.so.9", "", 0, 0, "CUDA: the cuDNN library to load"},
@@ -56,9 +57,9 @@ const Switch kSwitches[] = {
      "CPU: the exported tanh GELU after a GEMM runs as a generated kernel"},
     {"BRRR_NO_MERGE_GEMMS", Kind::Flag, "0", "", 0, 0,
      "MatMuls on one activation (Q, K, V) stay separate GEMMs"},
-    {"BRRR_CUDA_MERGE_GEMMS", Kind::Flag, "0", "", 0, 0,
-     "CUDA: merge the MatMuls on one activation (Q, K, V) as on the CPU (faster on an H200, "
-     "results not yet checked there)"},
+    {"BRRR_CUDA_MERGE_GEMMS", Kind::Int, "1", "", 0, 1,
+     "CUDA: 1 merges the MatMuls on one activation (Q, K, V) into one GEMM as on the CPU; 0 "
+     "keeps them apart (BRRR_NO_MERGE_GEMMS=1 keeps them apart on every backend)"},
     {"BRRR_NO_GEMM_GELU_16BIT", Kind::Flag, "0", "", 0, 0,
      "CUDA: the erf GELU after a 16-bit GEMM runs as its own kernel, not the tanh epilogue"},
     {"BRRR_THREADS", Kind::Int, "", "", 1, 1024,

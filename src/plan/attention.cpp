@@ -144,6 +144,7 @@ class Matcher {
     if (v.dims[3] != d.head_dim || d.head_dim > max_d_ || d.head_dim < 1 || d.seq_k < 1)
       return std::nullopt;
     d.q = q.source, d.k = kt.source, d.v = v.source;
+    d.q_offset = q.offset, d.k_offset = kt.offset, d.v_offset = v.offset;
     d.q_strides = q.strides;
     d.k_strides = {kt.strides[0], kt.strides[1], kt.strides[3], kt.strides[2]};  // K, not K^T
     d.v_strides = v.strides;
@@ -185,6 +186,7 @@ class Matcher {
     int source = -1;
     Shape dims;  // rank 4, as the MatMul reads it (heads counted after any repeat)
     Strides4 strides{};  // of source; the heads' stride is that of the source's own heads
+    int64_t offset = 0;  // elements into source (a part of a merged Q/K/V product)
     double scale = 1;
     int64_t group = 1;  // grouped-query attention: heads h reads the source's head h / group
   };
@@ -268,8 +270,9 @@ class Matcher {
       dims = g_.value(v).shape;
       strides = row_major_strides(dims);
     } else {
-      if (view.offset != 0) return false;  // a Gather of one index: AttentionDesc has no offsets
+      if (view.offset < 0) return false;
       o->source = view.source;
+      o->offset = view.offset;
       dims = view.dims;
       strides = view.strides;
       o->scale = view.scale;
@@ -319,11 +322,12 @@ class Matcher {
       std::vector<int64_t> r = row_major_strides(xs);
       for (size_t i = 0; i < 4; ++i) xst[i] = r[i];
     } else {
-      if (xv.dims.size() != 4 || xv.scale != 1 || xv.offset != 0) return false;
+      if (xv.dims.size() != 4 || xv.scale != 1 || xv.offset < 0) return false;
       for (size_t i = 0; i < 4; ++i) xst[i] = xv.strides[i];
       src = xv.source;
     }
     o->source = src;
+    o->offset = xv.nodes.empty() ? 0 : xv.offset;
     o->group = rep;
     o->strides = {xst[0], xst[1], swapped ? xst[3] : xst[2], swapped ? xst[2] : xst[3]};
     for (int n : xv.nodes) nodes_.insert(n);

@@ -134,7 +134,8 @@ struct GatherDesc {
 //   fill) when there is a bool mask, then + mask[b,h,i,j] when there is an additive one, then
 //   -inf for j > i + seq_k - seq_q when causal; out[b,h,i,:] = softmax(s) . V[b,h/group,:,:].
 // Q, K, V and out are read and written through element strides over (batch, head, seq, dim) of
-// their buffers (the head split and merge around attention are views, no copies); the masks
+// their buffers from an element offset into each (the head split and merge around attention are
+// views, no copies; Q, K and V may be parts of one merged Q/K/V product); the masks
 // through strides over (batch, head, query, key), 0 where they broadcast.
 enum class AttentionMask { None, Add, Causal };
 struct AttentionDesc {
@@ -143,6 +144,7 @@ struct AttentionDesc {
   int keep = -1;                          // bool mask buffer (-1: none)
   int64_t batch = 1, heads = 1, kv_heads = 1, seq_q = 0, seq_k = 0, head_dim = 0;
   std::array<int64_t, 4> q_strides{}, k_strides{}, v_strides{}, out_strides{};
+  int64_t q_offset = 0, k_offset = 0, v_offset = 0;  // elements into q, k and v
   std::array<int64_t, 4> mask_strides{}, keep_strides{};
   float scale = 1;
   float fill = 0;      // the bool mask's value where keep != keep_when

@@ -76,17 +76,15 @@ Target Target::cuda() {
   t.generated_views = true;
   t.storage_16bit = true;
   t.gemm_gelu_erf_as_tanh_16bit = !env::flag("BRRR_NO_GEMM_GELU_16BIT");
-  // Off by default: measured on the H200 before its tile loads were batched, BERT-base bf16 took
-  // 1.447 ms with it against 0.605 ms without (b1; 3.68 against 2.49 ms at b32); the fixed kernel
-  // is not measured yet (docs/CUDA.md).
-  t.attention_max_head_dim = env::flag("BRRR_FUSED_ATTENTION") ? 128 : 0;
-  // Not with fused attention yet: its descriptor reads Q, K and V from the start of a buffer,
-  // and the merged product's K and V parts begin further in (plan/attention.cpp).
-  // Opt-in on CUDA until its results are checked on the device: BERT-base bf16 on an H200 ran
-  // 610 -> 496 us at batch 1 and 2.50 -> 2.21 ms at 32 with it and the 16-bit GELU epilogue
-  // (scripts/gpu_tools/session_check.sh), but no --check of the merged model ran there yet.
-  t.merge_gemms = env::flag("BRRR_CUDA_MERGE_GEMMS") && !env::flag("BRRR_NO_MERGE_GEMMS") &&
-                  t.attention_max_head_dim == 0;
+  // On by default (BRRR_FUSED_ATTENTION=0 turns it off): with the Q/K/V merge, BERT-base bf16 on
+  // an H200 ran 494 -> 434 us at batch 1 and 2.245 -> 1.642 ms at batch 32 (the merge alone
+  // against both; scripts/gpu_tools/config_check.sh, docs/CUDA.md), and BERT-base and GPT-2 pass
+  // --check at fp32, bf16 and fp32 with --precision bf16 with it.
+  t.attention_max_head_dim = env::integer("BRRR_FUSED_ATTENTION") ? 128 : 0;
+  // On by default (BRRR_CUDA_MERGE_GEMMS=0 or BRRR_NO_MERGE_GEMMS=1 turns it off), fused
+  // attention or not: its descriptor reads Q, K and V at offsets into the merged product. BERT-base
+  // bf16 on an H200: 610 -> 494 us at batch 1, 2.50 -> 2.25 ms at batch 32 (without attention).
+  t.merge_gemms = env::integer("BRRR_CUDA_MERGE_GEMMS") && !env::flag("BRRR_NO_MERGE_GEMMS");
   return t;
 }
 

@@ -59,7 +59,7 @@ struct Target {
   bool gemm_gelu_erf_as_tanh_16bit = false;
   // Scaled dot-product attention (Q.K^T, scale, masks, softmax, P.V, with the head split and
   // merge as views) as one kernel for head dims up to this (plan/attention.hpp; CUDA's
-  // device/attention.cuh; on with BRRR_FUSED_ATTENTION=1). 0: no fused attention.
+  // device/attention.cuh; on unless BRRR_FUSED_ATTENTION=0). 0: no fused attention.
   int64_t attention_max_head_dim = 0;
 
   // Device targets (CUDA). Kernels run on a device, so a kernel the device cannot run is a host

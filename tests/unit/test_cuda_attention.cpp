@@ -45,6 +45,9 @@ struct Spec {
   int64_t kv_heads = 0;      // grouped-query attention (Llama): K and V heads repeated; 0: heads
   // 16-bit probabilities cast to float32 and back (Llama's export), float32 ones to float32
   bool cast_trip = false;
+  // Q, K and V as Slices of one [B, S, (H + 2 KV) D] input, as merge_parallel_gemms leaves a
+  // merged Q/K/V projection: read at offsets 0, H D and (H + KV) D into it.
+  bool merged = false;
 };
 
 int typed_scalar(GraphBuilder& b, float v, DType dt) {
@@ -65,8 +68,21 @@ Graph attention(const Spec& s) {
   GraphBuilder b;
   const int64_t B = s.batch, H = s.heads, S = s.seq, D = s.dim;
   const int64_t KV = s.kv_heads ? s.kv_heads : H;
-  int xq = b.input("q", {B, S, H * D}, s.dt), xk = b.input("k", {B, S, KV * D}, s.dt);
-  int xv = b.input("v", {B, S, KV * D}, s.dt);
+  int xq, xk, xv;
+  if (s.merged) {
+    const int64_t W = (H + 2 * KV) * D;
+    int qkv = b.input("qkv", {B, S, W}, s.dt);
+    auto part = [&](int64_t from, int64_t to) {
+      auto c = [&](int64_t x) {
+        return b.constant("i" + std::to_string(b.count++), Tensor::from_vector<int64_t>({1}, {x}));
+      };
+      return b.node("Slice", {qkv, c(from), c(to), c(2)});
+    };
+    xq = part(0, H * D), xk = part(H * D, (H + KV) * D), xv = part((H + KV) * D, W);
+  } else {
+    xq = b.input("q", {B, S, H * D}, s.dt), xk = b.input("k", {B, S, KV * D}, s.dt);
+    xv = b.input("v", {B, S, KV * D}, s.dt);
+  }
   int q = transpose(b, reshape(b, xq, {B, S, H, D}), {0, 2, 1, 3});
   int kt, v;
   if (KV == H) {
@@ -191,6 +207,36 @@ TEST(FusedAttentionPlan, SyntheticBlockIsOneKernel) {
   }
 }
 
+// Q, K and V as parts of one merged projection (merge_parallel_gemms's Slices) are read in place:
+// one buffer at three offsets, each row as wide as the merged one; no Slice copy remains.
+TEST(FusedAttentionPlan, MergedProjectionIsReadAtOffsets) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  for (Spec s : {Spec{1, 12, 128, 64, Mask::Add, DType::bf16},
+                 Spec{2, 4, 77, 32, Mask::CausalAdd, DType::f16, true, true},
+                 Spec{1, 8, 40, 64, Mask::Causal, DType::bf16, false, false, 2, true}}) {
+    s.merged = true;
+    Graph g = attention(s);
+    plan::Plan p = cuda_plan(g);
+    ASSERT_EQ(p.kernels.size(), 1u) << p.print(g);
+    const plan::AttentionDesc* d = plan::desc_of<plan::AttentionDesc>(p.kernels[0]);
+    ASSERT_NE(d, nullptr) << p.print(g);
+    const int64_t KV = s.kv_heads ? s.kv_heads : s.heads, D = s.dim, S = s.seq;
+    const int64_t W = (s.heads + 2 * KV) * D;
+    EXPECT_EQ(d->q, g.inputs[0]);
+    EXPECT_EQ(d->k, g.inputs[0]);
+    EXPECT_EQ(d->v, g.inputs[0]);
+    EXPECT_EQ(d->q_offset, 0);
+    EXPECT_EQ(d->k_offset, s.heads * D);
+    EXPECT_EQ(d->v_offset, (s.heads + KV) * D);
+    EXPECT_EQ(d->kv_heads, KV);
+    const std::array<int64_t, 4> rows{S * W, D, W, 1};
+    EXPECT_EQ(d->q_strides, rows);
+    EXPECT_EQ(d->k_strides, rows);
+    EXPECT_EQ(d->v_strides, rows);
+    EXPECT_EQ(d->out_strides, (std::array<int64_t, 4>{S * s.heads * D, D, s.heads * D, 1}));
+  }
+}
+
 // A constant additive mask of zeros is no mask: the kernel reads none.
 TEST(FusedAttentionPlan, ZeroMaskIsDropped) {
   brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
@@ -208,10 +254,12 @@ TEST(FusedAttentionPlan, ZeroMaskIsDropped) {
   EXPECT_EQ(d->k_strides, (std::array<int64_t, 4>{256, 128, 1, 8}));  // K^T's buffer read as K
 }
 
-// Without BRRR_FUSED_ATTENTION=1 (the default until the kernel measures faster) attention runs
-// as the separate kernels.
+// On by default; BRRR_FUSED_ATTENTION=0 runs attention as the separate kernels.
 TEST(FusedAttentionPlan, SwitchRestoresSeparateKernels) {
-  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  {
+    Graph g = attention(Spec{});
+    EXPECT_EQ(count_attention(cuda_plan(g)), 1) << "on by default";
+  }
   brrr_test::EnvVar off("BRRR_FUSED_ATTENTION", "0");
   Graph g = attention(Spec{});
   plan::Plan p = cuda_plan(g);
@@ -368,6 +416,10 @@ TEST(FusedAttentionCuda, FlashMatchesReference) {
       {16, 8, 96, 128, Mask::None, DType::f32, false, false, 4, true},
       {1, 3, 40, 64, Mask::Bool, DType::f32, false, true},
       {1, 4, 1, 64, Mask::None},
+      // Q, K and V at offsets into one merged projection (merge_parallel_gemms)
+      {1, 12, 128, 64, Mask::Add, DType::f32, false, false, 0, false, true},
+      {2, 12, 128, 64, Mask::CausalAdd, DType::f32, true, true, 0, false, true},
+      {1, 8, 130, 64, Mask::Causal, DType::f32, false, false, 2, false, true},
   };
   for (DType dt : {DType::bf16, DType::f16})
     for (Spec s : specs) {

@@ -157,11 +157,16 @@ TEST(MergeGemms, CpuLeavesPartsThatPointwiseOpsRead) {
   expect_session_matches_reference(gate_up());
 }
 
-// On CUDA a part's Slice is free inside the head transpose's kernel; a part read by a pointwise
-// kernel would be a kernel more, so Llama's gate and up stay two GEMMs.
+// On CUDA a part's Slice is free inside the head transpose's kernel (with the fused attention off;
+// with it on, inside the attention kernel); a part read by a pointwise kernel would be a kernel
+// more, so Llama's gate and up stay two GEMMs.
 TEST(MergeGemms, CudaMergesPartsThatHeadTransposesRead) {
-  EXPECT_FALSE(plan::Target::cuda().merge_gemms) << "set by the opt-in only";
-  brrr_test::EnvVar on("BRRR_CUDA_MERGE_GEMMS", "1");  // opt-in on CUDA
+  EXPECT_TRUE(plan::Target::cuda().merge_gemms) << "on by default";
+  {
+    brrr_test::EnvVar off("BRRR_CUDA_MERGE_GEMMS", "0");
+    EXPECT_FALSE(plan::Target::cuda().merge_gemms) << "BRRR_CUDA_MERGE_GEMMS=0 turns it off";
+  }
+  brrr_test::EnvVar separate("BRRR_FUSED_ATTENTION", "0");
   Compiled c = compile(gate_up(), plan::Target::cuda(), {});
   EXPECT_EQ(count_op(c.graph, "MatMul"), 2) << c.plan.print(c.graph);
   EXPECT_EQ(count_op(c.graph, "Slice"), 0);
@@ -196,7 +201,7 @@ TEST(MergeGemms, SliceViewsOfTheMergedProductMatchTheReference) {
 // The Split of GPT-2's c_attn becomes Slices its head splits read as views: no Split kernel (a
 // reference kernel on the CPU, device copies on CUDA) and no copy in its place.
 TEST(MergeGemms, Gpt2SplitBecomesViews) {
-  brrr_test::EnvVar on("BRRR_CUDA_MERGE_GEMMS", "1");  // opt-in on CUDA
+  brrr_test::EnvVar on("BRRR_CUDA_MERGE_GEMMS", "1");  // the default, whatever the caller set
   expect_session_matches_reference(gpt2_attention());
   for (std::string name : {"cpu", "cuda"}) {  // Targets read the switch when made
     if (name == "cpu" && !brrr_test::kDnnl) continue;
@@ -213,7 +218,7 @@ TEST(MergeGemms, Gpt2SplitBecomesViews) {
 }
 
 TEST(MergeGemms, BertTinyRunsOneProjectionGemmPerLayer) {
-  brrr_test::EnvVar on("BRRR_CUDA_MERGE_GEMMS", "1");  // opt-in on CUDA
+  brrr_test::EnvVar on("BRRR_CUDA_MERGE_GEMMS", "1");  // the default, whatever the caller set
   Graph model = load_onnx(kExamples + "bert_tiny/model.onnx");
   for (std::string name : {"cpu", "cuda"}) {  // Targets read the switch when made
     if (name == "cpu" && !brrr_test::kDnnl) continue;

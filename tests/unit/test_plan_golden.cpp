@@ -108,9 +108,9 @@ plan::Target cpu_bf16() {
   t.narrow_min_columns = 16;
   return t;
 }
-plan::Target cuda_attention() {
+plan::Target cuda_separate_attention() {
   plan::Target t = plan::Target::cuda();
-  t.attention_max_head_dim = 128;  // BRRR_FUSED_ATTENTION=1
+  t.attention_max_head_dim = 0;  // BRRR_FUSED_ATTENTION=0
   return t;
 }
 
@@ -119,7 +119,7 @@ const Config kConfigs[] = {
     {"cpu_no_onednn", [] { return plan::Target::cpu(false); }, DType::f32},
     {"cpu_bf16", cpu_bf16, DType::f32},
     {"cuda", [] { return plan::Target::cuda(); }, DType::f32},
-    {"cuda_attention", cuda_attention, DType::f32},
+    {"cuda_separate_attention", cuda_separate_attention, DType::f32},
     {"cuda_tf32", [] { return plan::Target::cuda("tf32"); }, DType::f32},
     {"cuda_bf16", [] { return plan::Target::cuda("bf16"); }, DType::bf16},
     {"cuda_fp16", [] { return plan::Target::cuda("fp16"); }, DType::f16},

@@ -318,45 +318,42 @@ void LtGemm::choose_algo(Plan& plan, const std::string& gemm, const Operands& op
                  plan.ncandidates);
 }
 
-// Median microseconds per call of each candidate (negative: it failed to run). Every candidate
-// runs twice to warm up; then rounds of back-to-back calls of each candidate in turn, all
-// enqueued before one wait so the GPU never idles between samples, and a clock change or a
-// neighbour's burst lands on every candidate of a round alike.
+// Median microseconds per call of each candidate (negative: it failed to run), each call timed
+// alone with the L2 cold: a buffer twice the L2 is written before it, as a model's weights come
+// from DRAM (BERT-base's 171 MB do not fit the H200's 50 MB L2). Timed back to back on hot
+// operands, tiles that leave most SMs idle looked as fast as split-K ones (issue 17: the FFN
+// GEMMs at M=128 took 8 us in the model whatever the hot-L2 tuning chose). Every candidate runs
+// twice to warm up; then rounds of each candidate in turn, all enqueued before one wait, so a
+// clock change or a neighbour's burst lands on every candidate of a round alike.
 std::vector<double> LtGemm::time_algos(Plan& plan, const Operands& ops, const Stream& s) {
   const std::size_t n = plan.candidates.size();
   std::vector<bool> ok(n, true);
-  auto run_n = [&](std::size_t i, int times) {
-    for (int r = 0; r < times && ok[i]; ++r)
-      ok[i] = matmul(plan, &plan.candidates[i], ops, s) == CUBLAS_STATUS_SUCCESS;
+  auto run_once = [&](std::size_t i) {
+    if (ok[i]) ok[i] = matmul(plan, &plan.candidates[i], ops, s) == CUBLAS_STATUS_SUCCESS;
   };
-  for (std::size_t i = 0; i < n; ++i) run_n(i, 2);
-  // Calls per sample: about 50 us of heuristic #0, so event resolution and launch gaps are small.
-  Event start, stop;
-  start.record(s);
-  run_n(0, 1);
-  stop.record(s);
-  stop.synchronize();
-  const double t0_us = std::max(1e-3, double(Event::elapsed_ms(start, stop)) * 1e3);
-  const int inner = std::clamp(int(50.0 / t0_us), 1, 32);
-  const int rounds = t0_us > 2000 ? 3 : 7;
+  for (int r = 0; r < 2; ++r)
+    for (std::size_t i = 0; i < n; ++i) run_once(i);
+  DeviceBuffer flush(flush_bytes_, "GEMM tuning L2 flush");
+  constexpr int kRounds = 9;
   std::vector<std::unique_ptr<Event>> ev;
-  for (std::size_t i = 0; i < std::size_t(rounds) * (n + 1); ++i) ev.push_back(std::make_unique<Event>());
-  for (int r = 0; r < rounds; ++r) {
-    ev[size_t(r) * (n + 1)]->record(s);
+  for (std::size_t i = 0; i < std::size_t(kRounds) * n * 2; ++i) ev.push_back(std::make_unique<Event>());
+  for (int r = 0; r < kRounds; ++r)
     for (std::size_t i = 0; i < n; ++i) {
-      run_n(i, inner);
-      ev[size_t(r) * (n + 1) + i + 1]->record(s);
+      memset_u32(flush.ptr(), std::uint32_t(r * 7919 + int(i)), flush.size() / 4, s, "L2 flush");
+      const std::size_t e = (std::size_t(r) * n + i) * 2;
+      ev[e]->record(s);
+      run_once(i);
+      ev[e + 1]->record(s);
     }
-  }
   ev.back()->synchronize();
   std::vector<double> med(n, -1.0);
   for (std::size_t i = 0; i < n; ++i) {
     if (!ok[i]) continue;
     std::vector<double> samples;
-    for (int r = 0; r < rounds; ++r)
-      samples.push_back(double(Event::elapsed_ms(*ev[size_t(r) * (n + 1) + i],
-                                                 *ev[size_t(r) * (n + 1) + i + 1])) *
-                        1e3 / inner);
+    for (int r = 0; r < kRounds; ++r) {
+      const std::size_t e = (std::size_t(r) * n + i) * 2;
+      samples.push_back(double(Event::elapsed_ms(*ev[e], *ev[e + 1])) * 1e3);
+    }
     med[i] = median_of(samples);
   }
   return med;
@@ -414,6 +411,7 @@ void LtGemm::enable_tuning(const DeviceInfo& dev, const std::string& cache_dir) 
   c.sm_count = dev.sm_count;
   c.cublaslt_version = cublasLtGetVersion();
   c.workspace_bytes = workspace_.size();
+  flush_bytes_ = std::max<std::size_t>(2 * std::size_t(std::max(dev.l2_bytes, 0)), 64u << 20);
   tune_ = std::make_unique<GemmTuneCache>(cache_dir, context_line(c));
   tuning_off_ = false;
 }

@@ -87,6 +87,7 @@ class LtGemm {
   std::map<Key, std::unique_ptr<Plan>> plans_;
   std::unique_ptr<GemmTuneCache> tune_;  // null: no tuning
   bool tuning_off_ = false;              // enable_tuning was called under BRRR_GEMM_TUNE=0
+  std::size_t flush_bytes_ = 64u << 20;  // tuning: a buffer twice the L2, written before each call
   double tuning_ms_ = 0;
 };
 

@@ -63,6 +63,9 @@ std::string CudaExecutor::Impl::attention_plan(const plan::Kernel& k, AttentionS
   if (d.dtype != DType::f32 && d.dtype != DType::bf16 && d.dtype != DType::f16)
     return fmt::format("attention on {}", dtype_name(d.dtype));
   a->vq = d.q, a->vk = d.k, a->vv = d.v, a->vmask = d.mask, a->vkeep = d.keep, a->vout = d.out;
+  if (d.q_offset < 0 || d.k_offset < 0 || d.v_offset < 0)
+    return fmt::format("attention operand offsets {}/{}/{}", d.q_offset, d.k_offset, d.v_offset);
+  a->q_offset = d.q_offset, a->k_offset = d.k_offset, a->v_offset = d.v_offset;
   a->dt = d.dtype;
   brrr_attn_args& x = a->args;
   copy4(x.qs, d.q_strides);
@@ -103,11 +106,14 @@ void CudaExecutor::Impl::set_attention_grid(AttentionStep* a, unsigned batch) {
 }
 
 void CudaExecutor::Impl::setup_attention(AttentionStep& a) {
-  auto at = [&](int v) { return reinterpret_cast<void*>(slot_of(v, "attention operand")); };
+  auto at = [&](int v, int64_t offset = 0) {
+    return reinterpret_cast<void*>(slot_of(v, "attention operand") +
+                                   uintptr_t(offset) * dtype_size(a.dt));
+  };
   brrr_attn_args& x = a.args;
-  x.q = at(a.vq);
-  x.k = at(a.vk);
-  x.v = at(a.vv);
+  x.q = at(a.vq, a.q_offset);  // Q, K and V may be parts of one merged product
+  x.k = at(a.vk, a.k_offset);
+  x.v = at(a.vv, a.v_offset);
   x.mask = a.vmask >= 0 ? at(a.vmask) : nullptr;
   x.keep = a.vkeep >= 0 ? at(a.vkeep) : nullptr;
   x.out = at(a.vout);

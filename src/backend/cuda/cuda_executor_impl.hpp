@@ -126,6 +126,7 @@ struct OpStep {
 // (query tile, head, batch); the buffers' value ids until setup puts their addresses into args.
 struct AttentionStep {
   int vq = -1, vk = -1, vv = -1, vmask = -1, vkeep = -1, vout = -1;
+  int64_t q_offset = 0, k_offset = 0, v_offset = 0;  // elements into vq, vk and vv
   DType dt = DType::f32;
   bool mma = false;  // the Tensor Core kernel (16-bit data, head dim 64 or 128)
   int flash_warps = 0;  // > 0: the flash kernel (contiguous aligned rows) with this many warps
