@@ -8,9 +8,11 @@
 #   EXPORTERS  (default torchscript)
 #   CONFIGS    space-separated NAME=ENV,ENV,... (default: merge, and merge with fused attention)
 #   TESTS      gtest filter of the device tests to run first
-#   BENCH      BERT-base bf16 export to time (default bert_base_bf16_torchscript; empty: none)
+#   BENCH      exports to time, space-separated (default bert_base_bf16_torchscript; empty: none);
+#              input input_ids:BATCHx128     BENCH_BATCHES (default "1 32")   ROUNDS (default 2)
 #   DEADLINE   seconds from the start after which no new check or bench starts (default 520)
 #   CHECK_LAST_ONLY=1  check the exports under the last configuration only   DOCTOR=0  no doctor
+#   CHECK_MATCH  glob of the export folders to check (default *)
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -47,6 +49,8 @@ check() {  # NAME ENV MODEL_DIR [brrr args...]
 }
 for d in $S/*/; do
   [ -f "$d/model.onnx" ] || continue
+  # shellcheck disable=SC2254
+  case $(basename "$d") in ${CHECK_MATCH:-*}) ;; *) continue ;; esac
   for c in $CONFIGS; do
     [ "${CHECK_LAST_ONLY:-0}" = 1 ] && [ "$c" != "$last" ] && continue
     check "${c%%=*}" "${c#*=}" "${d%/}"
@@ -54,20 +58,23 @@ for d in $S/*/; do
   case $d in *_fp32_*) check "${last%%=*}" "$LAST_ENV" "${d%/}" --precision bf16 ;; esac
 done
 echo "== checks done at $(el) s"
-M=$S/${BENCH-bert_base_bf16_torchscript}/model.onnx
-if [ -n "${BENCH-x}" ] && [ -f "$M" ]; then
-  for r in 1 2; do for bs in 1 32; do for c in $CONFIGS; do
+BENCHES=${BENCH-bert_base_bf16_torchscript}
+for name in $BENCHES; do
+  M=$S/$name/model.onnx
+  [ -f "$M" ] || { echo "-- no export $name"; continue; }
+  for r in $(seq 1 "${ROUNDS:-2}"); do for bs in ${BENCH_BATCHES:-1 32}; do for c in $CONFIGS; do
     late "bench" && break 3
     envs=${c#*=}
     line=$(env ${envs//,/ } timeout 60 "$B/brrr" bench "$M" --backend cuda --shape input_ids:${bs}x128 \
       --iterations 200 2>&1 | grep -E 'median|error|kernels' | tr '\n' ' ' | cut -c1-220)
-    echo "r$r b$bs ${c%%=*}: $line"
+    echo "$name r$r b$bs ${c%%=*}: $line"
   done; done; done
-  [ "${DOCTOR:-1}" = 1 ] && env ${LAST_ENV//,/ } timeout 60 "$B/brrr" doctor "$M" --backend cuda --shape input_ids:1x128 \
+done
+M=$S/${BENCHES%% *}/model.onnx
+if [ "${DOCTOR:-1}" = 1 ] && [ -f "$M" ]; then
+  env ${LAST_ENV//,/ } timeout 60 "$B/brrr" doctor "$M" --backend cuda --shape input_ids:1x128 \
     --top 12 >"$OUT/doctor_b1.txt" 2>&1
-  if [ "${DOCTOR:-1}" = 1 ]; then
-    echo "doctor: $(grep -m1 '^wall' "$OUT/doctor_b1.txt")"
-    sed -n '/^class/,/^$/p' "$OUT/doctor_b1.txt" | cut -c1-150
-  fi
+  echo "doctor: $(grep -m1 '^wall' "$OUT/doctor_b1.txt")"
+  sed -n '/^class/,/^$/p' "$OUT/doctor_b1.txt" | cut -c1-150
 fi
 echo "== done at $(el) s"
