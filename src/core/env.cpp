@@ -37,9 +37,6 @@ const Switch kSwitches[] = {
     {"BRRR_GEMM_TUNE", Kind::Int, "0", "", 0, 1,
      "CUDA: 0 uses cuBLASLt's first heuristic algorithm for every GEMM (no timing at build, no "
      "tuning cache); 1 times the candidates once per shape and caches the choice"},
-    {"BRRR_GEMM_KMAJOR_B", Kind::Int, "1", "", 0, 2,
-     "CUDA: constant GEMM weights stored N x K (K contiguous) for cuBLASLt: 0 never, 1 when "
-     "their K x N rows would not be 16-byte aligned, 2 always"},
     {"BRRR_FUSED_ATTENTION", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 runs each attention block as one fused kernel; 0 as separate GEMM, softmax and "
      "head-transpose kernels"},

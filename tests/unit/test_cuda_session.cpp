@@ -16,7 +16,6 @@
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "brrr/passes.hpp"
 #include "cuda_test_util.hpp"
-#include "env_var.hpp"
 #include "expect_outputs.hpp"
 #include "plan/kernel_ir.hpp"
 
@@ -246,28 +245,6 @@ TEST(CudaSession, GemmTransBAndBatched) {
   b.output(y);
   b.output(b.node("MatMul", {b.node("Add", {z, y}), w2}));
   check(b.g, cuda_opts("fp32"), 1e-5);
-}
-
-// GPT-2's vocabulary projection: a constant B whose K x N rows are not 16-byte aligned (N odd)
-// is stored N x K for cuBLASLt (BRRR_GEMM_KMAJOR_B=1, the default); =2 stores every constant B
-// so, =0 none. Each against the reference, 16-bit and float32, with a bias and a batched A, and a
-// Gemm with transB (its B is N x K already).
-TEST(CudaSession, ConstantWeightsStoredKMajor) {
-  BRRR_REQUIRE_CUDA_DEVICE();
-  for (const char* mode : {"1", "2", "0"})
-    for (DType t : {DType::bf16, DType::f32}) {
-      brrr_test::EnvVar m("BRRR_GEMM_KMAJOR_B", mode);
-      SCOPED_TRACE(std::string("BRRR_GEMM_KMAJOR_B=") + mode + " " + std::string(dtype_name(t)));
-      GraphBuilder b;
-      int x = b.input("x", {2, 7, 64}, t);
-      int y = b.node("MatMul", {x, b.constant("W", rnd({64, 101}, t, -0.3f, 0.3f))});
-      b.output(b.node("Add", {y, b.constant("c", rnd({101}, t))}));
-      int u = b.input("u", {9, 64}, t);
-      b.output(b.node("Gemm", {u, b.constant("V", rnd({37, 64}, t, -0.3f, 0.3f))},
-                      {{"transB", int64_t(1)}}));
-      b.output(b.node("MatMul", {u, b.constant("A", rnd({64, 48}, t, -0.3f, 0.3f))}));
-      check(b.g, cuda_opts("fp32"), t == DType::f32 ? 1e-5 : 2e-2);
-    }
 }
 
 TEST(CudaSession, GraphReplayEqualsEager) {

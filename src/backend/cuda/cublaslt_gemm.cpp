@@ -99,10 +99,9 @@ bool stream_capturing(const Stream& s) {
 }  // namespace
 
 std::string gemm_tune_key(GemmPrecision p, GemmEpilogue e, const GemmShape& sh) {
-  // The layouts are the ones plan_for builds: row-major, contiguous batches, B as K x N or N x K.
-  return fmt::format("{} epilogue {} m {} n {} k {} batch {} layout rowmajor-contiguous{}",
-                     to_string(p), to_string(e), sh.m, sh.n, sh.k, sh.batch,
-                     sh.b_kmajor ? " b-kmajor" : "");
+  // The layouts are the ones plan_for builds: row-major, contiguous batches.
+  return fmt::format("{} epilogue {} m {} n {} k {} batch {} layout rowmajor-contiguous",
+                     to_string(p), to_string(e), sh.m, sh.n, sh.k, sh.batch);
 }
 
 const char* to_string(GemmPrecision p) {
@@ -157,7 +156,7 @@ LtGemm::~LtGemm() {
 }
 
 LtGemm::Key LtGemm::key_of(GemmPrecision p, GemmEpilogue e, const GemmShape& sh) {
-  return Key{static_cast<int>(p), static_cast<int>(e), sh.m, sh.n, sh.k, sh.batch, sh.b_kmajor};
+  return Key{static_cast<int>(p), static_cast<int>(e), sh.m, sh.n, sh.k, sh.batch};
 }
 
 LtGemm::Plan& LtGemm::plan_for(GemmPrecision p, GemmEpilogue e, const GemmShape& sh,
@@ -178,14 +177,7 @@ LtGemm::Plan& LtGemm::plan_for(GemmPrecision p, GemmEpilogue e, const GemmShape&
   // Row-major C = A @ B is column-major C^T = B^T @ A^T: pass B as the first operand. The
   // bias then runs along cuBLASLt's rows, i.e. along our N: one value per output column.
   const std::uint64_t m = sh.n, n = sh.m, k = sh.k;
-  if (sh.b_kmajor) {  // B stored N x K: cuBLASLt's first operand is K x N, ld K, transposed
-    const cublasOperation_t t = CUBLAS_OP_T;
-    BRRR_LT(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)),
-            what);
-    BRRR_LT(cublasLtMatrixLayoutCreate(&plan->a, dt, k, m, k), what);
-  } else {
-    BRRR_LT(cublasLtMatrixLayoutCreate(&plan->a, dt, m, k, m), what);  // B^T: N x K, ld N
-  }
+  BRRR_LT(cublasLtMatrixLayoutCreate(&plan->a, dt, m, k, m), what);  // B^T: N x K, ld N
   BRRR_LT(cublasLtMatrixLayoutCreate(&plan->b, dt, k, n, k), what);  // A^T: K x M, ld K
   BRRR_LT(cublasLtMatrixLayoutCreate(&plan->c, dt, m, n, m), what);  // C^T: N x M, ld N
   if (sh.batch > 1) {

@@ -30,10 +30,6 @@ std::size_t element_bytes(GemmPrecision p);  // of A, B, C and bias
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
   std::int64_t batch = 1;  // contiguous batches: strides M*K, K*N, M*N
-  // B stored N x K row-major (K contiguous, as nn.Linear keeps its weight) instead of K x N: a
-  // constant B whose K x N rows would not be 16-byte aligned (GPT-2's 50257-column vocabulary
-  // projection) is uploaded so, and cuBLASLt reads it transposed at full alignment.
-  bool b_kmajor = false;
 };
 
 // The GEMM as the tuning cache knows it: precision, epilogue, shape and operand layouts.
@@ -76,7 +72,7 @@ class LtGemm {
   struct Operands {
     DevPtr a, b, c, bias;
   };
-  using Key = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool>;
+  using Key = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
   static Key key_of(GemmPrecision p, GemmEpilogue e, const GemmShape& sh);
   Plan& plan_for(GemmPrecision p, GemmEpilogue e, const GemmShape& shape, const Operands& ops,
                  const Stream& s, const std::string& what);

@@ -160,21 +160,11 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   gm.nb = shape_numel(g.value(vb).shape);
   gm.nc = shape_numel(g.value(vo).shape);
   const std::string who = n.name.empty() ? k.name : n.name;
-  const Step& st = steps[size_t(&k - plan.kernels.data())];
-  // A constant B is stored N x K (K contiguous) when its K x N rows would not be 16-byte aligned
-  // (BRRR_GEMM_KMAJOR_B=1, the default: GPT-2's 50257-column vocabulary projection), or always
-  // (=2); cuBLASLt then reads it transposed. Chain layers pack their own weights.
-  const int kmajor_mode = int(env::integer("BRRR_GEMM_KMAJOR_B"));
-  const int64_t eb = int64_t(dtype_size(et));
-  const bool misaligned = (gm.shape.n * eb) % 16 != 0 && (gm.shape.k * eb) % 16 == 0;
-  gm.shape.b_kmajor = st.type == Step::Library && g.value(vb).constant.defined() &&
-                      (kmajor_mode == 2 || (kmajor_mode == 1 && misaligned));
   // A: activations (cast per run when needed); constants are cast once here.
   if (g.value(va).constant.defined()) gm.a = upload(host_cast(g.value(va).constant, et, false), who + " A");
   else if (cast) { gm.a_src = slot[size_t(va)]; gm.a = alloc(size_t(gm.na) * 2, who + " A cast"); }
   else gm.a = slot[size_t(va)];
-  if (g.value(vb).constant.defined())  // to K x N (trans_b: the Gemm's N x K) or N x K
-    gm.b = upload(host_cast(g.value(vb).constant, et, gm.trans_b != gm.shape.b_kmajor), who + " W");
+  if (g.value(vb).constant.defined()) gm.b = upload(host_cast(g.value(vb).constant, et, gm.trans_b), who + " W");
   else if (cast) { gm.b_src = slot[size_t(vb)]; gm.b = alloc(size_t(gm.nb) * 2, who + " B cast"); }
   else gm.b = slot[size_t(vb)];
   if (cast) { gm.c_dst = slot[size_t(vo)]; gm.c = alloc(size_t(gm.nc) * 2, who + " C cast"); }
@@ -197,6 +187,7 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   }
   // cuBLASLt's algorithm is chosen (timed, or read from the tuning cache) here at build, on the
   // GEMM's own buffers, not at the first run. Chain layers never reach cuBLASLt.
+  const Step& st = steps[size_t(&k - plan.kernels.data())];
   if (st.type == Step::Library) {
     if (!lt.tuning())
       lt.enable_tuning(dev.info(), opts.cache_dir.empty() ? default_cuda_cache_dir()
