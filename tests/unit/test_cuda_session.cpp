@@ -16,6 +16,7 @@
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "brrr/passes.hpp"
 #include "cuda_test_util.hpp"
+#include "env_var.hpp"
 #include "expect_outputs.hpp"
 #include "plan/kernel_ir.hpp"
 
@@ -245,6 +246,29 @@ TEST(CudaSession, GemmTransBAndBatched) {
   b.output(y);
   b.output(b.node("MatMul", {b.node("Add", {z, y}), w2}));
   check(b.g, cuda_opts("fp32"), 1e-5);
+}
+
+// BRRR_GEMM_PAD_N=1: GEMMs whose output rows are not 16-byte aligned (an odd N, as GPT-2's
+// 50257-column logits) run into padded rows on zero-padded weights, then the real columns are
+// copied out; with a bias, the 16-bit GELU epilogue, a Gemm with transB and a batched A folded
+// into M, 16-bit and float32, against the reference; aligned N is left alone.
+TEST(CudaSession, PaddedGemmRowsMatchTheReference) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  brrr_test::EnvVar pad("BRRR_GEMM_PAD_N", "1");
+  for (DType t : {DType::bf16, DType::f32}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    GraphBuilder b;
+    int x = b.input("x", {2, 7, 64}, t);
+    int y = b.node("MatMul", {x, b.constant("W", rnd({64, 101}, t, -0.3f, 0.3f))});
+    b.output(b.node("Add", {y, b.constant("c", rnd({101}, t))}));
+    int u = b.input("u", {9, 64}, t);
+    b.output(b.node("Gemm", {u, b.constant("V", rnd({37, 64}, t, -0.3f, 0.3f))},
+                    {{"transB", int64_t(1)}}));
+    b.output(b.node("MatMul", {u, b.constant("A", rnd({64, 48}, t, -0.3f, 0.3f))}));
+    Session s = check(b.g, cuda_opts("fp32"), t == DType::f32 ? 1e-5 : 2e-2);
+    EXPECT_NE(s.plan_summary().find("n104 (padded from 101)"), std::string::npos) << s.plan_summary();
+    EXPECT_EQ(s.plan_summary().find("n48 (padded"), std::string::npos) << s.plan_summary();
+  }
 }
 
 TEST(CudaSession, GraphReplayEqualsEager) {

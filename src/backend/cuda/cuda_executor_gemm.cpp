@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
@@ -43,6 +44,19 @@ Tensor host_cast(const Tensor& src, DType to, bool transpose) {
       default: BRRR_ASSERT(false, "bad cast target");
     }
   }
+  return out;
+}
+
+// [rows, cols] -> [rows, cols_pad], the new columns zero (any element type).
+Tensor pad_columns(const Tensor& t, int64_t cols_pad) {
+  const Shape& s = t.shape();
+  const int64_t cols = s.empty() ? 1 : s.back(), rows = cols ? t.numel() / cols : 0;
+  Tensor out = Tensor::zeros(t.dtype(), {rows, cols_pad});
+  const size_t eb = dtype_size(t.dtype());
+  const char* src = static_cast<const char*>(t.raw());
+  char* dst = static_cast<char*>(out.raw());
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(dst + size_t(r * cols_pad) * eb, src + size_t(r * cols) * eb, size_t(cols) * eb);
   return out;
 }
 
@@ -160,18 +174,32 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   gm.nb = shape_numel(g.value(vb).shape);
   gm.nc = shape_numel(g.value(vo).shape);
   const std::string who = n.name.empty() ? k.name : n.name;
-  // A: activations (cast per run when needed); constants are cast once here.
+  const Step& st = steps[size_t(&k - plan.kernels.data())];
+  // Padded output rows (BRRR_GEMM_PAD_N=1, experimental): a constant B, no cast, one batch.
+  const int64_t eb = int64_t(dtype_size(et)), align = 16 / eb;
+  if (env::integer("BRRR_GEMM_PAD_N") == 1 && st.type == Step::Library && !cast &&
+      g.value(vb).constant.defined() && gm.shape.batch == 1 && gm.shape.n % align != 0) {
+    gm.n_real = gm.shape.n;
+    gm.shape.n = (gm.shape.n + align - 1) / align * align;
+  }
   if (g.value(va).constant.defined()) gm.a = upload(host_cast(g.value(va).constant, et, false), who + " A");
   else if (cast) { gm.a_src = slot[size_t(va)]; gm.a = alloc(size_t(gm.na) * 2, who + " A cast"); }
   else gm.a = slot[size_t(va)];
-  if (g.value(vb).constant.defined()) gm.b = upload(host_cast(g.value(vb).constant, et, gm.trans_b), who + " W");
+  if (g.value(vb).constant.defined() && gm.n_real)
+    gm.b = upload(pad_columns(host_cast(g.value(vb).constant, et, gm.trans_b), gm.shape.n), who + " W padded");
+  else if (g.value(vb).constant.defined()) gm.b = upload(host_cast(g.value(vb).constant, et, gm.trans_b), who + " W");
   else if (cast) { gm.b_src = slot[size_t(vb)]; gm.b = alloc(size_t(gm.nb) * 2, who + " B cast"); }
   else gm.b = slot[size_t(vb)];
   if (cast) { gm.c_dst = slot[size_t(vo)]; gm.c = alloc(size_t(gm.nc) * 2, who + " C cast"); }
-  else gm.c = slot[size_t(vo)];
+  else if (gm.n_real) {
+    gm.c_out = slot[size_t(vo)];
+    gm.c = alloc(size_t(gm.shape.m * gm.shape.n * eb), who + " C padded");
+  } else gm.c = slot[size_t(vo)];
   if (gm.epi != GemmEpilogue::kNone) {
-    if (vbias >= 0) gm.bias = upload(host_cast(g.value(vbias).constant, et, false), who + " bias");
-    else gm.bias = upload(Tensor::zeros(et, {gm.shape.n}), who + " zero bias");
+    Tensor bias = vbias >= 0 ? host_cast(g.value(vbias).constant, et, false)
+                             : Tensor::zeros(et, {gm.shape.n});
+    if (gm.n_real && vbias >= 0) bias = pad_columns(bias.reshape({1, gm.n_real}), gm.shape.n);
+    gm.bias = upload(bias, who + (vbias >= 0 ? " bias" : " zero bias"));
   }
   if (gm.post_act) gm.post_fn = module->function("brrr_conv_epilogue");
   const char* t16 = et == DType::bf16 ? "bf16" : "f16";
@@ -187,7 +215,6 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   }
   // cuBLASLt's algorithm is chosen (timed, or read from the tuning cache) here at build, on the
   // GEMM's own buffers, not at the first run. Chain layers never reach cuBLASLt.
-  const Step& st = steps[size_t(&k - plan.kernels.data())];
   if (st.type == Step::Library) {
     if (!lt.tuning())
       lt.enable_tuning(dev.info(), opts.cache_dir.empty() ? default_cuda_cache_dir()
@@ -225,9 +252,15 @@ void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
   if (m.b_src) launch_helper(m.cvt_in, {m.b_src, m.b}, m.nb);
   lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, what);
   if (m.c_dst) launch_helper(m.cvt_out, {m.c, m.c_dst}, m.nc);
-  if (m.gelu_erf) launch_helper(m.gelu_fn, {m.c_dst ? m.c_dst : m.c}, m.nc);
+  if (m.n_real) {  // the real columns of the padded rows
+    const size_t eb = element_bytes(m.prec);
+    copy_2d_d2d(m.c_out, size_t(m.n_real) * eb, m.c, size_t(m.shape.n) * eb,
+                size_t(m.n_real) * eb, size_t(m.shape.m), stream, what + " (padded rows)");
+  }
+  const DevPtr out = m.c_dst ? m.c_dst : m.c_out ? m.c_out : m.c;
+  if (m.gelu_erf) launch_helper(m.gelu_fn, {out}, m.nc);
   if (m.post_act) {  // brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n)
-    DevPtr y = m.c_dst ? m.c_dst : m.c, none = 0;
+    DevPtr y = out, none = 0;
     int64_t one = 1, n = m.nc;
     void* a[] = {&y, &none, &none, &one, &one, &m.post_act, &m.post_alpha, &m.post_beta, &n};
     launch(m.post_fn, helper_grid(n, 256), {256, 1, 1}, 0, stream, a);
@@ -252,8 +285,9 @@ std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
   const std::string algo = lt.describe(gm.prec, gm.epi, gm.shape);
   const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(plan.kernels[i]);
   const bool erf_as_tanh = d && d->epi.act_name == "gelu_erf_as_tanh";
-  return fmt::format("  {:<24} cuBLASLt {} {} m{} n{} k{} batch {}{}{}\n", plan.kernels[i].name,
-                     to_string(gm.prec), to_string(gm.epi), gm.shape.m, gm.shape.n, gm.shape.k,
+  return fmt::format("  {:<24} cuBLASLt {} {} m{} n{}{} k{} batch {}{}{}\n", plan.kernels[i].name,
+                     to_string(gm.prec), to_string(gm.epi), gm.shape.m, gm.shape.n,
+                     gm.n_real ? fmt::format(" (padded from {})", gm.n_real) : "", gm.shape.k,
                      gm.shape.batch,
                      gm.gelu_erf    ? " + erf GELU kernel"
                      : gm.post_act  ? " + activation kernel"
