@@ -9,6 +9,7 @@
 
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
+#include "ir/graph_edit.hpp"
 
 namespace brrr {
 
@@ -92,13 +93,6 @@ bool per_channel_pool(const Graph& g, const Uses& u, const Node& p, int v) {
     if (p.outputs[o] >= 0 && !g.value(p.outputs[o]).name.empty()) return false;
   return !u.outputs.count(v) && u.consumers[size_t(v)].size() == 1 &&
          static_f32(g.value(p.outputs[0]));
-}
-
-// Fresh value name derived from `base`.
-std::string fresh_name(const Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int k = 1; g.find_value(name) >= 0; ++k) name = fmt::format("{}_{}", base, k);
-  return name;
 }
 
 // Types node n's outputs with its op's shape inference (inputs are typed already).

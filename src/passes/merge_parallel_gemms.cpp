@@ -21,6 +21,7 @@
 
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
+#include "ir/graph_edit.hpp"
 
 namespace brrr {
 
@@ -104,22 +105,6 @@ bool read_as_gemm_view(const Graph& g, const std::vector<std::vector<int>>& uses
     if (!read_as_gemm_view(g, uses, outputs, n.outputs[0], depth + 1)) return false;
   }
   return true;
-}
-
-std::string fresh_name(const Graph& g, const std::string& base) {
-  std::string name = base;
-  for (int k = 1; g.find_value(name) >= 0; ++k) name = fmt::format("{}_{}", base, k);
-  return name;
-}
-
-int add_constant(Graph& g, const std::string& name, Tensor t) {
-  int v = g.add_value(fresh_name(g, name));
-  Value& val = g.value(v);
-  val.dtype = t.dtype();
-  val.shape = t.shape();
-  val.constant = std::move(t);
-  val.typed = true;
-  return v;
 }
 
 int int64_constant(Graph& g, const std::string& name, std::vector<int64_t> v) {

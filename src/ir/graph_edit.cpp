@@ -1,0 +1,23 @@
+#include "ir/graph_edit.hpp"
+
+#include <fmt/format.h>
+
+namespace brrr {
+
+std::string fresh_name(const Graph& g, const std::string& base) {
+  std::string name = base;
+  for (int k = 1; g.find_value(name) >= 0; ++k) name = fmt::format("{}_{}", base, k);
+  return name;
+}
+
+int add_constant(Graph& g, const std::string& base, Tensor t) {
+  const int v = g.add_value(fresh_name(g, base));
+  Value& val = g.value(v);
+  val.dtype = t.dtype();
+  val.shape = t.shape();
+  val.constant = std::move(t);
+  val.typed = true;
+  return v;
+}
+
+}  // namespace brrr

@@ -1,0 +1,15 @@
+// Small helpers for passes that add values to a graph.
+#pragma once
+#include <string>
+
+#include "brrr/graph.hpp"
+
+namespace brrr {
+
+// `base`, or `base_K` for the first K that names no value of g yet.
+std::string fresh_name(const Graph& g, const std::string& base);
+
+// A new typed constant value of g named after `base` (fresh_name) holding t; returns its id.
+int add_constant(Graph& g, const std::string& base, Tensor t);
+
+}  // namespace brrr
