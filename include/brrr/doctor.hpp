@@ -34,6 +34,9 @@ struct Ceilings {
   double cache_bandwidth_gbs = 0;
   double cache_bytes = 0;
   std::map<std::string, double> peak_gflops;          // per precision: "fp32", "fp64", "bf16"
+  // The library GEMM (CPU: oneDNN) at fp32 and at each --precision the backend accepts, GFLOP/s:
+  // what `--precision` does to a GEMM. Empty: not measured (GPU, or caches before this field).
+  std::map<std::string, double> library_gflops;
   std::map<std::string, double> special_gops;         // vectorized (SLEEF), G evaluations/s
   std::map<std::string, double> special_scalar_gops;  // scalar libm, for comparison
   double dispatch_us = 0;                             // reference executor, per op, on a tiny op

@@ -62,6 +62,7 @@ void validate_ceilings(const Ceilings& c) {
   check_range("cache_bytes", c.cache_bytes, 0, 1e15);
   BRRR_CHECK(!c.peak_gflops.empty(), "ceilings: no peak_gflops");
   for (const auto& [k, v] : c.peak_gflops) check_range("peak_gflops." + k, v, 1e-3, 1e9);
+  for (const auto& [k, v] : c.library_gflops) check_range("library_gflops." + k, v, 1e-3, 1e9);
   for (const auto& [k, v] : c.special_gops) check_range("special_gops." + k, v, 1e-6, 1e9);
   for (const auto& [k, v] : c.special_scalar_gops)
     check_range("special_scalar_gops." + k, v, 0, 1e9);
@@ -78,8 +79,10 @@ void validate_ceilings(const Ceilings& c) {
 }
 
 // How the probe measures: 2 times the CPU's FMA peaks in thread CPU time (probe_kernels.cpp,
-// CpuSpanTimer). A cached file from an older method is measured again.
-constexpr int kProbeMethod = 2;
+// CpuSpanTimer); 3 adds the CPU's library GEMM per precision (library_gflops). A cached file
+// from an older method is measured again.
+constexpr int kProbeMethod = 3;
+constexpr int kProbeMethodCuda = 2;  // the GPU probe has not changed since method 2
 
 }  // namespace
 
@@ -95,6 +98,7 @@ json ceilings_to_json(const Ceilings& c) {
               {"cache_bandwidth_gbs", c.cache_bandwidth_gbs},
               {"cache_bytes", c.cache_bytes},
               {"peak_gflops", c.peak_gflops},
+              {"library_gflops", c.library_gflops},
               {"special_gops", c.special_gops},
               {"special_scalar_gops", c.special_scalar_gops},
               {"dispatch_us", c.dispatch_us},
@@ -122,6 +126,7 @@ Ceilings ceilings_from_json(const json& j) {
     c.cache_bandwidth_gbs = j.value("cache_bandwidth_gbs", 0.0);
     c.cache_bytes = j.value("cache_bytes", 0.0);
     c.peak_gflops = j.at("peak_gflops").get<std::map<std::string, double>>();
+    c.library_gflops = j.value("library_gflops", std::map<std::string, double>{});
     c.special_gops = j.value("special_gops", std::map<std::string, double>{});
     c.special_scalar_gops = j.value("special_scalar_gops", std::map<std::string, double>{});
     c.dispatch_us = j.value("dispatch_us", 0.0);
@@ -163,9 +168,10 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
       json j = json::parse(text);
       Ceilings c = ceilings_from_json(j);
       BRRR_CHECK(c.backend == backend, "it holds '{}' ceilings", c.backend);
-      BRRR_CHECK(j.is_object() && j.value("probe_method", 1) >= kProbeMethod,
+      const int method = backend == "cuda" ? kProbeMethodCuda : kProbeMethod;
+      BRRR_CHECK(j.is_object() && j.value("probe_method", 1) >= method,
                  "it was measured by an older probe (method {}, now {})",
-                 j.is_object() ? j.value("probe_method", 1) : 1, kProbeMethod);
+                 j.is_object() ? j.value("probe_method", 1) : 1, method);
       // A probe that ran on a busy machine measured the contention, not the machine: measure
       // again, unless the machine is no quieter now (a probe now would measure the same load).
       double now = -1;
@@ -261,6 +267,9 @@ std::string render_ceilings(const Ceilings& c) {
   for (const auto& [prec, v] : c.peak_gflops)
     s += fmt::format("  {:<34} {:>6.1f} GFLOP/s {:>14}\n", "peak " + prec + " (FMA, all threads)",
                      v, est((prec + "_gflops").c_str()));
+  for (const auto& [prec, v] : c.library_gflops)
+    s += fmt::format("  {:<34} {:>6.1f} GFLOP/s {:>14}\n", "library GEMM " + prec + " (oneDNN)", v,
+                     "-");
   s += fmt::format("  special functions, G evaluations/s (vectorized SLEEF u10 | scalar libm):\n");
   for (const auto& [fn, v] : c.special_gops) {
     auto it = c.special_scalar_gops.find(fn);

@@ -12,7 +12,9 @@
 #include <memory>
 
 #include "brrr/doctor.hpp"
+#include "brrr/error.hpp"
 #include "brrr/reference.hpp"
+#include "brrr/session.hpp"
 #include "core/machine_load.hpp"
 #include "doctor/probe_kernels.hpp"
 #include "passes/pipeline.hpp"
@@ -144,6 +146,69 @@ Graph tiny_chain(int n) {
   return compile(std::move(g), plan::Target::reference(), {}).graph;
 }
 
+// One MatMul x[m,k] . w[k,n] with a constant weight: as a Session runs it, a single library
+// GEMM (oneDNN on the CPU).
+Graph gemm_graph(int64_t m, int64_t k, int64_t n) {
+  Graph g;
+  g.name = "probe_gemm";
+  int x = g.add_value("x");
+  g.value(x).dtype = DType::f32;
+  g.value(x).shape = {m, k};
+  g.value(x).typed = true;
+  g.inputs.push_back(x);
+  int w = g.add_value("w");
+  Tensor wt = Tensor::zeros(DType::f32, {k, n});
+  for (int64_t i = 0; i < wt.numel(); ++i) wt.data<float>()[i] = 1e-3f * float(i % 17);
+  g.value(w).dtype = DType::f32;
+  g.value(w).shape = {k, n};
+  g.value(w).constant = wt;
+  g.value(w).typed = true;
+  int y = g.add_value("y");
+  Node nd;
+  nd.op = "MatMul";
+  nd.name = "probe_matmul";
+  nd.inputs = {x, w};
+  nd.outputs = {y};
+  g.nodes.push_back(nd);
+  g.outputs.push_back(y);
+  return g;
+}
+
+// The library GEMM's rate at each precision the CPU backend accepts (fp32, and bf16 where the CPU
+// has avx512_bf16 or AMX): what `--precision` does to a GEMM, which the FMA loops cannot say (on
+// a CPU with AMX oneDNN's bf16 GEMMs use the tile unit, while the vdpbf16ps loop can run at half
+// the fp32 FMA rate). The precisions run in alternating rounds, so that a load on the machine
+// falls on both alike; each keeps its fastest run. Wall time: a GEMM call is what the kernels pay.
+std::map<std::string, double> library_gemm_gflops(int threads, double q) {
+  const int64_t m = 256, k = 1024, n = 1024;
+  const double flops = 2.0 * double(m) * double(k) * double(n);
+  Graph g = gemm_graph(m, k, n);
+  std::map<std::string, Tensor> in{{"x", Tensor::zeros(DType::f32, {m, k})}};
+  for (int64_t i = 0; i < m * k; ++i) in.at("x").data<float>()[i] = 1e-2f * float(i % 13);
+  std::vector<std::pair<std::string, std::unique_ptr<Session>>> sessions;
+  for (const char* prec : {"fp32", "bf16"}) {
+    SessionOptions so;
+    so.backend = "cpu";
+    so.threads = threads;
+    so.precision = prec;
+    try {
+      sessions.emplace_back(prec, std::make_unique<Session>(g, so));
+    } catch (const Error&) {
+      // Refused on this CPU (no bf16 path): not a unit `--precision` can move a GEMM to.
+    }
+  }
+  std::map<std::string, double> best;
+  for (auto& [prec, s] : sessions) s->run(in);  // warm: packed weights, first-touch buffers
+  const int per_round = q < 1 ? 2 : 8;
+  for (int round = 0; round < 5; ++round)
+    for (auto& [prec, s] : sessions) {
+      auto t0 = Clock::now();
+      for (int r = 0; r < per_round; ++r) s->run(in);
+      best[prec] = std::max(best[prec], flops * per_round / seconds_since(t0) / 1e9);
+    }
+  return best;
+}
+
 // Size of the last-level cache that cpu0 shares, in bytes (0: unknown): the highest level
 // listed under /sys/devices/system/cpu/cpu0/cache (sizes read like "32768K"), else sysconf. The
 // sysfs figure comes first because glibc can report the whole package's L3 (all chiplets).
@@ -200,7 +265,7 @@ Ceilings probe_cpu(bool progress_on, bool quick) {
   c.threads = kern::max_threads();
   auto t_start = Clock::now();
   LoadMeter load;
-  Progress step{progress_on, 0, 7};
+  Progress step{progress_on, 0, 8};
 
   // 1. Memory bandwidth: buffers well beyond the last-level cache, pages placed by first touch.
   {
@@ -255,6 +320,11 @@ Ceilings probe_cpu(bool progress_on, bool quick) {
   c.peak_gflops["fp64"] = best_rate(kern::fma_f64, 1 << 12, 0.12 * q, 3) / 1e9;
   if (kern::dot_bf16(1) > 0)
     c.peak_gflops["bf16"] = best_rate(kern::dot_bf16, 1 << 12, 0.12 * q, 3) / 1e9;
+
+  // 2b. The library GEMM per precision the backend accepts.
+  step("library GEMM: oneDNN 256x1024x1024 matmul at fp32 and at each --precision this CPU "
+       "takes");
+  c.library_gflops = library_gemm_gflops(c.threads, q);
 
   // 3. Special functions, vectorized (SLEEF) and scalar libm, on in-cache data.
   step(fmt::format("special functions: {} (SLEEF {}) and scalar libm",

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "brrr/doctor.hpp"
+#include "plan/target.hpp"
 #include "brrr/error.hpp"
 
 using namespace brrr;
@@ -207,4 +208,11 @@ TEST(DoctorCacheRoof, CpuProbeMeasuresTheLastLevelCache) {
   Ceilings d = ceilings_from_json(ceilings_to_json(c));
   EXPECT_DOUBLE_EQ(d.cache_bytes, c.cache_bytes);
   EXPECT_NE(render_ceilings(c).find("LLC bandwidth"), std::string::npos);
+  // The library GEMM is measured at fp32 and at each --precision this host's CPU backend takes,
+  // and at nothing it refuses (issue 19: `--precision bf16` is priced at what oneDNN does).
+  EXPECT_GT(c.library_gflops.count("fp32") ? c.library_gflops.at("fp32") : 0.0, 0);
+  const bool bf16 = brrr::plan::cpu_precision_refusal("bf16").empty();
+  EXPECT_EQ(c.library_gflops.count("bf16"), bf16 ? 1u : 0u);
+  EXPECT_EQ(d.library_gflops, c.library_gflops);
+  EXPECT_NE(render_ceilings(c).find("library GEMM fp32"), std::string::npos);
 }
