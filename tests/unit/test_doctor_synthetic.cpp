@@ -627,3 +627,28 @@ TEST(DoctorRemedies, AcceptedPrecisionWithoutAMeasuredRateIsNamed) {
   EXPECT_FALSE(u.applicable);
   EXPECT_EQ(u.action, "none: the probe measured no rate for --precision bf16");
 }
+
+// A small library GEMM far from both roofs is memory-bound by its floors, so its floors cannot
+// move; where the probe measured the library GEMM at both precisions, its work scales by their
+// ratio instead, down to its memory floor and no further.
+TEST(DoctorRemedies, CpuLibraryGemmScalesByTheMeasuredRateRatioDownToItsMemoryFloor) {
+  Ceilings c = fixed_ceilings();
+  c.library_gflops = {{"fp32", 200}, {"bf16", 800}};
+  RunProfile p;
+  p.backend = "cpu";
+  // 2e6 FLOPs (0.002 ms at 1000 GFLOP/s), 4e6 bytes (0.04 ms at 100 GB/s), measured 0.5 ms.
+  auto gemm = kernel("small_gemm", OpClass::contraction, 2e6, 4e6, 0.5, "library");
+  gemm.ops = {"MatMul"};
+  p.kernels = {gemm};
+  p.wall_ms = 0.5;
+  Report r = diagnose(p, c, {.precisions = {"bf16"}});
+  ASSERT_EQ(r.kernels[0].regime, Regime::memory);
+  const double fixed = r.kernels[0].overhead_ms, work = 0.5 - fixed;
+  EXPECT_NEAR(find(r.remedies, "faster_units").gain_ms, work * 0.75, 1e-9);
+  // Near its memory floor already: it cannot go below it.
+  p.kernels[0].time_ms = 0.05;
+  p.wall_ms = 0.05;
+  Report near = diagnose(p, c, {.precisions = {"bf16"}});
+  const double w2 = 0.05 - near.kernels[0].overhead_ms;
+  EXPECT_NEAR(find(near.remedies, "faster_units").gain_ms, w2 - 0.04, 1e-9);
+}
