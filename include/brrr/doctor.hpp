@@ -20,6 +20,14 @@ namespace brrr::doctor {
 
 // ---- Ceilings (probe) ----------------------------------------------------------------------
 
+// One cache level below DRAM as the probe measured it: what brrr's threads can hold in it
+// together (a private level counts once per thread) and the copy bandwidth within it.
+struct CacheLevel {
+  std::string name;  // "l2", "llc" (CPU), "l2" (GPU)
+  double bytes = 0, gbs = 0;
+  bool operator==(const CacheLevel&) const = default;
+};
+
 struct Ceilings {
   std::string backend = "cpu";
   std::string host;
@@ -33,6 +41,9 @@ struct Ceilings {
   // before these fields, or a probe that could not size the cache); kernels then face DRAM.
   double cache_bandwidth_gbs = 0;
   double cache_bytes = 0;
+  // Every cache level the CPU probe measured, smallest first (the last is the one above). Empty:
+  // caches written before this field, and the GPU, which has the one level above.
+  std::vector<CacheLevel> cache_levels;
   std::map<std::string, double> peak_gflops;          // per precision: "fp32", "fp64", "bf16"
   // The library GEMM (CPU: oneDNN) at fp32 and at each --precision the backend accepts, GFLOP/s:
   // what `--precision` does to a GEMM. Empty: not measured (GPU, or caches before this field).
@@ -65,6 +76,9 @@ struct Ceilings {
   double peak_flops_per_s(const std::string& precision = "fp32") const;
   // The cache roof's name in reports: "l2" on a GPU, "llc" on a CPU.
   std::string cache_roof_name() const { return backend == "cuda" ? "l2" : "llc"; }
+  // The cache roofs a kernel can be judged against, smallest level first: cache_levels, else
+  // the one level of cache_bytes / cache_bandwidth_gbs, else none.
+  std::vector<CacheLevel> cache_roofs() const;
 };
 
 // What makes these ceilings suspect, one line each (empty: nothing known): a 16-bit peak below

@@ -2,6 +2,7 @@
 // its kernel long enough to be timed (calibrated), takes the best of a few runs, and says what it
 // is doing on stderr. The whole probe stays under ~20 s.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <cstdio>
+#include <sstream>
 
 #include "brrr/doctor.hpp"
 #include "brrr/error.hpp"
@@ -209,28 +212,47 @@ std::map<std::string, double> library_gemm_gflops(int threads, double q) {
   return best;
 }
 
-// Size of the last-level cache that cpu0 shares, in bytes (0: unknown): the highest level
-// listed under /sys/devices/system/cpu/cpu0/cache (sizes read like "32768K"), else sysconf. The
-// sysfs figure comes first because glibc can report the whole package's L3 (all chiplets).
-size_t last_level_cache_bytes() {
-  int best_level = 0;
-  size_t best = 0;
+// The data and unified caches of cpu0 from level 2 up, as sysfs lists them (sizes read like
+// "2048K"), each with what `threads` threads hold in it together: a level shared by k CPUs
+// counts once per k threads. The last is named "llc"; a level that holds no more than the one
+// below it is left out. Without sysfs: sysconf's L3 alone (glibc may report the whole package).
+std::vector<CacheLevel> cache_levels(int threads) {
+  std::vector<CacheLevel> out;
   for (int i = 0; i < 16; ++i) {
     std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", i);
-    std::ifstream lf(dir + "level"), sf(dir + "size"), tf(dir + "type");
+    std::ifstream lf(dir + "level"), sf(dir + "size"), tf(dir + "type"), cf(dir + "shared_cpu_list");
     int level = 0;
-    std::string size, type;
+    std::string size, type, shared;
     if (!(lf >> level) || !(sf >> size)) break;
     tf >> type;
-    if (type == "Instruction") continue;
+    if (type == "Instruction" || level < 2) continue;
     char* end = nullptr;
     double v = std::strtod(size.c_str(), &end);
     double mul = *end == 'K' ? 1024.0 : *end == 'M' ? 1048576.0 : *end == 'G' ? 1073741824.0 : 1.0;
-    if (v > 0 && level >= best_level) best_level = level, best = size_t(v * mul);
+    // "0-1,4-5": count the CPUs.
+    cf >> shared;
+    int sharing = 0;
+    for (std::stringstream ss(shared); ss.good();) {
+      std::string part;
+      std::getline(ss, part, ',');
+      int lo = 0, hi = 0;
+      if (std::sscanf(part.c_str(), "%d-%d", &lo, &hi) == 2) sharing += hi - lo + 1;
+      else if (!part.empty()) sharing++;
+    }
+    const int copies = std::max(1, threads / std::max(1, sharing));
+    if (v > 0) out.push_back({fmt::format("l{}", level), v * mul * copies, 0});
   }
-  if (best > 0) return best;
-  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return l3 > 0 ? size_t(l3) : 0;
+  if (out.empty()) {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 > 0) out.push_back({"llc", double(l3), 0});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const CacheLevel& a, const CacheLevel& b) { return a.bytes < b.bytes; });
+  std::vector<CacheLevel> kept;
+  for (const auto& l : out)
+    if (kept.empty() || l.bytes > kept.back().bytes) kept.push_back(l);
+  if (!kept.empty()) kept.back().name = "llc";
+  return kept;
 }
 
 struct FreeDeleter {
@@ -294,24 +316,36 @@ Ceilings probe_cpu(bool progress_on, bool quick) {
     c.memcpy_gbs = best_memcpy / 1e9;
   }
 
-  // 1b. Last-level cache bandwidth: source + destination fill half the LLC, so both stay
-  // resident while every thread copies its chunk back and forth many times. On chips whose
-  // private L2s add up to more than that, this measures those caches: the roof is what data of
-  // that size reaches on this machine, which is what a cache-fitting kernel is judged against.
-  if (size_t llc = last_level_cache_bytes(); llc >= (size_t(64) << 10)) {
-    size_t bytes = (llc / 4) & ~size_t(4095);
-    step(fmt::format("cache bandwidth: parallel copy within {} MiB of last-level cache, repeated",
-                     double(llc) / 1048576));
-    std::unique_ptr<void, FreeDeleter> a(std::aligned_alloc(4096, bytes));
-    std::unique_ptr<void, FreeDeleter> b(std::aligned_alloc(4096, bytes));
-    BRRR_CHECK(a && b, "probe: cannot allocate {} KiB for the cache test", bytes >> 10);
-    kern::parallel_fill(a.get(), bytes);
-    kern::parallel_fill(b.get(), bytes);
-    auto copy = [&](int64_t passes) { return kern::cache_copy(a.get(), b.get(), bytes, passes); };
-    c.cache_bandwidth_gbs = best_rate(copy, 4, 0.05 * q, 3) / 1e9;
-    c.cache_bytes = double(llc);
-  } else {
-    step("cache bandwidth: the last-level cache size is unknown; kernels face DRAM only");
+  // 1b. Cache bandwidth, per level below DRAM: source + destination fill half of what the
+  // threads can hold in that level, so both stay resident while every thread copies its chunk
+  // back and forth many times. A level private to each CPU holds one chunk per thread. Each level
+  // is the roof for kernels whose bytes fit it and not a smaller one: judging a 300 kB GEMM by a
+  // 480 MiB LLC that a VM reports for its whole host (measured at DRAM speed) priced its floor
+  // at DRAM's rate, though its data sat in the 2 MiB L2.
+  {
+    const auto levels = cache_levels(c.threads);
+    std::vector<std::string> within;
+    for (const auto& l : levels) within.push_back(fmt::format("{:.1f} MiB of {}", l.bytes / 1048576, l.name));
+    step(levels.empty() ? std::string("cache bandwidth: the cache sizes are unknown; kernels face "
+                                      "DRAM only")
+                        : fmt::format("cache bandwidth: parallel copy within {}, repeated",
+                                      fmt::join(within, ", ")));
+    for (CacheLevel l : levels) {
+      size_t bytes = (size_t(l.bytes) / 4) & ~size_t(4095);
+      if (bytes < 4096) continue;
+      std::unique_ptr<void, FreeDeleter> a(std::aligned_alloc(4096, bytes));
+      std::unique_ptr<void, FreeDeleter> b(std::aligned_alloc(4096, bytes));
+      BRRR_CHECK(a && b, "probe: cannot allocate {} KiB for the cache test", bytes >> 10);
+      kern::parallel_fill(a.get(), bytes);
+      kern::parallel_fill(b.get(), bytes);
+      auto copy = [&](int64_t passes) { return kern::cache_copy(a.get(), b.get(), bytes, passes); };
+      l.gbs = best_rate(copy, 4, 0.05 * q, 3) / 1e9;
+      c.cache_levels.push_back(l);
+    }
+    if (!c.cache_levels.empty()) {
+      c.cache_bandwidth_gbs = c.cache_levels.back().gbs;
+      c.cache_bytes = c.cache_levels.back().bytes;
+    }
   }
 
   // 2. Peak FLOP/s per precision.
