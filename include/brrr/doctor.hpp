@@ -258,6 +258,10 @@ struct RemedyCheck {
   // predictions keep them, so where they changed (another layout or algorithm in the other plan)
   // the miss is theirs.
   double library_before_ms = 0, library_after_ms = 0;
+  // Where the time moved, measured: kernels of both plans grouped by the ONNX nodes they share,
+  // the groups whose steady time changed most first (at most 3), one line each, e.g.
+  // "k31_div, k32_erf, ... (7 kernels, 0.108 ms) -> k8_matmul_mul (0.041 ms)". A miss is read here.
+  std::vector<std::string> changes;
   // Why either profile cannot be trusted ("" when both can): a miss then proves nothing.
   std::string unreliable;
   double error() const { return measured_ms > 0 ? predicted_ms / measured_ms - 1 : 0; }

@@ -426,6 +426,13 @@ std::string compare_section(const Report& r) {
                        ms(k.measured_ms), 100 * k.error(), ms(k.predicted_steady_ms),
                        ms(k.measured_steady_ms), 100 * k.steady_error(), esc(k.unreliable));
     h += "</table>\n";
+    for (const auto& k : r.checks)
+      if (!k.changes.empty()) {
+        h += "<p class=\"remedy-changes\">" + esc(k.remedy) + ", measured changes by ONNX node "
+             "group:</p>\n<ul>\n";
+        for (const auto& c : k.changes) h += "<li>" + esc(c) + "</li>\n";
+        h += "</ul>\n";
+      }
   }
   return h + "</section>\n";
 }
