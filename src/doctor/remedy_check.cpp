@@ -39,7 +39,7 @@ double steady_kernel_ms(const KernelRecord& k) {
 }
 
 std::string kernel_list(const std::vector<const KernelRecord*>& ks, double ms) {
-  if (ks.empty()) return "nothing (0.000 ms)";
+  if (ks.empty()) return "no kernel with these ONNX nodes (the plan renamed or removed them)";
   std::string names;
   const size_t shown = std::min<size_t>(ks.size(), 3);
   for (size_t i = 0; i < shown; ++i) names += (i ? ", " : "") + ks[i]->name;
