@@ -222,8 +222,10 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks,
         : floor_old > 0 ? work * floor_new / floor_old
                         : work;
     // On the CPU a moved kernel casts its float32 activations to bf16 first, a second oneDNN call
-    // with its own fixed cost (mlp_tiny's four tiny GEMMs ran 0.007 -> 0.009 ms at bf16).
-    const double cast_ms = cpu_convs ? k.overhead_ms : 0;
+    // with its own fixed cost (mlp_tiny's four tiny GEMMs ran 0.007 -> 0.009 ms at bf16); never
+    // more than the kernel takes whole (a probe whose fork/join ran on a loaded machine measured
+    // 1.3 ms, and priced squeezenet1_1's 33 casts at 43 ms).
+    const double cast_ms = cpu_convs ? std::min(k.overhead_ms, steady_time(k.rec)) : 0;
     const double g = work - work_new - cast_ms;
     if (g < 0) slower_ms -= g, n_slower++;
     u.gain_ms += g, u.moved_ms += k.rec.time_ms, u.moved++;

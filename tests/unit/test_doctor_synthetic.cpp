@@ -654,3 +654,22 @@ TEST(DoctorRemedies, CpuLibraryGemmScalesByTheMeasuredRateRatioDownToItsMemoryFl
   EXPECT_NEAR(find(near.remedies, "faster_units").gain_ms, w2 - 0.04 - near.kernels[0].overhead_ms,
               1e-9);
 }
+
+// The cast before a bf16 library call costs one fixed per-kernel cost, but never more than the
+// kernel takes whole: a fixed cost measured on a loaded machine (1.3 ms per fork/join) must not
+// turn --precision into a loss of milliseconds per kernel.
+TEST(DoctorRemedies, CpuCastCostIsBoundedByTheKernel) {
+  Ceilings c = fixed_ceilings();
+  c.fork_join_us = 1300;  // a probe disturbed by load
+  c.library_gflops = {{"fp32", 800}, {"bf16", 3200}};
+  RunProfile p;
+  p.backend = "cpu";
+  auto gemm = kernel("gemm", OpClass::contraction, 2e6, 4e4, 0.05, "library");
+  gemm.ops = {"MatMul"};
+  p.kernels = {gemm};
+  p.wall_ms = 0.05;
+  Report r = diagnose(p, c, {.precisions = {"bf16"}});
+  ASSERT_GT(r.kernels[0].overhead_ms, 0.05);
+  // All of it is fixed cost, so no work moves; the cast adds at most the kernel's 0.05 ms.
+  EXPECT_NEAR(find(r.remedies, "faster_units").gain_ms, -0.05, 1e-9);
+}
