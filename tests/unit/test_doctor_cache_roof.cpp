@@ -259,4 +259,16 @@ TEST(DoctorCacheRoof, KernelFacesTheSmallestLevelItFits) {
   ASSERT_EQ(back.cache_roofs().size(), 1u);
   EXPECT_EQ(back.cache_roofs()[0].name, "llc");
   EXPECT_EQ(analyze_kernel(kernel("Add", 1e3, 1e6, 0.01), back).roof, "llc");
+  // The HTML roofline draws each level faster than DRAM, and not one slower.
+  RunProfile p;
+  p.backend = "cpu";
+  p.wall_ms = 0.01;
+  p.kernels = {kernel("Add", 1e3, 1e6, 0.01)};
+  c.cache_levels[1].gbs = 1000;
+  std::string html = render_html(diagnose(p, c));
+  EXPECT_NE(html.find("2000.0 GB/s l2 (measured; kernels within 4 MiB)"), std::string::npos);
+  EXPECT_NE(html.find("1000.0 GB/s llc (measured; kernels within 32 MiB)"), std::string::npos);
+  c.cache_levels[1].gbs = 50;
+  html = render_html(diagnose(p, c));
+  EXPECT_EQ(html.find("GB/s llc (measured"), std::string::npos);
 }
