@@ -20,6 +20,14 @@ namespace brrr::doctor {
 
 // ---- Ceilings (probe) ----------------------------------------------------------------------
 
+// One cache level below DRAM as the probe measured it: what brrr's threads can hold in it
+// together (a private level counts once per thread) and the copy bandwidth within it.
+struct CacheLevel {
+  std::string name;  // "l2", "llc" (CPU), "l2" (GPU)
+  double bytes = 0, gbs = 0;
+  bool operator==(const CacheLevel&) const = default;
+};
+
 struct Ceilings {
   std::string backend = "cpu";
   std::string host;
@@ -33,7 +41,13 @@ struct Ceilings {
   // before these fields, or a probe that could not size the cache); kernels then face DRAM.
   double cache_bandwidth_gbs = 0;
   double cache_bytes = 0;
+  // Every cache level the CPU probe measured, smallest first (the last is the one above). Empty:
+  // caches written before this field, and the GPU, which has the one level above.
+  std::vector<CacheLevel> cache_levels;
   std::map<std::string, double> peak_gflops;          // per precision: "fp32", "fp64", "bf16"
+  // The library GEMM (CPU: oneDNN) at fp32 and at each --precision the backend accepts, GFLOP/s:
+  // what `--precision` does to a GEMM. Empty: not measured (GPU, or caches before this field).
+  std::map<std::string, double> library_gflops;
   std::map<std::string, double> special_gops;         // vectorized (SLEEF), G evaluations/s
   std::map<std::string, double> special_scalar_gops;  // scalar libm, for comparison
   double dispatch_us = 0;                             // reference executor, per op, on a tiny op
@@ -62,6 +76,9 @@ struct Ceilings {
   double peak_flops_per_s(const std::string& precision = "fp32") const;
   // The cache roof's name in reports: "l2" on a GPU, "llc" on a CPU.
   std::string cache_roof_name() const { return backend == "cuda" ? "l2" : "llc"; }
+  // The cache roofs a kernel can be judged against, smallest level first: cache_levels, else
+  // the one level of cache_bytes / cache_bandwidth_gbs, else none.
+  std::vector<CacheLevel> cache_roofs() const;
 };
 
 // What makes these ceilings suspect, one line each (empty: nothing known): a 16-bit peak below
@@ -241,6 +258,10 @@ struct RemedyCheck {
   // predictions keep them, so where they changed (another layout or algorithm in the other plan)
   // the miss is theirs.
   double library_before_ms = 0, library_after_ms = 0;
+  // Where the time moved, measured: kernels of both plans grouped by the ONNX nodes they share,
+  // the groups whose steady time changed most first (at most 3), one line each, e.g.
+  // "k31_div, k32_erf, ... (7 kernels, 0.108 ms) -> k8_matmul_mul (0.041 ms)". A miss is read here.
+  std::vector<std::string> changes;
   // Why either profile cannot be trusted ("" when both can): a miss then proves nothing.
   std::string unreliable;
   double error() const { return measured_ms > 0 ? predicted_ms / measured_ms - 1 : 0; }

@@ -28,6 +28,13 @@ double Ceilings::per_kernel_overhead_us(const std::string& kind, bool graph_node
   return kernel_call_us + fork_join_us;
 }
 
+std::vector<CacheLevel> Ceilings::cache_roofs() const {
+  if (!cache_levels.empty()) return cache_levels;
+  if (cache_bandwidth_gbs > 0 && cache_bytes > 0)
+    return {CacheLevel{cache_roof_name(), cache_bytes, cache_bandwidth_gbs}};
+  return {};
+}
+
 double Ceilings::special_per_s(const std::string& fn) const {
   auto it = special_gops.find(fn);
   if (it != special_gops.end() && it->second > 0) return it->second * 1e9;
@@ -60,8 +67,14 @@ void validate_ceilings(const Ceilings& c) {
   check_range("memcpy_gbs", c.memcpy_gbs, 0, 1e8);
   check_range("cache_bandwidth_gbs", c.cache_bandwidth_gbs, 0, 1e8);
   check_range("cache_bytes", c.cache_bytes, 0, 1e15);
+  for (const auto& l : c.cache_levels) {
+    BRRR_CHECK(!l.name.empty() && l.name.size() <= 16, "ceilings: a cache level has no short name");
+    check_range("cache_levels." + l.name + ".bytes", l.bytes, 1, 1e15);
+    check_range("cache_levels." + l.name + ".gbs", l.gbs, 1e-3, 1e8);
+  }
   BRRR_CHECK(!c.peak_gflops.empty(), "ceilings: no peak_gflops");
   for (const auto& [k, v] : c.peak_gflops) check_range("peak_gflops." + k, v, 1e-3, 1e9);
+  for (const auto& [k, v] : c.library_gflops) check_range("library_gflops." + k, v, 1e-3, 1e9);
   for (const auto& [k, v] : c.special_gops) check_range("special_gops." + k, v, 1e-6, 1e9);
   for (const auto& [k, v] : c.special_scalar_gops)
     check_range("special_scalar_gops." + k, v, 0, 1e9);
@@ -78,12 +91,17 @@ void validate_ceilings(const Ceilings& c) {
 }
 
 // How the probe measures: 2 times the CPU's FMA peaks in thread CPU time (probe_kernels.cpp,
-// CpuSpanTimer). A cached file from an older method is measured again.
-constexpr int kProbeMethod = 2;
+// CpuSpanTimer); 3 adds the CPU's library GEMM per precision (library_gflops). A cached file
+// from an older method is measured again.
+constexpr int kProbeMethod = 3;
+constexpr int kProbeMethodCuda = 2;  // the GPU probe has not changed since method 2
 
 }  // namespace
 
 json ceilings_to_json(const Ceilings& c) {
+  json levels = json::array();
+  for (const auto& l : c.cache_levels)
+    levels.push_back(json{{"name", l.name}, {"bytes", l.bytes}, {"gbs", l.gbs}});
   return json{{"probe_method", kProbeMethod},
               {"backend", c.backend},
               {"host", c.host},
@@ -94,7 +112,9 @@ json ceilings_to_json(const Ceilings& c) {
               {"memcpy_gbs", c.memcpy_gbs},
               {"cache_bandwidth_gbs", c.cache_bandwidth_gbs},
               {"cache_bytes", c.cache_bytes},
+              {"cache_levels", levels},
               {"peak_gflops", c.peak_gflops},
+              {"library_gflops", c.library_gflops},
               {"special_gops", c.special_gops},
               {"special_scalar_gops", c.special_scalar_gops},
               {"dispatch_us", c.dispatch_us},
@@ -121,7 +141,12 @@ Ceilings ceilings_from_json(const json& j) {
     c.memcpy_gbs = j.value("memcpy_gbs", 0.0);
     c.cache_bandwidth_gbs = j.value("cache_bandwidth_gbs", 0.0);
     c.cache_bytes = j.value("cache_bytes", 0.0);
+    if (j.contains("cache_levels"))
+      for (const auto& l : j.at("cache_levels"))
+        c.cache_levels.push_back(CacheLevel{l.at("name").get<std::string>(),
+                                            l.at("bytes").get<double>(), l.at("gbs").get<double>()});
     c.peak_gflops = j.at("peak_gflops").get<std::map<std::string, double>>();
+    c.library_gflops = j.value("library_gflops", std::map<std::string, double>{});
     c.special_gops = j.value("special_gops", std::map<std::string, double>{});
     c.special_scalar_gops = j.value("special_scalar_gops", std::map<std::string, double>{});
     c.dispatch_us = j.value("dispatch_us", 0.0);
@@ -163,9 +188,10 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
       json j = json::parse(text);
       Ceilings c = ceilings_from_json(j);
       BRRR_CHECK(c.backend == backend, "it holds '{}' ceilings", c.backend);
-      BRRR_CHECK(j.is_object() && j.value("probe_method", 1) >= kProbeMethod,
+      const int method = backend == "cuda" ? kProbeMethodCuda : kProbeMethod;
+      BRRR_CHECK(j.is_object() && j.value("probe_method", 1) >= method,
                  "it was measured by an older probe (method {}, now {})",
-                 j.is_object() ? j.value("probe_method", 1) : 1, kProbeMethod);
+                 j.is_object() ? j.value("probe_method", 1) : 1, method);
       // A probe that ran on a busy machine measured the contention, not the machine: measure
       // again, unless the machine is no quieter now (a probe now would measure the same load).
       double now = -1;
@@ -254,13 +280,18 @@ std::string render_ceilings(const Ceilings& c) {
   s += fmt::format("  {:<34} {:>9.1f} GB/s {:>14}   (copy/memcpy = {:.2f})\n",
                    "memory bandwidth (memcpy, 1 thread)", c.memcpy_gbs, "-",
                    c.memcpy_gbs > 0 ? c.bandwidth_gbs / c.memcpy_gbs : 0.0);
-  if (c.cache_bandwidth_gbs > 0)
+  for (const auto& l : c.cache_roofs())
     s += fmt::format("  {:<34} {:>9.1f} GB/s {:>14}\n",
-                     fmt::format("LLC bandwidth ({:.0f} MiB cache)", c.cache_bytes / 1048576),
-                     c.cache_bandwidth_gbs, "-");
+                     fmt::format("{} bandwidth ({:.0f} MiB, {} threads)",
+                                 l.name == "llc" ? "LLC" : l.name == "l2" ? "L2" : l.name,
+                                 l.bytes / 1048576, c.threads),
+                     l.gbs, "-");
   for (const auto& [prec, v] : c.peak_gflops)
     s += fmt::format("  {:<34} {:>6.1f} GFLOP/s {:>14}\n", "peak " + prec + " (FMA, all threads)",
                      v, est((prec + "_gflops").c_str()));
+  for (const auto& [prec, v] : c.library_gflops)
+    s += fmt::format("  {:<34} {:>6.1f} GFLOP/s {:>14}\n", "library GEMM " + prec + " (oneDNN)", v,
+                     "-");
   s += fmt::format("  special functions, G evaluations/s (vectorized SLEEF u10 | scalar libm):\n");
   for (const auto& [fn, v] : c.special_gops) {
     auto it = c.special_scalar_gops.find(fn);

@@ -2,6 +2,7 @@
 // its kernel long enough to be timed (calibrated), takes the best of a few runs, and says what it
 // is doing on stderr. The whole probe stays under ~20 s.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,9 +11,13 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <cstdio>
+#include <sstream>
 
 #include "brrr/doctor.hpp"
+#include "brrr/error.hpp"
 #include "brrr/reference.hpp"
+#include "brrr/session.hpp"
 #include "core/machine_load.hpp"
 #include "doctor/probe_kernels.hpp"
 #include "passes/pipeline.hpp"
@@ -144,28 +149,114 @@ Graph tiny_chain(int n) {
   return compile(std::move(g), plan::Target::reference(), {}).graph;
 }
 
-// Size of the last-level cache that cpu0 shares, in bytes (0: unknown): the highest level
-// listed under /sys/devices/system/cpu/cpu0/cache (sizes read like "32768K"), else sysconf. The
-// sysfs figure comes first because glibc can report the whole package's L3 (all chiplets).
-size_t last_level_cache_bytes() {
-  int best_level = 0;
-  size_t best = 0;
+// One MatMul x[m,k] . w[k,n] with a constant weight: as a Session runs it, a single library
+// GEMM (oneDNN on the CPU).
+Graph gemm_graph(int64_t m, int64_t k, int64_t n) {
+  Graph g;
+  g.name = "probe_gemm";
+  int x = g.add_value("x");
+  g.value(x).dtype = DType::f32;
+  g.value(x).shape = {m, k};
+  g.value(x).typed = true;
+  g.inputs.push_back(x);
+  int w = g.add_value("w");
+  Tensor wt = Tensor::zeros(DType::f32, {k, n});
+  for (int64_t i = 0; i < wt.numel(); ++i) wt.data<float>()[i] = 1e-3f * float(i % 17);
+  g.value(w).dtype = DType::f32;
+  g.value(w).shape = {k, n};
+  g.value(w).constant = wt;
+  g.value(w).typed = true;
+  int y = g.add_value("y");
+  Node nd;
+  nd.op = "MatMul";
+  nd.name = "probe_matmul";
+  nd.inputs = {x, w};
+  nd.outputs = {y};
+  g.nodes.push_back(nd);
+  g.outputs.push_back(y);
+  return g;
+}
+
+// The library GEMM's rate at each precision the CPU backend accepts (fp32, and bf16 where the CPU
+// has avx512_bf16 or AMX): what `--precision` does to a GEMM, which the FMA loops cannot say (on
+// a CPU with AMX oneDNN's bf16 GEMMs use the tile unit, while the vdpbf16ps loop can run at half
+// the fp32 FMA rate). The precisions run in alternating rounds, so that a load on the machine
+// falls on both alike; each keeps its fastest run. Wall time: a GEMM call is what the kernels pay.
+std::map<std::string, double> library_gemm_gflops(int threads, double q) {
+  const int64_t m = 256, k = 1024, n = 1024;
+  const double flops = 2.0 * double(m) * double(k) * double(n);
+  Graph g = gemm_graph(m, k, n);
+  std::map<std::string, Tensor> in{{"x", Tensor::zeros(DType::f32, {m, k})}};
+  for (int64_t i = 0; i < m * k; ++i) in.at("x").data<float>()[i] = 1e-2f * float(i % 13);
+  std::vector<std::pair<std::string, std::unique_ptr<Session>>> sessions;
+  for (const char* prec : {"fp32", "bf16"}) {
+    SessionOptions so;
+    so.backend = "cpu";
+    so.threads = threads;
+    so.precision = prec;
+    try {
+      sessions.emplace_back(prec, std::make_unique<Session>(g, so));
+    } catch (const Error&) {
+      // Refused on this CPU (no bf16 path): not a unit `--precision` can move a GEMM to.
+    }
+  }
+  std::map<std::string, double> best;
+  // A build without oneDNN runs the MatMul as generated code: no library GEMM to measure.
+  for (auto& [prec, s] : sessions) {
+    const RunProfile one = s->profile(in, 1);  // also warms: packed weights, first-touch buffers
+    if (one.kernels.size() != 1 || one.kernels[0].kind != "library") return best;
+  }
+  const int per_round = q < 1 ? 2 : 8;
+  for (int round = 0; round < 5; ++round)
+    for (auto& [prec, s] : sessions) {
+      auto t0 = Clock::now();
+      for (int r = 0; r < per_round; ++r) s->run(in);
+      best[prec] = std::max(best[prec], flops * per_round / seconds_since(t0) / 1e9);
+    }
+  return best;
+}
+
+// The data and unified caches of cpu0 from level 2 up, as sysfs lists them (sizes read like
+// "2048K"), each with what `threads` threads hold in it together: a level shared by k CPUs
+// counts once per k threads. The last is named "llc"; a level that holds no more than the one
+// below it is left out. Without sysfs: sysconf's L3 alone (glibc may report the whole package).
+std::vector<CacheLevel> cache_levels(int threads) {
+  std::vector<CacheLevel> out;
   for (int i = 0; i < 16; ++i) {
     std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", i);
-    std::ifstream lf(dir + "level"), sf(dir + "size"), tf(dir + "type");
+    std::ifstream lf(dir + "level"), sf(dir + "size"), tf(dir + "type"), cf(dir + "shared_cpu_list");
     int level = 0;
-    std::string size, type;
+    std::string size, type, shared;
     if (!(lf >> level) || !(sf >> size)) break;
     tf >> type;
-    if (type == "Instruction") continue;
+    if (type == "Instruction" || level < 2) continue;
     char* end = nullptr;
     double v = std::strtod(size.c_str(), &end);
     double mul = *end == 'K' ? 1024.0 : *end == 'M' ? 1048576.0 : *end == 'G' ? 1073741824.0 : 1.0;
-    if (v > 0 && level >= best_level) best_level = level, best = size_t(v * mul);
+    // "0-1,4-5": count the CPUs.
+    cf >> shared;
+    int sharing = 0;
+    for (std::stringstream ss(shared); ss.good();) {
+      std::string part;
+      std::getline(ss, part, ',');
+      int lo = 0, hi = 0;
+      if (std::sscanf(part.c_str(), "%d-%d", &lo, &hi) == 2) sharing += hi - lo + 1;
+      else if (!part.empty()) sharing++;
+    }
+    const int copies = std::max(1, threads / std::max(1, sharing));
+    if (v > 0) out.push_back({fmt::format("l{}", level), v * mul * copies, 0});
   }
-  if (best > 0) return best;
-  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return l3 > 0 ? size_t(l3) : 0;
+  if (out.empty()) {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 > 0) out.push_back({"llc", double(l3), 0});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const CacheLevel& a, const CacheLevel& b) { return a.bytes < b.bytes; });
+  std::vector<CacheLevel> kept;
+  for (const auto& l : out)
+    if (kept.empty() || l.bytes > kept.back().bytes) kept.push_back(l);
+  if (!kept.empty()) kept.back().name = "llc";
+  return kept;
 }
 
 struct FreeDeleter {
@@ -200,7 +291,7 @@ Ceilings probe_cpu(bool progress_on, bool quick) {
   c.threads = kern::max_threads();
   auto t_start = Clock::now();
   LoadMeter load;
-  Progress step{progress_on, 0, 7};
+  Progress step{progress_on, 0, 8};
 
   // 1. Memory bandwidth: buffers well beyond the last-level cache, pages placed by first touch.
   {
@@ -229,24 +320,36 @@ Ceilings probe_cpu(bool progress_on, bool quick) {
     c.memcpy_gbs = best_memcpy / 1e9;
   }
 
-  // 1b. Last-level cache bandwidth: source + destination fill half the LLC, so both stay
-  // resident while every thread copies its chunk back and forth many times. On chips whose
-  // private L2s add up to more than that, this measures those caches: the roof is what data of
-  // that size reaches on this machine, which is what a cache-fitting kernel is judged against.
-  if (size_t llc = last_level_cache_bytes(); llc >= (size_t(64) << 10)) {
-    size_t bytes = (llc / 4) & ~size_t(4095);
-    step(fmt::format("cache bandwidth: parallel copy within {} MiB of last-level cache, repeated",
-                     double(llc) / 1048576));
-    std::unique_ptr<void, FreeDeleter> a(std::aligned_alloc(4096, bytes));
-    std::unique_ptr<void, FreeDeleter> b(std::aligned_alloc(4096, bytes));
-    BRRR_CHECK(a && b, "probe: cannot allocate {} KiB for the cache test", bytes >> 10);
-    kern::parallel_fill(a.get(), bytes);
-    kern::parallel_fill(b.get(), bytes);
-    auto copy = [&](int64_t passes) { return kern::cache_copy(a.get(), b.get(), bytes, passes); };
-    c.cache_bandwidth_gbs = best_rate(copy, 4, 0.05 * q, 3) / 1e9;
-    c.cache_bytes = double(llc);
-  } else {
-    step("cache bandwidth: the last-level cache size is unknown; kernels face DRAM only");
+  // 1b. Cache bandwidth, per level below DRAM: source + destination fill half of what the
+  // threads can hold in that level, so both stay resident while every thread copies its chunk
+  // back and forth many times. A level private to each CPU holds one chunk per thread. Each level
+  // is the roof for kernels whose bytes fit it and not a smaller one: judging a 300 kB GEMM by a
+  // 480 MiB LLC that a VM reports for its whole host (measured at DRAM speed) priced its floor
+  // at DRAM's rate, though its data sat in the 2 MiB L2.
+  {
+    const auto levels = cache_levels(c.threads);
+    std::vector<std::string> within;
+    for (const auto& l : levels) within.push_back(fmt::format("{:.1f} MiB of {}", l.bytes / 1048576, l.name));
+    step(levels.empty() ? std::string("cache bandwidth: the cache sizes are unknown; kernels face "
+                                      "DRAM only")
+                        : fmt::format("cache bandwidth: parallel copy within {}, repeated",
+                                      fmt::join(within, ", ")));
+    for (CacheLevel l : levels) {
+      size_t bytes = (size_t(l.bytes) / 4) & ~size_t(4095);
+      if (bytes < 4096) continue;
+      std::unique_ptr<void, FreeDeleter> a(std::aligned_alloc(4096, bytes));
+      std::unique_ptr<void, FreeDeleter> b(std::aligned_alloc(4096, bytes));
+      BRRR_CHECK(a && b, "probe: cannot allocate {} KiB for the cache test", bytes >> 10);
+      kern::parallel_fill(a.get(), bytes);
+      kern::parallel_fill(b.get(), bytes);
+      auto copy = [&](int64_t passes) { return kern::cache_copy(a.get(), b.get(), bytes, passes); };
+      l.gbs = best_rate(copy, 4, 0.05 * q, 3) / 1e9;
+      c.cache_levels.push_back(l);
+    }
+    if (!c.cache_levels.empty()) {
+      c.cache_bandwidth_gbs = c.cache_levels.back().gbs;
+      c.cache_bytes = c.cache_levels.back().bytes;
+    }
   }
 
   // 2. Peak FLOP/s per precision.
@@ -255,6 +358,11 @@ Ceilings probe_cpu(bool progress_on, bool quick) {
   c.peak_gflops["fp64"] = best_rate(kern::fma_f64, 1 << 12, 0.12 * q, 3) / 1e9;
   if (kern::dot_bf16(1) > 0)
     c.peak_gflops["bf16"] = best_rate(kern::dot_bf16, 1 << 12, 0.12 * q, 3) / 1e9;
+
+  // 2b. The library GEMM per precision the backend accepts.
+  step("library GEMM: oneDNN 256x1024x1024 matmul at fp32 and at each --precision this CPU "
+       "takes");
+  c.library_gflops = library_gemm_gflops(c.threads, q);
 
   // 3. Special functions, vectorized (SLEEF) and scalar libm, on in-cache data.
   step(fmt::format("special functions: {} (SLEEF {}) and scalar libm",

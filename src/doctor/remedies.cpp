@@ -2,6 +2,7 @@
 // fusion (intermediate traffic removed / bandwidth), a static plan (per-kernel dispatch removed),
 // faster units (compute-bound work at the fastest measured ceiling).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <numeric>
@@ -159,6 +160,101 @@ std::string moved_to(const KernelRecord& k, const std::string& unit, const Ceili
   return "";
 }
 
+// A rate the probe measured for kernel `k` at unit `prec`, FLOP/s (0: not measured): the library
+// GEMM's own rate where the probe ran one at that precision, else the peak loop's.
+double unit_rate(const KernelRecord& k, const std::string& prec, const Ceilings& c,
+                 bool* library) {
+  const bool gemm = has_any(k, {"MatMul", "Gemm"});
+  auto lib = c.library_gflops.find(prec);
+  if (gemm && c.library_gflops.count("fp32") && lib != c.library_gflops.end()) {
+    *library = true;
+    return lib->second * 1e9;
+  }
+  *library = false;
+  auto pk = c.peak_gflops.find(prec);
+  return pk == c.peak_gflops.end() ? 0 : pk->second * 1e9;
+}
+
+// What `--precision unit` would do to this profile.
+struct UnitPrediction {
+  std::string unit;
+  bool measured = false;  // the probe measured a rate for every kernel it moves
+  double gain_ms = 0;     // net: kernels moved to a slower unit count against it
+  int moved = 0;
+  double moved_ms = 0;
+  std::vector<std::pair<double, const KernelAnalysis*>> gains;  // largest first
+  std::string rates, slower, generated_note;
+};
+
+UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks,
+                            const Ceilings& c, const std::string& unit, bool cpu_convs) {
+  UnitPrediction u;
+  u.unit = unit;
+  u.measured = true;
+  bool any_library = false, any_peak = false;
+  int n_slower = 0, n_gen = 0;
+  double slower_ms = 0, gen_ms = 0;
+  for (const auto& k : ks) {
+    const std::string to = moved_to(k.rec, unit, c, cpu_convs);
+    if (to.empty()) {
+      if (k.regime == Regime::compute) gen_ms += k.rec.time_ms, n_gen++;
+      continue;
+    }
+    bool lib_old = false, lib_new = false;
+    const double old_rate = unit_rate(k.rec, "fp32", c, &lib_old);
+    const double new_rate = unit_rate(k.rec, to, c, &lib_new);
+    if (old_rate <= 0 || new_rate <= 0 || lib_old != lib_new) {
+      u.measured = false;
+      continue;
+    }
+    (lib_new ? any_library : any_peak) = true;
+    double special_ms = 0;
+    for (const auto& [fn, n] : k.rec.cost.special) special_ms += n / c.special_per_s(fn) * 1e3;
+    const double floor_old = std::max(k.memory_floor_ms, k.rec.cost.flops / old_rate * 1e3 + special_ms);
+    const double floor_new = std::max(k.memory_floor_ms, k.rec.cost.flops / new_rate * 1e3 + special_ms);
+    const double work = std::max(0.0, steady_time(k.rec) - k.overhead_ms);
+    // A library GEMM measured at both precisions: its work scales by the library's own rate
+    // ratio, never below its memory floor. Its floors cannot say it: a small GEMM far from both
+    // roofs (bert_tiny's 32x128x384) is "memory-bound" by its floors, yet oneDNN's bf16 GEMM
+    // (AMX) ran bert_tiny's twelve GEMMs 0.224 -> 0.080 ms here. Other kernels: the floors.
+    const double work_new =
+        lib_new ? std::max(std::min(work, k.memory_floor_ms), work * old_rate / new_rate)
+        : floor_old > 0 ? work * floor_new / floor_old
+                        : work;
+    // On the CPU a moved kernel casts its float32 activations to bf16 first, a second oneDNN call
+    // with its own fixed cost (mlp_tiny's four tiny GEMMs ran 0.007 -> 0.009 ms at bf16); never
+    // more than the kernel takes whole (a probe whose fork/join ran on a loaded machine measured
+    // 1.3 ms, and priced squeezenet1_1's 33 casts at 43 ms).
+    const double cast_ms = cpu_convs ? std::min(k.overhead_ms, steady_time(k.rec)) : 0;
+    const double g = work - work_new - cast_ms;
+    if (g < 0) slower_ms -= g, n_slower++;
+    u.gain_ms += g, u.moved_ms += k.rec.time_ms, u.moved++;
+    u.gains.push_back({g, &k});
+  }
+  std::stable_sort(u.gains.begin(), u.gains.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  auto lib = [&](const std::string& prec) { return c.library_gflops.at(prec); };
+  if (any_library)
+    u.rates = fmt::format("the library GEMM rate measured at {} ({:.1f} GFLOP/s against {:.1f} at "
+                          "fp32)",
+                          unit, lib(unit), lib("fp32"));
+  if (any_peak && c.peak_gflops.count(unit))
+    u.rates += fmt::format("{}the {} peak loop ({:.1f} GFLOP/s against {:.1f} fp32){}",
+                           any_library ? " and " : "", unit, c.peak_gflops.at(unit),
+                           c.peak_flops_per_s("fp32") / 1e9,
+                           any_library ? " for the others" : "");
+  if (u.rates.empty()) u.rates = "the " + unit + " ceiling";
+  if (n_slower > 0)
+    u.slower = fmt::format("; {} of them run{} slower there (+{:.3f} ms)", n_slower,
+                           n_slower == 1 ? "s" : "", slower_ms);
+  if (n_gen > 0)
+    u.generated_note = fmt::format("; {} compute-bound kernel{} that {} not library GEMMs or convs "
+                                   "({:.3f} ms) compute{} in fp32 whatever --precision says",
+                                   n_gen, n_gen == 1 ? "" : "s", n_gen == 1 ? "is" : "are", gen_ms,
+                                   n_gen == 1 ? "s" : "");
+  return u;
+}
+
 }  // namespace
 
 
@@ -172,9 +268,10 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
   // Faster units move the roof itself, so only they may go below the fp32 floors.
   // `lowers_floor_ms`: how much the remedy lowers the roofline itself (fusion removes bytes).
   auto add = [&](std::string name, double gain, std::string detail, double lowers_floor_ms = 0) {
-    gain = std::clamp(gain, 0.0,
-                      name == "faster_units" ? a.wall_ms
-                                             : std::min(a.wall_ms, headroom + lowers_floor_ms));
+    // Faster units may predict a loss (units slower than fp32 for some kernels): not clamped at 0.
+    gain = name == "faster_units"
+               ? std::min(gain, a.wall_ms)
+               : std::clamp(gain, 0.0, std::min(a.wall_ms, headroom + lowers_floor_ms));
     Remedy r;
     r.name = std::move(name);
     r.detail = std::move(detail);
@@ -283,78 +380,60 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
     r->applicable = true;
   }
 
-  // Faster units: what `--precision` changes, where the backend's validation accepts it. It
-  // moves only library GEMMs (the generated kernels compute in fp32 whatever the flag says), and
-  // a GEMM keeps its fixed per-kernel cost and its share of the roof: its work time scales by how
-  // much its floor drops, so a memory-bound GEMM gains nothing.
-  std::string unit;
-  for (const auto& prec : opts.precisions)
-    if (c.peak_gflops.count(prec) && c.peak_gflops.at(prec) > c.peak_gflops.at("fp32") &&
-        (unit.empty() || c.peak_gflops.at(prec) > c.peak_gflops.at(unit)))
-      unit = prec;
+  // Faster units: what `--precision` changes, for each precision the backend's validation
+  // accepts; the one predicted to save most is offered. It moves only library GEMMs and convs
+  // (the generated kernels compute in fp32 whatever the flag says). A moved kernel keeps its fixed
+  // per-kernel cost and its share of the roof: its work time scales by how much its floor moves,
+  // at the rates the probe measured for that unit (the library GEMM itself where the probe ran
+  // it, else the peak loops). The floor can rise (a CPU's bf16 dot loop slower than its fp32 FMA
+  // loop): then that kernel's gain is negative, and the prediction says so.
   double cb_ms = 0;
-  int n_cb = 0, n_gen = 0;
-  double gen_ms = 0;
-  for (const auto& k : ks) {
-    if (k.regime != Regime::compute) continue;
-    cb_ms += k.rec.time_ms, n_cb++;
-    if (!unit.empty() && moved_to(k.rec, unit, c, cpu_convs).empty())
-      gen_ms += k.rec.time_ms, n_gen++;
+  int n_cb = 0;
+  for (const auto& k : ks)
+    if (k.regime == Regime::compute) cb_ms += k.rec.time_ms, n_cb++;
+  std::vector<UnitPrediction> units;
+  for (const auto& prec : opts.precisions) {
+    UnitPrediction u = predict_unit(ks, c, prec, cpu_convs);
+    if (u.measured) units.push_back(std::move(u));
   }
-  const std::string generated_note =
-      n_gen > 0 ? fmt::format("; {} compute-bound kernel{} that {} not library GEMMs or convs "
-                              "({:.3f} ms) compute{} in fp32 whatever --precision says",
-                              n_gen, n_gen == 1 ? "" : "s", n_gen == 1 ? "is" : "are", gen_ms,
-                              n_gen == 1 ? "s" : "")
-                : std::string();
-  if (n_cb == 0) {
+  const UnitPrediction* best = nullptr;
+  for (const auto& u : units)
+    if (!best || u.gain_ms > best->gain_ms) best = &u;
+  const std::string backend_name = p.backend.empty() ? c.backend : p.backend;
+  if (!best) {
     Remedy* r = add("faster_units", 0,
-                    fmt::format("no compute-bound kernels: faster units cannot help (compute is "
-                                "{:.0f}% of the time)",
-                                100 * a.share(Regime::compute)));
-    r->action = "none: no compute-bound kernels";
-  } else if (unit.empty()) {
-    Remedy* r = add(
-        "faster_units", 0,
-        fmt::format("{} compute-bound kernel{} take{} {:.3f} ms; no faster unit to move them to "
-                    "on this backend",
-                    n_cb, n_cb == 1 ? "" : "s", n_cb == 1 ? "s" : "", cb_ms));
-    r->action = "not on the " + (p.backend.empty() ? c.backend : p.backend) + " backend: " +
-                (opts.precision_refusal.empty() ? "no --precision faster than fp32 was measured"
-                                                : opts.precision_refusal);
+                    n_cb == 0 ? fmt::format("no compute-bound kernels: faster units cannot help "
+                                            "(compute is {:.0f}% of the time)",
+                                            100 * a.share(Regime::compute))
+                              : fmt::format("{} compute-bound kernel{} take{} {:.3f} ms; no faster "
+                                            "unit to move them to on this backend",
+                                            n_cb, n_cb == 1 ? "" : "s", n_cb == 1 ? "s" : "",
+                                            cb_ms));
+    if (opts.precisions.empty())
+      r->action = "not on the " + backend_name + " backend: " +
+                  (opts.precision_refusal.empty() ? "it accepts no --precision but fp32"
+                                                  : opts.precision_refusal);
+    else
+      r->action = fmt::format("none: the probe measured no rate for --precision {}",
+                              fmt::join(opts.precisions, "/"));
     for (const auto& k : ks)
       if (k.regime == Regime::compute) concern(*r, k.rec);
   } else {
-    std::vector<std::pair<double, const KernelAnalysis*>> gains;
-    double saved = 0, moved_ms = 0;
-    int moved = 0;
-    for (const auto& k : ks) {
-      const std::string to = moved_to(k.rec, unit, c, cpu_convs);
-      if (to.empty() || c.peak_flops_per_s(to) <= c.peak_flops_per_s("fp32")) continue;
-      double special_ms = 0;
-      for (const auto& [fn, n] : k.rec.cost.special) special_ms += n / c.special_per_s(fn) * 1e3;
-      double compute_new = k.rec.cost.flops / c.peak_flops_per_s(to) * 1e3 + special_ms;
-      double floor_new = std::max(k.memory_floor_ms, compute_new);
-      double work = std::max(0.0, steady_time(k.rec) - k.overhead_ms);
-      double scale = k.floor_ms > 0 ? std::min(1.0, floor_new / k.floor_ms) : 1.0;
-      double g = work * (1 - scale);
-      saved += g, moved_ms += k.rec.time_ms, moved++;
-      gains.push_back({g, &k});
-    }
-    std::stable_sort(gains.begin(), gains.end(),
-                     [](const auto& x, const auto& y) { return x.first > y.first; });
-    Remedy* r = add(
-        "faster_units", saved,
-        fmt::format("{} library kernel{} ({:.3f} ms) at the {} ceiling for GEMMs{} ({:.1f} "
-                    "GFLOP/s, {:.1f} fp32{}), each keeping its fixed cost and its share of the "
-                    "roof{}; not counted: casting activations each run",
-                    moved, moved == 1 ? "" : "s", moved_ms, unit, gpu ? "" : " and convs",
-                    c.peak_flops_per_s(unit) / 1e9, c.peak_flops_per_s("fp32") / 1e9,
-                    gpu ? "; convs at tf32" : "", generated_note));
-    for (const auto& [g, k] : gains)
-      if (g > 0) concern(*r, k->rec);
-    r->action = "--precision " + unit;
-    r->applicable = moved > 0;
+    std::string others;
+    for (const auto& u : units)
+      if (&u != best) others += fmt::format("; --precision {}: {:.3f} ms", u.unit, u.gain_ms);
+    Remedy* r = add("faster_units", best->gain_ms,
+                    fmt::format("{} library kernel{} ({:.3f} ms) at {}, each keeping its fixed "
+                                "cost and its share of the roof{}{}{}{}",
+                                best->moved, best->moved == 1 ? "" : "s", best->moved_ms,
+                                best->rates, cpu_convs ? ", plus one more fixed cost for casting "
+                                                         "its activations to " + best->unit
+                                                       : std::string(),
+                                best->slower, best->generated_note, others));
+    for (const auto& [g, k] : best->gains)
+      if (g != 0) concern(*r, k->rec);
+    r->action = "--precision " + best->unit;
+    r->applicable = best->moved > 0 && r->gain_ms > 0;
   }
   return out;
 }

@@ -197,9 +197,11 @@ std::string roofline_svg(const Report& r, const std::vector<const KernelAnalysis
       lx(x0 * 3), ly(x0 * 3 * bw) - 6,
       std::atan2(ly(x0) - ly(ridge), lx(ridge) - lx(x0)) * 180 / M_PI, lx(x0 * 3),
       ly(x0 * 3 * bw) - 6, bw);
-  // The cache roof, dashed: the slope kernels whose bytes fit the cache are judged against.
-  const double cbw = c.cache_bandwidth_gbs, cx0 = std::max(xmin, ymin / cbw);
-  if (sane(cbw) && cbw > bw && peak / cbw > cx0) {
+  // The cache roofs, dashed: the slopes kernels whose bytes fit a cache level are judged against
+  // (each level that beats DRAM; a kernel faces the smallest level it fits).
+  for (const CacheLevel& level : c.cache_roofs()) {
+    const double cbw = level.gbs, cx0 = std::max(xmin, ymin / cbw);
+    if (!(sane(cbw) && cbw > bw && peak / cbw > cx0)) continue;
     s += fmt::format(
         "<polyline class=\"cache-ceiling\" fill=\"none\" stroke=\"#000\" stroke-width=\"1\" "
         "stroke-dasharray=\"5,3\" points=\"{:.1f},{:.1f} {:.1f},{:.1f}\"/>\n",
@@ -209,7 +211,7 @@ std::string roofline_svg(const Report& r, const std::vector<const KernelAnalysis
         "{:.1f} GB/s {} (measured; kernels within {:.0f} MiB)</text>\n",
         lx(cx0 * 3), ly(cx0 * 3 * cbw) - 6,
         std::atan2(ly(cx0) - ly(peak / cbw), lx(peak / cbw) - lx(cx0)) * 180 / M_PI, lx(cx0 * 3),
-        ly(cx0 * 3 * cbw) - 6, cbw, esc(c.cache_roof_name()), c.cache_bytes / 1048576);
+        ly(cx0 * 3 * cbw) - 6, cbw, esc(level.name), level.bytes / 1048576);
   }
   // Dots: the unlabelled ones first, so the numbered top kernels are drawn on top.
   for (int pass = 0; pass < 2; ++pass)
@@ -426,6 +428,13 @@ std::string compare_section(const Report& r) {
                        ms(k.measured_ms), 100 * k.error(), ms(k.predicted_steady_ms),
                        ms(k.measured_steady_ms), 100 * k.steady_error(), esc(k.unreliable));
     h += "</table>\n";
+    for (const auto& k : r.checks)
+      if (!k.changes.empty()) {
+        h += "<p class=\"remedy-changes\">" + esc(k.remedy) + ", measured changes by ONNX node "
+             "group:</p>\n<ul>\n";
+        for (const auto& c : k.changes) h += "<li>" + esc(c) + "</li>\n";
+        h += "</ul>\n";
+      }
   }
   return h + "</section>\n";
 }

@@ -143,6 +143,7 @@ json report_json(const Report& r) {
                            {"library_before_ms", k.library_before_ms},
                            {"library_after_ms", k.library_after_ms},
                            {"action", k.action},
+                           {"changes", k.changes},
                            {"unreliable", k.unreliable}});
   if (r.after) {
     json k = json::array();

@@ -170,6 +170,7 @@ std::string render_table(const Report& r) {
         s += fmt::format("      library kernels (steady): {:.3f} -> {:.3f} ms{}\n",
                          k.library_before_ms, k.library_after_ms,
                          k.remedy == "fusion" ? " (fusion's prediction keeps them)" : "");
+      for (const auto& c : k.changes) s += "      measured change: " + c + "\n";
       if (!k.unreliable.empty()) s += "      unreliable: " + k.unreliable + "\n";
     }
   }

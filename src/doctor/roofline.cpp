@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "brrr/doctor.hpp"
 
@@ -10,8 +11,11 @@ namespace brrr::doctor {
 
 namespace {
 
-bool fits_cache(const KernelRecord& k, const Ceilings& c) {
-  return c.cache_bandwidth_gbs > 0 && c.cache_bytes > 0 && k.cost.bytes <= c.cache_bytes;
+// The smallest cache level a kernel's compulsory bytes fit in (nullptr: none, DRAM).
+std::optional<CacheLevel> fitting_cache(const KernelRecord& k, const Ceilings& c) {
+  for (const auto& l : c.cache_roofs())
+    if (l.gbs > 0 && k.cost.bytes <= l.bytes) return l;
+  return std::nullopt;
 }
 
 bool has_op(const KernelRecord& k, const char* op) {
@@ -81,10 +85,12 @@ KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c) {
   // A kernel whose compulsory bytes fit in the cache below DRAM can stream them at that level's
   // speed (its inputs were just written, or its weights stayed resident); judging it against
   // DRAM would put it above 100%.
-  const bool cached = fits_cache(k, c);
-  a.roof = cached ? c.cache_roof_name() : "dram";
-  // A cache roof measured below DRAM's (a loaded probe) must not raise the floor.
-  a.roof_gbs = cached ? std::max(c.cache_bandwidth_gbs, c.bandwidth_gbs) : c.bandwidth_gbs;
+  // The smallest level it fits is the fastest that holds it (a private L2 before a shared LLC).
+  const std::optional<CacheLevel> cached = fitting_cache(k, c);
+  a.roof = cached ? cached->name : "dram";
+  // A cache roof measured below DRAM's (a loaded probe, or an "LLC" that a VM reports for the
+  // whole host) must not raise the floor.
+  a.roof_gbs = cached ? std::max(cached->gbs, c.bandwidth_gbs) : c.bandwidth_gbs;
   a.memory_floor_ms = k.cost.bytes / (a.roof_gbs * 1e9) * 1e3;
   // Compute at the precision the kernel ran at (a bf16 library GEMM: the bf16 Tensor Core peak);
   // fused kernels and unprobed precisions: the fp32 FMA peak.

@@ -3,6 +3,7 @@
 // build without oneDNN) the flag is one line naming what is missing.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli_util.hpp"
@@ -11,6 +12,8 @@
 namespace brrr {
 namespace {
 using namespace cli_test;
+
+ScratchCleanup cleanup;
 
 std::string examples_dir() {
   std::string readme = BRRR_README;
@@ -44,6 +47,37 @@ TEST(CliBf16, BenchReportsThePrecision) {
   CliResult r = run_cli("bench " + m + " --precision bf16 --iterations 3");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has(r.out, "precision: bf16")) << r.out;
+}
+
+// `doctor --compare` checks every remedy it can apply on this backend, precision included: on a
+// CPU that takes --precision bf16 it profiles the fused plan at bf16 against fp32 and sets the
+// doctor's prediction against that measurement (issue 19 item 4); on one that does not, the
+// faster-units remedy says why and nothing is checked. Correctness only: no timing is judged.
+TEST(CliBf16, DoctorCompareChecksThePrecision) {
+  const bool bf16 = plan::cpu_precision_refusal("bf16").empty();
+  fs::path json = scratch() / "doctor_compare.json";
+  CliResult r = run_cli("doctor " + examples_dir() + "/mlp_tiny/model.onnx --compare --reps 2 "
+                        "--json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  const nlohmann::json* check = nullptr;
+  for (const auto& c : j.at("checks"))
+    if (c.at("remedy") == "faster_units") check = &c;
+  std::string action;
+  for (const auto& rm : j.at("remedies"))
+    if (rm.at("name") == "faster_units") action = rm.at("action");
+  if (!bf16) {
+    EXPECT_EQ(check, nullptr) << j.at("checks").dump();
+    EXPECT_EQ(action.find("--precision"), std::string::npos) << action;
+    GTEST_SKIP() << "bf16: " << plan::cpu_precision_refusal("bf16");
+  }
+  ASSERT_NE(check, nullptr) << j.at("checks").dump() << r.err;
+  EXPECT_EQ(check->at("how"), "fp32 -> --precision bf16");
+  EXPECT_EQ(check->at("action"), "--precision bf16");
+  EXPECT_GT(check->at("measured_ms").get<double>(), 0);
+  EXPECT_GT(check->at("predicted_ms").get<double>(), 0);
+  EXPECT_EQ(action, "--precision bf16");
+  EXPECT_TRUE(has(r.out, "fp32 -> --precision bf16")) << r.out;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "brrr/doctor.hpp"
+#include "plan/target.hpp"
 #include "brrr/error.hpp"
 
 using namespace brrr;
@@ -204,7 +205,70 @@ TEST(DoctorCacheRoof, CpuProbeMeasuresTheLastLevelCache) {
   Ceilings c = probe_cpu(false, true);
   EXPECT_GE(c.cache_bytes, 64.0 * 1024);
   EXPECT_GT(c.cache_bandwidth_gbs, 0);
+  // Every level is measured, smallest first; the last one is the LLC above.
+  ASSERT_FALSE(c.cache_levels.empty());
+  for (size_t i = 0; i < c.cache_levels.size(); ++i) {
+    EXPECT_GT(c.cache_levels[i].gbs, 0) << c.cache_levels[i].name;
+    if (i > 0) EXPECT_GT(c.cache_levels[i].bytes, c.cache_levels[i - 1].bytes);
+  }
+  EXPECT_EQ(c.cache_levels.back().name, "llc");
+  EXPECT_DOUBLE_EQ(c.cache_levels.back().bytes, c.cache_bytes);
   Ceilings d = ceilings_from_json(ceilings_to_json(c));
   EXPECT_DOUBLE_EQ(d.cache_bytes, c.cache_bytes);
   EXPECT_NE(render_ceilings(c).find("LLC bandwidth"), std::string::npos);
+  // The library GEMM is measured at fp32 and at each --precision this host's CPU backend takes,
+  // and at nothing it refuses (issue 19: `--precision bf16` is priced at what oneDNN does).
+#if defined(BRRR_HAVE_DNNL)
+  EXPECT_GT(c.library_gflops.count("fp32") ? c.library_gflops.at("fp32") : 0.0, 0);
+#else
+  EXPECT_TRUE(c.library_gflops.empty());  // no oneDNN: the MatMul is generated code
+#endif
+  const bool bf16 = brrr::plan::cpu_precision_refusal("bf16").empty();
+  EXPECT_EQ(c.library_gflops.count("bf16"), bf16 ? 1u : 0u);
+  EXPECT_EQ(d.library_gflops, c.library_gflops);
+  EXPECT_EQ(render_ceilings(c).find("library GEMM fp32") != std::string::npos,
+            c.library_gflops.count("fp32") == 1);
+}
+
+// With several levels measured, a kernel faces the smallest one its bytes fit: a private L2
+// before the LLC, the LLC before DRAM; an LLC measured slower than DRAM (a VM that reports its
+// host's whole L3) never raises a floor.
+TEST(DoctorCacheRoof, KernelFacesTheSmallestLevelItFits) {
+  Ceilings c = cache_ceilings();
+  c.cache_levels = {{"l2", 4.0 * 1048576, 2000}, {"llc", 32.0 * 1048576, 1000}};
+  auto small = analyze_kernel(kernel("Add", 1e3, 1e6, 0.01), c);
+  EXPECT_EQ(small.roof, "l2");
+  EXPECT_DOUBLE_EQ(small.roof_gbs, 2000);
+  EXPECT_NEAR(small.memory_floor_ms, 0.0005, 1e-12);
+  auto mid = analyze_kernel(kernel("Add", 1e3, 16e6, 0.1), c);
+  EXPECT_EQ(mid.roof, "llc");
+  EXPECT_DOUBLE_EQ(mid.roof_gbs, 1000);
+  auto big = analyze_kernel(kernel("Add", 1e3, 64e6, 1.0), c);
+  EXPECT_EQ(big.roof, "dram");
+  c.cache_levels[1].gbs = 50;
+  EXPECT_DOUBLE_EQ(analyze_kernel(kernel("Add", 1e3, 16e6, 0.1), c).roof_gbs, 100);
+  // The levels survive the cache file, and bad ones are refused.
+  Ceilings back = ceilings_from_json(ceilings_to_json(c));
+  EXPECT_EQ(back.cache_levels, c.cache_levels);
+  nlohmann::json j = ceilings_to_json(c);
+  j["cache_levels"][0]["gbs"] = -1;
+  EXPECT_THROW(ceilings_from_json(j), Error);
+  // A cache written before the levels: the one cache roof.
+  j.erase("cache_levels");
+  back = ceilings_from_json(j);
+  ASSERT_EQ(back.cache_roofs().size(), 1u);
+  EXPECT_EQ(back.cache_roofs()[0].name, "llc");
+  EXPECT_EQ(analyze_kernel(kernel("Add", 1e3, 1e6, 0.01), back).roof, "llc");
+  // The HTML roofline draws each level faster than DRAM, and not one slower.
+  RunProfile p;
+  p.backend = "cpu";
+  p.wall_ms = 0.01;
+  p.kernels = {kernel("Add", 1e3, 1e6, 0.01)};
+  c.cache_levels[1].gbs = 1000;
+  std::string html = render_html(diagnose(p, c));
+  EXPECT_NE(html.find("2000.0 GB/s l2 (measured; kernels within 4 MiB)"), std::string::npos);
+  EXPECT_NE(html.find("1000.0 GB/s llc (measured; kernels within 32 MiB)"), std::string::npos);
+  c.cache_levels[1].gbs = 50;
+  html = render_html(diagnose(p, c));
+  EXPECT_EQ(html.find("GB/s llc (measured"), std::string::npos);
 }

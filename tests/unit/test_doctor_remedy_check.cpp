@@ -121,3 +121,33 @@ TEST(DoctorRemedyCheck, CpuPrecisionMovesConvsToo) {
   EXPECT_GT(u->gain_ms, 0);
   EXPECT_EQ(u->kernels, (std::vector<std::string>{"k0_conv"}));
 }
+
+// Where the time moved is measured, not modelled: kernels of both plans sharing an ONNX node form
+// one group, and the groups that changed most are named with their steady times (medians).
+TEST(DoctorRemedyCheck, MeasuredChangesGroupKernelsByTheirOnnxNodes) {
+  KernelRecord mm = kernel("k0_matmul", {3, 3, 3}), div = kernel("k1_div", {1, 1, 1}),
+               erf = kernel("k2_erf", {6, 6, 9}), soft = kernel("k3_softmax", {2, 2, 2});
+  mm.nodes = {"MatMul_0"};
+  div.nodes = {"Div_1"};
+  erf.nodes = {"Erf_2"};
+  soft.nodes = {"Softmax_3"};
+  KernelRecord gelu = kernel("k0_matmul_erf", {4, 4, 4}), soft2 = kernel("k1_softmax", {1.5, 1.5, 1.5});
+  gelu.nodes = {"MatMul_0", "Div_1", "Erf_2"};
+  soft2.nodes = {"Softmax_3"};
+  RunProfile before = profile({mm, div, erf, soft}, 0.01), after = profile({gelu, soft2}, 0.01);
+  DoctorOptions o;
+  o.fused = 0;
+  const RemedyCheck k = check_remedy("fusion", "", before, after, ceilings(), o);
+  ASSERT_EQ(k.changes.size(), 2u);
+  EXPECT_EQ(k.changes[0], "k0_matmul, k1_div, k2_erf (3 kernels, 10.000 ms) -> k0_matmul_erf "
+                          "(4.000 ms)");
+  EXPECT_EQ(k.changes[1], "k3_softmax (2.000 ms) -> k1_softmax (1.500 ms)");
+  // In every report (the HTML shows checks in its compare section).
+  o.compare = &after;
+  Report r = diagnose(before, ceilings(), o);
+  r.checks = {k};
+  EXPECT_NE(render_table(r).find("measured change: " + k.changes[0]), std::string::npos);
+  EXPECT_EQ(report_json(r)["checks"][0]["changes"][1], k.changes[1]);
+  EXPECT_NE(render_html(r).find("k3_softmax (2.000 ms) -&gt; k1_softmax (1.500 ms)"),
+            std::string::npos);
+}

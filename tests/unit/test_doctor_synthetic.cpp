@@ -566,3 +566,110 @@ TEST(DoctorOutputs, ProfileAndCeilingsRoundTripThroughJson) {
   EXPECT_THROW(ceilings_from_json(nlohmann::json::object()), Error);
   EXPECT_THROW(profile_from_json(nlohmann::json{{"kernels", 3}}), Error);
 }
+
+// On the CPU `--precision bf16` moves GEMMs to the library's bf16 GEMM (AMX on a Xeon that has
+// it) and convs to oneDNN's bf16 conv, whose unit is the vdpbf16ps loop. Each is priced at its
+// own measured rate: the GEMM at the library GEMM rates the probe measured, the conv at the peak
+// loops, where bf16 may be slower than fp32 and the conv then costs more (a negative share).
+TEST(DoctorRemedies, CpuBf16PricesGemmsAtTheLibraryRateAndConvsAtThePeakLoop) {
+  Ceilings c = fixed_ceilings();
+  c.peak_gflops["bf16"] = 500;  // the dot loop at half the fp32 FMA loop
+  c.library_gflops = {{"fp32", 800}, {"bf16", 3200}};
+  RunProfile p;
+  p.backend = "cpu";
+  auto gemm = kernel("gemm", OpClass::contraction, 2e9, 12e6, 5.0, "library");
+  gemm.ops = {"MatMul"};
+  auto conv = kernel("conv", OpClass::contraction, 1e9, 1e6, 2.0, "library");
+  conv.ops = {"Conv"};
+  p.kernels = {gemm, conv};
+  p.wall_ms = 7.0;
+  Report r = diagnose(p, c, {.precisions = {"bf16"}});
+  const Remedy& u = find(r.remedies, "faster_units");
+  const double fixed = r.kernels[0].overhead_ms;
+  // GEMM: floor 2.5 ms at the fp32 library rate, 0.625 ms at bf16: its work keeps a quarter.
+  // Conv: floor 1 ms at the fp32 loop, 2 ms at the bf16 loop: its work doubles.
+  // Each also pays one more fixed cost: casting its activations to bf16 (a second oneDNN call).
+  const double gemm_gain = (5.0 - fixed) * 0.75 - fixed, conv_gain = (2.0 - fixed) * (1 - 2.0) - fixed;
+  EXPECT_NEAR(u.gain_ms, gemm_gain + conv_gain, 1e-9);
+  EXPECT_NEAR(u.predicted_ms, 7.0 - (gemm_gain + conv_gain), 1e-9);
+  EXPECT_EQ(u.action, "--precision bf16");
+  EXPECT_TRUE(u.applicable);
+  EXPECT_EQ(u.kernels, (std::vector<std::string>{"gemm", "conv"}));
+  EXPECT_NE(u.detail.find("library GEMM rate measured at bf16 (3200.0 GFLOP/s against 800.0"),
+            std::string::npos)
+      << u.detail;
+  EXPECT_NE(u.detail.find("1 of them runs slower there"), std::string::npos) << u.detail;
+  // Convs only: the precision is still named (so --compare checks it), predicted as a loss, and
+  // not offered as something to do.
+  p.kernels = {conv};
+  p.wall_ms = 2.0;
+  Report rc = diagnose(p, c, {.precisions = {"bf16"}});
+  const Remedy& uc = find(rc.remedies, "faster_units");
+  EXPECT_NEAR(uc.gain_ms, conv_gain, 1e-9);
+  EXPECT_GT(uc.predicted_ms, 2.0);
+  EXPECT_EQ(uc.action, "--precision bf16");
+  EXPECT_FALSE(uc.applicable);
+  EXPECT_EQ(rc.verdict.advice.find("Do: faster_units"), std::string::npos) << rc.verdict.advice;
+}
+
+// A precision the backend accepts but the probe measured no rate for is said so, not replaced by
+// another precision's refusal (this CPU: "--precision fp16 ... no fp16 path" while bf16 runs).
+TEST(DoctorRemedies, AcceptedPrecisionWithoutAMeasuredRateIsNamed) {
+  Ceilings c = fixed_ceilings();
+  RunProfile p;
+  p.backend = "cpu";
+  auto gemm = kernel("gemm", OpClass::contraction, 2e9, 12e6, 5.0, "library");
+  gemm.ops = {"MatMul"};
+  p.kernels = {gemm};
+  p.wall_ms = 5.0;
+  Report r = diagnose(p, c, {.precisions = {"bf16"}, .precision_refusal = "no fp16 path"});
+  const Remedy& u = find(r.remedies, "faster_units");
+  EXPECT_EQ(u.gain_ms, 0);
+  EXPECT_FALSE(u.applicable);
+  EXPECT_EQ(u.action, "none: the probe measured no rate for --precision bf16");
+}
+
+// A small library GEMM far from both roofs is memory-bound by its floors, so its floors cannot
+// move; where the probe measured the library GEMM at both precisions, its work scales by their
+// ratio instead, down to its memory floor and no further.
+TEST(DoctorRemedies, CpuLibraryGemmScalesByTheMeasuredRateRatioDownToItsMemoryFloor) {
+  Ceilings c = fixed_ceilings();
+  c.library_gflops = {{"fp32", 200}, {"bf16", 800}};
+  RunProfile p;
+  p.backend = "cpu";
+  // 2e6 FLOPs (0.002 ms at 1000 GFLOP/s), 4e6 bytes (0.04 ms at 100 GB/s), measured 0.5 ms.
+  auto gemm = kernel("small_gemm", OpClass::contraction, 2e6, 4e6, 0.5, "library");
+  gemm.ops = {"MatMul"};
+  p.kernels = {gemm};
+  p.wall_ms = 0.5;
+  Report r = diagnose(p, c, {.precisions = {"bf16"}});
+  ASSERT_EQ(r.kernels[0].regime, Regime::memory);
+  const double fixed = r.kernels[0].overhead_ms, work = 0.5 - fixed;
+  EXPECT_NEAR(find(r.remedies, "faster_units").gain_ms, work * 0.75 - fixed, 1e-9);
+  // Near its memory floor already: it cannot go below it.
+  p.kernels[0].time_ms = 0.05;
+  p.wall_ms = 0.05;
+  Report near = diagnose(p, c, {.precisions = {"bf16"}});
+  const double w2 = 0.05 - near.kernels[0].overhead_ms;
+  EXPECT_NEAR(find(near.remedies, "faster_units").gain_ms, w2 - 0.04 - near.kernels[0].overhead_ms,
+              1e-9);
+}
+
+// The cast before a bf16 library call costs one fixed per-kernel cost, but never more than the
+// kernel takes whole: a fixed cost measured on a loaded machine (1.3 ms per fork/join) must not
+// turn --precision into a loss of milliseconds per kernel.
+TEST(DoctorRemedies, CpuCastCostIsBoundedByTheKernel) {
+  Ceilings c = fixed_ceilings();
+  c.fork_join_us = 1300;  // a probe disturbed by load
+  c.library_gflops = {{"fp32", 800}, {"bf16", 3200}};
+  RunProfile p;
+  p.backend = "cpu";
+  auto gemm = kernel("gemm", OpClass::contraction, 2e6, 4e4, 0.05, "library");
+  gemm.ops = {"MatMul"};
+  p.kernels = {gemm};
+  p.wall_ms = 0.05;
+  Report r = diagnose(p, c, {.precisions = {"bf16"}});
+  ASSERT_GT(r.kernels[0].overhead_ms, 0.05);
+  // All of it is fixed cost, so no work moves; the cast adds at most the kernel's 0.05 ms.
+  EXPECT_NEAR(find(r.remedies, "faster_units").gain_ms, -0.05, 1e-9);
+}
