@@ -112,9 +112,9 @@ std::vector<Work> workloads() {
   w.push_back({"gemm_gelu_tanh", "GELU(A@W+b) bf16 8192^3", "GELU_tanh(A@W+b) bf16 8192^3 (cuBLASLt epilogue)", gemm("tanh")});
   w.push_back({"gemm_gelu_erf", "GELU(A@W+b) bf16 8192^3", "GELU_erf(A@W+b) bf16 8192^3 (bias epilogue + erf kernel)", gemm("none")});
   // One attention block from the projections to the merged heads, as BERT-base's and GPT-2's
-  // exports write it (12 heads of 64, seq 128, bf16): with BRRR_FUSED_ATTENTION=1 one fused
-  // kernel, so the time is that kernel's; without, the head split, the batched GEMMs and the
-  // softmax it replaces.
+  // exports write it (12 heads of 64, seq 128, bf16): one fused kernel by default, so the time is
+  // that kernel's; with BRRR_FUSED_ATTENTION=0, the head split, the batched GEMMs and the softmax
+  // it replaces.
   auto attention = [](int64_t batch, bool causal) {
     return [=] {
       const int64_t S = 128, H = 12, D = 64;
