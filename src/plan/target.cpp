@@ -16,6 +16,7 @@ Target Target::cpu(bool onednn) {
   t.gemm_post_ops = onednn;
   t.gemm_strided_operands = onednn;
   t.gemm_operand_views = onednn && !env::flag("BRRR_NO_GEMM_VIEWS");
+  t.clone_shared_views = t.gemm_operand_views && !env::flag("BRRR_NO_VIEW_CLONES");
   t.gemm_gelu_tanh = onednn && !env::flag("BRRR_NO_GEMM_GELU_TANH");
   t.merge_gemms = t.gemm_operand_views && !env::flag("BRRR_NO_MERGE_GEMMS");
   t.generated_bool = true;  // the C++ emitter reads and writes bool buffers (codegen_cpp.cpp)
