@@ -1,6 +1,7 @@
 // split_shared_views (src/passes/split_shared_views.cpp): a view read by several view chains into
 // MatMuls is cloned per chain, so that ViT's q/k/v split of its packed in-projection becomes GEMM
-// operand strides instead of copy kernels; results against the reference executor.
+// operand strides instead of copy kernels (opt-in: BRRR_VIEW_CLONES=1); results against the
+// reference executor.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -116,13 +117,14 @@ TEST(SplitSharedViews, LeavesAViewThatAPointwiseOpAlsoReads) {
 }
 
 TEST(SplitSharedViews, CpuRunsNoCopyForThePackedProjection) {
+  EXPECT_FALSE(plan::Target::cpu().clone_shared_views) << "opt-in";
   expect_session_matches_reference(packed_qkv_attention());
-  Compiled on = compile(packed_qkv_attention(), plan::Target::cpu(), {});
-  Compiled off;
+  Compiled off = compile(packed_qkv_attention(), plan::Target::cpu(), {});
+  Compiled on;
   {
-    brrr_test::EnvVar no("BRRR_NO_VIEW_CLONES", "1");
+    brrr_test::EnvVar yes("BRRR_VIEW_CLONES", "1");
     expect_session_matches_reference(packed_qkv_attention());
-    off = compile(packed_qkv_attention(), plan::Target::cpu(), {});
+    on = compile(packed_qkv_attention(), plan::Target::cpu(), {});
   }
   if (!brrr_test::kDnnl) GTEST_SKIP() << "no oneDNN in this build";
   EXPECT_EQ(count_op(off.graph, "Squeeze"), 1);
