@@ -62,6 +62,12 @@ bool distribute_concat(Graph& g);
 // read the same way becomes one Slice per output. Returns true when it changed the graph (src/passes/merge_parallel_gemms.cpp).
 bool merge_parallel_gemms(Graph& g, bool only_into_gemm_views);
 
+// A view node (Reshape, Squeeze, Unsqueeze, Transpose, one-index Gather, Slice, scalar Mul) read
+// by several view chains that all end in MatMul operands is cloned once per reader, so each chain
+// can become its GEMM's operand strides (ViT's q/k/v split of the packed in-projection); returns
+// true when it changed the graph (src/passes/split_shared_views.cpp).
+bool split_shared_views(Graph& g);
+
 // Rewrites float32 Sum, Min and Max nodes with more than 8 inputs into chains of nodes with at most
 // 8 inputs, folding in the same order; returns true when it changed the graph. Runs on a
 // shape-inferred graph (src/passes/split_variadic.cpp).

@@ -66,6 +66,10 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
     bool merged = merge_parallel_gemms(g, !target.generated_views);
     log.after("merge_gemms", g, merged);
   }
+  if (target.clone_shared_views) {  // after the merge: its Slices may be shared too
+    bool cloned = split_shared_views(g);
+    log.after("view_clones", g, cloned);
+  }
   if (target.partial_convs && o.concat_split) {
     bool distributed = distribute_concat(g);
     log.after("concat_split", g, distributed);

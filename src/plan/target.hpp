@@ -42,6 +42,10 @@ struct Target {
   // through its operand's strides and a scale on its product (plan/operand_view.hpp; the CPU's
   // oneDNN; BRRR_NO_GEMM_VIEWS=1 turns it off).
   bool gemm_operand_views = false;
+  // split_shared_views: a view node read by several view chains into MatMuls is cloned per chain,
+  // so each chain is a GEMM operand view (the CPU with gemm_operand_views, opt-in:
+  // BRRR_VIEW_CLONES=1).
+  bool clone_shared_views = false;
   // The tanh GELU as exporters write it (eight nodes) joins a GEMM as oneDNN's gelu_tanh post-op
   // (the CPU; BRRR_NO_GEMM_GELU_TANH=1 leaves it to a generated kernel).
   bool gemm_gelu_tanh = false;

@@ -37,7 +37,8 @@ using plan::float_lit;
 // same text and share one function.
 class KernelEmitter {
  public:
-  KernelEmitter(const Graph& g, const Kernel& k) : g_(g), k_(k) {
+  KernelEmitter(const Graph& g, const Kernel& k, bool row_cache = true)
+      : g_(g), k_(k), row_cache_(row_cache) {
     for (const Expr& e : k_.exprs)
       if (e.kind == Expr::Load || (e.kind == Expr::Const && e.value >= 0)) local(e.value);
     num_inputs_ = args_.size();
@@ -91,6 +92,11 @@ class KernelEmitter {
   std::map<int, int> local_;  // graph value id -> j of bj
   std::vector<int32_t> args_;
   size_t num_inputs_ = 0;
+  bool row_cache_ = true;
+  // Row kernels: element expressions a reduction's loop computes and stores in a per-row scratch
+  // array (scN[c]) that later loops of the row read instead of computing them again (softmax's
+  // exp(x - max): once, not twice).
+  std::set<int> cached_;
 
   void local(int v) {
     if (local_.try_emplace(v, int(args_.size())).second) args_.push_back(v);
@@ -117,9 +123,24 @@ class KernelEmitter {
     return true;
   }
 
+  // The element expressions `targets` need, in id order; a cached one is read from its
+  // scratch array, so what only it needs is not computed again.
   std::vector<int> closure(const std::vector<int>& targets) const {
-    return plan::level0_closure(k_, targets);
+    std::set<int> need;
+    std::vector<int> stack = targets;
+    while (!stack.empty()) {
+      int id = stack.back();
+      stack.pop_back();
+      const Expr& e = k_.exprs[size_t(id)];
+      if (e.level != 0 || !need.insert(id).second || cached_.count(id)) continue;
+      if (e.kind != Expr::Reduce)
+        for (int a : e.args)
+          if (a >= 0) stack.push_back(a);
+    }
+    return {need.begin(), need.end()};
   }
+  // Scratch arrays live on the stack: rows up to this many floats (64 KB).
+  static constexpr int64_t kRowCacheMax = 16384;
 
   std::string value_of(int id, const std::string& idx) const {
     const Expr& e = k_.exprs[size_t(id)];
@@ -200,6 +221,10 @@ class KernelEmitter {
     std::string s;
     for (int id : ids) {
       const Expr& e = k_.exprs[size_t(id)];
+      if (cached_.count(id)) {
+        s += fmt::format("{}const float e{} = sc{}[c];\n", ind, id, id);
+        continue;
+      }
       std::string idx;
       if (e.kind == Expr::Load) {
         int64_t st = e.strides.back();
@@ -215,6 +240,12 @@ class KernelEmitter {
     int64_t R = k_.rows(), C = k_.cols();
     int rank = int(S.size());
     out_ += fmt::format("  const int64_t C = {};  // rows u0..u1 of {}\n", C, R);
+    std::vector<int> elem_targets;
+    for (const auto& s : k_.stores)
+      if (g_.value(s.value).shape == S) elem_targets.push_back(s.expr);
+    choose_row_cache(elem_targets, C);
+    for (int id : caching_)
+      out_ += fmt::format("  float sc{}[{}] __attribute__((aligned(64)));\n", id, C);
     out_ += "  for (int64_t r = u0; r < u1; ++r) {\n";
     // Unravel r over the leading dims once per row.
     out_ += "    int64_t rem = r;\n";
@@ -239,9 +270,6 @@ class KernelEmitter {
       std::string idx = e.kind == Expr::Load ? fmt::format("o{}", id) : "";
       out_ += fmt::format("    const float e{} = {};\n", id, value_of(int(id), idx));
     }
-    std::vector<int> elem_targets;
-    for (const auto& s : k_.stores)
-      if (g_.value(s.value).shape == S) elem_targets.push_back(s.expr);
     if (!elem_targets.empty()) {
       out_ += "#pragma omp simd\n    for (int64_t c = 0; c < C; ++c) {\n";
       out_ += elem_stmts(closure(elem_targets), "      ");
@@ -270,6 +298,7 @@ class KernelEmitter {
     out_ += "    for (int64_t c = 0; c < C; ++c) {\n";
     out_ += elem_stmts(closure({e.args[0]}), "      ");
     int a = e.args[0];
+    if (caching_.count(a)) out_ += fmt::format("      sc{0}[c] = e{0};\n", a);
     if (mx)
       out_ += fmt::format("      e{0} = e{1} > e{0} ? e{1} : e{0};\n      nan{0} |= e{1} != e{1};\n",
                           id, a);
@@ -277,7 +306,29 @@ class KernelEmitter {
     out_ += "    }\n";
     if (mx) out_ += fmt::format("    if (nan{0}) e{0} = NAN;\n", id);
     if (e.reduce == ReduceKind::Mean) out_ += fmt::format("    e{} /= (float)C;\n", id);
+    if (caching_.count(a)) cached_.insert(a);  // later loops of the row read it
   }
+
+  // The element arguments of reductions worth keeping per row: a computed expression (not a
+  // plain load) that a later loop of the same row needs again. Fills caching_; cached_ grows as
+  // the reductions that store them are emitted.
+  void choose_row_cache(const std::vector<int>& elem_targets, int64_t C) {
+    if (!row_cache_ || C > kRowCacheMax) return;
+    std::vector<int> reduces;
+    for (size_t id = 0; id < k_.exprs.size(); ++id)
+      if (k_.exprs[id].level == 1 && k_.exprs[id].kind == Expr::Reduce) reduces.push_back(int(id));
+    for (size_t i = 0; i < reduces.size(); ++i) {
+      const int a = k_.exprs[size_t(reduces[i])].args[0];
+      if (a < 0 || k_.exprs[size_t(a)].level != 0 || k_.exprs[size_t(a)].kind != Expr::Pointwise)
+        continue;
+      std::vector<int> later = elem_targets;
+      for (size_t j = i + 1; j < reduces.size(); ++j)
+        later.push_back(k_.exprs[size_t(reduces[j])].args[0]);
+      std::vector<int> need = plan::level0_closure(k_, later);
+      if (std::find(need.begin(), need.end(), a) != need.end()) caching_.insert(a);
+    }
+  }
+  std::set<int> caching_;  // chosen by choose_row_cache
 };
 
 // What every translation unit starts with: includes, streaming-store helpers, vector math
@@ -446,7 +497,7 @@ CppSource generate_cpp(const Graph& g, const plan::Plan& p, const CodegenOptions
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     const Kernel& k = p.kernels[i];
     if (k.kind != KernelKind::Fused) continue;
-    KernelEmitter em(g, k);
+    KernelEmitter em(g, k, opts.row_cache);
     auto [it, fresh] = by_body.try_emplace(em.emit(), funcs.size());
     if (fresh) {
       std::string f = it->first, name = fmt::format("brrr_f{}", funcs.size());

@@ -28,6 +28,9 @@ struct CppSource {
 
 struct CodegenOptions {
   bool vector_math = true;  // declare libm functions `omp declare simd` (SLEEF GNU-ABI vectors)
+  // Row kernels keep a reduction's computed element argument that a later loop needs again in a
+  // per-row scratch array instead of computing it twice (BRRR_NO_ROW_CACHE=1: off).
+  bool row_cache = true;
   // A module is split into one translation unit per part_bytes of functions (g++ takes about
   // 1 s per 64 KB at -O3), at most max_parts of them (compile_parts runs one per core).
   size_t part_bytes = size_t(128) << 10;

@@ -157,6 +157,10 @@ std::shared_ptr<CompiledModule> compile_cpp(const std::string& source, const Com
   std::string cxx = env::cxx();
   std::string dump = opts.dump_dir.empty() ? env::text("BRRR_DUMP_DIR") : opts.dump_dir;
   std::string flags = kFlags;
+  // GCC vectorizes for 256-bit registers by default even where AVX-512 is there; 512-bit
+  // vectors (and SLEEF's 16-wide exp) measured faster on softmax rows (-march=native: a CPU
+  // without AVX-512 ignores it).
+  if (!env::flag("BRRR_NO_PREFER_512")) flags += " -mprefer-vector-width=512";
   // Unloadable SLEEF: -lsleefgnuabi, so that the link error names the library.
   std::string libs;
   if (opts.vector_math)

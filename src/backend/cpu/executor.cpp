@@ -228,6 +228,7 @@ void CpuExecutor::build() {
   if (any_fused) {
     cpu::CodegenOptions co;
     co.vector_math = cpu::sleef_gnuabi_available();
+    co.row_cache = !env::flag("BRRR_NO_ROW_CACHE");
     if (opts.cpp_part_bytes > 0) co.part_bytes = opts.cpp_part_bytes;
     co.max_parts = opts.cpp_max_parts > 0 ? opts.cpp_max_parts
                                           : int(std::max(1u, std::thread::hardware_concurrency()));
