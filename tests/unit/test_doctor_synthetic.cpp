@@ -490,6 +490,32 @@ TEST(DoctorRemedies, FasterUnitsUsesFastestAcceptedPrecision) {
   EXPECT_NE(cpu.verdict.advice.find("Nothing brrr offers"), std::string::npos) << cpu.verdict.advice;
 }
 
+// A CUDA bf16 model: its GEMMs and its fused attention kernels (library kernels whose ops include
+// MatMul) already run in 16 bits, which their records say (the CUDA executor writes each step's
+// precision), so --precision moves nothing and predicts no gain; a float32 attention would move.
+TEST(DoctorRemedies, SixteenBitLibraryKernelsAreNotMovedByPrecision) {
+  Ceilings c = fixed_ceilings();
+  c.peak_gflops["bf16"] = 4000;
+  c.peak_gflops["fp16"] = 4000;
+  RunProfile p;
+  p.backend = "cuda";
+  p.wall_ms = 8.0;
+  auto attn = kernel("attention", OpClass::contraction, 2e9, 12e6, 4.0, "library");
+  attn.ops = {"Reshape", "MatMul", "Softmax", "MatMul"};
+  attn.precision = "bf16";
+  auto gemm = kernel("gemm", OpClass::contraction, 2e9, 12e6, 4.0, "library");
+  gemm.ops = {"MatMul"};
+  gemm.precision = "bf16";
+  p.kernels = {attn, gemm};
+  Report r = diagnose(p, c, {.precisions = {"bf16", "fp16"}});
+  const Remedy& u = find(r.remedies, "faster_units");
+  EXPECT_EQ(u.gain_ms, 0) << u.detail;
+  EXPECT_TRUE(u.kernels.empty()) << u.detail;
+  p.kernels[0].precision = "fp32";
+  Report f = diagnose(p, c, {.precisions = {"bf16"}});
+  EXPECT_EQ(find(f.remedies, "faster_units").kernels, (std::vector<std::string>{"attention"}));
+}
+
 TEST(DoctorCompare, PredictedVersusMeasured) {
   Ceilings c = fixed_ceilings();
   RunProfile before = elementwise_chain();

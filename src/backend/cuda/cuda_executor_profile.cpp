@@ -283,6 +283,10 @@ void CudaExecutor::Impl::add_step_records(RunProfile* prof, const std::vector<do
     rec.graph_node = graph_on;
     if (steps[i].type == Step::Library) rec.precision = to_string(steps[i].gemm().prec);
     if (steps[i].type == Step::Conv) rec.precision = to_string(steps[i].conv().math);
+    if (steps[i].type == Step::Attention) {  // 16-bit attention already runs on Tensor Cores
+      const DType t = steps[i].attention().dt;
+      rec.precision = t == DType::bf16 ? "bf16" : t == DType::f16 ? "fp16" : "fp32";
+    }
     if (steps[i].type == Step::InChain && !prof->kernels.empty()) {
       // One launch ran the whole chain: its record covers every layer (ops, cost, tensors).
       KernelRecord& c = prof->kernels.back();
