@@ -10,6 +10,13 @@ std::string fresh_name(const Graph& g, const std::string& base) {
   return name;
 }
 
+void relink_producers(Graph& g) {
+  for (auto& v : g.values) v.producer = -1;
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (int o : g.nodes[k].outputs)
+      if (o >= 0) g.value(o).producer = int(k);
+}
+
 int add_constant(Graph& g, const std::string& base, Tensor t) {
   const int v = g.add_value(fresh_name(g, base));
   Value& val = g.value(v);

@@ -9,6 +9,9 @@ namespace brrr {
 // `base`, or `base_K` for the first K that names no value of g yet.
 std::string fresh_name(const Graph& g, const std::string& base);
 
+// Sets every value's producer from g.nodes (after a pass reorders, adds or drops nodes).
+void relink_producers(Graph& g);
+
 // A new typed constant value of g named after `base` (fresh_name) holding t; returns its id.
 int add_constant(Graph& g, const std::string& base, Tensor t);
 

@@ -158,10 +158,7 @@ class Placer {
 };
 
 void set_producers(Graph& g) {
-  for (auto& v : g.values) v.producer = -1;
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int o : g.nodes[k].outputs)
-      if (o >= 0) g.value(o).producer = int(k);
+  relink_producers(g);
 }
 
 // Pool(Concat(parts)) -> Concat(Pool(part) for each part) where the pooled concat is absorbable.

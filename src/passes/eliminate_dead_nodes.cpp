@@ -1,5 +1,6 @@
 // eliminate_dead_nodes: drops nodes nothing downstream needs (folded or unused outputs).
 #include "brrr/passes.hpp"
+#include "ir/graph_edit.hpp"
 
 namespace brrr {
 
@@ -21,9 +22,7 @@ void eliminate_dead_nodes(Graph& g) {
   for (size_t k = 0; k < g.nodes.size(); ++k)
     if (keep[k]) kept.push_back(std::move(g.nodes[k]));
   g.nodes = std::move(kept);
-  for (auto& v : g.values) v.producer = -1;
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int o : g.nodes[k].outputs) g.value(o).producer = int(k);
+  relink_producers(g);
 }
 
 }  // namespace brrr

@@ -370,10 +370,7 @@ bool merge_parallel_gemms(Graph& g, bool only_into_gemm_views) {
     if (!drop.count(int(k))) nodes.push_back(std::move(g.nodes[k]));
   }
   g.nodes = std::move(nodes);
-  for (auto& v : g.values) v.producer = -1;
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int o : g.nodes[k].outputs)
-      if (o >= 0) g.value(o).producer = int(k);
+  relink_producers(g);
   eliminate_dead_nodes(g);  // the parts' products, now unread
   return true;
 }

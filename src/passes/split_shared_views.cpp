@@ -12,6 +12,7 @@
 
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
+#include "ir/graph_edit.hpp"
 
 namespace brrr {
 
@@ -130,10 +131,7 @@ bool split_shared_views(Graph& g) {
     }
   }
   g.nodes = std::move(nodes);
-  for (auto& v : g.values) v.producer = -1;
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int o : g.nodes[k].outputs)
-      if (o >= 0) g.value(o).producer = int(k);
+  relink_producers(g);
   return true;
 }
 

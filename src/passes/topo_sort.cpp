@@ -3,6 +3,7 @@
 #include <queue>
 
 #include "brrr/passes.hpp"
+#include "ir/graph_edit.hpp"
 
 namespace brrr {
 
@@ -51,9 +52,7 @@ void topo_sort(Graph& g) {
   sorted.reserve(g.nodes.size());
   for (int k : order) sorted.push_back(std::move(g.nodes[k]));
   g.nodes = std::move(sorted);
-  for (auto& v : g.values) v.producer = -1;
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int o : g.nodes[k].outputs) g.value(o).producer = int(k);
+  relink_producers(g);
 }
 
 }  // namespace brrr
