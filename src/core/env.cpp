@@ -37,10 +37,10 @@ const Switch kSwitches[] = {
     {"BRRR_GEMM_TUNE", Kind::Int, "0", "", 0, 1,
      "CUDA: 0 uses cuBLASLt's first heuristic algorithm for every GEMM (no timing at build, no "
      "tuning cache); 1 times the candidates once per shape and caches the choice"},
-    {"BRRR_GEMM_PAD_N", Kind::Int, "0", "", 0, 1,
-     "CUDA (experimental, not yet measured): 1 runs a GEMM whose output rows would not be "
-     "16-byte aligned (GPT-2's 50257 logits) on zero-padded weights into aligned rows, then "
-     "copies the real columns out"},
+    {"BRRR_GEMM_PAD_N", Kind::Int, "1", "", 0, 1,
+     "CUDA: 1 runs a GEMM whose output rows would not be 16-byte aligned (GPT-2's 50257 "
+     "logits) on zero-padded weights into aligned rows, then copies the real columns out; 0 "
+     "runs it on the odd row pitch"},
     {"BRRR_FUSED_ATTENTION", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 runs each attention block as one fused kernel; 0 as separate GEMM, softmax and "
      "head-transpose kernels"},

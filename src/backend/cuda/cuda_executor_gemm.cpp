@@ -175,7 +175,7 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   gm.nc = shape_numel(g.value(vo).shape);
   const std::string who = n.name.empty() ? k.name : n.name;
   const Step& st = steps[size_t(&k - plan.kernels.data())];
-  // Padded output rows (BRRR_GEMM_PAD_N=1, experimental): a constant B, no cast, one batch.
+  // Padded output rows (BRRR_GEMM_PAD_N, on by default): a constant B, no cast, one batch.
   const int64_t eb = int64_t(dtype_size(et)), align = 16 / eb;
   if (env::integer("BRRR_GEMM_PAD_N") == 1 && st.type == Step::Library && !cast &&
       g.value(vb).constant.defined() && gm.shape.batch == 1 && gm.shape.n % align != 0) {

@@ -48,7 +48,7 @@ struct GemmStep {
   DType data = DType::f32;  // the graph's dtype of A and C
   DevPtr a_src = 0, b_src = 0, c_dst = 0;  // f32 tensors cast in / out per run (0: none)
   int64_t na = 0, nb = 0, nc = 0;
-  // BRRR_GEMM_PAD_N=1: output rows that would not be 16-byte aligned (GPT-2's 50257 logits) are
+  // BRRR_GEMM_PAD_N (default 1): output rows that would not be 16-byte aligned (GPT-2's 50257 logits) are
   // computed n_pad wide into c (B and the bias padded with zeros), then copied n_real wide into
   // c_out, the graph's buffer (0: no padding).
   int64_t n_real = 0;
