@@ -1192,16 +1192,21 @@ class Fuser {
 
   // A Reshape that keeps the last axis, read only by the next node: the GEMM's rows as another
   // shape, the same bytes. On targets with operand views the epilogue continues through it.
-  bool absorb_row_reshape(Group& G, int gi, int* cur, int* c) {
-    if (!target_.gemm_operand_views || *c < 0 || absorbed_.count(*c)) return false;
-    const Node& r = g_.nodes[size_t(*c)];
-    if (op_id(r) != OpId::Reshape || !r.domain.empty() || r.inputs.empty() || r.inputs[0] != *cur ||
-        r.outputs.size() != 1 || g_.value(r.outputs[0]).dtype != DType::f32)
+  bool is_row_reshape(int cur, int c) const {
+    if (c < 0 || absorbed_.count(c)) return false;
+    const Node& r = g_.nodes[size_t(c)];
+    if (op_id(r) != OpId::Reshape || !r.domain.empty() || r.inputs.empty() || r.inputs[0] != cur ||
+        r.outputs.size() != 1)
       return false;
     const Shape& to = shape(r.outputs[0]);
-    if (to.empty() || shape(*cur).empty() || to.back() != shape(*cur).back()) return false;
+    return !to.empty() && !shape(cur).empty() && to.back() == shape(cur).back();
+  }
+  bool absorb_row_reshape(Group& G, int gi, int* cur, int* c) {
+    if (!target_.gemm_operand_views || !is_row_reshape(*cur, *c) ||
+        g_.value(g_.nodes[size_t(*c)].outputs[0]).dtype != DType::f32)
+      return false;
     absorb(G, gi, *c);
-    *cur = r.outputs[0];
+    *cur = g_.nodes[size_t(*c)].outputs[0];
     *c = sole_consumer(*cur);
     return true;
   }
@@ -1272,15 +1277,17 @@ class Fuser {
     const bool erf_as_tanh = target_.gemm_gelu_erf_as_tanh_16bit && (G.k.bias >= 0 || has_c) &&
                              G.k.sum < 0 && (rt == DType::bf16 || rt == DType::f16);
     if (erf_as_tanh && !post_ops) {
-      std::vector<int> gelu = gelu_erf_nodes(cur);
-      if (!gelu.empty()) {
-        G.k.activation = "gelu_erf_as_tanh";
-        for (int m : gelu) absorb(G, gi, m);
-        return;
-      }
-      gelu = gelu_tanh_nodes(cur);  // GPT-2's: the epilogue's own form
-      if (!gelu.empty()) {
-        G.k.activation = "gelu_tanh";
+      // Also through a Reshape that keeps the rows (GPT-2's Conv1D: a 2-D Gemm, then its 3-D
+      // view), which the GEMM's output buffer then holds.
+      const int view = is_row_reshape(cur, c) ? g_.nodes[size_t(c)].outputs[0] : -1;
+      for (int x : {cur, view}) {
+        if (x < 0) continue;
+        const char* form = "gelu_erf_as_tanh";
+        std::vector<int> gelu = gelu_erf_nodes(x);
+        if (gelu.empty()) form = "gelu_tanh", gelu = gelu_tanh_nodes(x);  // GPT-2's: the epilogue's own form
+        if (gelu.empty()) continue;
+        if (x == view) absorb(G, gi, c);
+        G.k.activation = form;
         for (int m : gelu) absorb(G, gi, m);
         return;
       }

@@ -301,6 +301,41 @@ TEST(GeluEpilogue, CudaTakesTheErfGeluIntoSixteenBitGemmsOnly) {
   EXPECT_EQ(off.plan.kernels[0].activation, "");
 }
 
+// GPT-2's MLP as its exports write it, in type t: a 2-D Gemm (Conv1D's addmm), the Reshape back
+// to [1, S, N], then the tanh GELU in eight nodes.
+Graph gpt2_gemm_gelu(DType t) {
+  GraphBuilder b;
+  auto c = [&](float v) { return b.constant("c" + std::to_string(b.count), Tensor::scalar<float>(v).cast(t)); };
+  int x = b.input("x", {8, 32}, t);
+  int y = b.node("Gemm", {x, b.constant("w", rnd({32, 48}, 7, t)), b.constant("b", rnd({48}, 8, t))});
+  int v = b.node("Reshape", {y, b.constant("shape", Tensor::from_vector<int64_t>({3}, {1, 8, 48}))});
+  int half = b.node("Mul", {v, c(0.5f)});
+  int cube = b.node("Mul", {b.node("Pow", {v, c(3.f)}), c(0.044715f)});
+  int inner = b.node("Mul", {b.node("Add", {v, cube}), c(0.7978845608f)});
+  int one = b.node("Add", {b.node("Tanh", {inner}), c(1.f)});
+  b.output(b.node("Mul", {half, one}));
+  return b.g;
+}
+
+// On CUDA the GELU reaches the 16-bit Gemm through the Reshape between them: one library kernel
+// with the tanh epilogue (GPT-2 had a GEMM and two GELU kernels per layer); float32 keeps the
+// GELU in generated kernels.
+TEST(GeluEpilogue, CudaTakesGpt2sGeluThroughTheRowReshape) {
+  for (DType t : {DType::bf16, DType::f16, DType::f32}) {
+    Compiled c = compile(gpt2_gemm_gelu(t), plan::Target::cuda(), {});
+    ASSERT_FALSE(c.plan.kernels.empty());
+    const bool half = t != DType::f32;
+    EXPECT_EQ(c.plan.kernels[0].activation, half ? "gelu_tanh" : "") << c.plan.print(c.graph);
+    size_t computing = 0;
+    for (const plan::Kernel& k : c.plan.kernels) computing += k.kind != plan::KernelKind::Copy;
+    if (half) EXPECT_EQ(computing, 1u) << dtype_name(t) << c.plan.print(c.graph);
+    else EXPECT_GE(computing, 2u) << c.plan.print(c.graph);  // the GELU generated
+  }
+  brrr_test::EnvVar no("BRRR_NO_GEMM_GELU_16BIT", "1");
+  Compiled off = compile(gpt2_gemm_gelu(DType::bf16), plan::Target::cuda(), {});
+  EXPECT_EQ(off.plan.kernels[0].activation, "") << off.plan.print(off.graph);
+}
+
 // On the device: the tanh epilogue's bf16 result equals the reference's erf GELU within bf16's
 // tolerance.
 TEST(GeluEpilogue, CudaDeviceMatchesTheReference) {
@@ -316,6 +351,10 @@ TEST(GeluEpilogue, CudaDeviceMatchesTheReference) {
   EXPECT_NE(s.plan_summary().find("tanh-form epilogue at bf16"), std::string::npos)
       << s.plan_summary();
   brrr_test::expect_outputs_close(s.run(in), run_reference(reference_graph(g), in), 2e-2, 2e-2, s.plan_summary());
+  Graph gpt2 = gpt2_gemm_gelu(DType::bf16);  // through the Reshape, GPT-2's own tanh form
+  std::map<std::string, Tensor> in2{{"x", rnd({8, 32}, 10, DType::bf16)}};
+  Session s2(gpt2, o);
+  brrr_test::expect_outputs_close(s2.run(in2), run_reference(reference_graph(gpt2), in2), 2e-2, 2e-2, s2.plan_summary());
 #endif
 }
 
