@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call that checks plan switches on real exports before they become defaults: build
 # (the exports made beside it), the device tests, `brrr run --check` of every export under every
-# configuration (and the fp32 exports at --precision bf16 under the last one), then BERT-base bf16
+# configuration (and the fp32 exports at each of $PRECISIONS under the last one), then BERT-base bf16
 # at batch 1 and 32 under each configuration in interleaved rounds, and the doctor's CUPTI table
 # under the last. Every result goes to $OUT as it comes.
 #   EXPORTS    model list for export.py (default bert_base,gpt2)   DTYPES (default fp32,bf16)
@@ -13,6 +13,7 @@
 #   DEADLINE   seconds from the start after which no new check or bench starts (default 520)
 #   CHECK_LAST_ONLY=1  check the exports under the last configuration only   DOCTOR=0  no doctor
 #   CHECK_MATCH  glob of the export folders to check (default *)
+#   PRECISIONS  --precision values the fp32 exports are also checked at (default bf16)
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -55,7 +56,8 @@ for d in $S/*/; do
     [ "${CHECK_LAST_ONLY:-0}" = 1 ] && [ "$c" != "$last" ] && continue
     check "${c%%=*}" "${c#*=}" "${d%/}"
   done
-  case $d in *_fp32_*) check "${last%%=*}" "$LAST_ENV" "${d%/}" --precision bf16 ;; esac
+  case $d in *_fp32_*) for p in ${PRECISIONS:-bf16}; do
+    check "${last%%=*}" "$LAST_ENV" "${d%/}" --precision "$p"; done ;; esac
 done
 echo "== checks done at $(el) s"
 BENCHES=${BENCH-bert_base_bf16_torchscript}
