@@ -9,7 +9,8 @@
 #   CONFIGS    space-separated NAME=ENV,ENV,... (default: merge, and merge with fused attention)
 #   TESTS      gtest filter of the device tests to run first
 #   BENCH      exports to time, space-separated (default bert_base_bf16_torchscript; empty: none);
-#              input input_ids:BATCHx128     BENCH_BATCHES (default "1 32")   ROUNDS (default 2)
+#              BENCH_SHAPE (default input_ids:BATCHx128, BATCH replaced by each of BENCH_BATCHES)
+#              BENCH_BATCHES (default "1 32")   ROUNDS (default 2)
 #   DEADLINE   seconds from the start after which no new check or bench starts (default 520)
 #   CHECK_LAST_ONLY=1  check the exports under the last configuration only   DOCTOR=0  no doctor
 #   CHECK_MATCH  glob of the export folders to check (default *)
@@ -67,7 +68,8 @@ for name in $BENCHES; do
   for r in $(seq 1 "${ROUNDS:-2}"); do for bs in ${BENCH_BATCHES:-1 32}; do for c in $CONFIGS; do
     late "bench" && break 3
     envs=${c#*=}
-    line=$(env ${envs//,/ } timeout 60 "$B/brrr" bench "$M" --backend cuda --shape input_ids:${bs}x128 \
+    shape=${BENCH_SHAPE:-input_ids:BATCHx128}
+    line=$(env ${envs//,/ } timeout 60 "$B/brrr" bench "$M" --backend cuda --shape "${shape//BATCH/$bs}" \
       --iterations 200 2>&1 | grep -E 'median|error|kernels' | tr '\n' ' ' | cut -c1-220)
     echo "$name r$r b$bs ${c%%=*}: $line"
   done; done; done

@@ -147,6 +147,7 @@ void CudaExecutor::Impl::build() {
   }
   for (const auto& note : host_notes) std::fprintf(stderr, "brrr cuda: %s\n", note.c_str());
   std::string chain_src = find_gemm_chains();
+  choose_layouts();
 
   // Memory: graph inputs and outputs own buffers; intermediates share the arena.
   slot.assign(g.values.size(), 0);
@@ -197,7 +198,8 @@ void CudaExecutor::Impl::build() {
     Step::Type t = steps[size_t(i)].type;
     if (t == Step::Library || t == Step::Chain || t == Step::InChain) continue;
     for (int v : plan.kernels[size_t(i)].inputs)
-      if (g.value(v).constant.defined() && !slot[size_t(v)])
+      if (g.value(v).constant.defined() && !slot[size_t(v)] &&
+          !(t == Step::Conv && steps[size_t(i)].conv().geo.nhwc && v == steps[size_t(i)].conv().vw))
         slot[size_t(v)] = upload(g.value(v).constant, "constant " + g.value(v).name);
   }
   for (size_t v = 0; v < alias_of.size(); ++v)

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
+#include "core/env.hpp"
+#include "passes/choose_device_layouts.hpp"
 
 namespace brrr::cuda {
 
@@ -67,10 +69,94 @@ std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
   return "";
 }
 
+void CudaExecutor::Impl::choose_layouts() {
+  nhwc.assign(g.values.size(), 0);
+  if (!env::integer("BRRR_CUDA_NHWC")) return;
+  std::vector<DeviceLayoutRole> roles(plan.kernels.size());
+  bool any_conv = false;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    using R = DeviceLayoutRole;
+    if (s.type == Step::Conv) {
+      const ConvStep& c = s.conv();
+      if (g.value(c.vx).shape.size() == 4 && g.value(c.vw).constant.defined() && c.dt != DType::f32)
+        roles[i] = {R::Conv, c.vx, c.vsum, c.vy}, any_conv = true;
+    } else if (s.type == Step::Op) {
+      const OpStep& r = s.op();
+      const Shape& xs = r.vx >= 0 ? g.value(r.vx).shape : Shape{};
+      if (xs.size() != 4) continue;
+      const auto* pd = plan::desc_of<plan::PoolDesc>(plan.kernels[i]);
+      if ((r.kind == OpStep::Pool || r.kind == OpStep::PoolKernel) && pd && !pd->indices_used)
+        roles[i] = {R::Pool, r.vx, -1, r.vy};
+      if (r.kind == OpStep::RowMean && r.rows == xs[0] * xs[1] && r.cols == xs[2] * xs[3])
+        roles[i] = {R::ChannelMean, r.vx, -1, r.vy};
+    }
+  }
+  if (!any_conv) return;
+  nhwc = choose_device_layouts(g, plan, roles);
+  // cuDNN's NHWC descriptors and algorithms; a refusal puts every value back to NCHW.
+  auto remake = [&](bool channels_last) {
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i].type != Step::Conv) continue;
+      ConvStep& c = steps[i].conv();
+      if (!nhwc[size_t(c.vy)] && !c.geo.nhwc) continue;
+      c.geo.nhwc = channels_last;
+      const std::string who = fmt::format("{} (Conv {})", plan.kernels[i].name,
+                                          g.nodes[size_t(plan.kernels[i].nodes[0])].name);
+      c.dnn = std::make_unique<CudnnConv>(*dnn, c.geo, c.math, kMaxConvWorkspace, who);
+    }
+  };
+  try {
+    remake(true);
+  } catch (const Error& e) {
+    nhwc_note = std::string("NHWC off: ") + e.what();
+    remake(false);
+    nhwc.assign(g.values.size(), 0);
+    return;
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].type == Step::Conv) {
+      ConvStep& c = steps[i].conv();
+      if (!c.geo.nhwc) continue;
+      ++nhwc_convs;
+      c.transpose_in = !nhwc[size_t(c.vx)];
+    } else if (steps[i].type == Step::Op && roles[i].kind == DeviceLayoutRole::Pool &&
+               nhwc[size_t(roles[i].out)]) {
+      OpStep& r = steps[i].op();
+      if (r.kind == OpStep::Pool) {  // cuDNN's pool path is NCHW here: brrr's pool kernel
+        const std::string no = pool_kernel_plan(*plan::desc_of<plan::PoolDesc>(plan.kernels[i]), &r);
+        BRRR_ASSERT(no.empty(), "16-bit pool without a pool kernel: " + no);
+        r.pool.reset();
+        r.desc = "pool kernel";
+      }
+      r.cl = g.value(r.vx).shape[1];
+      r.desc += ", NHWC";
+    } else if (steps[i].type == Step::Op && roles[i].kind == DeviceLayoutRole::ChannelMean &&
+               nhwc[size_t(roles[i].x)]) {
+      steps[i].op().nhwc = true;
+      steps[i].op().desc += ", over NHWC";
+    }
+  }
+}
+
 void CudaExecutor::Impl::setup_conv(ConvStep& c) {
-  c.x = slot_of(c.vx, "Conv operand"), c.w = slot_of(c.vw, "Conv operand");
+  if (c.geo.nhwc) {  // KCRS -> KRSC, once
+    c.w = upload(g.value(c.vw).constant.permute({0, 2, 3, 1}).contiguous(),
+                 "Conv weights (KRSC) " + g.value(c.vw).name);
+  } else {
+    c.w = slot_of(c.vw, "Conv operand");
+  }
+  c.x = slot_of(c.vx, "Conv operand");
   c.y = slot_of(c.vy, "Conv operand"), c.bias = slot_of(c.vbias, "Conv operand");
   c.sum = slot_of(c.vsum, "Conv operand");
+  if (c.transpose_in) {
+    const Shape& xs = g.value(c.vx).shape;
+    c.in_c = xs[1], c.in_hw = xs[2] * xs[3], c.in_n = shape_numel(xs);
+    c.xt = alloc(g.value(c.vx).nbytes(), "Conv input (NHWC) " + g.value(c.vx).name);
+    c.tfn = module->function("brrr_nchw_to_nhwc_u2");
+    c.tgrid = helper_grid(c.in_n, 256);
+    c.targp = {&c.x, &c.xt, &c.in_c, &c.in_hw, &c.in_n};
+  }
   // The residual is read after cuDNN wrote y: it must not share y's bytes (the memory planner
   // keeps a kernel's inputs and outputs apart; a graph input or output has its own buffer).
   BRRR_ASSERT(c.sum == 0 || c.sum != c.y, "Conv residual aliases the Conv output");
@@ -78,19 +164,22 @@ void CudaExecutor::Impl::setup_conv(ConvStep& c) {
   c.fn = module->function(c.dt == DType::bf16  ? "brrr_conv_epilogue_bf16"
                           : c.dt == DType::f16 ? "brrr_conv_epilogue_f16"
                                                : "brrr_conv_epilogue");
+  if (c.geo.nhwc) c.hw = 1;  // channels-last: the channel of element i is i % c
   c.grid = helper_grid(c.n, 256);
   c.block = {256, 1, 1};
   c.argp = {&c.y, &c.bias, &c.sum, &c.hw, &c.c, &c.act, &c.alpha, &c.beta, &c.n};
 }
 
 void CudaExecutor::Impl::exec_conv(ConvStep& c) {
-  c.dnn->run(c.x, c.w, c.y, conv_ws);
+  if (c.transpose_in) launch(c.tfn, c.tgrid, {256, 1, 1}, 0, stream, c.targp.data());
+  c.dnn->run(c.transpose_in ? c.xt : c.x, c.w, c.y, conv_ws);
   if (c.epilogue) launch(c.fn, c.grid, c.block, 0, stream, c.argp.data());
 }
 
 std::string CudaExecutor::Impl::conv_summary(size_t i) const {
   const ConvStep& c = steps[i].conv();
-  return fmt::format("  {:<24} cuDNN conv {}{}\n", plan.kernels[i].name, c.dnn->describe(),
+  return fmt::format("  {:<24} cuDNN conv {}{}{}\n", plan.kernels[i].name, c.dnn->describe(),
+                     c.transpose_in ? ", input transposed to NHWC first" : "",
                      c.epilogue ? " + bias/sum/activation kernel" : "");
 }
 

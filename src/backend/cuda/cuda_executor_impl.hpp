@@ -84,6 +84,14 @@ struct ConvStep {
   Function fn;
   Dim3 grid, block;
   std::vector<void*> argp;
+  // Channels-last (geo.nhwc: x, the residual and y NHWC, weights KRSC). An NCHW input is
+  // transposed into xt first (brrr_nchw_to_nhwc_u2(x, xt, c, hw, n)).
+  bool transpose_in = false;
+  DevPtr xt = 0;
+  int64_t in_c = 0, in_hw = 0, in_n = 0;
+  Function tfn;
+  Dim3 tgrid;
+  std::vector<void*> targp;
 };
 
 // The other library kernels: a pool on cuDNN or brrr's pool kernel, a Concat (one 2-D copy per
@@ -100,6 +108,8 @@ struct OpStep {
     int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], out[3];
   } pg{};
   int is_max = 1, include_pad = 0;
+  int64_t cl = 0;  // PoolKernel on channels-last data: its channel count (0: NCHW)
+  bool nhwc = false;  // RowMean: a GlobalAveragePool over channels-last x (brrr_nhwc_mean)
   DType dt = DType::f32;
   int vx = -1, vs = -1, vy = -1;
   // Concat: the output is `outer` rows of out_row bytes, input q fills `part_bytes[q]` of each.
@@ -227,6 +237,12 @@ struct CudaExecutor::Impl {
 
   // Convs (cuda_executor_conv.cpp).
   std::string conv_plan(const plan::Kernel& k, ConvStep* cr);
+  // Channels-last values (passes/choose_device_layouts.hpp) for 16-bit conv nets, and the
+  // conv, pool and channel-mean steps switched to them (BRRR_CUDA_NHWC=0: all NCHW).
+  void choose_layouts();
+  std::vector<char> nhwc;  // per value
+  int nhwc_convs = 0;
+  std::string nhwc_note;
   void setup_conv(ConvStep& c);
   void exec_conv(ConvStep& c);
   std::string conv_summary(size_t i) const;

@@ -200,7 +200,7 @@ void CudaExecutor::Impl::setup_op(OpStep& r) {
           "brrr_pool_{}", r.dt == DType::bf16 ? "bf16" : r.dt == DType::f16 ? "f16" : "f32"));
       r.block = {256, 1, 1};
       r.grid = helper_grid(r.n, 256);
-      r.argp = {&r.x, &r.y, &r.pg, &r.is_max, &r.include_pad, &r.n};
+      r.argp = {&r.x, &r.y, &r.pg, &r.is_max, &r.include_pad, &r.cl, &r.n};
       return;
     case OpStep::Concat: {
       size_t off = 0;
@@ -215,6 +215,16 @@ void CudaExecutor::Impl::setup_op(OpStep& r) {
         r.copies.push_back({r.x + r.part_offset[q], at(r.parts[q]), r.part_bytes[q]});
       return;
     case OpStep::RowMean:
+      if (r.nhwc) {  // x is (N, H*W, C): one thread per (image, channel)
+        r.fn = module->function(r.dt == DType::bf16 ? "brrr_nhwc_mean_bf16" : "brrr_nhwc_mean_f16");
+        r.hw = r.cols;
+        r.cl = g.value(r.vx).shape[1];
+        r.n = r.rows;
+        r.block = {256, 1, 1};
+        r.grid = helper_grid(r.n, 256);
+        r.argp = {&r.x, &r.y, &r.hw, &r.cl, &r.scale, &r.n};
+        return;
+      }
       r.fn = module->function(r.dt == DType::bf16  ? "brrr_row_mean_bf16"
                               : r.dt == DType::f16 ? "brrr_row_mean_f16"
                                                    : "brrr_row_mean");

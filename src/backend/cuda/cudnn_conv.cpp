@@ -103,6 +103,13 @@ std::vector<int> packed_strides(const std::vector<int>& d) {
   return s;
 }
 
+// Packed strides of dims (N, C, spatial...): NCHW order, or channels-last (N, H, W, C) for a
+// 4-D tensor.
+std::vector<int> strides_of(const std::vector<int>& d, bool nhwc) {
+  if (!nhwc) return packed_strides(d);
+  return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
+}
+
 }  // namespace
 
 std::unique_ptr<CudnnContext> CudnnContext::open(const Stream& s, std::string* reason) {
@@ -144,11 +151,13 @@ void set_descriptors(const CudnnApi& api, const ConvGeometry& g, cudnnTensorDesc
                   int(g.pad.size()) == nsp && int(g.stride.size()) == nsp &&
                   int(g.dilation.size()) == nsp,
               "bad cuDNN conv geometry");
-  std::vector<int> xs = packed_strides(g.x);
+  BRRR_ASSERT(!g.nhwc || nd == 4, "channels-last cuDNN conv on a tensor that is not 4-D");
+  std::vector<int> xs = strides_of(g.x, g.nhwc);
   BRRR_DNN(api, cudnnSetTensorNdDescriptor, (xd, data_type(g.dt), nd, g.x.data(), xs.data()),
            what);
   BRRR_DNN(api, cudnnSetFilterNdDescriptor,
-           (wd, data_type(g.dt), CUDNN_TENSOR_NCHW, nd, g.w.data()), what);
+           (wd, data_type(g.dt), g.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, nd, g.w.data()),
+           what);
   // ONNX Conv is a cross-correlation (no kernel flip); accumulate in float32.
   BRRR_DNN(api, cudnnSetConvolutionNdDescriptor,
            (cd, nsp, g.pad.data(), g.stride.data(), g.dilation.data(), CUDNN_CROSS_CORRELATION,
@@ -199,6 +208,7 @@ struct CudnnConv::Impl {
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnMathType_t math = CUDNN_FMA_MATH;
   ConvMath want = ConvMath::kFp32;
+  bool nhwc = false;
   size_t ws = 0;
   std::string what;
   ~Impl() {
@@ -220,12 +230,13 @@ CudnnConv::CudnnConv(const CudnnContext& ctx, const ConvGeometry& g, ConvMath m,
   c.h = static_cast<cudnnHandle_t>(ctx.handle());
   c.what = what;
   c.want = m;
+  c.nhwc = g.nhwc;
   BRRR_DNN(api, cudnnCreateTensorDescriptor, (&c.xd), what);
   BRRR_DNN(api, cudnnCreateTensorDescriptor, (&c.yd), what);
   BRRR_DNN(api, cudnnCreateFilterDescriptor, (&c.wd), what);
   BRRR_DNN(api, cudnnCreateConvolutionDescriptor, (&c.cd), what);
   set_descriptors(api, g, c.xd, c.wd, c.cd, what);
-  std::vector<int> ys = packed_strides(g.y);
+  std::vector<int> ys = strides_of(g.y, g.nhwc);
   BRRR_DNN(api, cudnnSetTensorNdDescriptor,
            (c.yd, data_type(g.dt), int(g.y.size()), g.y.data(), ys.data()), what);
   c.math = m == ConvMath::kFp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
@@ -272,8 +283,8 @@ CudnnConv::~CudnnConv() = default;
 size_t CudnnConv::workspace_bytes() const { return impl_->ws; }
 
 std::string CudnnConv::describe() const {
-  return fmt::format("{} {} ({}), workspace {} B", algo_name(impl_->algo), to_string(impl_->want),
-                     math_name(impl_->math), impl_->ws);
+  return fmt::format("{} {} ({}){}, workspace {} B", algo_name(impl_->algo), to_string(impl_->want),
+                     math_name(impl_->math), impl_->nhwc ? ", NHWC" : "", impl_->ws);
 }
 
 void CudnnConv::run(DevPtr x, DevPtr w, DevPtr y, DevPtr ws) const {

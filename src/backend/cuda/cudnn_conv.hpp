@@ -21,6 +21,7 @@ struct ConvGeometry {
   std::vector<int> pad, stride, dilation;  // per spatial dim
   int groups = 1;
   DType dt = DType::f32;  // x, w and y: float32, bfloat16 or float16 (accumulation is float32)
+  bool nhwc = false;      // 2-D only: x and y channels-last (NHWC), w KRSC (cuDNN's NHWC filter)
 };
 
 // Maps a Conv (its descriptor, input, weight and output shapes x, w, y: float32, N C spatial...)

@@ -57,9 +57,11 @@ static __device__ __forceinline__ i64 brrr_floor_div(i64 a, i64 b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 template <class T>
-static __device__ __forceinline__ void brrr_pool_t(const T* __restrict__ x, T* __restrict__ y, const brrr_pool_geo& g, int is_max, int include_pad, i64 n) {
+static __device__ __forceinline__ void brrr_pool_t(const T* __restrict__ x, T* __restrict__ y, const brrr_pool_geo& g, int is_max, int include_pad, i64 cl, i64 n) {
   for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
-    i64 o[3], r = i;
+    // cl > 0: channels-last data (N, spatial..., C with cl channels), elements cl apart.
+    const i64 e = cl > 0 ? cl : 1, ch = cl > 0 ? i % cl : 0;
+    i64 o[3], r = i / e;
     for (int a = 2; a >= 0; --a) { o[a] = r % g.out[a]; r /= g.out[a]; }
     i64 st[3], lo[3], hi[3], cnt = 1;
     for (int a = 0; a < 3; ++a) {
@@ -73,14 +75,14 @@ static __device__ __forceinline__ void brrr_pool_t(const T* __restrict__ x, T* _
       if (hp > g.k[a]) hp = g.k[a];
       cnt *= include_pad ? hp : hi[a] - lo[a];
     }
-    const T* p = x + r * g.in[0] * g.in[1] * g.in[2];
+    const T* p = x + r * g.in[0] * g.in[1] * g.in[2] * e + ch;
     float best = __int_as_float(0xff800000), sum = 0.0f;
     bool any = false;
     for (i64 kd = lo[0]; kd < hi[0]; ++kd)
       for (i64 kh = lo[1]; kh < hi[1]; ++kh) {
-        const T* row = p + ((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2];
+        const T* row = p + (((st[0] + kd * g.d[0]) * g.in[1] + st[1] + kh * g.d[1]) * g.in[2] + st[2]) * e;
         for (i64 kw = lo[2]; kw < hi[2]; ++kw) {
-          const float v = brrr_ld(row + kw * g.d[2]);
+          const float v = brrr_ld(row + kw * g.d[2] * e);
           if (v > best || !any || (v != v && best == best)) best = v;  // NaN wins and stays
           any = true;
           sum += v;
@@ -89,10 +91,10 @@ static __device__ __forceinline__ void brrr_pool_t(const T* __restrict__ x, T* _
     brrr_st(y + i, is_max ? best : sum / (float)cnt);
   }
 }
-extern "C" __global__ void brrr_pool_f32(const float* __restrict__ x, float* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 n) { brrr_pool_t<float>(x, y, g, is_max, include_pad, n); }
-extern "C" __global__ void brrr_pool_bf16(const brrr_bf16* __restrict__ x, brrr_bf16* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 n) { brrr_pool_t<brrr_bf16>(x, y, g, is_max, include_pad, n); }
-extern "C" __global__ void brrr_pool_f16(const brrr_f16* __restrict__ x, brrr_f16* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 n) { brrr_pool_t<brrr_f16>(x, y, g, is_max, include_pad, n); }
-// After a cuDNN Conv (NCHW, in place): + bias[channel], + sum (a residual), then the activation
+extern "C" __global__ void brrr_pool_f32(const float* __restrict__ x, float* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 cl, i64 n) { brrr_pool_t<float>(x, y, g, is_max, include_pad, cl, n); }
+extern "C" __global__ void brrr_pool_bf16(const brrr_bf16* __restrict__ x, brrr_bf16* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 cl, i64 n) { brrr_pool_t<brrr_bf16>(x, y, g, is_max, include_pad, cl, n); }
+extern "C" __global__ void brrr_pool_f16(const brrr_f16* __restrict__ x, brrr_f16* __restrict__ y, brrr_pool_geo g, int is_max, int include_pad, i64 cl, i64 n) { brrr_pool_t<brrr_f16>(x, y, g, is_max, include_pad, cl, n); }
+// After a cuDNN Conv (in place; channels-last data passes hw = 1): + bias[channel], + sum (a residual), then the activation
 // (0 none, 1 relu, 2 hardswish, 3 hardsigmoid(alpha, beta), 4 clip(alpha, beta)), with the
 // reference ops' scalar functions, in float32 on float32 or 16-bit data (the Conv's dtype: bias
 // and residual share it). bias and sum may be null.
@@ -154,3 +156,24 @@ static __device__ __forceinline__ void brrr_row_mean_t(const T* __restrict__ x, 
 extern "C" __global__ void brrr_row_mean(const float* __restrict__ x, float* __restrict__ y, i64 rows, i64 cols, float scale) { brrr_row_mean_t<float>(x, y, rows, cols, scale); }
 extern "C" __global__ void brrr_row_mean_bf16(const brrr_bf16* __restrict__ x, brrr_bf16* __restrict__ y, i64 rows, i64 cols, float scale) { brrr_row_mean_t<brrr_bf16>(x, y, rows, cols, scale); }
 extern "C" __global__ void brrr_row_mean_f16(const brrr_f16* __restrict__ x, brrr_f16* __restrict__ y, i64 rows, i64 cols, float scale) { brrr_row_mean_t<brrr_f16>(x, y, rows, cols, scale); }
+// The mean over the pixels of channels-last data (GlobalAveragePool on N, H*W, C): one thread per
+// (image, channel), neighbouring threads on neighbouring channels; float32 sums.
+template <class T>
+static __device__ __forceinline__ void brrr_nhwc_mean_t(const T* __restrict__ x, T* __restrict__ y, i64 hw, i64 c, float scale, i64 n) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+    const T* p = x + (i / c) * hw * c + i % c;
+    float acc = 0.f;
+    for (i64 q = 0; q < hw; ++q) acc += brrr_ld(p + q * c);
+    brrr_st(y + i, acc * scale);
+  }
+}
+extern "C" __global__ void brrr_nhwc_mean_bf16(const brrr_bf16* __restrict__ x, brrr_bf16* __restrict__ y, i64 hw, i64 c, float scale, i64 n) { brrr_nhwc_mean_t<brrr_bf16>(x, y, hw, c, scale, n); }
+extern "C" __global__ void brrr_nhwc_mean_f16(const brrr_f16* __restrict__ x, brrr_f16* __restrict__ y, i64 hw, i64 c, float scale, i64 n) { brrr_nhwc_mean_t<brrr_f16>(x, y, hw, c, scale, n); }
+// NCHW -> NHWC of 2-byte elements (a Conv's channels-last input): y[(b * hw + q) * c + ch] =
+// x[(b * c + ch) * hw + q], one thread per output element.
+extern "C" __global__ void brrr_nchw_to_nhwc_u2(const unsigned short* __restrict__ x, unsigned short* __restrict__ y, i64 c, i64 hw, i64 n) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+    const i64 ch = i % c, q = (i / c) % hw, b = i / (c * hw);
+    y[i] = x[(b * c + ch) * hw + q];
+  }
+}

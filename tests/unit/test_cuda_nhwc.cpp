@@ -1,0 +1,132 @@
+// Channels-last 16-bit conv nets on CUDA (passes/choose_device_layouts.cpp, BRRR_CUDA_NHWC): which
+// values the plan keeps NHWC (no device needed), and on the device a ResNet-like block (Conv +
+// bias + Relu, MaxPool, 1x1 and 3x3 Convs with a residual sum, GlobalAveragePool, Gemm) with NHWC
+// on and off against the reference executor.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <random>
+
+#include "brrr/reference.hpp"
+#include "brrr/session.hpp"
+#include "env_var.hpp"
+#include "expect_outputs.hpp"
+#include "passes/choose_device_layouts.hpp"
+#include "passes/pipeline.hpp"
+#include "plan/library_desc.hpp"
+#include "random_tensor.hpp"
+#include "runtime/graph_builder.hpp"
+
+#ifdef BRRR_HAVE_CUDA
+#include "cuda_test_util.hpp"
+#endif
+
+namespace brrr {
+namespace {
+
+Tensor rnd(const Shape& s, DType t, float lo = -1.f, float hi = 1.f) {
+  static std::mt19937 rng(97);
+  return brrr_test::uniform_f32(s, rng, lo, hi).cast(t);
+}
+
+// x [B, 8, 16, 16] -> Conv 3x3 + bias + Relu -> MaxPool 3x3 s2 -> Conv 1x1 + Relu -> Conv 3x3
+// -> + the pool's output -> Relu -> GlobalAveragePool -> Flatten -> Gemm: ResNet-50's shapes in
+// small, in type t. `tap`: a Sigmoid also reads the pool's output (a generated kernel, NCHW only).
+Graph resnet_block(DType t, int64_t batch, bool tap = false) {
+  GraphBuilder b;
+  auto conv = [&](int x, int64_t cin, int64_t cout, int64_t k) {
+    std::map<std::string, AttrValue> at{{"pads", std::vector<int64_t>(4, k / 2)}};
+    return b.node("Conv", {x, b.constant("w" + std::to_string(b.count), rnd({cout, cin, k, k}, t, -0.3f, 0.3f)),
+                           b.constant("b" + std::to_string(b.count), rnd({cout}, t, -0.1f, 0.1f))},
+                  at);
+  };
+  int x = b.input("x", {batch, 8, 16, 16}, t);
+  int c1 = b.node("Relu", {conv(x, 8, 16, 3)});
+  int p = b.node("MaxPool", {c1}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                                   {"strides", std::vector<int64_t>{2, 2}},
+                                   {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  int c2 = b.node("Relu", {conv(p, 16, 16, 1)});
+  int y = b.node("Relu", {b.node("Add", {conv(c2, 16, 16, 3), p})});
+  int gap = b.node("Flatten", {b.node("GlobalAveragePool", {y})});
+  b.output(b.node("Gemm", {gap, b.constant("fc", rnd({16, 10}, t, -0.3f, 0.3f)),
+                           b.constant("fcb", rnd({10}, t, -0.1f, 0.1f))}));
+  if (tap) b.output(b.node("Sigmoid", {p}));
+  return b.g;
+}
+
+// The roles the CUDA executor gives these kernels (every 16-bit 2-D Conv with constant weights,
+// every pool, a mean over H*W) from their descriptors.
+std::vector<DeviceLayoutRole> roles_of(const Compiled& c) {
+  std::vector<DeviceLayoutRole> roles(c.plan.kernels.size());
+  for (size_t i = 0; i < roles.size(); ++i) {
+    const plan::Kernel& k = c.plan.kernels[i];
+    if (const auto* d = plan::desc_of<plan::ConvDesc>(k))
+      roles[i] = {DeviceLayoutRole::Conv, d->x, d->epi.sum, d->out};
+    else if (const auto* d = plan::desc_of<plan::PoolDesc>(k))
+      roles[i] = {DeviceLayoutRole::Pool, d->x, -1, d->y};
+    else if (const auto* d = plan::desc_of<plan::RowReduceDesc>(k))
+      roles[i] = {DeviceLayoutRole::ChannelMean, d->x, -1, d->y};
+  }
+  return roles;
+}
+
+int count_nhwc(const std::vector<char>& v) {
+  int n = 0;
+  for (char c : v) n += c;
+  return n;
+}
+
+TEST(DeviceLayouts, ConvChainIsChannelsLastBetweenInputAndMean) {
+  Compiled c = compile(resnet_block(DType::bf16, 2), plan::Target::cuda(), {});
+  std::vector<char> nhwc = choose_device_layouts(c.graph, c.plan, roles_of(c));
+  // conv1, the pool, conv2, conv3 + sum: four values; the input, the mean and the logits stay NCHW.
+  EXPECT_EQ(count_nhwc(nhwc), 4) << c.plan.print(c.graph);
+  for (int v : c.graph.inputs) EXPECT_FALSE(nhwc[size_t(v)]);
+  for (int v : c.graph.outputs) EXPECT_FALSE(nhwc[size_t(v)]);
+  for (const plan::Kernel& k : c.plan.kernels)
+    if (const auto* d = plan::desc_of<plan::RowReduceDesc>(k)) {
+      EXPECT_TRUE(nhwc[size_t(d->x)]);
+      EXPECT_FALSE(nhwc[size_t(d->y)]);
+    }
+}
+
+TEST(DeviceLayouts, AnotherReaderKeepsNchwUpstream) {
+  // The Sigmoid reads the pool's output: it stays NCHW, so the pool's input does (a pool's output
+  // follows its input), and so does conv3's output, whose residual is the pool's output; conv2's
+  // output then has no NHWC reader left.
+  Compiled c = compile(resnet_block(DType::bf16, 1, true), plan::Target::cuda(), {});
+  std::vector<char> nhwc = choose_device_layouts(c.graph, c.plan, roles_of(c));
+  EXPECT_EQ(count_nhwc(nhwc), 0) << c.plan.print(c.graph);
+  // float32 nets keep NCHW throughout (cuDNN's 16-bit Tensor Core path is what NHWC is for).
+  Compiled f = compile(resnet_block(DType::f32, 1), plan::Target::cuda(), {});
+  EXPECT_EQ(count_nhwc(choose_device_layouts(f.graph, f.plan, roles_of(f))), 0);
+}
+
+#ifdef BRRR_HAVE_CUDA
+TEST(CudaNhwc, ResNetBlockMatchesTheReference) {
+  BRRR_REQUIRE_CUDNN("Conv");
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t batch : {1, 3})
+      for (const char* on : {"1", "0"}) {
+        SCOPED_TRACE(fmt::format("{} batch {} BRRR_CUDA_NHWC={}", dtype_name(t), batch, on));
+        brrr_test::EnvVar e("BRRR_CUDA_NHWC", on);
+        Graph g = resnet_block(t, batch);
+        std::map<std::string, Tensor> in{{"x", rnd({batch, 8, 16, 16}, t, -2.f, 2.f)}};
+        SessionOptions o;
+        o.backend = "cuda";
+        Session s(g, o);
+        const std::string sum = s.plan_summary();
+        const bool nhwc = on[0] == '1';
+        EXPECT_EQ(sum.find("NHWC") != std::string::npos, nhwc) << sum;
+        if (nhwc) EXPECT_NE(sum.find("input transposed to NHWC"), std::string::npos) << sum;
+        EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
+        std::vector<Tensor> got = s.run(in);
+        brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
+        brrr_test::expect_same_bytes(got, s.run(in));
+      }
+}
+#endif
+
+}  // namespace
+}  // namespace brrr
