@@ -9,7 +9,8 @@
 #   CONFIGS    space-separated NAME=ENV,ENV,... (default: merge, and merge with fused attention)
 #   TESTS      gtest filter of the device tests to run first
 #   BENCH      exports to time, space-separated (default bert_base_bf16_torchscript; empty: none);
-#              BENCH_SHAPE (default input_ids:BATCHx128, BATCH replaced by each of BENCH_BATCHES)
+#              BENCH_SHAPE (default pixel_values:BATCHx3x224x224 for resnet* / vit*, else
+#              input_ids:BATCHx128; BATCH replaced by each of BENCH_BATCHES)
 #              BENCH_BATCHES (default "1 32")   ROUNDS (default 2)
 #   DEADLINE   seconds from the start after which no new check or bench starts (default 520)
 #   CHECK_LAST_ONLY=1  check the exports under the last configuration only   DOCTOR=0  no doctor
@@ -68,7 +69,8 @@ for name in $BENCHES; do
   for r in $(seq 1 "${ROUNDS:-2}"); do for bs in ${BENCH_BATCHES:-1 32}; do for c in $CONFIGS; do
     late "bench" && break 3
     envs=${c#*=}
-    shape=${BENCH_SHAPE:-input_ids:BATCHx128}
+    case $name in resnet*|vit*) shape=pixel_values:BATCHx3x224x224 ;; *) shape=input_ids:BATCHx128 ;; esac
+    shape=${BENCH_SHAPE:-$shape}
     line=$(env ${envs//,/ } timeout 60 "$B/brrr" bench "$M" --backend cuda --shape "${shape//BATCH/$bs}" \
       --iterations 200 2>&1 | grep -E 'median|error|kernels' | tr '\n' ' ' | cut -c1-220)
     echo "$name r$r b$bs ${c%%=*}: $line"
