@@ -41,6 +41,9 @@ const Switch kSwitches[] = {
      "CUDA: 1 runs a GEMM whose output rows would not be 16-byte aligned (GPT-2's 50257 "
      "logits) on zero-padded weights into aligned rows, then copies the real columns out; 0 "
      "runs it on the odd row pitch"},
+    {"BRRR_CUDA_GELU_RESHAPE", Kind::Int, "0", "", 0, 1,
+     "CUDA (opt-in, not yet run on a device in this form): 1 lets a GELU reach a 16-bit GEMM's "
+     "epilogue through a Reshape that keeps the rows (GPT-2's MLP)"},
     {"BRRR_CUDA_NHWC", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 keeps 16-bit values that only cuDNN convs, pools and GlobalAveragePool produce "
      "and read channels-last (NHWC, KRSC weights); 0 runs every conv on NCHW data"},

@@ -98,7 +98,8 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
   for (int m : k.nodes)
     reshaped = reshaped || (m > k.nodes[0] && op_id(g.nodes[size_t(m)]) == OpId::Reshape);
   OperandView out = output_view(g, n.outputs[0], in_kernel);
-  if (!out.nodes.empty() && out.source == d.out) {
+  const bool out_viewed = !out.nodes.empty() && out.source == d.out;
+  if (out_viewed) {
     d.out_dims = out.dims;
     d.out_strides = out.strides;
   } else if (reshaped) {
@@ -109,7 +110,8 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
     d.why = n.op + " with an epilogue and a strided result";
   // The library adds its bias before any post-op scale (the fusion pass keeps them apart).
   if (d.scale != 1.0f && d.epi.bias >= 0) d.why = n.op + " with a scaled operand and a bias";
-  const bool viewed = !d.a_dims.empty() || !d.b_dims.empty() || !d.out_dims.empty();
+  // A row-keeping Reshape alone leaves the result's bytes where a plain GEMM writes them.
+  const bool viewed = !d.a_dims.empty() || !d.b_dims.empty() || out_viewed;
   const Shape &as = g.value(d.a).shape, &bs = g.value(d.b).shape, &os = g.value(d.out).shape;
   if (d.alpha != 1.0f) d.why = "Gemm alpha != 1";
   if (d.c >= 0) {  // Gemm's C is a bias only as one value per output column, added once

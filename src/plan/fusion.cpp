@@ -1279,7 +1279,8 @@ class Fuser {
     if (erf_as_tanh && !post_ops) {
       // Also through a Reshape that keeps the rows (GPT-2's Conv1D: a 2-D Gemm, then its 3-D
       // view), which the GEMM's output buffer then holds.
-      const int view = is_row_reshape(cur, c) ? g_.nodes[size_t(c)].outputs[0] : -1;
+      const int view = target_.gemm_gelu_through_reshape && is_row_reshape(cur, c)
+                           ? g_.nodes[size_t(c)].outputs[0] : -1;
       for (int x : {cur, view}) {
         if (x < 0) continue;
         const char* form = "gelu_erf_as_tanh";

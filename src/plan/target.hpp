@@ -61,6 +61,10 @@ struct Target {
   // many ulps of the small result, still under 4.8e-4 absolute (tests/unit/test_merge_gemms.cpp); never at float32 or tf32 (BRRR_NO_GEMM_GELU_16BIT=1:
   // off). The tanh GELU as GPT-2's exports write it joins such a GEMM in the same form.
   bool gemm_gelu_erf_as_tanh_16bit = false;
+  // ... also when a Reshape that keeps the rows sits between the GEMM and the GELU (GPT-2's
+  // Conv1D: a 2-D Gemm, then its 3-D view); the GEMM then writes the Reshape's value
+  // (BRRR_CUDA_GELU_RESHAPE=1, opt-in until measured on a device).
+  bool gemm_gelu_through_reshape = false;
   // Scaled dot-product attention (Q.K^T, scale, masks, softmax, P.V, with the head split and
   // merge as views) as one kernel for head dims up to this (plan/attention.hpp; CUDA's
   // device/attention.cuh; on unless BRRR_FUSED_ATTENTION=0). 0: no fused attention.

@@ -321,17 +321,29 @@ Graph gpt2_gemm_gelu(DType t) {
 // with the tanh epilogue (GPT-2 had a GEMM and two GELU kernels per layer); float32 keeps the
 // GELU in generated kernels.
 TEST(GeluEpilogue, CudaTakesGpt2sGeluThroughTheRowReshape) {
+  brrr_test::EnvVar on("BRRR_CUDA_GELU_RESHAPE", "1");  // opt-in until run on a device
   for (DType t : {DType::bf16, DType::f16, DType::f32}) {
     Compiled c = compile(gpt2_gemm_gelu(t), plan::Target::cuda(), {});
     ASSERT_FALSE(c.plan.kernels.empty());
     const bool half = t != DType::f32;
     EXPECT_EQ(c.plan.kernels[0].activation, half ? "gelu_tanh" : "") << c.plan.print(c.graph);
+    // The Reshape keeps the rows: a plain GEMM writes the same bytes, so cuBLASLt takes it (the
+    // executor runs a GEMM with a strided_why on the host).
+    const auto* d = plan::desc_of<plan::GemmDesc>(c.plan.kernels[0]);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->strided_why, "") << dtype_name(t);
+    EXPECT_EQ(d->why, "") << dtype_name(t);
     size_t computing = 0;
     for (const plan::Kernel& k : c.plan.kernels) computing += k.kind != plan::KernelKind::Copy;
     if (half) EXPECT_EQ(computing, 1u) << dtype_name(t) << c.plan.print(c.graph);
     else EXPECT_GE(computing, 2u) << c.plan.print(c.graph);  // the GELU generated
   }
-  brrr_test::EnvVar no("BRRR_NO_GEMM_GELU_16BIT", "1");
+  {
+    brrr_test::EnvVar no("BRRR_NO_GEMM_GELU_16BIT", "1");
+    Compiled off = compile(gpt2_gemm_gelu(DType::bf16), plan::Target::cuda(), {});
+    EXPECT_EQ(off.plan.kernels[0].activation, "") << off.plan.print(off.graph);
+  }
+  brrr_test::EnvVar off_switch("BRRR_CUDA_GELU_RESHAPE", "0");
   Compiled off = compile(gpt2_gemm_gelu(DType::bf16), plan::Target::cuda(), {});
   EXPECT_EQ(off.plan.kernels[0].activation, "") << off.plan.print(off.graph);
 }
@@ -351,9 +363,12 @@ TEST(GeluEpilogue, CudaDeviceMatchesTheReference) {
   EXPECT_NE(s.plan_summary().find("tanh-form epilogue at bf16"), std::string::npos)
       << s.plan_summary();
   brrr_test::expect_outputs_close(s.run(in), run_reference(reference_graph(g), in), 2e-2, 2e-2, s.plan_summary());
+  brrr_test::EnvVar on("BRRR_CUDA_GELU_RESHAPE", "1");
   Graph gpt2 = gpt2_gemm_gelu(DType::bf16);  // through the Reshape, GPT-2's own tanh form
   std::map<std::string, Tensor> in2{{"x", rnd({8, 32}, 10, DType::bf16)}};
   Session s2(gpt2, o);
+  EXPECT_EQ(s2.plan_summary().find("host"), std::string::npos) << s2.plan_summary();
+  EXPECT_EQ(s2.num_kernels("library"), 1) << s2.plan_summary();
   brrr_test::expect_outputs_close(s2.run(in2), run_reference(reference_graph(gpt2), in2), 2e-2, 2e-2, s2.plan_summary());
 #endif
 }
