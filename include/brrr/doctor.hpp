@@ -240,6 +240,10 @@ struct DoctorOptions {
   // ... and whether the profiled plan was fused (1), one kernel per op (0), or unknown (-1:
   // fused unless the profile is the reference executor's).
   int fused = -1;
+  // The kernels the fused plan would run, as the compiler plans them (records without times:
+  // kind, ONNX nodes, cost), for a profile of the plan one kernel per op: the fusion remedy then
+  // prices that plan kernel by kernel instead of counting intermediates (src/doctor/remedies.cpp).
+  std::vector<KernelRecord> fused_kernels;
 };
 
 // --compare's check of one remedy: the plan without it and with it, profiled in interleaved

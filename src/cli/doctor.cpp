@@ -22,6 +22,9 @@
 #include "cli/options.hpp"
 #include "core/file_io.hpp"
 #include "passes/pipeline.hpp"
+#include "plan/kernel_record.hpp"
+#include "plan/target.hpp"
+#include "runtime/session_compile.hpp"
 
 namespace brrr::cli {
 
@@ -67,6 +70,26 @@ Prepared prepare(const Graph& loaded, const InferOptions& opts, const std::strin
   so.input_shapes = opts.input_shapes;
   p.session.emplace(loaded, so);
   return p;
+}
+
+// The kernels of the fused plan `backend` would compile for the model (a Session's compile
+// options, no executor, nothing run): what the fusion remedy prices for a profile of the plan one
+// kernel per op.
+std::vector<KernelRecord> planned_fused_kernels(const Graph& loaded, const InferOptions& opts,
+                                                const std::string& backend, int threads,
+                                                const std::string& precision) {
+  SessionOptions so;
+  so.backend = backend;
+  so.fusion = 1;
+  so.threads = threads;
+  so.precision = precision;
+  so.input_shapes = opts.input_shapes;
+  CompileOptions co = session_compile_options(so);
+  co.fold_budget_bytes = opts.fold_budget_bytes;
+  Compiled c = compile(loaded, plan::Target::named(backend, precision), co);
+  std::vector<KernelRecord> out;
+  for (size_t i = 0; i < c.plan.kernels.size(); ++i) out.push_back(plan::kernel_record(c.graph, c.plan, i));
+  return out;
 }
 
 RunProfile profile_prepared(Prepared& p, int reps) {
@@ -243,6 +266,8 @@ void run_doctor(const DoctorArgs& a) {
     }
   }
   dopts.fused = a.backend == "reference" ? 0 : fused ? 1 : 0;
+  if (dopts.fused == 0 && a.backend != "reference")
+    dopts.fused_kernels = planned_fused_kernels(loaded, opts, a.backend, threads, a.precision);
   dopts.top = a.top;
   dopts.applied = a.applied;
   if (after) dopts.compare = &*after;

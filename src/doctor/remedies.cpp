@@ -127,6 +127,120 @@ FusionEstimate estimate_fusion(const RunProfile& p, const std::vector<KernelAnal
   return e;
 }
 
+// Fusion priced from the plan fusion would compile (DoctorOptions::fused_kernels): the measured
+// kernels and the planned ones joined where they cover a common ONNX node (union-find, as
+// --compare's "where the time moved"); each group saves what its measured kernels took less what
+// its planned kernels are priced at:
+//  - a planned kernel covering exactly the nodes of one measured kernel: that kernel's time
+//    (unchanged);
+//  - a planned library kernel (a GEMM or conv with its epilogue now inside): the measured library
+//    calls it shares nodes with (the call is the same; the epilogue rides along); a conv or pool at
+//    most its FLOPs at the library rate the probe measured (its layout changes, below);
+//  - a planned generated kernel: one fixed per-kernel cost, plus the larger of its bytes at the
+//    bandwidth the profile's own generated kernels reached (their median share of the roof) and
+//    the compute time the measured generated kernels of its group spent beyond their bytes.
+// The fixed costs of the kernels that disappear, the traffic of the intermediates that stay in
+// registers and the views that fold into GEMMs all follow from that.
+struct PlanFusionEstimate {
+  double saved_ms = 0;
+  double lowers_floor_ms = 0;  // floors of the measured kernels whose group changed
+  int before = 0, after = 0;   // kernels measured, kernels planned
+  double memory_share = 1;     // the generated kernels' median share of their memory roof
+};
+
+PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
+                                             const std::vector<KernelAnalysis>& ks,
+                                             const Ceilings& c,
+                                             const std::vector<KernelRecord>& planned) {
+  PlanFusionEstimate e;
+  const size_t nb = std::min(p.kernels.size(), ks.size()), n = nb + planned.size();
+  e.before = int(nb);
+  e.after = int(planned.size());
+  auto generated = [](const KernelRecord& r) { return r.kind == "fused" || r.kind == "reference"; };
+  // The memory roof share the measured generated kernels reach (memory-bound ones).
+  std::vector<double> shares;
+  for (size_t k = 0; k < nb; ++k) {
+    const double work = steady_time(p.kernels[k]) - ks[k].overhead_ms;
+    if (generated(p.kernels[k]) && ks[k].regime == Regime::memory && ks[k].memory_floor_ms > 0 &&
+        work > 0)
+      shares.push_back(std::min(1.0, ks[k].memory_floor_ms / work));
+  }
+  e.memory_share = shares.empty() ? 1.0 : std::max(0.05, median(shares));
+  std::vector<size_t> parent(n);
+  std::iota(parent.begin(), parent.end(), size_t(0));
+  auto find = [&](size_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  auto rec = [&](size_t i) -> const KernelRecord& {
+    return i < nb ? p.kernels[i] : planned[i - nb];
+  };
+  std::map<std::string, size_t> owner;
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& node : rec(i).nodes) {
+      auto [it, fresh] = owner.emplace(node, i);
+      if (!fresh) parent[find(i)] = find(it->second);
+    }
+  std::map<size_t, std::vector<size_t>> groups;
+  for (size_t i = 0; i < n; ++i) groups[find(i)].push_back(i);
+  for (const auto& [root, members] : groups) {
+    std::vector<size_t> b, a;
+    for (size_t i : members) (i < nb ? b : a).push_back(i);
+    auto same_nodes = [&](size_t x, size_t y) {
+      std::vector<std::string> u = rec(x).nodes, v = rec(y).nodes;
+      std::sort(u.begin(), u.end());
+      std::sort(v.begin(), v.end());
+      return u == v;
+    };
+    if (b.size() == 1 && a.size() == 1 && same_nodes(b[0], a[0])) continue;  // unchanged
+    double before_ms = 0, compute_ms = 0;
+    for (size_t k : b) {
+      const double t = steady_time(p.kernels[k]);
+      before_ms += t;
+      e.lowers_floor_ms += ks[k].floor_ms;
+      if (generated(p.kernels[k]))
+        compute_ms += std::max(0.0, t - ks[k].overhead_ms - ks[k].memory_floor_ms / e.memory_share);
+    }
+    int planned_generated = 0;
+    for (size_t i : a) planned_generated += generated(rec(i));
+    std::vector<char> used(nb, 0);
+    double after_ms = 0;
+    for (size_t i : a) {
+      const KernelRecord& r = rec(i);
+      const KernelAnalysis an = analyze_kernel(r, c);
+      double t = -1;
+      for (size_t k : b)  // the same kernel, measured
+        if (!used[k] && same_nodes(k, i)) t = steady_time(p.kernels[k]), used[k] = 1;
+      if (t < 0 && !generated(r)) {  // a library call: the measured calls of its nodes
+        for (size_t k : b)
+          if (!used[k] && !generated(p.kernels[k]) && p.kernels[k].kind != "copy" &&
+              std::any_of(p.kernels[k].nodes.begin(), p.kernels[k].nodes.end(), [&](const std::string& x) {
+                return std::find(r.nodes.begin(), r.nodes.end(), x) != r.nodes.end();
+              }))
+            t = std::max(t, 0.0) + steady_time(p.kernels[k]), used[k] = 1;
+      }
+      // A conv or pool between library kernels reads and writes the library's own layout in the
+      // fused plan (the CPU's blocked / NHWC activations), with no reorder per call and another
+      // algorithm: it is priced at the rate the probe measured for the library (its bytes at the
+      // generated kernels' share of the roof), when that is faster than its measured call.
+      const auto rate = c.library_gflops.find(r.precision.empty() ? "fp32" : r.precision);
+      const bool relayout = std::any_of(r.ops.begin(), r.ops.end(), [](const std::string& op) {
+        return op == "Conv" || op == "MaxPool" || op == "AveragePool";
+      });
+      if (t >= 0 && rate != c.library_gflops.end() && rate->second > 0 && relayout)
+        t = std::min(t, an.overhead_ms + std::max(r.cost.flops / (rate->second * 1e9) * 1e3,
+                                                  an.memory_floor_ms / e.memory_share));
+      if (t < 0)
+        t = an.overhead_ms + std::max(an.memory_floor_ms / e.memory_share,
+                                      std::max(an.compute_floor_ms,
+                                               planned_generated ? compute_ms / planned_generated : 0.0));
+      after_ms += t;
+    }
+    e.saved_ms += before_ms - after_ms;
+  }
+  return e;
+}
+
 std::string human_bytes(double b) {
   if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
   if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
@@ -289,18 +403,32 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
   FusionEstimate f = estimate_fusion(p, ks, c);
   double at_ceiling_ms = f.bytes / (c.bandwidth_gbs * 1e9) * 1e3;
   const bool fused = opts.fused >= 0 ? opts.fused == 1 : !reference;
-  if (f.merges > 0) {
-    Remedy* r = add(
-        "fusion", f.ms + f.fixed_ms,
-        fmt::format("fusing {} kernels into {} removes {} of intermediate traffic, about {:.3f} ms "
-                    "as its share of those kernels' time ({:.3f} ms at the {:.1f} GB/s ceiling), "
-                    "and {} kernel call{}{}",
-                    f.kernels_in_groups, f.groups, human_bytes(f.bytes), f.ms, at_ceiling_ms,
-                    c.bandwidth_gbs, f.merges, f.merges == 1 ? "" : "s",
-                    f.fixed_ms > 0 ? fmt::format(", about {:.3f} ms of fixed per-kernel cost",
-                                                 f.fixed_ms)
-                                   : std::string()),
-        at_ceiling_ms + f.fixed_ms);
+  const bool from_plan = !fused && !reference && !opts.fused_kernels.empty();
+  if (f.merges > 0 || from_plan) {
+    Remedy* r = nullptr;
+    if (from_plan) {
+      const PlanFusionEstimate e = estimate_fusion_from_plan(p, ks, c, opts.fused_kernels);
+      r = add("fusion", e.saved_ms,
+              fmt::format("the fused plan brrr compiles runs {} kernels instead of {}: each priced "
+                          "from this run (library calls keep their measured time, convs and pools "
+                          "at most the library's probed rate in its own layout, generated kernels "
+                          "run at {:.0f}% of their memory roof as this run's did, one fixed cost "
+                          "each)",
+                          e.after, e.before, 100 * e.memory_share),
+              e.lowers_floor_ms);
+    } else {
+      r = add(
+          "fusion", f.ms + f.fixed_ms,
+          fmt::format("fusing {} kernels into {} removes {} of intermediate traffic, about {:.3f} ms "
+                      "as its share of those kernels' time ({:.3f} ms at the {:.1f} GB/s ceiling), "
+                      "and {} kernel call{}{}",
+                      f.kernels_in_groups, f.groups, human_bytes(f.bytes), f.ms, at_ceiling_ms,
+                      c.bandwidth_gbs, f.merges, f.merges == 1 ? "" : "s",
+                      f.fixed_ms > 0 ? fmt::format(", about {:.3f} ms of fixed per-kernel cost",
+                                                   f.fixed_ms)
+                                     : std::string()),
+          at_ceiling_ms + f.fixed_ms);
+    }
     for (const auto& pr : f.pairs) {
       const KernelRecord &from = p.kernels[size_t(pr.producer)], &to = p.kernels[size_t(pr.consumer)];
       concern(*r, from);
@@ -315,7 +443,7 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
     } else if (!fused) {
       r->action = "drop --no-fusion and unset BRRR_DISABLE_FUSION: brrr fuses by default";
       r->applicable = true;
-    } else {
+    } else if (!f.pairs.empty()) {
       const FusionPair& top = f.pairs.front();
       r->action = "brrr cannot do this yet: " +
                   (top.boundary.empty() ? std::string("the fuser left these kernels apart and "

@@ -17,6 +17,7 @@
 #include "core/machine_load.hpp"
 #include "passes/pipeline.hpp"
 #include "plan/kernel_ir.hpp"
+#include "runtime/session_compile.hpp"
 
 namespace brrr {
 
@@ -30,12 +31,7 @@ struct Session::Impl {
   void build();
 };
 
-void Session::Impl::build() {
-  BRRR_CHECK(opts.backend == "cpu" || opts.backend == "cuda",
-             "unknown backend '{}' (use cpu or cuda)", opts.backend);
-  BRRR_CHECK(opts.precision == "fp32" || opts.precision == "tf32" || opts.precision == "bf16" ||
-                 opts.precision == "fp16",
-             "unknown precision '{}' (use fp32, tf32, bf16 or fp16)", opts.precision);
+CompileOptions session_compile_options(const SessionOptions& opts) {
   CompileOptions copts;
   copts.input_shapes = opts.input_shapes;
   copts.fusion = opts.fusion < 0 ? !plan::fusion_disabled_by_env() : opts.fusion != 0;
@@ -47,7 +43,17 @@ void Session::Impl::build() {
     if (opts.precision == "bf16") copts.storage = DType::bf16;
     if (opts.precision == "fp16") copts.storage = DType::f16;
   }
-  Compiled c = compile(std::move(g), plan::Target::named(opts.backend, opts.precision), copts);
+  return copts;
+}
+
+void Session::Impl::build() {
+  BRRR_CHECK(opts.backend == "cpu" || opts.backend == "cuda",
+             "unknown backend '{}' (use cpu or cuda)", opts.backend);
+  BRRR_CHECK(opts.precision == "fp32" || opts.precision == "tf32" || opts.precision == "bf16" ||
+                 opts.precision == "fp16",
+             "unknown precision '{}' (use fp32, tf32, bf16 or fp16)", opts.precision);
+  Compiled c = compile(std::move(g), plan::Target::named(opts.backend, opts.precision),
+                       session_compile_options(opts));
   g = std::move(c.graph);
   plan = std::move(c.plan);
   precision = c.precision;

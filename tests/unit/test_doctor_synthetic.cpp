@@ -384,6 +384,53 @@ TEST(DoctorRemedies, FusionPricesTheKernelsItRemovesAtTheirFixedCost) {
       << off.verdict.advice;
 }
 
+// Profiled one kernel per op, with the fused plan's kernels given (DoctorOptions::fused_kernels),
+// fusion is priced kernel by kernel: a GELU absorbed into its GEMM saves the generated kernels'
+// whole time (the library call keeps its measured time); two generated kernels fused become one
+// fixed cost plus their bytes at the share of the roof this run's generated kernels reached; a
+// conv that joins its activation is priced at most at the library's probed rate (another layout
+// and algorithm in the fused plan); an unchanged kernel keeps its time.
+TEST(DoctorRemedies, FusionPricesTheFusedPlanKernelByKernel) {
+  Ceilings c = fixed_ceilings();
+  c.library_gflops = {{"fp32", 500}};
+  RunProfile p;
+  p.backend = "cpu";
+  p.kernels.push_back(kernel("mm", OpClass::contraction, 2e9, 12e6, 2.5, "library"));
+  for (const char* n : {"div", "erf", "mul", "add2", "relu2"})
+    p.kernels.push_back(kernel(n, OpClass::elementwise, 0, 8e6, 0.2, "fused"));
+  p.kernels.push_back(kernel("resh", OpClass::movement, 0, 8e6, 0.05, "copy"));
+  p.kernels.push_back(kernel("cv", OpClass::contraction, 1e9, 8e6, 5.0, "library"));
+  p.kernels.push_back(kernel("cvrelu", OpClass::elementwise, 0, 8e6, 0.2, "fused"));
+  p.wall_ms = 0;
+  for (const auto& k : p.kernels) p.wall_ms += k.time_ms;  // 9 kernels, 8.75 ms
+  auto planned = [](const std::string& name, const std::string& kind,
+                    std::vector<std::string> nodes, std::vector<std::string> ops, double flops) {
+    KernelRecord k = kernel(name, OpClass::elementwise, flops, 8e6, 0, kind);
+    k.nodes = std::move(nodes);
+    k.ops = std::move(ops);
+    return k;
+  };
+  DoctorOptions o;
+  o.fused = 0;
+  o.fused_kernels = {
+      planned("mm_gelu", "library", {"mm", "div", "erf", "mul"}, {"MatMul", "Div", "Erf", "Mul"}, 2e9),
+      planned("add_relu", "fused", {"add2", "relu2"}, {"Add", "Relu"}, 0),
+      planned("resh", "copy", {"resh"}, {"Reshape"}, 0),
+      planned("cv_relu", "library", {"cv", "cvrelu"}, {"Conv", "Relu"}, 1e9)};
+  const Report r = diagnose(p, c, o);
+  const Remedy& f = find(r.remedies, "fusion");
+  // Fixed cost 0.5 us (0.1 us call + 0.4 us fork/join); each generated kernel's 8 MB take 0.08 ms
+  // at 100 GB/s of its 0.1995 ms of work: a share of 0.401, so add_relu costs 0.0005 + 0.1995.
+  const double mm = 0.6, chain = 0.4 - 0.2, conv = 5.2 - (0.0005 + 1e9 / 500e9 * 1e3);
+  EXPECT_NEAR(f.gain_ms, mm + chain + conv, 1e-9) << f.detail;
+  EXPECT_TRUE(f.applicable);
+  EXPECT_NE(f.detail.find("runs 4 kernels instead of 9"), std::string::npos) << f.detail;
+  EXPECT_NE(f.detail.find("40% of their memory roof"), std::string::npos) << f.detail;
+  // Without the plan's kernels the estimate counts intermediates, and these records name none.
+  const Report bare = diagnose(p, c, {.fused = 0});
+  EXPECT_EQ(find(bare.remedies, "fusion").gain_ms, 0);
+}
+
 // The plan's boundary reasons travel with the fusion remedy into its action, the text report, the
 // JSON and the HTML page.
 TEST(DoctorRemedies, FusionActionIsTheBoundaryReason) {
