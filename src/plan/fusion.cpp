@@ -1431,15 +1431,21 @@ Plan build_plan(const Graph& g, const FusionOptions& opts, const Target& target)
   Plan p = Fuser(g, opts, target).run();
   describe_library(g, p);  // the library calls' typed descriptors, read once from the attributes
   if (target.library_gather)
-    for (Kernel& k : p.kernels) {
+    for (size_t i = 0; i < p.kernels.size(); ++i) {
+      Kernel& k = p.kernels[i];
       if (k.kind != KernelKind::Reference || !desc_of<GatherDesc>(k)) continue;
       std::string why = device_gather(g, k);
-      if (why.empty()) {
-        k.kind = KernelKind::Library;
-        k.host.clear();
-      } else {
+      if (!why.empty()) {
         k.host = why;
+        continue;
       }
+      k.kind = KernelKind::Library;
+      k.host.clear();
+      // The boundaries the fuser wrote for the reference kernel it planned.
+      const std::string was = " runs as a reference kernel", is = " runs as a library kernel";
+      for (Boundary& b : p.boundaries)
+        if (b.from_kernel == int(i))
+          if (size_t at = b.reason.find(was); at != std::string::npos) b.reason.replace(at, was.size(), is);
     }
   return p;
 }

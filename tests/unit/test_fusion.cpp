@@ -9,6 +9,8 @@
 #include "expect_outputs.hpp"
 #include "random_tensor.hpp"
 #include "brrr/session.hpp"
+#include "passes/pipeline.hpp"
+#include "plan/target.hpp"
 #include "runtime/graph_builder.hpp"
 
 namespace brrr {
@@ -245,6 +247,20 @@ TEST(Fusion, LargeOutputsUseStreamingStores) {
     b.output(b.node("Sub", {y, x}));
     check(b.g);
   }
+}
+
+// An embedding Gather the device runs as a library kernel (GPT-2's word embedding on CUDA): the
+// boundary after it says so, not the reference kernel the fuser first planned.
+TEST(Fusion, DeviceGatherBoundarySaysLibraryKernel) {
+  GraphBuilder b;
+  int ids = b.input("ids", {1, 4}, DType::i64);
+  int e = b.node("Gather", {b.constant("wte", random_tensor({10, 8})), ids});
+  b.output(b.node("Tanh", {b.node("Add", {e, b.constant("bias", random_tensor({8}))})}));
+  Compiled c = compile(b.g, plan::Target::cuda(), {});
+  ASSERT_EQ(c.plan.kernels[0].kind, plan::KernelKind::Library) << c.plan.print(c.graph);
+  ASSERT_FALSE(c.plan.boundaries.empty());
+  EXPECT_EQ(c.plan.boundaries[0].reason, "not fused: Gather runs as a library kernel")
+      << c.plan.print(c.graph);
 }
 
 }  // namespace
