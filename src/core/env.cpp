@@ -44,6 +44,9 @@ const Switch kSwitches[] = {
     {"BRRR_CUDA_GELU_RESHAPE", Kind::Int, "0", "", 0, 1,
      "CUDA (opt-in, not yet run on a device in this form): 1 lets a GELU reach a 16-bit GEMM's "
      "epilogue through a Reshape that keeps the rows (GPT-2's MLP)"},
+    {"BRRR_CONV_TUNE", Kind::Int, "0", "", 0, 1,
+     "CUDA (opt-in, not yet measured): 1 has cuDNN time every convolution algorithm once at "
+     "build (cudnnFindConvolutionForwardAlgorithm) and takes the fastest that fits"},
     {"BRRR_CUDA_NHWC", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 keeps 16-bit values that only cuDNN convs, pools and GlobalAveragePool produce "
      "and read channels-last (NHWC, KRSC weights); 0 runs every conv on NCHW data"},

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "brrr/reference.hpp"
+#include "env_var.hpp"
 #include "expect_outputs.hpp"
 #include "random_tensor.hpp"
 #include "brrr/session.hpp"
@@ -130,6 +131,18 @@ TEST(CudaConv, BiasRelu) {
   expect_all_on_gpu(s);
   EXPECT_NE(s.plan_summary().find("bias/sum/activation kernel"), std::string::npos);
   expect_all_on_gpu(run_conv({{1, 16, 9, 9}, 32, 1, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, false, "Relu"}));
+}
+
+// BRRR_CONV_TUNE=1: cuDNN's timed choice (fp32 keeps FMA math) gives the reference's results.
+TEST(CudaConv, TimedAlgorithmsMatchTheReference) {
+  REQUIRE_CUDNN();
+  brrr_test::EnvVar tune("BRRR_CONV_TUNE", "1");
+  Session s = run_conv({{2, 16, 14, 14}, 32, 3, 3, 1, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, "Relu"});
+  expect_all_on_gpu(s);
+  EXPECT_NE(s.plan_summary().find(", timed"), std::string::npos) << s.plan_summary();
+  EXPECT_EQ(s.plan_summary().find("tensor-op"), std::string::npos) << s.plan_summary();
+  run_conv({{2, 16, 14, 14}, 32, 3, 3, 1, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, "Relu"},
+           cuda_opts("tf32"));
 }
 
 TEST(CudaConv, GroupedAndDepthwise) {

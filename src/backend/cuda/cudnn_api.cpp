@@ -44,6 +44,9 @@ Loaded load() {
   }
   BRRR_DNN_FUNCS(BRRR_DNN_LOAD)
 #undef BRRR_DNN_LOAD
+  l.api.cudnnFindConvolutionForwardAlgorithm =
+      reinterpret_cast<decltype(l.api.cudnnFindConvolutionForwardAlgorithm)>(
+          dlsym(lib, "cudnnFindConvolutionForwardAlgorithm"));
   l.api.version = l.api.cudnnGetVersion();
   if (l.api.version / 10000 != CUDNN_MAJOR) {  // major * 10000 + minor * 100 + patch
     l.reason = "cuDNN library " + name + " is version " + std::to_string(l.api.version) +

@@ -32,6 +32,8 @@ struct CudnnApi {
 #define BRRR_DNN_DECLARE(name) decltype(&::name) name = nullptr;
   BRRR_DNN_FUNCS(BRRR_DNN_DECLARE)
 #undef BRRR_DNN_DECLARE
+  // Optional (null when the library lacks it): timing the algorithms at build (BRRR_CONV_TUNE=1).
+  decltype(&::cudnnFindConvolutionForwardAlgorithm) cudnnFindConvolutionForwardAlgorithm = nullptr;
   std::string path;  // what dlopen loaded
   size_t version = 0;
 };

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "brrr/error.hpp"
+#include "core/env.hpp"
 
 #ifdef BRRR_HAVE_CUDNN
 #include "backend/cuda/cudnn_api.hpp"
@@ -209,6 +210,7 @@ struct CudnnConv::Impl {
   cudnnMathType_t math = CUDNN_FMA_MATH;
   ConvMath want = ConvMath::kFp32;
   bool nhwc = false;
+  bool timed = false;  // the algorithm came from cuDNN's timing (BRRR_CONV_TUNE=1)
   size_t ws = 0;
   std::string what;
   ~Impl() {
@@ -252,6 +254,33 @@ CudnnConv::CudnnConv(const CudnnContext& ctx, const ConvGeometry& g, ConvMath m,
   int got = 0;
   BRRR_DNN(api, cudnnGetConvolutionForwardAlgorithm_v7,
            (c.h, c.xd, c.wd, c.cd, c.yd, int(perf.size()), &got, perf.data()), what);
+  // BRRR_CONV_TUNE=1 (opt-in, not yet measured): cuDNN times every algorithm on scratch
+  // buffers once here and the fastest that fits wins, under the same rules as the heuristic's.
+  if (env::integer("BRRR_CONV_TUNE") == 1 && api.cudnnFindConvolutionForwardAlgorithm) {
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> timed(perf.size());
+    int n = 0;
+    if (api.cudnnFindConvolutionForwardAlgorithm(c.h, c.xd, c.wd, c.cd, c.yd, int(timed.size()),
+                                                 &n, timed.data()) == CUDNN_STATUS_SUCCESS)
+      for (int i = 0; i < n; ++i) {
+        const cudnnConvolutionFwdAlgoPerf_t& p = timed[size_t(i)];
+        if (p.status != CUDNN_STATUS_SUCCESS || p.memory > max_workspace ||
+            p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+            (m == ConvMath::kFp32 && p.mathType == CUDNN_TENSOR_OP_MATH))
+          continue;
+        size_t ws = 0;
+        if (api.cudnnSetConvolutionMathType(c.cd, p.mathType) != CUDNN_STATUS_SUCCESS ||
+            api.cudnnGetConvolutionForwardWorkspaceSize(c.h, c.xd, c.wd, c.cd, c.yd, p.algo, &ws) !=
+                CUDNN_STATUS_SUCCESS ||
+            ws > max_workspace)
+          continue;
+        c.algo = p.algo;
+        c.math = p.mathType;
+        c.ws = ws;
+        c.timed = true;
+        return;
+      }
+    BRRR_DNN(api, cudnnSetConvolutionMathType, (c.cd, c.math), what);  // back to the first choice
+  }
   // The heuristic's order, first fit wins. fp32 forces FMA math on every candidate (no TF32
   // whatever the heuristic reports); tf32, bf16 and fp16 take the math type the heuristic paired
   // with the algorithm. A candidate whose workspace query fails with that math type is skipped.
@@ -283,8 +312,9 @@ CudnnConv::~CudnnConv() = default;
 size_t CudnnConv::workspace_bytes() const { return impl_->ws; }
 
 std::string CudnnConv::describe() const {
-  return fmt::format("{} {} ({}){}, workspace {} B", algo_name(impl_->algo), to_string(impl_->want),
-                     math_name(impl_->math), impl_->nhwc ? ", NHWC" : "", impl_->ws);
+  return fmt::format("{} {} ({}){}{}, workspace {} B", algo_name(impl_->algo), to_string(impl_->want),
+                     math_name(impl_->math), impl_->nhwc ? ", NHWC" : "",
+                     impl_->timed ? ", timed" : "", impl_->ws);
 }
 
 void CudnnConv::run(DevPtr x, DevPtr w, DevPtr y, DevPtr ws) const {
