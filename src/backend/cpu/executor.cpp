@@ -70,6 +70,9 @@ class CpuExecutor final : public Executor {
   std::vector<Step> steps;
   std::vector<void*> slots;
   std::unique_ptr<char, decltype(&std::free)> arena{nullptr, &std::free};
+  // The library kernels' run-time memory (scratchpads, staging buffers): one block they share.
+  std::unique_ptr<char, decltype(&std::free)> work{nullptr, &std::free};
+  size_t work_bytes = 0, work_sum = 0;  // its size, and what the kernels would hold each alone
   std::vector<Tensor> constants;     // contiguous copies the slots point into
   std::vector<Tensor> last_outputs;  // recycled output buffers
   MemoryStats mem;
@@ -82,6 +85,11 @@ class CpuExecutor final : public Executor {
 
   void build();
   void choose_layouts();
+  void share_work();
+  void warm_up_kernels();
+  bool float_only(const plan::Kernel& k) const;
+  double warm_ms = -1;  // the kernels' build-time run (-1: none)
+  int num_warmed = 0;
   size_t num_kernels_fused() const {
     return size_t(std::count_if(plan.kernels.begin(), plan.kernels.end(),
                                 [](const plan::Kernel& k) { return k.kind == KernelKind::Fused; }));
@@ -158,6 +166,26 @@ void CpuExecutor::choose_layouts() {
   }
 }
 
+// One work block for all library kernels, as large as the largest needs, paged in here: kernels
+// run one at a time, and each holding its own (squeezenet1_1: MB of Winograd scratchpads and
+// staging buffers) made the first run fault in every page of each.
+void CpuExecutor::share_work() {
+  size_t need = 0;
+  work_sum = 0;
+  for (const Step& s : steps)
+    if (s.lib) {
+      need = std::max(need, s.lib->work_bytes());
+      work_sum += s.lib->work_bytes();
+    }
+  work_bytes = need;
+  if (need == 0) return;
+  work.reset(static_cast<char*>(std::aligned_alloc(4096, need)));
+  BRRR_CHECK(work != nullptr, "out of memory allocating {} bytes of library work space", need);
+  std::memset(work.get(), 0, need);
+  for (Step& s : steps)
+    if (s.lib) s.lib->use_work(work.get());
+}
+
 void CpuExecutor::build() {
   // BRRR_DEBUG=1: how long each build step took (compile time must stay near-linear in size).
   auto t_last = std::chrono::steady_clock::now();
@@ -204,6 +232,11 @@ void CpuExecutor::build() {
     }
   }
   phase("layout+twins");
+  share_work();
+  std::vector<std::string> impls;
+  for (const Step& s : steps)
+    if (s.lib) impls.push_back(s.lib->impl);
+  std::jthread gemm_jit_init = cpu::start_gemm_jit_init(impls);  // joined when build ends or throws
   // Memory: every kernel output that is not a graph output lives in the arena (plan_memory.cpp).
   ArenaPlan ap = plan_memory(g, plan, [&](int v) { return cpu::value_bytes(g, v, layouts); });
   mem.arena_bytes = ap.arena_bytes;
@@ -214,6 +247,9 @@ void CpuExecutor::build() {
   slots.assign(g.values.size(), nullptr);
   for (size_t v = 0; v < g.values.size(); ++v)
     if (ap.offset[v] >= 0) slots[v] = arena.get() + ap.offset[v];
+  // Paged in now, not by the first run's kernels (on squeezenet1_1, one thread, the first run's
+  // convs and pools took 1.5 ms more than the second's, mostly faulting in these pages).
+  std::memset(arena.get(), 0, ap.arena_bytes);
   for (size_t v = 0; v < g.values.size(); ++v)
     if (ap.share[v] >= 0) slots[v] = slots[size_t(ap.share[v])];
   for (size_t v = 0; v < g.values.size(); ++v)
@@ -243,6 +279,7 @@ void CpuExecutor::build() {
     modules = cpu::compile_parts(src.parts, cc);
     compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    for (const auto& m : modules) m->prefault();
     from_cache = std::all_of(modules.begin(), modules.end(),
                              [](const auto& m) { return m->from_cache(); });
     from_plan = std::all_of(modules.begin(), modules.end(),
@@ -264,6 +301,52 @@ void CpuExecutor::build() {
     const Value& v = g.value(steps[i].dst);
     steps[i].bytes = v.nbytes();
   }
+  if (gemm_jit_init.joinable()) {
+    gemm_jit_init.join();
+    phase("gemm:jit init");
+  }
+  if (!env::flag("BRRR_NO_WARMUP")) {
+    warm_up_kernels();
+    phase("warm-up");
+  }
+}
+
+// Whether every value kernel k's nodes read or write is floating point: a generated kernel on
+// such values may run on any bytes (no integer division to trap, no data-dependent address).
+bool CpuExecutor::float_only(const plan::Kernel& k) const {
+  for (int n : k.nodes)
+    for (const std::vector<int>* vs : {&g.nodes[size_t(n)].inputs, &g.nodes[size_t(n)].outputs})
+      for (int v : *vs)
+        if (v >= 0 && !is_floating(g.value(v).dtype)) return false;
+  return true;
+}
+
+// Every library kernel, and every generated one on floating-point values only, run once in plan
+// order, on the arena as it is (zeros) and on zero inputs. This moves the first
+// executions' cost (page faults in oneDNN's code, cold JIT code, lazily made kernels) from the
+// first run into the build, at the price of one run of the library kernels there.
+void CpuExecutor::warm_up_kernels() {
+  auto t0 = std::chrono::steady_clock::now();
+  // Zeros for the inputs, bound as a run binds them: that path is warmed too, and the output
+  // buffers it makes are the ones the first run recycles.
+  std::map<std::string, Tensor> zeros;
+  for (int id : g.inputs) zeros[g.value(id).name] = Tensor::zeros(g.value(id).dtype, g.value(id).shape);
+  std::vector<Tensor> outs, keep;
+  bind(zeros, &outs, &keep);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Step& s = steps[i];
+    if (s.lib) {
+      s.lib->warm_up(slots.data());
+      ++num_warmed;
+    } else if (s.kind == KernelKind::Fused && float_only(plan.kernels[i])) {
+      exec(i);
+      ++num_warmed;
+    }
+  }
+  for (const std::vector<int>* ids : {&g.inputs, &g.outputs})
+    for (int v : *ids)
+      if (g.value(v).producer >= 0 || ids == &g.inputs) slots[size_t(v)] = nullptr;
+  warm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void CpuExecutor::bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
@@ -444,6 +527,13 @@ std::string CpuExecutor::summary() const {
       impls += fmt::format("{}{} x{}", impls.empty() ? "" : ", ", impl, c);
     s += fmt::format("library: oneDNN matmul implementations: {}\n", impls);
   }
+  if (warm_ms >= 0 && num_warmed)
+    s += fmt::format("build: {} kernel(s) run once on zeros ({:.2f} ms), so the first run is warm\n",
+                     num_warmed, warm_ms);
+  if (work_bytes)
+    s += fmt::format("memory: library work space {} bytes, shared by the library kernels ({} bytes "
+                     "if each held its own)\n",
+                     work_bytes, work_sum);
   if (num_nhwc) s += fmt::format("layout: {} value(s) kept NHWC between library kernels\n", num_nhwc);
   if (num_blocked)
     s += fmt::format("layout: {} value(s) kept channel-blocked (nChw16c) between library kernels\n",

@@ -38,6 +38,18 @@ class LoadAdaptiveKernel : public LibraryKernel {
     impl = threaded_->impl;
   }
 
+  // Only one of the two runs at a time: they share one block.
+  size_t work_bytes() const override {
+    return std::max(threaded_->work_bytes(), one_->work_bytes());
+  }
+  void use_work(char* p) override {
+    threaded_->use_work(p);
+    one_->use_work(p);
+  }
+
+  // The threaded kernel only (the first run's), and not timed: the load state is the runs'.
+  void warm_up(void* const* slots) override { threaded_->warm_up(slots); }
+
   void run(void* const* slots) override {
     // Run 1 is threaded, run 2 times the one-thread twin once, so there is a time to compare.
     if (best_ != kNone && one_timed_ && !load_->run_serial()) return run_threaded(slots);
