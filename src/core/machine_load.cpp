@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -17,6 +18,25 @@ std::string utc_timestamp() {
   char buf[32] = {0};
   if (gmtime_r(&t, &tm) && std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm)) return buf;
   return "";
+}
+
+int other_runnable_threads() {
+  std::ifstream f("/proc/loadavg");
+  double a1, a5, a15;
+  int running = 0;
+  char slash = 0;
+  if (!(f >> a1 >> a5 >> a15 >> running >> slash) || slash != '/') return -1;
+  // This process's threads in state R ("pid (comm) R ..."; comm may hold spaces or parentheses).
+  int own = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream t(e.path() / "stat");
+    std::string line;
+    if (!std::getline(t, line)) continue;
+    size_t close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'R') ++own;
+  }
+  return std::max(0, running - own);
 }
 
 LoadMeter::LoadMeter() : start_(sample()) {}

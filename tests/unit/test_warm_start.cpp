@@ -1,7 +1,8 @@
 // A session's build does what a first run would otherwise pay for: library kernels (and generated
-// ones on floating-point values) run once on zeros, and their run-time memory is one shared
-// block. These tests check that the first run's results are still exact and that nothing fails on
-// the zeros; scripts/warm_start.py measures the times.
+// ones on floating-point values) run once on zeros, their run-time memory is one shared block,
+// and a session built on a loaded machine starts serial. These tests check that the first run's
+// results are still exact, that nothing traps on the zeros, and the adaptive kernel's serial start;
+// scripts/warm_start.py measures the times.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -9,6 +10,7 @@
 #include "backend/cpu/library.hpp"
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
+#include "core/machine_load.hpp"
 #include "dnnl_flag.hpp"
 #include "env_var.hpp"
 #include "expect_outputs.hpp"
@@ -73,6 +75,47 @@ TEST(WarmStart, IntegerKernelsAreNotRunOnZeros) {
       {"x", rnd({8})}};
   brrr_test::expect_outputs_close(s.run(in), run_reference(s.graph(), in), 1e-6f, 1e-6f,
                                   s.plan_summary());
+}
+
+// A session that starts serial (the machine was loaded while it was built) runs, and warms, the
+// one-thread twin first; the threaded kernel gets its turn when the serial stretch ends.
+TEST(LoadAdaptive, SessionThatStartsSerialRunsTheTwinFirst) {
+  struct Count : cpu::LibraryKernel {
+    int* n;
+    explicit Count(int* c) : n(c) {}
+    void run(void* const*) override { ++*n; }
+  };
+  int threaded = 0, one = 0;
+  auto load = std::make_shared<cpu::LoadState>();
+  auto k = cpu::make_load_adaptive(std::make_unique<Count>(&threaded), std::make_unique<Count>(&one),
+                                   load);
+  load->loaded();  // what the build does on a loaded machine
+  k->warm_up(nullptr);
+  EXPECT_EQ(one, 1);
+  EXPECT_EQ(threaded, 0);
+  while (load->serial()) {
+    k->run(nullptr);
+    ++load->run;
+  }
+  EXPECT_EQ(threaded, 0);
+  EXPECT_EQ(one, 1 + cpu::LoadState::kFirstStretch + 1);
+  k->run(nullptr);  // the stretch is over: threaded
+  EXPECT_EQ(threaded, 1);
+  // On a calm start the threaded kernel is the one warmed.
+  auto calm = std::make_shared<cpu::LoadState>();
+  int t2 = 0, o2 = 0;
+  auto k2 = cpu::make_load_adaptive(std::make_unique<Count>(&t2), std::make_unique<Count>(&o2), calm);
+  k2->warm_up(nullptr);
+  EXPECT_EQ(t2, 1);
+  EXPECT_EQ(o2, 0);
+}
+
+TEST(MachineLoad, OtherRunnableThreadsIsReadOnLinux) {
+#ifdef __linux__
+  EXPECT_GE(other_runnable_threads(), 0);
+#else
+  GTEST_SKIP() << "not Linux: /proc/loadavg is not there";
+#endif
 }
 
 // The gemm:jit set-up thread starts only for a plan that has a gemm:jit kernel.
