@@ -89,6 +89,8 @@ class CpuExecutor final : public Executor {
   void share_work();
   void warm_up_kernels();
   bool float_only(const plan::Kernel& k) const;
+  bool worth_warming(size_t i) const;
+  int num_cold = 0;  // kernels too large to be worth running at build
   // Runnable threads of other processes, sampled during the build (machine_load.hpp).
   std::vector<int> others_runnable;
   void sample_load() {
@@ -355,6 +357,18 @@ bool CpuExecutor::float_only(const plan::Kernel& k) const {
   return true;
 }
 
+// Whether kernel i is small enough that its first execution's extra cost (20-50 us for a oneDNN
+// primitive) is a large part of its run: then the build runs it once. A large kernel's run would
+// cost the build more than it saves the first run (squeezenet1_1's 3x3 and final convs: most of
+// a run's time, and their first executions only 5-10% slower than their next ones once the work
+// space is paged in). Its estimated time: FLOPs at 50 GFLOP/s, bytes at 10 GB/s, under 0.1 ms.
+bool CpuExecutor::worth_warming(size_t i) const {
+  const Cost c = plan::kernel_record(g, plan, i).cost;
+  double flops = c.flops;
+  for (const auto& [f, n] : c.special) flops += n;
+  return flops < 5e6 && c.bytes < 1e6;
+}
+
 // Every library kernel, and every generated one on floating-point values only, run once in plan
 // order, on the arena as it is (zeros) and on zero inputs. This moves the first
 // executions' cost (page faults in oneDNN's code, cold JIT code, lazily made kernels) from the
@@ -374,13 +388,14 @@ void CpuExecutor::warm_up_kernels() {
     if (load->serial()) one.emplace(1);
     for (size_t i = 0; i < steps.size(); ++i) {
       Step& s = steps[i];
-      if (s.lib) {
-        s.lib->warm_up(slots.data());
-        ++num_warmed;
-      } else if (s.kind == KernelKind::Fused && float_only(plan.kernels[i])) {
-        exec(i);
-        ++num_warmed;
+      if (!s.lib && !(s.kind == KernelKind::Fused && float_only(plan.kernels[i]))) continue;
+      if (!worth_warming(i)) {
+        ++num_cold;
+        continue;
       }
+      if (s.lib) s.lib->warm_up(slots.data());
+      else exec(i);
+      ++num_warmed;
     }
   }
   pool->set_serial(false);
@@ -573,8 +588,9 @@ std::string CpuExecutor::summary() const {
                      "(a median of {} other runnable thread(s) in {} samples, {} CPUs)\n",
                      others_median, others_runnable.size(), LoadMeter::online_cpus());
   if (warm_ms >= 0 && num_warmed)
-    s += fmt::format("build: {} kernel(s) run once on zeros ({:.2f} ms), so the first run is warm\n",
-                     num_warmed, warm_ms);
+    s += fmt::format("build: {} small kernel(s) run once on zeros ({:.2f} ms), so the first run "
+                     "finds them warm ({} larger one(s) not)\n",
+                     num_warmed, warm_ms, num_cold);
   if (work_bytes)
     s += fmt::format("memory: library work space {} bytes, shared by the library kernels ({} bytes "
                      "if each held its own)\n",
