@@ -339,7 +339,12 @@ void CpuExecutor::build() {
   }
   sample_load();
   choose_first_mode();
-  if (!env::flag("BRRR_NO_WARMUP")) {
+  // A session whose inputs are not all of known shape cannot run at all (nor at build).
+  bool shapes_known = std::all_of(g.inputs.begin(), g.inputs.end(), [&](int id) {
+    const Shape& s = g.value(id).shape;
+    return std::all_of(s.begin(), s.end(), [](int64_t d) { return d >= 0; });
+  });
+  if (shapes_known && !env::flag("BRRR_NO_WARMUP")) {
     warm_up_kernels();
     phase("warm-up");
   }
