@@ -28,9 +28,11 @@ int other_runnable_threads() {
   if (!(f >> a1 >> a5 >> a15 >> running >> slash) || slash != '/') return -1;
   // This process's threads in state R ("pid (comm) R ..."; comm may hold spaces or parentheses).
   int own = 0;
+  // increment(ec), not ++: a thread that exits while it is listed must not throw here.
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
-    std::ifstream t(e.path() / "stat");
+  for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::ifstream t(it->path() / "stat");
     std::string line;
     if (!std::getline(t, line)) continue;
     size_t close = line.rfind(')');

@@ -5,8 +5,8 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "backend/cpu/thread_pool.hpp"
 #include "brrr/session.hpp"
