@@ -362,7 +362,11 @@ void CpuExecutor::choose_first_mode() {
   std::vector<int> seen = others_runnable;
   std::nth_element(seen.begin(), seen.begin() + seen.size() / 2, seen.end());
   others_median = seen[seen.size() / 2];
-  started_serial = others_median >= LoadMeter::online_cpus() - pool->threads() + 1;
+  // Oversubscribed by a quarter of the session's threads at least (one, on this 2-core machine):
+  // a serial run costs up to `threads` times a threaded one, so a many-core session needs more
+  // than a stray thread of another process to go serial.
+  const int threads = pool->threads();
+  started_serial = others_median >= LoadMeter::online_cpus() - threads + std::max(1, threads / 4);
   if (debug_level() >= 1)
     fmt::print(stderr, "brrr: build other runnable threads {}: first runs {}\n",
                fmt::join(others_runnable, " "), started_serial ? "serial" : "threaded");
