@@ -85,6 +85,8 @@ const Switch kSwitches[] = {
      "CPU: threads a session runs on (unset: the CPUs of the affinity mask)"},
     {"BRRR_NO_LOAD_ADAPTIVE", Kind::Flag, "0", "", 0, 0,
      "CPU: threaded oneDNN kernels never fall back to their one-thread twins under load"},
+    {"BRRR_NO_WARMUP", Kind::Flag, "0", "", 0, 0,
+     "CPU: no kernel runs once on zeros at build (its first execution is the first run's)"},
 };
 
 const Switch& find(const char* name, Kind want) {

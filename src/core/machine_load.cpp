@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -17,6 +18,27 @@ std::string utc_timestamp() {
   char buf[32] = {0};
   if (gmtime_r(&t, &tm) && std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm)) return buf;
   return "";
+}
+
+int other_runnable_threads() {
+  std::ifstream f("/proc/loadavg");
+  double a1, a5, a15;
+  int running = 0;
+  char slash = 0;
+  if (!(f >> a1 >> a5 >> a15 >> running >> slash) || slash != '/') return -1;
+  // This process's threads in state R ("pid (comm) R ..."; comm may hold spaces or parentheses).
+  int own = 0;
+  // increment(ec), not ++: a thread that exits while it is listed must not throw here.
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::ifstream t(it->path() / "stat");
+    std::string line;
+    if (!std::getline(t, line)) continue;
+    size_t close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'R') ++own;
+  }
+  return std::max(0, running - own);
 }
 
 LoadMeter::LoadMeter() : start_(sample()) {}

@@ -10,6 +10,11 @@ namespace brrr {
 // Now, in UTC, ISO 8601 to the second ("2026-12-01T15:22:07Z"): when a measurement was taken.
 std::string utc_timestamp();
 
+// Threads of other processes runnable at this instant: the kernel's count of runnable threads
+// (/proc/loadavg) minus this process's own. -1 when it cannot be read (not Linux). One sample is
+// noisy; callers take several.
+int other_runnable_threads();
+
 class LoadMeter {
  public:
   LoadMeter();  // starts the interval

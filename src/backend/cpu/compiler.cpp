@@ -1,6 +1,8 @@
 #include "backend/cpu/compiler.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
+#include <sys/mman.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "brrr/error.hpp"
@@ -121,6 +124,39 @@ static void record_in_plan(PlanBinaries& plan, const std::string& source_hash,
                            const std::string& bytes) {
   std::lock_guard<std::mutex> lock(plan.mu);
   if (plan.record) plan.modules[source_hash] = bytes;
+}
+
+namespace {
+struct PrefaultTarget {
+  uintptr_t base;
+};
+int prefault_object(dl_phdr_info* info, size_t, void* arg) {
+  const auto* t = static_cast<const PrefaultTarget*>(arg);
+  std::string_view name = info->dlpi_name ? info->dlpi_name : "";
+  // The module, and the math libraries its kernels call (SLEEF's vector exp, libm's scalar tail).
+  bool want = info->dlpi_addr == t->base ||
+              name.find("libsleefgnuabi") != std::string_view::npos ||
+              name.find("/libm.so") != std::string_view::npos;
+  if (!want) return 0;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    uintptr_t lo = (info->dlpi_addr + ph.p_vaddr) & ~(page - 1);
+    uintptr_t hi = info->dlpi_addr + ph.p_vaddr + ph.p_memsz;
+#ifdef MADV_POPULATE_READ
+    (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_READ);
+#endif
+  }
+  return 0;
+}
+}  // namespace
+
+void CompiledModule::prefault() const {
+  link_map* lm = nullptr;
+  if (!handle_ || dlinfo(handle_, RTLD_DI_LINKMAP, &lm) != 0 || !lm) return;
+  PrefaultTarget t{uintptr_t(lm->l_addr)};
+  dl_iterate_phdr(prefault_object, &t);
 }
 
 // The plan file's object for this source, written to a private temp file just long enough to

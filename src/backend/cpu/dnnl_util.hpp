@@ -54,6 +54,27 @@ constexpr size_t kThreadedReorderBytes = size_t(16) << 20;
 dnnl::memory reorder_weights(int value, const void* data, const dnnl::memory::desc& user,
                              const dnnl::memory::desc& want);
 
+// A kernel's run-time-only buffers (library.hpp, work_bytes / use_work): each part whole pages,
+// empty memories and parts of size 0 skipped.
+constexpr size_t kWorkAlign = 4096;
+inline size_t work_part_bytes(const dnnl::memory& m) {
+  if (!m.get(true)) return 0;
+  size_t n = m.get_desc().get_size();
+  return (n + kWorkAlign - 1) / kWorkAlign * kWorkAlign;
+}
+inline size_t work_size(std::initializer_list<const dnnl::memory*> parts) {
+  size_t n = 0;
+  for (const dnnl::memory* m : parts) n += work_part_bytes(*m);
+  return n;
+}
+inline void work_bind(char* p, std::initializer_list<dnnl::memory*> parts) {
+  for (dnnl::memory* m : parts)
+    if (size_t n = work_part_bytes(*m)) {
+      m->set_data_handle(p);
+      p += n;
+    }
+}
+
 // The epilogue's activation appended as eltwise post-ops; false when oneDNN has none for it.
 inline bool append_activation(dnnl::post_ops& po, const plan::Epilogue& e) {
   using A = dnnl::algorithm;

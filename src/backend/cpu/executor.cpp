@@ -5,6 +5,7 @@
 #include "backend/executor.hpp"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,6 +24,7 @@
 #include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
 #include "core/env.hpp"
+#include "core/machine_load.hpp"
 #include "passes/choose_layouts.hpp"
 #include "passes/plan_memory.hpp"
 #include "plan/kernel_record.hpp"
@@ -70,6 +72,9 @@ class CpuExecutor final : public Executor {
   std::vector<Step> steps;
   std::vector<void*> slots;
   std::unique_ptr<char, decltype(&std::free)> arena{nullptr, &std::free};
+  // The library kernels' run-time memory (scratchpads, staging buffers): one block they share.
+  std::unique_ptr<char, decltype(&std::free)> work{nullptr, &std::free};
+  size_t work_bytes = 0, work_sum = 0;  // its size, and what the kernels would hold each alone
   std::vector<Tensor> constants;     // contiguous copies the slots point into
   std::vector<Tensor> last_outputs;  // recycled output buffers
   MemoryStats mem;
@@ -82,6 +87,21 @@ class CpuExecutor final : public Executor {
 
   void build();
   void choose_layouts();
+  void share_work();
+  void warm_up_kernels();
+  bool float_only(const plan::Kernel& k) const;
+  bool worth_warming(size_t i) const;
+  int num_cold = 0;  // kernels too large to be worth running at build
+  // Runnable threads of other processes, sampled during the build (machine_load.hpp).
+  std::vector<int> others_runnable;
+  void sample_load() {
+    if (int n = other_runnable_threads(); n >= 0) others_runnable.push_back(n);
+  }
+  bool started_serial = false;
+  int others_median = 0;
+  void choose_first_mode();
+  double warm_ms = -1;  // the kernels' build-time run (-1: none)
+  int num_warmed = 0;
   size_t num_kernels_fused() const {
     return size_t(std::count_if(plan.kernels.begin(), plan.kernels.end(),
                                 [](const plan::Kernel& k) { return k.kind == KernelKind::Fused; }));
@@ -158,6 +178,43 @@ void CpuExecutor::choose_layouts() {
   }
 }
 
+// `n` bytes, zeroed, every page mapped (null when out of memory). From 2 MiB up on 2 MiB
+// boundaries, whole 2 MiB pages, where the kernel backs them with huge pages (transparent huge
+// pages "always", or "madvise" with this madvise): one fault per 2 MiB instead of 512, in the
+// build and in the runs' TLB.
+char* alloc_paged_in(size_t n) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  const bool huge = n >= kHuge;
+  const size_t align = huge ? kHuge : 4096;
+  const size_t bytes = (n + align - 1) / align * align;
+  char* p = static_cast<char*>(std::aligned_alloc(align, bytes));
+  if (!p) return nullptr;
+#ifdef MADV_HUGEPAGE
+  if (huge) (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  std::memset(p, 0, bytes);
+  return p;
+}
+
+// One work block for all library kernels, as large as the largest needs, paged in here: kernels
+// run one at a time, and each holding its own (squeezenet1_1: MB of Winograd scratchpads and
+// staging buffers) made the first run fault in every page of each.
+void CpuExecutor::share_work() {
+  size_t need = 0;
+  work_sum = 0;
+  for (const Step& s : steps)
+    if (s.lib) {
+      need = std::max(need, s.lib->work_bytes());
+      work_sum += s.lib->work_bytes();
+    }
+  work_bytes = need;
+  if (need == 0) return;
+  work.reset(alloc_paged_in(need));
+  BRRR_CHECK(work != nullptr, "out of memory allocating {} bytes of library work space", need);
+  for (Step& s : steps)
+    if (s.lib) s.lib->use_work(work.get());
+}
+
 void CpuExecutor::build() {
   // BRRR_DEBUG=1: how long each build step took (compile time must stay near-linear in size).
   auto t_last = std::chrono::steady_clock::now();
@@ -168,6 +225,7 @@ void CpuExecutor::build() {
                  std::chrono::duration<double, std::milli>(now - t_last).count());
     t_last = now;
   };
+  sample_load();
   pool = std::make_unique<cpu::ThreadPool>(cpu::resolve_thread_count(opts.threads));
   cpu::LibraryThreads lib_threads(pool->threads());
   cpu::PlanWeights plan_weights(opts.plan_binaries.get());  // packs shared in the build; plan file
@@ -194,6 +252,7 @@ void CpuExecutor::build() {
         if (o >= 0) k.outputs.push_back(o);
   }
   phase("library");
+  sample_load();
   choose_layouts();
   // OpenMP's team is made here, not by the first run: the weight reorders run on one thread now,
   // and the first threaded oneDNN kernel would otherwise pay for creating it (mobilenet_v3_small,
@@ -204,12 +263,19 @@ void CpuExecutor::build() {
     }
   }
   phase("layout+twins");
+  share_work();
+  std::vector<std::string> impls;
+  for (const Step& s : steps)
+    if (s.lib) impls.push_back(s.lib->impl);
+  std::jthread gemm_jit_init = cpu::start_gemm_jit_init(impls);  // joined when build ends or throws
   // Memory: every kernel output that is not a graph output lives in the arena (plan_memory.cpp).
   ArenaPlan ap = plan_memory(g, plan, [&](int v) { return cpu::value_bytes(g, v, layouts); });
   mem.arena_bytes = ap.arena_bytes;
   mem.intermediate_bytes = ap.intermediate_bytes;
   mem.num_buffers = ap.num_buffers;
-  arena.reset(static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(ap.arena_bytes, 64))));
+  // Paged in now, not by the first run's kernels (on squeezenet1_1, one thread, the first run's
+  // convs and pools took 1.5 ms more than the second's, mostly faulting in these pages).
+  arena.reset(alloc_paged_in(std::max<size_t>(ap.arena_bytes, 64)));
   BRRR_CHECK(arena != nullptr, "out of memory allocating a {}-byte arena", ap.arena_bytes);
   slots.assign(g.values.size(), nullptr);
   for (size_t v = 0; v < g.values.size(); ++v)
@@ -222,6 +288,7 @@ void CpuExecutor::build() {
       slots[v] = constants.back().raw();
     }
   phase("memory_plan");
+  sample_load();
   // Generated code: one function per distinct fused kernel, in one or more translation units.
   bool any_fused = std::any_of(plan.kernels.begin(), plan.kernels.end(),
                                [](const plan::Kernel& k) { return k.kind == KernelKind::Fused; });
@@ -243,6 +310,7 @@ void CpuExecutor::build() {
     modules = cpu::compile_parts(src.parts, cc);
     compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    for (const auto& m : modules) m->prefault();
     from_cache = std::all_of(modules.begin(), modules.end(),
                              [](const auto& m) { return m->from_cache(); });
     from_plan = std::all_of(modules.begin(), modules.end(),
@@ -256,6 +324,7 @@ void CpuExecutor::build() {
       }
     phase("compile+load");
   }
+  sample_load();
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const plan::Kernel& k = plan.kernels[i];
     if (k.kind != KernelKind::Copy) continue;
@@ -264,6 +333,102 @@ void CpuExecutor::build() {
     const Value& v = g.value(steps[i].dst);
     steps[i].bytes = v.nbytes();
   }
+  if (gemm_jit_init.joinable()) {
+    gemm_jit_init.join();
+    phase("gemm:jit init");
+  }
+  sample_load();
+  choose_first_mode();
+  // A session whose inputs are not all of known shape cannot run at all (nor at build).
+  bool shapes_known = std::all_of(g.inputs.begin(), g.inputs.end(), [&](int id) {
+    const Shape& s = g.value(id).shape;
+    return std::all_of(s.begin(), s.end(), [](int64_t d) { return d >= 0; });
+  });
+  if (shapes_known && !env::flag("BRRR_NO_WARMUP")) {
+    warm_up_kernels();
+    phase("warm-up");
+  }
+}
+
+// Whether the first runs are serial. Threaded runs pay for every OpenMP region whose thread the OS
+// has descheduled: on this 2-core machine with another process compiling, each threaded GEMM of
+// bert_tiny's first run took 2.5 ms (15.5 ms against 0.35 ms for the run after), and the load
+// state only learns that from a run. So when the samples taken during the build found other
+// processes' runnable threads filling the CPUs this session's extra threads would need, the first
+// stretch of runs is serial (as after a loaded run); the runs then judge the load as before.
+// The median of the samples: one sample often catches a burst or a lull.
+void CpuExecutor::choose_first_mode() {
+  if (!adaptive || pool->threads() < 2 || others_runnable.empty()) return;
+  std::vector<int> seen = others_runnable;
+  std::nth_element(seen.begin(), seen.begin() + seen.size() / 2, seen.end());
+  others_median = seen[seen.size() / 2];
+  // Oversubscribed by a quarter of the session's threads at least (one, on this 2-core machine):
+  // a serial run costs up to `threads` times a threaded one, so a many-core session needs more
+  // than a stray thread of another process to go serial.
+  const int threads = pool->threads();
+  started_serial = others_median >= LoadMeter::online_cpus() - threads + std::max(1, threads / 4);
+  if (debug_level() >= 1)
+    fmt::print(stderr, "brrr: build other runnable threads {}: first runs {}\n",
+               fmt::join(others_runnable, " "), started_serial ? "serial" : "threaded");
+  if (started_serial) load->loaded();
+}
+
+// Whether every value kernel k's nodes read or write is floating point: a generated kernel on
+// such values may run on any bytes (no integer division to trap, no data-dependent address).
+bool CpuExecutor::float_only(const plan::Kernel& k) const {
+  for (int n : k.nodes)
+    for (const std::vector<int>* vs : {&g.nodes[size_t(n)].inputs, &g.nodes[size_t(n)].outputs})
+      for (int v : *vs)
+        if (v >= 0 && !is_floating(g.value(v).dtype)) return false;
+  return true;
+}
+
+// Whether kernel i is small enough that its first execution's extra cost (20-50 us for a oneDNN
+// primitive) is a large part of its run: then the build runs it once. A large kernel's run would
+// cost the build more than it saves the first run (squeezenet1_1's 3x3 and final convs: most of
+// a run's time, and their first executions only 5-10% slower than their next ones once the work
+// space is paged in). Its estimated time: FLOPs at 50 GFLOP/s, bytes at 10 GB/s, under 0.1 ms.
+bool CpuExecutor::worth_warming(size_t i) const {
+  const Cost c = plan::kernel_record(g, plan, i).cost;
+  double flops = c.flops;
+  for (const auto& [f, n] : c.special) flops += n;
+  return flops < 5e6 && c.bytes < 1e6;
+}
+
+// Every library kernel, and every generated one on floating-point values only, run once in plan
+// order, on the arena as it is (zeros) and on zero inputs. This moves the first
+// executions' cost (page faults in oneDNN's code, cold JIT code, lazily made kernels) from the
+// first run into the build, at the price of one run of the library kernels there.
+void CpuExecutor::warm_up_kernels() {
+  auto t0 = std::chrono::steady_clock::now();
+  // Zeros for the inputs, bound as a run binds them: that path is warmed too, and the output
+  // buffers it makes are the ones the first run recycles.
+  std::map<std::string, Tensor> zeros;
+  for (int id : g.inputs) zeros[g.value(id).name] = Tensor::zeros(g.value(id).dtype, g.value(id).shape);
+  std::vector<Tensor> outs, keep;
+  bind(zeros, &outs, &keep);
+  // In the mode the first run will take: serial when the session starts serial.
+  pool->set_serial(load->serial());
+  {
+    std::optional<cpu::LibraryThreads> one;
+    if (load->serial()) one.emplace(1);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      Step& s = steps[i];
+      if (!s.lib && !(s.kind == KernelKind::Fused && float_only(plan.kernels[i]))) continue;
+      if (!worth_warming(i)) {
+        ++num_cold;
+        continue;
+      }
+      if (s.lib) s.lib->warm_up(slots.data());
+      else exec(i);
+      ++num_warmed;
+    }
+  }
+  pool->set_serial(false);
+  for (const std::vector<int>* ids : {&g.inputs, &g.outputs})
+    for (int v : *ids)
+      if (g.value(v).producer >= 0 || ids == &g.inputs) slots[size_t(v)] = nullptr;
+  warm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void CpuExecutor::bind(const std::map<std::string, Tensor>& inputs, std::vector<Tensor>* outs,
@@ -444,6 +609,18 @@ std::string CpuExecutor::summary() const {
       impls += fmt::format("{}{} x{}", impls.empty() ? "" : ", ", impl, c);
     s += fmt::format("library: oneDNN matmul implementations: {}\n", impls);
   }
+  if (started_serial)
+    s += fmt::format("threads: the first runs are serial: the machine was loaded during the build "
+                     "(a median of {} other runnable thread(s) in {} samples, {} CPUs)\n",
+                     others_median, others_runnable.size(), LoadMeter::online_cpus());
+  if (warm_ms >= 0 && num_warmed)
+    s += fmt::format("build: {} small kernel(s) run once on zeros ({:.2f} ms), so the first run "
+                     "finds them warm ({} larger one(s) not)\n",
+                     num_warmed, warm_ms, num_cold);
+  if (work_bytes)
+    s += fmt::format("memory: library work space {} bytes, shared by the library kernels ({} bytes "
+                     "if each held its own)\n",
+                     work_bytes, work_sum);
   if (num_nhwc) s += fmt::format("layout: {} value(s) kept NHWC between library kernels\n", num_nhwc);
   if (num_blocked)
     s += fmt::format("layout: {} value(s) kept channel-blocked (nChw16c) between library kernels\n",

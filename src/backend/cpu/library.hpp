@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "backend/cpu/thread_pool.hpp"
 #include "brrr/session.hpp"
@@ -27,6 +29,18 @@ class LibraryKernel {
   // oneDNN's name for the implementation it chose ("brg:avx512_core_amx", "jit:...", "ref:..."),
   // empty for brrr's own kernels.
   std::string impl;
+
+  // Bytes of memory the kernel uses only while it runs (oneDNN's scratchpad, the buffers its
+  // reorders stage activations in), whole pages per part. Kernels run one at a time, so the
+  // session gives all of them one block, allocated and paged in at build (use_work).
+  virtual size_t work_bytes() const { return 0; }
+  // Points that memory at `p`: work_bytes() bytes, page-aligned, the kernel's while it runs.
+  virtual void use_work(char* p) { (void)p; }
+  // One run at build, on whatever the buffers hold, so that the session's first run does not pay
+  // a oneDNN primitive's first execution (its JIT code and the library's own code paged in and
+  // cold, lazily made kernels): 20-50 us per primitive, 12x a small GEMM's steady time. Library
+  // kernels compute without data-dependent addresses, so any values are safe.
+  virtual void warm_up(void* const* slots) { run(slots); }
 
  protected:
   template <class F>
@@ -194,6 +208,14 @@ std::unique_ptr<LibraryKernel> make_load_adaptive(std::unique_ptr<LibraryKernel>
                                                   std::unique_ptr<LibraryKernel> one,
                                                   std::shared_ptr<LoadState> load,
                                                   MsClock clock = nullptr);
+
+// oneDNN's gemm:jit (the matmul it picks for strided operands its brgemm refuses: attention's
+// head-split GEMMs) generates all of its sgemm kernels at its first call in the process. When one of
+// `impls` (kernels' `impl`) is gemm:jit, returns a thread that makes that call now, on a 16x16x64
+// product, so the build pays it, alongside its other work, instead of the first run (bert_tiny, one
+// thread, at load 3: 36 ms of a 37 ms first run); else a thread that does nothing. Join it before
+// the first run (a jthread: joined when destroyed, also when the build throws).
+std::jthread start_gemm_jit_init(const std::vector<std::string>& impls);
 
 // The providers make_library_kernel asks, in this order (nullptr: not this one).
 std::unique_ptr<LibraryKernel> make_cpu_pool(const Graph& g, const plan::Kernel& k,

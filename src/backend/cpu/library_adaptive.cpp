@@ -38,10 +38,28 @@ class LoadAdaptiveKernel : public LibraryKernel {
     impl = threaded_->impl;
   }
 
+  // Only one of the two runs at a time: they share one block.
+  size_t work_bytes() const override {
+    return std::max(threaded_->work_bytes(), one_->work_bytes());
+  }
+  void use_work(char* p) override {
+    threaded_->use_work(p);
+    one_->use_work(p);
+  }
+
+  // The kernel the first run will use (the twin when the session starts serial), untimed: the
+  // load state is the runs'.
+  void warm_up(void* const* slots) override {
+    if (!load_->serial()) return threaded_->warm_up(slots);
+    LibraryThreads one(1);
+    one_->warm_up(slots);
+  }
+
   void run(void* const* slots) override {
-    // Run 1 is threaded, run 2 times the one-thread twin once, so there is a time to compare.
-    if (best_ != kNone && one_timed_ && !load_->run_serial()) return run_threaded(slots);
-    if (best_ == kNone) return run_threaded(slots);
+    // A serial run takes the twin (also before any threaded run: a session that starts serial).
+    // Otherwise the first threaded run is timed, then the twin once, so there is a time to
+    // compare, then threaded runs.
+    if (!load_->run_serial() && (best_ == kNone || one_timed_)) return run_threaded(slots);
     LibraryThreads one(1);
     const double t0 = now_ms_();
     one_->run(slots);

@@ -49,6 +49,9 @@ class DnnlConv : public LibraryKernel {
   std::unordered_map<int, dnnl::memory> args;
   dnnl::stream strm{engine()};
 
+  size_t work_bytes() const override { return work_size({&scratch, &src.inner, &dst.inner}); }
+  void use_work(char* p) override { work_bind(p, {&scratch, &src.inner, &dst.inner}); }
+
   void run(void* const* slots) override {
     src.user.set_data_handle(slots[src.value]);
     dst.user.set_data_handle(slots[dst.value]);
@@ -240,6 +243,9 @@ class DnnlPool : public LibraryKernel {
   bool maxp = false;
   int64_t N = 0, x_elems = 0, OH = 0, OW = 0, kh = 0, kw = 0, sh = 0, sw = 0, ph = 0, pw = 0;
   Addr xa{}, ya{};
+
+  size_t work_bytes() const override { return work_size({&scratch, &src.inner, &dst.inner}); }
+  void use_work(char* p) override { work_bind(p, {&scratch, &src.inner, &dst.inner}); }
 
   void run(void* const* slots) override {
     src.user.set_data_handle(slots[src.value]);

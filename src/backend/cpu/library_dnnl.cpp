@@ -46,6 +46,20 @@ class DnnlMatMul : public LibraryKernel {
   int sum = -1, dst = -1;  // the sum post-op's addend, copied into dst unless it shares dst
   size_t dst_bytes = 0;
 
+  size_t work_bytes() const override {
+    size_t n = work_part_bytes(scratch);
+    for (const Cast& c : casts) n += work_part_bytes(c.inner);
+    return n;
+  }
+  void use_work(char* p) override {
+    work_bind(p, {&scratch});
+    p += work_part_bytes(scratch);
+    for (Cast& c : casts) {
+      work_bind(p, {&c.inner});
+      p += work_part_bytes(c.inner);
+    }
+  }
+
   void run(void* const* slots) override {
     if (sum >= 0 && slots[sum] != slots[dst]) std::memmove(slots[dst], slots[sum], dst_bytes);
     for (Operand& o : ops) o.mem.set_data_handle(static_cast<char*>(slots[o.value]) + o.offset);
@@ -283,6 +297,18 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
 
 }  // namespace
 
+std::jthread start_gemm_jit_init(const std::vector<std::string>& impls) {
+  if (std::none_of(impls.begin(), impls.end(),
+                   [](const std::string& i) { return i.rfind("gemm:jit", 0) == 0; }))
+    return {};
+  return std::jthread([] {
+    omp_set_num_threads(1);  // this thread's own count
+    // 16x16x64: a 1x1x1 product takes a path that generates none of them.
+    std::vector<float> a(16 * 64), b(64 * 16), c(16 * 16);
+    (void)dnnl_sgemm('N', 'N', 16, 16, 64, 1.f, a.data(), 64, b.data(), 16, 0.f, c.data(), 16);
+  });
+}
+
 std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k,
                                                 const Layouts& layouts) {
   if (plan::desc_of<plan::ConvDesc>(k)) return make_dnnl_conv(g, k, layouts);
@@ -311,6 +337,8 @@ LibraryThreads::~LibraryThreads() {}
 std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph&, const plan::Kernel&, const Layouts&) {
   return nullptr;
 }
+
+std::jthread start_gemm_jit_init(const std::vector<std::string>&) { return {}; }
 
 bool blocked_layouts_enabled() { return false; }
 bool winograd_enabled() { return false; }
