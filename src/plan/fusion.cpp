@@ -340,7 +340,7 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
     info.kind = NodeKind::Library;
     return info;
   }
-  // Slice and Expand as views on a device target: data of a generated or typed dtype.
+  // Slice and Expand as views (Target::generated_views): data of a generated or typed dtype.
   const ViewKind view = view_of(n);
   if (t.generated_views && (view == ViewKind::Slice || view == ViewKind::Expand) &&
       !n.inputs.empty() && n.inputs[0] >= 0 && n.outputs.size() == 1 && n.outputs[0] >= 0) {
@@ -1436,7 +1436,7 @@ Plan build_plan(const Graph& g, const FusionOptions& opts, const Target& target)
       if (k.kind != KernelKind::Reference || !desc_of<GatherDesc>(k)) continue;
       std::string why = device_gather(g, k);
       if (!why.empty()) {
-        k.host = why;
+        if (target.device) k.host = why;  // a host kernel's reason: device targets only
         continue;
       }
       k.kind = KernelKind::Library;

@@ -81,8 +81,8 @@ struct Target {
   // GlobalAveragePool / trailing ReduceMean / ReduceSum on 16-bit data (CUDA's row-mean kernel,
   // float32 sums). Without it a device target takes float32 only.
   bool library_16bit_row_reduce = false;
-  // Gather of any 1, 2, 4 or 8-byte element with int32 or int64 indices (CUDA's gather kernel):
-  // a Library kernel rather than a Reference one.
+  // Gather of any 1, 2, 4 or 8-byte element with int32 or int64 indices (CUDA's gather kernel,
+  // the CPU's row copies): a Library kernel rather than a Reference one.
   bool library_gather = false;
   // Split as device copies (one strided copy per output; any dtype).
   bool library_split = false;
@@ -90,14 +90,15 @@ struct Target {
   // lowering: Cast / CastLike between the generated dtypes (float32 math, rounded by the store),
   // inference Dropout (the identity; its mask output all true), Mean (a sum over n), and a
   // scalar constant operand of another dtype whose value float32 holds exactly (Pow's int64
-  // exponent). The CPU plan keeps those ops on their reference kernels.
+  // exponent). CUDA and the CPU (whose generated dtypes are float32 and bool).
   bool generated_casts = false;
   // Typed pointwise kernels (plan::Kernel::compute): nodes whose tensors are all int32, all
   // int64 or all float64 (bool besides: Where's condition, a comparison's result) compute in that
   // type, for the scalar ops generates() lists; transposes of such tensors too.
   bool generated_typed = false;
   // Slice (constant starts / ends / axes / steps) and Expand (a constant shape) as views, like
-  // Transpose: strides and an offset on the loads that read them; a copy kernel when stored.
+  // Transpose: strides and an offset on the loads that read them; a copy kernel when stored
+  // (CUDA and the CPU).
   bool generated_views = false;
   // `--precision bf16|fp16` stores the whole model in 16 bits (convert_precision: weights and
   // activations, float32 math inside kernels), as the generated and library 16-bit paths above

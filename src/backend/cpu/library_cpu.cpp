@@ -1,10 +1,12 @@
-// Hand-written library kernels: Concat as block copies, and Mean/Sum over trailing axes
-// (GlobalAveragePool, ReduceMean over H,W) as a row reduction. Plus the provider dispatch.
+// Hand-written library kernels: Concat as block copies, Mean/Sum over trailing axes
+// (GlobalAveragePool, ReduceMean over H,W) as a row reduction, Gather as row copies. Plus the
+// provider dispatch.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/library.hpp"
+#include "brrr/error.hpp"
 #include "plan/library_desc.hpp"
 
 namespace brrr::cpu {
@@ -176,6 +178,41 @@ class ChannelScaleKernel : public LibraryKernel {
   }
 };
 
+// Gather: y[o, j, :] = x[o, idx[j], :], one row copy per (outer slice, index). Every index is
+// checked first, with the reference kernel's message, so a bad one never reads out of bounds.
+class GatherKernel : public LibraryKernel {
+ public:
+  int x = -1, indices = -1, y = -1;
+  bool idx64 = true;  // int64 indices, else int32
+  int64_t outer = 1, axis = 0, axis_len = 0, count = 0;
+  size_t row = 0;  // bytes per entry along the axis
+  std::string label, data_shape;
+  std::vector<int64_t> idx;  // the checked indices, made at build (no allocation per run)
+
+  void run(void* const* slots) override {
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t i = idx64 ? static_cast<const int64_t*>(slots[indices])[j]
+                        : static_cast<const int32_t*>(slots[indices])[j];
+      if (i < -axis_len || i >= axis_len)
+        fail("{}: index {} is out of range for axis {} of size {} (data shape {})", label, i, axis,
+             axis_len, data_shape);
+      idx[size_t(j)] = i < 0 ? i + axis_len : i;
+    }
+    const char* xp = static_cast<const char*>(slots[x]);
+    char* yp = static_cast<char*>(slots[y]);
+    auto copy = [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const int64_t o = r / count, j = r % count;
+        std::memcpy(yp + size_t(r) * row, xp + size_t(o * axis_len + idx[size_t(j)]) * row, row);
+      }
+    };
+    if (size_t(outer * count) * row >= size_t(kParallelElems) * 4)
+      parallel_for(outer * count, copy);
+    else
+      copy(0, outer * count);
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kernel& k,
@@ -218,6 +255,22 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     kern->layout = layout_of(layouts, d->y);
     if (layout_of(layouts, d->x) != kern->layout) return nullptr;
     kern->par = d->images * d->channels * d->pixels >= kParallelElems;
+    return kern;
+  }
+  if (const auto* d = plan::desc_of<plan::GatherDesc>(k)) {
+    const Value &xv = g.value(d->x), &iv = g.value(d->indices);
+    if (!d->why.empty() || (iv.dtype != DType::i64 && iv.dtype != DType::i32)) return nullptr;
+    if (!layouts.empty() && (layout_of(layouts, d->x) != kNCHW || layout_of(layouts, d->y) != kNCHW))
+      return nullptr;
+    auto kern = std::make_unique<GatherKernel>();
+    kern->x = d->x, kern->indices = d->indices, kern->y = d->y;
+    kern->idx64 = iv.dtype == DType::i64;
+    kern->outer = d->outer, kern->axis = d->axis, kern->axis_len = d->axis_len;
+    kern->count = shape_numel(iv.shape);
+    kern->row = size_t(d->inner) * dtype_size(xv.dtype);
+    kern->label = n.label();
+    kern->data_shape = shape_str(xv.shape);
+    kern->idx.assign(size_t(kern->count), 0);
     return kern;
   }
   if (const auto* d = plan::desc_of<plan::RowReduceDesc>(k)) {
