@@ -66,7 +66,7 @@ struct Group {
 constexpr size_t kMaxKernelExprs = 128;
 
 // Generated kernels compute in float32; with `float16` they may also load and store bfloat16
-// and float16 buffers (converted in registers; the CUDA emitter does, the C++ one does not), and
+// and float16 buffers (converted in registers by both emitters), and
 // with `booleans` bool buffers (0 or 1 in float32; stored as v != 0).
 struct TypeSet {
   bool float16 = false, booleans = false;
@@ -977,7 +977,7 @@ class Fuser {
         int t = g_.value(v).producer;
         const Node& tr = g_.nodes[size_t(t)];
         if (op_id(tr) != OpId::Transpose || !tr.domain.empty() || tr.inputs.empty() || tr.inputs[0] < 0 ||
-            g_.value(tr.inputs[0]).dtype != DType::f32)
+            !float_ok(g_.value(tr.inputs[0]).dtype, {ts.float16, false}))
           continue;
         const size_t r = g_.value(v).shape.size();
         std::vector<int64_t> perm;

@@ -100,11 +100,10 @@ struct Plan {
 
 struct FusionOptions {
   bool enable = true;  // false: one kernel per node (pointwise nodes still get generated code)
-  // Generated kernels may load and store bfloat16/float16 buffers, computing in float32 (the
-  // CUDA emitter converts in registers; the C++ emitter is float32 only).
+  // Generated kernels may load and store bfloat16/float16 buffers, computing in float32 (both
+  // emitters convert in registers).
   bool float16 = false;
-  // ... and bool buffers: read as 0 or 1, stored as v != 0 (the CUDA emitter; the C++ one reads
-  // and writes float32, bfloat16 and float16 only).
+  // ... and bool buffers: read as 0 or 1, stored as v != 0 (both emitters).
   bool booleans = false;
 };
 

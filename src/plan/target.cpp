@@ -22,6 +22,10 @@ Target Target::cpu(bool onednn) {
   t.gemm_gelu_tanh = onednn && !env::flag("BRRR_NO_GEMM_GELU_TANH");
   t.merge_gemms = t.gemm_operand_views && !env::flag("BRRR_NO_MERGE_GEMMS");
   t.generated_bool = true;  // the C++ emitter reads and writes bool buffers (codegen_cpp.cpp)
+  // ... and bfloat16 / float16 ones (float32 math, rounded by the store), and oneDNN multiplies
+  // 16-bit matrices: a bf16 export ran every kernel by reference before.
+  t.generated_16bit = true;
+  t.library_16bit_gemm = onednn;
   // Casts between float32 and bool (the identity; a store to bool keeps v != 0), Slice and
   // Expand as strided loads, and Gather as a row copy (library_cpu.cpp): Llama's exports ran 23
   // such reference kernels per layer pair before (an RMSNorm's Casts, rotary's Slices, repeat_kv's

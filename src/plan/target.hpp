@@ -15,16 +15,17 @@ struct Target {
   // False: the reference executor runs the typed graph node by node; the pipeline stops after
   // the graph passes and makes no plan.
   bool plans_kernels = true;
-  // Generated (fused) kernels load and store bfloat16/float16 buffers, computing in float32 (the
-  // CUDA emitter converts in registers; the C++ emitter is float32 only) ...
+  // Generated (fused) kernels load and store bfloat16/float16 buffers, computing in float32 (both
+  // emitters convert in registers) ...
   bool generated_16bit = false;
-  // ... and bool buffers, read as 0 or 1 and stored as v != 0 (the CUDA emitter).
+  // ... and bool buffers, read as 0 or 1 and stored as v != 0 (both emitters).
   bool generated_bool = false;
   // Library lowerings. float32 MatMul, Gemm, Conv, MaxPool and AveragePool (oneDNN on the CPU;
   // cuBLASLt, cuDNN and brrr's pool kernel on CUDA). A pool whose Indices output is used runs by
   // reference everywhere.
   bool library_f32_contractions = false;
-  // MatMul and Gemm whose inputs and outputs are all bfloat16 or all float16 (cuBLASLt).
+  // MatMul and Gemm whose inputs and outputs are all bfloat16 or all float16 (cuBLASLt; oneDNN on
+  // the CPU, with float32 accumulation).
   bool library_16bit_gemm = false;
   // MaxPool and AveragePool on 16-bit data where generated kernels take it (CUDA's pool kernel).
   bool library_16bit_pool = false;

@@ -34,8 +34,9 @@ TEST(Target, LibraryKernelsAreTheTargetsToSay) {
   EXPECT_EQ(only_kernel(f32, Target::cpu(true)), KernelKind::Library);
   EXPECT_EQ(only_kernel(f32, Target::cpu(false)), KernelKind::Reference);
   EXPECT_EQ(only_kernel(f32, Target::cuda()), KernelKind::Library);
-  // 16-bit GEMMs have a library (cuBLASLt) only on CUDA.
-  EXPECT_EQ(only_kernel(bf16, Target::cpu(true)), KernelKind::Reference);
+  // 16-bit GEMMs have a library where there is one: cuBLASLt on CUDA, oneDNN on the CPU.
+  EXPECT_EQ(only_kernel(bf16, Target::cpu(true)), KernelKind::Library);
+  EXPECT_EQ(only_kernel(bf16, Target::cpu(false)), KernelKind::Reference);
   EXPECT_EQ(only_kernel(bf16, Target::cuda()), KernelKind::Library);
 }
 

@@ -65,7 +65,7 @@ class KernelEmitter {
     out_ += "  void* const* slots = ((const brrr_args*)arg)->slots;\n";
     out_ += "  const int32_t* a = ((const brrr_args*)arg)->a;\n";
     for (size_t j = 0; j < args_.size(); ++j) {
-      const char* t = is_bool(args_[j]) ? "unsigned char" : "float";
+      const char* t = ctype(args_[j]);
       out_ += j < num_inputs_
                   ? fmt::format("  const {1}* __restrict b{0} = (const {1}*)slots[a[{0}]];\n", j, t)
                   : fmt::format("  {1}* __restrict b{0} = ({1}*)slots[a[{0}]];\n", j, t);
@@ -103,10 +103,31 @@ class KernelEmitter {
   }
   std::string buf(int v) const { return fmt::format("b{}", local_.at(v)); }
   // Bool buffers hold one byte per element; the kernel computes on them as float32 0 or 1 (a
-  // load converts) and stores v != 0, as the CUDA emitter does.
+  // load converts) and stores v != 0, as the CUDA emitter does. bfloat16 and float16 buffers
+  // hold the 16 bits, converted to float32 by each load and rounded (nearest even) by each store
+  // (the preamble's brrr_from_* / brrr_to_*, which round as Tensor::cast does).
   bool is_bool(int v) const { return g_.value(v).dtype == DType::boolean; }
+  const char* ctype(int v) const {
+    switch (g_.value(v).dtype) {
+      case DType::boolean: return "unsigned char";
+      case DType::bf16: case DType::f16: return "uint16_t";
+      default: return "float";
+    }
+  }
+  std::string loaded(int v, const std::string& elem) const {
+    switch (g_.value(v).dtype) {
+      case DType::bf16: return fmt::format("brrr_from_bf16({})", elem);
+      case DType::f16: return fmt::format("brrr_from_f16({})", elem);
+      default: return elem;
+    }
+  }
   std::string stored(int v, int expr) const {
-    return is_bool(v) ? fmt::format("(unsigned char)(e{} != 0.0f)", expr) : fmt::format("e{}", expr);
+    switch (g_.value(v).dtype) {
+      case DType::boolean: return fmt::format("(unsigned char)(e{} != 0.0f)", expr);
+      case DType::bf16: return fmt::format("brrr_to_bf16(e{})", expr);
+      case DType::f16: return fmt::format("brrr_to_f16(e{})", expr);
+      default: return fmt::format("e{}", expr);
+    }
   }
 
   bool flat() const {
@@ -148,7 +169,7 @@ class KernelEmitter {
       // A constant taken from an initializer is read through its pointer, so kernels that differ
       // only in such constants share code; attributes and derived constants stay literals.
       case Expr::Const: return e.value >= 0 ? buf(e.value) + "[0]" : float_lit(e.constant);
-      case Expr::Load: return fmt::format("{}[{}]", buf(e.value), idx);
+      case Expr::Load: return loaded(e.value, fmt::format("{}[{}]", buf(e.value), idx));
       case Expr::Pointwise: return render_pointwise(c_code_for_op(), e);
       case Expr::Reduce: break;
     }
@@ -171,8 +192,9 @@ class KernelEmitter {
     // then streamed (a larger tile goes through memory: 9.4 vs 7.9 ms on (x+1)*2 over 2^25).
     // (float32 outputs only: the tiles and brrr_stream16 are float.)
     const bool stream = n >= kStreamMinElems &&
-                        std::none_of(k_.stores.begin(), k_.stores.end(),
-                                     [&](const auto& st) { return is_bool(st.value); });
+                        std::all_of(k_.stores.begin(), k_.stores.end(), [&](const auto& st) {
+                          return g_.value(st.value).dtype == DType::f32;
+                        });
     auto body = [&](const std::string& ind, bool tile) {
       std::string b;
       for (size_t id = 0; id < k_.exprs.size(); ++id) {
@@ -367,6 +389,46 @@ static inline void brrr_stream_fence(void) {
 #if defined(__SSE2__)
   _mm_sfence();
 #endif
+}
+// bfloat16 and float16 storage: float32 math, rounded to nearest even on store (NaN stays NaN),
+// bit for bit as brrr::bf16 and brrr::f16 (include/brrr/dtype.hpp) convert.
+static inline float brrr_from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint16_t brrr_to_bf16(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float brrr_from_f16(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+  float f;
+  if (e == 0) {  // zero or subnormal: m * 2^-24
+    f = (float)m * 5.9604644775390625e-8f;
+    __builtin_memcpy(&u, &f, 4);
+    u |= sign;
+  } else {
+    u = e == 31 ? sign | 0x7f800000u | (m << 13) : sign | ((e + 112) << 23) | (m << 13);
+  }
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint16_t brrr_to_f16(float f) {
+  uint32_t x;
+  __builtin_memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, absx = x & 0x7fffffffu;
+  if (absx > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+  if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+  if (absx < 0x38800000u) {
+    float a;
+    __builtin_memcpy(&a, &absx, 4);
+    return (uint16_t)(sign | (uint32_t)rintf(a * 16777216.0f));
+  }
+  return (uint16_t)(sign | ((absx + 0xc8000fffu + ((absx >> 13) & 1u)) >> 13));
 }
 
 )";

@@ -1,5 +1,7 @@
-// oneDNN matmul for MatMul and Gemm (float32 data; operands read in bf16 where the plan says). Primitives are built once at plan time; a run only
-// points the memory objects at the slot addresses and executes.
+// oneDNN matmul for MatMul and Gemm: float32 data (operands read in bf16 where the plan says), or
+// bfloat16 / float16 data throughout (a 16-bit model's GEMMs; float32 accumulation, bias and
+// post-ops, one rounding of the result). Primitives are built once at plan time; a run only points
+// the memory objects at the slot addresses and executes.
 #include "backend/cpu/library.hpp"
 #include "plan/library_desc.hpp"
 #include "plan/operand_view.hpp"
@@ -175,8 +177,10 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
 
 // The matmul of GEMM d with A and B read in `math` (f32, or bf16: weights converted once into
 // the packed layout, activations converted per run; float32 accumulation, bias and output), or
-// nullptr when oneDNN has no such matmul.
-std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d, dt math) {
+// nullptr when oneDNN has no such matmul. Data stored in 16 bits (`store`, bias and residual
+// alike) is read and written as it is, with `math` the same type.
+std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d, dt math,
+                                        dt store = dt::f32) {
   const int va = d->a, vb = d->b, vout = d->out, vbias = d->epi.bias;
   const bool ta = d->trans_a, tb = d->trans_b;
   // An operand read through a view (d->a_dims) has that shape; else its value's.
@@ -211,9 +215,10 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
     if (!d->b_strides.empty()) bst = padded_strides(d->b_strides, bs, r);
   }
   ast = unit_dims_outermost(ad, ast), bst = unit_dims_outermost(bd, bst);
-  const bool narrow = math != dt::f32;
+  const bool narrow = math != store;
+  const size_t esize = store == dt::f32 ? sizeof(float) : 2;
   try {
-    dnnl::memory::desc amd(ad, dt::f32, ast), bmd(bd, dt::f32, bst);
+    dnnl::memory::desc amd(ad, store, ast), bmd(bd, store, bst);
     // A narrow operand is the primitive's own row-major copy, converted (and a transposed one
     // made plain) by a reorder at the start of each run.
     dnnl::memory::desc anarrow(ad, math, strides_of(ad, false)), bnarrow(bd, math, strides_of(bd, false));
@@ -225,7 +230,7 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
     dims ost = strides_of(od, false);
     if (!shared_b && !d->out_strides.empty()) ost = padded_strides(d->out_strides, os, r);
     ost = unit_dims_outermost(od, ost);
-    dnnl::memory::desc omd(od, dt::f32, ost);
+    dnnl::memory::desc omd(od, store, ost);
     // Post-ops in the epilogue's order: the bias (the primitive's own), a residual sum (added
     // onto dst, which holds it when the run starts), then the activation.
     dnnl::post_ops po;
@@ -240,26 +245,29 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     auto kern = std::make_unique<DnnlMatMul>();
     dnnl::matmul::primitive_desc pd;
-    double mm_bytes = 4.0 * double(shape_numel(as) + shape_numel(bs) + shape_numel(os));
+    double mm_bytes = double(esize) * double(shape_numel(as) + shape_numel(bs) + shape_numel(os));
     ThreadLimit limit(one_thread(2.0 * double(shape_numel(os)) * double(ad[r - 1]), mm_bytes));
     const dnnl::memory::desc& asrc = narrow ? anarrow : amd;
     dnnl::memory::desc biasmd;
     if (vbias >= 0) {
       dims bias_d(r, 1);
       bias_d[r - 1] = os.back();
-      biasmd = dnnl::memory::desc(bias_d, dt::f32, strides_of(bias_d, false));
+      biasmd = dnnl::memory::desc(bias_d, store, strides_of(bias_d, false));
       pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(asrc, bany, biasmd, omd), attr, engine());
     } else {
       pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(asrc, bany, omd), attr, engine());
     }
     if (narrow && is_reference_impl(pd)) return nullptr;  // no fast narrow kernel: float32
+    // 16-bit data without a fast kernel: still oneDNN's reference matmul (float32 accumulation),
+    // which beats brrr's per-node reference kernel.
     kern->prim = dnnl::matmul(pd);
     kern->openmp = omp_get_max_threads() > 1;
     kern->impl = pd.impl_info_str();
-    if (narrow) kern->precision = "bf16";
+    if (math == dt::bf16) kern->precision = "bf16";
+    if (math == dt::f16) kern->precision = "fp16";
     auto add = [&](int arg, int value, const dnnl::memory::desc& md, int64_t offset = 0) {
       DnnlMatMul::Operand o{value, dnnl::memory(md, engine(), DNNL_MEMORY_NONE),
-                            size_t(offset) * sizeof(float)};
+                            size_t(offset) * esize};
       kern->args[arg] = o.mem;
       kern->ops.push_back(o);
     };
@@ -286,7 +294,7 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
     add(DNNL_ARG_DST, vout, omd);
     kern->sum = d->epi.sum;
     kern->dst = vout;
-    kern->dst_bytes = size_t(shape_numel(os)) * sizeof(float);
+    kern->dst_bytes = size_t(shape_numel(os)) * esize;
     kern->scratch = dnnl::memory(pd.scratchpad_desc(), engine());
     kern->args[DNNL_ARG_SCRATCHPAD] = kern->scratch;
     return kern;
@@ -315,8 +323,13 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kern
   if (plan::desc_of<plan::PoolDesc>(k)) return make_dnnl_pool(g, k, layouts);
   const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(k);
   if (!d || !d->why.empty()) return nullptr;
-  for (int v : {d->a, d->b, d->c})  // 16-bit GEMMs are library kernels for CUDA; here reference
-    if (v >= 0 && g.value(v).dtype != DType::f32) return nullptr;
+  // Every operand float32, or every one (bias and residual too) the same 16-bit type.
+  const DType t = g.value(d->a).dtype;
+  for (int v : {d->a, d->b, d->c, d->out, d->epi.bias, d->epi.sum})
+    if (v >= 0 && g.value(v).dtype != t) return nullptr;
+  if (t == DType::bf16) return make_matmul(g, d, dt::bf16, dt::bf16);
+  if (t == DType::f16) return make_matmul(g, d, dt::f16, dt::f16);
+  if (t != DType::f32) return nullptr;
   // bf16 where the plan asks for it and oneDNN has a fast kernel for the case, else float32.
   if (d->math == DType::bf16)
     if (std::unique_ptr<DnnlMatMul> m = make_matmul(g, d, dt::bf16)) return m;
