@@ -63,7 +63,7 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
   bool split = split_variadic(g);
   log.after("split_variadic", g, split);
   if (target.merge_gemms) {  // before fusion: the Slices it makes are views there
-    bool merged = merge_parallel_gemms(g, !target.generated_views);
+    bool merged = merge_parallel_gemms(g, !target.merge_gemms_any_reader);
     log.after("merge_gemms", g, merged);
   }
   if (target.clone_shared_views) {  // after the merge: its Slices may be shared too

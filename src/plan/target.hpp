@@ -52,9 +52,14 @@ struct Target {
   bool gemm_gelu_tanh = false;
   // merge_parallel_gemms: MatMuls on one activation with constant weights become one MatMul on
   // the concatenated weights, their results Slices of it, read as views: by any generated kernel
-  // (generated_views) or else only by GEMM operand views (BRRR_NO_MERGE_GEMMS=1 turns it off;
-  // CUDA leaves it off with fused attention, whose operands have no offsets yet).
+  // (merge_gemms_any_reader) or else only by GEMM operand views (BRRR_NO_MERGE_GEMMS=1 turns it
+  // off; CUDA leaves it off with fused attention, whose operands have no offsets yet).
   bool merge_gemms = false;
+  // CUDA. Not the CPU, although its generated kernels read Slices as views: the merge reshapes
+  // the product into heads per part, and that Reshape of a shared buffer is a copy kernel there
+  // (Llama's Q, K and V: two GEMM calls fewer, three copies more; llama_1b small, 6 interleaved
+  // rounds: 1.10 vs 1.11 ms fp32, 0.80 vs 0.78 ms bf16 merged vs not, so the CPU keeps them apart).
+  bool merge_gemms_any_reader = false;
   // The erf GELU (the exported subgraph or a Gelu node) after a GEMM whose result is bfloat16 or
   // float16 joins it as the library's tanh-form GELU epilogue (cuBLASLt's GELU_BIAS):
   // |gelu_erf - gelu_tanh| <= 4.8e-4 everywhere, under half a bfloat16 ulp of any result of
