@@ -26,6 +26,7 @@ Target Target::cpu(bool onednn) {
   // 16-bit matrices: a bf16 export ran every kernel by reference before.
   t.generated_16bit = true;
   t.library_16bit_gemm = onednn;
+  t.library_16bit_conv = onednn;  // ViT's patch embedding; ResNet-50's pools stay reference
   // Casts between float32 and bool (the identity; a store to bool keeps v != 0), Slice and
   // Expand as strided loads, and Gather as a row copy (library_cpu.cpp): Llama's exports ran 23
   // such reference kernels per layer pair before (an RMSNorm's Casts, rotary's Slices, repeat_kv's

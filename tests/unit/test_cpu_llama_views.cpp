@@ -1,10 +1,11 @@
 // A Llama decoder's glue on the CPU (Target::cpu(): generated_casts, generated_views,
-// library_gather): the embedding Gather, RMSNorm's float32 Casts, rotary embedding's rotate_half
+// library_gather; generated_16bit and library_16bit_gemm for the bf16 form): the embedding Gather, RMSNorm's float32 Casts, rotary embedding's rotate_half
 // (two Slices, a Neg and a Concat) and repeat_kv's Unsqueeze -> Expand -> Reshape run with no
 // reference kernel, fused and one kernel per op, and equal the reference executor. Llama's exports
 // ran 23 reference kernels per layer on these before.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -23,11 +24,11 @@ int ints(GraphBuilder& b, const char* name, std::vector<int64_t> v) {
   return b.constant(name, Tensor::from_vector<int64_t>({int64_t(v.size())}, v));
 }
 
-Tensor ramp(const Shape& s, int seed) {
-  Tensor t = Tensor::empty(DType::f32, s);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = float((i * 7 + seed) % 13) * 0.25f - 1.5f;
-  return t;
+Tensor ramp(const Shape& s, int seed, DType t = DType::f32) {
+  Tensor r = Tensor::empty(DType::f32, s);
+  float* p = r.data<float>();
+  for (int64_t i = 0; i < r.numel(); ++i) p[i] = float((i * 7 + seed) % 13) * 0.25f - 1.5f;
+  return r.cast(t);
 }
 
 // rotate_half(x) = concat(-x[..., d/2:], x[..., :d/2]) on the last axis, as the exports write it.
@@ -40,26 +41,29 @@ int rotate_half(GraphBuilder& b, int x) {
   return b.node("Concat", {b.node("Neg", {hi}), lo}, {{"axis", int64_t(-1)}});
 }
 
-// ids [1, S] -> embedding -> RMSNorm -> q [1, H, S, D] and k [1, KvH, S, D] with rotary,
-// k repeated to H heads -> scores q . k^T [1, H, S, S].
-Graph llama_glue() {
+// ids [1, S] -> embedding -> RMSNorm (in float32) -> q [1, H, S, D] and k [1, KvH, S, D] with
+// rotary, k repeated to H heads -> scores q . k^T [1, H, S, S]; weights and activations in `t`
+// (float32, or bfloat16 as the bf16 exports store them).
+Graph llama_glue(DType t = DType::f32) {
   GraphBuilder b;
+  const int64_t to_t = t == DType::bf16 ? 16 : 1;  // ONNX's code for t
   int ids = b.input("ids", {1, kSeq}, DType::i64);
-  int x = b.node("Gather", {b.constant("table", ramp({kVocab, kHidden}, 3)), ids});
+  int x = b.node("Gather", {b.constant("table", ramp({kVocab, kHidden}, 3, t)), ids});
   int xf = b.node("Cast", {x}, {{"to", int64_t(1)}});
   int var = b.node("ReduceMean", {b.node("Pow", {xf, b.scalar(2.f)}), ints(b, "ax", {-1})});
   int rms = b.node("Sqrt", {b.node("Add", {var, b.scalar(1e-6f)})});
-  int h = b.node("Mul", {b.constant("w", ramp({kHidden}, 5)),
-                         b.node("Cast", {b.node("Div", {xf, rms})}, {{"to", int64_t(1)}})});
+  int h = b.node("Mul", {b.constant("w", ramp({kHidden}, 5, t)),
+                         b.node("Cast", {b.node("Div", {xf, rms})}, {{"to", to_t}})});
   auto heads = [&](int v, int64_t n, const char* name) {
     int r = b.node("Reshape", {v, ints(b, name, {1, kSeq, n, kHeadDim})});
     return b.node("Transpose", {r}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
   };
-  int q = heads(b.node("MatMul", {h, b.constant("wq", ramp({kHidden, kHeads * kHeadDim}, 7))}),
+  int q = heads(b.node("MatMul", {h, b.constant("wq", ramp({kHidden, kHeads * kHeadDim}, 7, t))}),
                 kHeads, "qs");
-  int k = heads(b.node("MatMul", {h, b.constant("wk", ramp({kHidden, kKvHeads * kHeadDim}, 9))}),
+  int k = heads(b.node("MatMul", {h, b.constant("wk", ramp({kHidden, kKvHeads * kHeadDim}, 9, t))}),
                 kKvHeads, "ks");
-  int cos = b.constant("cos", ramp({kSeq, kHeadDim}, 1)), sin = b.constant("sin", ramp({kSeq, kHeadDim}, 2));
+  int cos = b.constant("cos", ramp({kSeq, kHeadDim}, 1, t));
+  int sin = b.constant("sin", ramp({kSeq, kHeadDim}, 2, t));
   auto rope = [&](int v) {
     return b.node("Add", {b.node("Mul", {v, cos}), b.node("Mul", {rotate_half(b, v), sin})});
   };
@@ -88,6 +92,30 @@ TEST(CpuLlamaViews, NoReferenceKernelsAndTheReferenceResults) {
     std::vector<Tensor> got = s.run(in);
     std::vector<Tensor> want = run_reference(s.graph(), in);
     brrr_test::expect_outputs_close(got, want, 1e-5, 1e-5, s.plan_summary());
+  }
+}
+
+// The bf16 exports' form of the same glue: 16-bit buffers in generated kernels, oneDNN's bf16
+// matmuls, no reference kernel. One kernel keeps float32 where the reference rounds every node's
+// result to bfloat16, so the bound is a few bfloat16 roundings of the largest score.
+TEST(CpuLlamaViews, Bfloat16RunsWithoutReferenceKernels) {
+  const Graph g = llama_glue(DType::bf16);
+  const auto in = ids({3, 0, 10, -1, 7});
+  for (bool fusion : {true, false}) {
+    SessionOptions so;
+    so.fusion = fusion;
+    Session s(g, so);
+    if (s.num_kernels("library") == 0) GTEST_SKIP() << "no oneDNN in this build";
+    EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
+    std::vector<Tensor> got = s.run(in);
+    std::vector<Tensor> want = run_reference(s.graph(), in);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t o = 0; o < got.size(); ++o) {
+      EXPECT_EQ(got[o].dtype(), DType::bf16);
+      double top = 0;
+      for (int64_t i = 0; i < want[o].numel(); ++i) top = std::max(top, std::fabs(want[o].at_double(i)));
+      brrr_test::expect_outputs_close({got[o]}, {want[o]}, 2e-2, 2e-2 * top, s.plan_summary());
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// oneDNN convolution and pooling (f32, 2-D, NCHW at the graph boundary). Conv weights are
+// oneDNN convolution (f32, or bf16 / f16 data) and pooling (f32), 2-D, NCHW at the graph boundary. Conv weights are
 // reordered once, at plan build, into the layout oneDNN picks; activations are stored in the
 // layout the session chose for them (NCHW, NHWC or channel-blocked, library.hpp) and reordered in
 // and out per call only where the chosen implementation wants another one.
@@ -84,9 +84,11 @@ bool is_reference_impl(const char* info) {
 namespace {
 
 // The conv of d with X and W read in `math` (f32, or bf16: weights converted once, X converted by
-// its port's reorder per run; float32 accumulation, bias, residual and output), or nullptr.
+// its port's reorder per run; float32 accumulation, bias, residual and output), or nullptr. Data
+// stored in 16 bits (`store`: X, W, bias, residual and output) is read and written as it is, with
+// `math` the same type (float32 accumulation and post-ops, one rounding of the result).
 std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d,
-                                         const Layouts& layouts, dt math) {
+                                         const Layouts& layouts, dt math, dt store = dt::f32) {
   const int vx = d->x, vw = d->w, vout = d->out, vb = d->epi.bias;
   const Shape &xs = g.value(vx).shape, &ws = g.value(vw).shape, &os = g.value(vout).shape;
   if (xs.size() != 4 || ws.size() != 4 || os.size() != 4) return nullptr;
@@ -112,12 +114,12 @@ std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d
   tag src_tag = plain ? tag::nchw : blocked && is_blocked(layouts, vx) ? tag::nChw16c : tag::any;
   tag dst_tag = plain ? tag::nchw : blocked ? tag::nChw16c : tag::any;
   try {
-    dnnl::memory::desc xmd(xd, dt::f32, user_tag(layouts, vx)),
-        omd(od, dt::f32, user_tag(layouts, vout));
-    dnnl::memory::desc wuser(wd, dt::f32, G == 1 ? tag::oihw : tag::goihw);
-    dnnl::memory::desc xany(xd, math, src_tag), oany(od, dt::f32, dst_tag);
+    dnnl::memory::desc xmd(xd, store, user_tag(layouts, vx)),
+        omd(od, store, user_tag(layouts, vout));
+    dnnl::memory::desc wuser(wd, store, G == 1 ? tag::oihw : tag::goihw);
+    dnnl::memory::desc xany(xd, math, src_tag), oany(od, store, dst_tag);
     dnnl::memory::desc wany = wconst.defined() ? dnnl::memory::desc(wd, math, tag::any) : wuser;
-    dnnl::memory::desc bmd({od[1]}, dt::f32, tag::x);
+    dnnl::memory::desc bmd({od[1]}, store, tag::x);
     dnnl::post_ops po;
     if (d->epi.sum >= 0) po.append_sum(1.f);
     if (!append_activation(po, d->epi)) return nullptr;
@@ -148,15 +150,18 @@ std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d
     }
     if (blocked && is_reference_impl(pd.impl_info_str())) {
       // No fast blocked kernel for this case (odd groups, say): let oneDNN pick, ports reorder.
-      dnnl::memory::desc xa(xd, math, tag::any), oa(od, dt::f32, tag::any);
+      dnnl::memory::desc xa(xd, math, tag::any), oa(od, store, tag::any);
       pd = dnnl::convolution_forward::primitive_desc(make_desc(xa, oa), attr, engine());
     }
-    if (math != dt::f32 && is_reference_impl(pd.impl_info_str())) return nullptr;
+    // No fast narrow kernel: float32 (16-bit data keeps oneDNN's reference conv, which beats
+    // brrr's per-node reference kernel).
+    if (math != store && is_reference_impl(pd.impl_info_str())) return nullptr;
     auto kern = std::make_unique<DnnlConv>();
     kern->prim = dnnl::convolution_forward(pd);
     kern->openmp = omp_get_max_threads() > 1;
     kern->impl = pd.impl_info_str();
     if (math == dt::bf16) kern->precision = "bf16";
+    if (math == dt::f16) kern->precision = "fp16";
     make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
     make_port(kern->dst, vout, omd, pd.dst_desc(), d->epi.sum >= 0, true);
     kern->sum = d->epi.sum;
@@ -187,6 +192,14 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
                                               const Layouts& layouts) {
   const plan::ConvDesc* d = plan::desc_of<plan::ConvDesc>(k);
   if (!d || !d->why.empty()) return nullptr;
+  // Every tensor the same 16-bit type: a 16-bit conv throughout.
+  const DType t = g.value(d->x).dtype;
+  bool same = true;
+  for (int v : {d->x, d->w, d->out, d->epi.bias, d->epi.sum})
+    same = same && (v < 0 || g.value(v).dtype == t);
+  if (same && t == DType::bf16) return make_conv(g, d, layouts, dt::bf16, dt::bf16);
+  if (same && t == DType::f16) return make_conv(g, d, layouts, dt::f16, dt::f16);
+  if (!same || t != DType::f32) return nullptr;
   // bf16 where the plan asks for it and oneDNN has a fast kernel for the case, else float32.
   if (d->math == DType::bf16)
     if (std::unique_ptr<LibraryKernel> c = make_conv(g, d, layouts, dt::bf16)) return c;
