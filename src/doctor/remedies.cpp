@@ -183,15 +183,15 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
     }
   std::map<size_t, std::vector<size_t>> groups;
   for (size_t i = 0; i < n; ++i) groups[find(i)].push_back(i);
+  std::vector<std::vector<std::string>> sorted_nodes(n);
+  for (size_t i = 0; i < n; ++i) {
+    sorted_nodes[i] = rec(i).nodes;
+    std::sort(sorted_nodes[i].begin(), sorted_nodes[i].end());
+  }
+  auto same_nodes = [&](size_t x, size_t y) { return sorted_nodes[x] == sorted_nodes[y]; };
   for (const auto& [root, members] : groups) {
     std::vector<size_t> b, a;
     for (size_t i : members) (i < nb ? b : a).push_back(i);
-    auto same_nodes = [&](size_t x, size_t y) {
-      std::vector<std::string> u = rec(x).nodes, v = rec(y).nodes;
-      std::sort(u.begin(), u.end());
-      std::sort(v.begin(), v.end());
-      return u == v;
-    };
     if (b.size() == 1 && a.size() == 1 && same_nodes(b[0], a[0])) continue;  // unchanged
     double before_ms = 0, compute_ms = 0;
     for (size_t k : b) {
@@ -215,7 +215,7 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
         for (size_t k : b)
           if (!used[k] && !generated(p.kernels[k]) && p.kernels[k].kind != "copy" &&
               std::any_of(p.kernels[k].nodes.begin(), p.kernels[k].nodes.end(), [&](const std::string& x) {
-                return std::find(r.nodes.begin(), r.nodes.end(), x) != r.nodes.end();
+                return std::binary_search(sorted_nodes[i].begin(), sorted_nodes[i].end(), x);
               }))
             t = std::max(t, 0.0) + steady_time(p.kernels[k]), used[k] = 1;
       }

@@ -6,15 +6,18 @@
 
 namespace brrr::ops {
 
+int64_t checked_gather_index(const std::string& label, int64_t i, int64_t d, int64_t axis,
+                             const Shape& data) {
+  if (i < -d || i >= d)
+    fail("{}: index {} is out of range for axis {} of size {} (data shape {})", label, i, axis, d,
+         shape_str(data));
+  return i < 0 ? i + d : i;
+}
+
 namespace {
 
-// Index i normalized against a dim of size d (negative counts from the end); fails when out of
-// range.
 int64_t checked_index(const Node& n, int64_t i, int64_t d, int64_t axis, const Shape& data) {
-  if (i < -d || i >= d)
-    fail("{}: index {} is out of range for axis {} of size {} (data shape {})", n.label(), i, axis,
-         d, shape_str(data));
-  return i < 0 ? i + d : i;
+  return checked_gather_index(n.label(), i, d, axis, data);
 }
 
 int64_t prod(const Shape& s, size_t from, size_t to) {

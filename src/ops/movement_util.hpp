@@ -29,6 +29,12 @@ int64_t mul_dims(const InferCtx& c, int64_t a, int64_t b);
 // a + b for dims; fails naming the node on int64 overflow.
 int64_t add_dims(const InferCtx& c, int64_t a, int64_t b);
 
+// Gather index i normalized against axis `axis` of size d of data shaped `data` (negative counts
+// from the end); fails naming `label` (the node) when out of range. The reference kernel's check,
+// shared with the CPU library's Gather.
+int64_t checked_gather_index(const std::string& label, int64_t i, int64_t d, int64_t axis,
+                             const Shape& data);
+
 // Fails unless input i has an integer dtype (indices, shapes).
 void require_int_input(const InferCtx& c, int i, const char* what);
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "backend/cpu/library.hpp"
-#include "brrr/error.hpp"
+#include "ops/movement_util.hpp"
 #include "plan/library_desc.hpp"
 
 namespace brrr::cpu {
@@ -186,17 +186,15 @@ class GatherKernel : public LibraryKernel {
   bool idx64 = true;  // int64 indices, else int32
   int64_t outer = 1, axis = 0, axis_len = 0, count = 0;
   size_t row = 0;  // bytes per entry along the axis
-  std::string label, data_shape;
+  std::string label;
+  Shape data;  // x's shape, for the error
   std::vector<int64_t> idx;  // the checked indices, made at build (no allocation per run)
 
   void run(void* const* slots) override {
     for (int64_t j = 0; j < count; ++j) {
       int64_t i = idx64 ? static_cast<const int64_t*>(slots[indices])[j]
                         : static_cast<const int32_t*>(slots[indices])[j];
-      if (i < -axis_len || i >= axis_len)
-        fail("{}: index {} is out of range for axis {} of size {} (data shape {})", label, i, axis,
-             axis_len, data_shape);
-      idx[size_t(j)] = i < 0 ? i + axis_len : i;
+      idx[size_t(j)] = ops::checked_gather_index(label, i, axis_len, axis, data);
     }
     const char* xp = static_cast<const char*>(slots[x]);
     char* yp = static_cast<char*>(slots[y]);
@@ -269,7 +267,7 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
     kern->count = shape_numel(iv.shape);
     kern->row = size_t(d->inner) * dtype_size(xv.dtype);
     kern->label = n.label();
-    kern->data_shape = shape_str(xv.shape);
+    kern->data = xv.shape;
     kern->idx.assign(size_t(kern->count), 0);
     return kern;
   }

@@ -148,6 +148,7 @@ void CudaExecutor::Impl::build() {
   for (const auto& note : host_notes) std::fprintf(stderr, "brrr cuda: %s\n", note.c_str());
   std::string chain_src = find_gemm_chains();
   choose_layouts();
+  tune_convs();
 
   // Memory: graph inputs and outputs own buffers; intermediates share the arena.
   slot.assign(g.values.size(), 0);

@@ -69,6 +69,12 @@ std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
   return "";
 }
 
+void CudaExecutor::Impl::tune_convs() {
+  if (env::integer("BRRR_CONV_TUNE") != 1) return;
+  for (Step& s : steps)
+    if (s.type == Step::Conv) s.conv().dnn->time_algorithms(kMaxConvWorkspace);
+}
+
 void CudaExecutor::Impl::choose_layouts() {
   nhwc.assign(g.values.size(), 0);
   if (!env::integer("BRRR_CUDA_NHWC")) return;

@@ -240,6 +240,8 @@ struct CudaExecutor::Impl {
   // Channels-last values (passes/choose_device_layouts.hpp) for 16-bit conv nets, and the
   // conv, pool and channel-mean steps switched to them (BRRR_CUDA_NHWC=0: all NCHW).
   void choose_layouts();
+  // BRRR_CONV_TUNE=1: each conv's algorithm timed once, in its final layout.
+  void tune_convs();
   std::vector<char> nhwc;  // per value
   int nhwc_convs = 0;
   std::string nhwc_note;

@@ -6,7 +6,6 @@
 #include <cstdint>
 
 #include "brrr/error.hpp"
-#include "core/env.hpp"
 
 #ifdef BRRR_HAVE_CUDNN
 #include "backend/cuda/cudnn_api.hpp"
@@ -254,33 +253,6 @@ CudnnConv::CudnnConv(const CudnnContext& ctx, const ConvGeometry& g, ConvMath m,
   int got = 0;
   BRRR_DNN(api, cudnnGetConvolutionForwardAlgorithm_v7,
            (c.h, c.xd, c.wd, c.cd, c.yd, int(perf.size()), &got, perf.data()), what);
-  // BRRR_CONV_TUNE=1 (opt-in, not yet measured): cuDNN times every algorithm on scratch
-  // buffers once here and the fastest that fits wins, under the same rules as the heuristic's.
-  if (env::integer("BRRR_CONV_TUNE") == 1 && api.cudnnFindConvolutionForwardAlgorithm) {
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> timed(perf.size());
-    int n = 0;
-    if (api.cudnnFindConvolutionForwardAlgorithm(c.h, c.xd, c.wd, c.cd, c.yd, int(timed.size()),
-                                                 &n, timed.data()) == CUDNN_STATUS_SUCCESS)
-      for (int i = 0; i < n; ++i) {
-        const cudnnConvolutionFwdAlgoPerf_t& p = timed[size_t(i)];
-        if (p.status != CUDNN_STATUS_SUCCESS || p.memory > max_workspace ||
-            p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
-            (m == ConvMath::kFp32 && p.mathType == CUDNN_TENSOR_OP_MATH))
-          continue;
-        size_t ws = 0;
-        if (api.cudnnSetConvolutionMathType(c.cd, p.mathType) != CUDNN_STATUS_SUCCESS ||
-            api.cudnnGetConvolutionForwardWorkspaceSize(c.h, c.xd, c.wd, c.cd, c.yd, p.algo, &ws) !=
-                CUDNN_STATUS_SUCCESS ||
-            ws > max_workspace)
-          continue;
-        c.algo = p.algo;
-        c.math = p.mathType;
-        c.ws = ws;
-        c.timed = true;
-        return;
-      }
-    BRRR_DNN(api, cudnnSetConvolutionMathType, (c.cd, c.math), what);  // back to the first choice
-  }
   // The heuristic's order, first fit wins. fp32 forces FMA math on every candidate (no TF32
   // whatever the heuristic reports); tf32, bf16 and fp16 take the math type the heuristic paired
   // with the algorithm. A candidate whose workspace query fails with that math type is skipped.
@@ -305,6 +277,40 @@ CudnnConv::CudnnConv(const CudnnContext& ctx, const ConvGeometry& g, ConvMath m,
   }
   fail("cuDNN has no forward algorithm for {} within {} B of workspace (tried: {})", what,
        max_workspace, tried.empty() ? "none" : tried);
+}
+
+// BRRR_CONV_TUNE=1 (opt-in, not yet measured): cuDNN times every algorithm on scratch buffers
+// once, and the fastest that fits replaces the heuristic's choice under the same rules (fp32
+// keeps FMA math, no down-conversion); any refusal keeps the heuristic's choice.
+void CudnnConv::time_algorithms(size_t max_workspace) {
+  Impl& c = *impl_;
+  const CudnnApi& api = *c.api;
+  if (!api.cudnnFindConvolutionForwardAlgorithm) return;
+  int max_count = 0;
+  BRRR_DNN(api, cudnnGetConvolutionForwardAlgorithmMaxCount, (c.h, &max_count), c.what);
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> timed(size_t(std::max(max_count, 1)));
+  int n = 0;
+  if (api.cudnnFindConvolutionForwardAlgorithm(c.h, c.xd, c.wd, c.cd, c.yd, int(timed.size()), &n,
+                                               timed.data()) == CUDNN_STATUS_SUCCESS)
+    for (int i = 0; i < n; ++i) {
+      const cudnnConvolutionFwdAlgoPerf_t& p = timed[size_t(i)];
+      if (p.status != CUDNN_STATUS_SUCCESS || p.memory > max_workspace ||
+          p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+          (c.want == ConvMath::kFp32 && p.mathType == CUDNN_TENSOR_OP_MATH))
+        continue;
+      size_t ws = 0;
+      if (api.cudnnSetConvolutionMathType(c.cd, p.mathType) != CUDNN_STATUS_SUCCESS ||
+          api.cudnnGetConvolutionForwardWorkspaceSize(c.h, c.xd, c.wd, c.cd, c.yd, p.algo, &ws) !=
+              CUDNN_STATUS_SUCCESS ||
+          ws > max_workspace)
+        continue;
+      c.algo = p.algo;
+      c.math = p.mathType;
+      c.ws = ws;
+      c.timed = true;
+      return;
+    }
+  BRRR_DNN(api, cudnnSetConvolutionMathType, (c.cd, c.math), c.what);  // the heuristic's again
 }
 
 CudnnConv::~CudnnConv() = default;
@@ -345,6 +351,7 @@ CudnnConv::CudnnConv(const CudnnContext&, const ConvGeometry&, ConvMath, size_t,
   fail("{}: brrr was built without cuDNN headers", what);
 }
 CudnnConv::~CudnnConv() = default;
+void CudnnConv::time_algorithms(size_t) {}
 size_t CudnnConv::workspace_bytes() const { return 0; }
 std::string CudnnConv::describe() const { return "no cuDNN"; }
 std::vector<int> cudnn_output_dims(const ConvGeometry&) {

@@ -67,6 +67,8 @@ class CudnnConv {
   CudnnConv(const CudnnConv&) = delete;
   CudnnConv& operator=(const CudnnConv&) = delete;
 
+  // Replaces the heuristic's algorithm with the fastest cuDNN times here that fits (BRRR_CONV_TUNE).
+  void time_algorithms(std::size_t max_workspace);
   std::size_t workspace_bytes() const;
   std::string describe() const;  // "IMPLICIT_PRECOMP_GEMM fp32, workspace 0 B"
   // Enqueues y = conv(x, w) on the context's stream; ws holds workspace_bytes() (0: none).
