@@ -69,7 +69,7 @@ struct Target {
   bool gemm_gelu_erf_as_tanh_16bit = false;
   // ... also when a Reshape that keeps the rows sits between the GEMM and the GELU (GPT-2's
   // Conv1D: a 2-D Gemm, then its 3-D view); the GEMM then writes the Reshape's value
-  // (BRRR_CUDA_GELU_RESHAPE=1, opt-in until measured on a device).
+  // (BRRR_CUDA_GELU_RESHAPE=0: off; GPT-2 small bf16 on the H200: 548 -> 480 us at batch 1).
   bool gemm_gelu_through_reshape = false;
   // Scaled dot-product attention (Q.K^T, scale, masks, softmax, P.V, with the head split and
   // merge as views) as one kernel for head dims up to this (plan/attention.hpp; CUDA's

@@ -127,10 +127,33 @@ TEST(CudaConv, PadsAndStrides) {
 
 TEST(CudaConv, BiasRelu) {
   REQUIRE_CUDNN();
+  brrr_test::EnvVar unfused("BRRR_CONV_FUSE", "0");
   Session s = run_conv({{1, 16, 9, 9}, 32, 3, 3, 1, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, "Relu"});
   expect_all_on_gpu(s);
   EXPECT_NE(s.plan_summary().find("bias/sum/activation kernel"), std::string::npos);
   expect_all_on_gpu(run_conv({{1, 16, 9, 9}, 32, 1, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, false, "Relu"}));
+}
+
+// Bias, residual and ReLU inside cuDNN's call (BRRR_CONV_FUSE=1, the default) and after it in
+// brrr's epilogue kernel (0), fp32 and tf32, batch 2: both give the reference's results; with ReLU
+// cuDNN 9 takes the fused call (without an activation only its implicit-precomp-GEMM algorithm
+// does, so that is not required).
+TEST(CudaConv, BiasSumReluInsideCudnnOrAfter) {
+  REQUIRE_CUDNN();
+  for (const char* fuse : {"1", "0"})
+    for (const char* precision : {"fp32", "tf32"})
+      for (const char* post : {"Relu", "AddRelu", "Add", ""}) {
+        SCOPED_TRACE(fmt::format("BRRR_CONV_FUSE={} {} post '{}'", fuse, precision, post));
+        brrr_test::EnvVar e("BRRR_CONV_FUSE", fuse);
+        Session s = run_conv({{2, 16, 9, 9}, 32, 3, 3, 1, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, post},
+                             cuda_opts(precision));
+        expect_all_on_gpu(s);
+        const std::string sum = s.plan_summary();
+        if (fuse[0] == '0')
+          EXPECT_NE(sum.find("bias/sum/activation kernel"), std::string::npos) << sum;
+        else if (std::string(post).find("Relu") != std::string::npos)
+          EXPECT_NE(sum.find("bias/sum/ReLU fused in cuDNN"), std::string::npos) << sum;
+      }
 }
 
 // BRRR_CONV_TUNE=1: cuDNN's timed choice (fp32 keeps FMA math) gives the reference's results.

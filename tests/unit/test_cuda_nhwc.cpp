@@ -1,10 +1,9 @@
 // Channels-last 16-bit conv nets on CUDA (passes/choose_device_layouts.cpp, BRRR_CUDA_NHWC): which
 // values the plan keeps NHWC (no device needed), and on the device a ResNet-like block (Conv +
-// bias + Relu, MaxPool, 1x1 and 3x3 Convs with a residual sum, GlobalAveragePool, Gemm) with NHWC
-// on and off against the reference executor.
-#include <gtest/gtest.h>
-
+// bias + Relu, MaxPool or AveragePool (the channels-last pool kernel), 1x1 and 3x3 Convs with a
+// residual sum, GlobalAveragePool, Gemm) with NHWC on and off against the reference executor.
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <random>
 
@@ -32,20 +31,24 @@ Tensor rnd(const Shape& s, DType t, float lo = -1.f, float hi = 1.f) {
 
 // x [B, 8, 16, 16] -> Conv 3x3 + bias + Relu -> MaxPool 3x3 s2 -> Conv 1x1 + Relu -> Conv 3x3
 // -> + the pool's output -> Relu -> GlobalAveragePool -> Flatten -> Gemm: ResNet-50's shapes in
-// small, in type t. `tap`: a Sigmoid also reads the pool's output (a generated kernel, NCHW only).
-Graph resnet_block(DType t, int64_t batch, bool tap = false) {
+// small, in type t. `tap`: a Sigmoid also reads the pool's output (a generated kernel, NCHW only);
+// `avg`: an AveragePool (count_include_pad 0) in the MaxPool's place.
+Graph resnet_block(DType t, int64_t batch, bool tap = false, bool avg = false) {
   GraphBuilder b;
   auto conv = [&](int x, int64_t cin, int64_t cout, int64_t k) {
     std::map<std::string, AttrValue> at{{"pads", std::vector<int64_t>(4, k / 2)}};
-    return b.node("Conv", {x, b.constant("w" + std::to_string(b.count), rnd({cout, cin, k, k}, t, -0.3f, 0.3f)),
-                           b.constant("b" + std::to_string(b.count), rnd({cout}, t, -0.1f, 0.1f))},
-                  at);
+    return b.node(
+        "Conv",
+        {x, b.constant("w" + std::to_string(b.count), rnd({cout, cin, k, k}, t, -0.3f, 0.3f)),
+         b.constant("b" + std::to_string(b.count), rnd({cout}, t, -0.1f, 0.1f))},
+        at);
   };
   int x = b.input("x", {batch, 8, 16, 16}, t);
   int c1 = b.node("Relu", {conv(x, 8, 16, 3)});
-  int p = b.node("MaxPool", {c1}, {{"kernel_shape", std::vector<int64_t>{3, 3}},
-                                   {"strides", std::vector<int64_t>{2, 2}},
-                                   {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  int p = b.node(avg ? "AveragePool" : "MaxPool", {c1},
+                 {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                  {"strides", std::vector<int64_t>{2, 2}},
+                  {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
   int c2 = b.node("Relu", {conv(p, 16, 16, 1)});
   int y = b.node("Relu", {b.node("Add", {conv(c2, 16, 16, 3), p})});
   int gap = b.node("Flatten", {b.node("GlobalAveragePool", {y})});
@@ -108,23 +111,67 @@ TEST(CudaNhwc, ResNetBlockMatchesTheReference) {
   BRRR_REQUIRE_CUDNN("Conv");
   for (DType t : {DType::bf16, DType::f16})
     for (int64_t batch : {1, 3})
-      for (const char* on : {"1", "0"}) {
-        SCOPED_TRACE(fmt::format("{} batch {} BRRR_CUDA_NHWC={}", dtype_name(t), batch, on));
-        brrr_test::EnvVar e("BRRR_CUDA_NHWC", on);
-        Graph g = resnet_block(t, batch);
-        std::map<std::string, Tensor> in{{"x", rnd({batch, 8, 16, 16}, t, -2.f, 2.f)}};
-        SessionOptions o;
-        o.backend = "cuda";
-        Session s(g, o);
-        const std::string sum = s.plan_summary();
-        const bool nhwc = on[0] == '1';
-        EXPECT_EQ(sum.find("NHWC") != std::string::npos, nhwc) << sum;
-        if (nhwc) EXPECT_NE(sum.find("input transposed to NHWC"), std::string::npos) << sum;
-        EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
-        std::vector<Tensor> got = s.run(in);
-        brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
-        brrr_test::expect_same_bytes(got, s.run(in));
-      }
+      for (bool avg : {false, true})
+        for (const char* on : {"1", "0"}) {
+          SCOPED_TRACE(fmt::format("{} batch {} {} BRRR_CUDA_NHWC={}", dtype_name(t), batch,
+                                   avg ? "AveragePool" : "MaxPool", on));
+          brrr_test::EnvVar e("BRRR_CUDA_NHWC", on);
+          Graph g = resnet_block(t, batch, false, avg);
+          std::map<std::string, Tensor> in{{"x", rnd({batch, 8, 16, 16}, t, -2.f, 2.f)}};
+          SessionOptions o;
+          o.backend = "cuda";
+          Session s(g, o);
+          const std::string sum = s.plan_summary();
+          const bool nhwc = on[0] == '1';
+          EXPECT_EQ(sum.find("NHWC") != std::string::npos, nhwc) << sum;
+          if (nhwc) {
+            // the 8-channel input needs no padding; every conv has a bias and cuDNN fuses it
+            EXPECT_NE(sum.find("input transposed to NHWC first\n"), std::string::npos) << sum;
+            EXPECT_NE(sum.find("fused in cuDNN"), std::string::npos) << sum;
+          }
+          EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
+          std::vector<Tensor> got = s.run(in);
+          brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
+          brrr_test::expect_same_bytes(got, s.run(in));
+        }
+}
+
+// An RGB stem (3 channels, Conv 7x7 stride 2 + bias + Relu, MaxPool, Conv 1x1, mean): the
+// transposed input's channels are zero-padded to 8 with zero weights (BRRR_CONV_PAD_C=1, the
+// default) or kept at 3 (0); both give the reference's results.
+TEST(CudaNhwc, RgbStemPaddedToEightChannelsMatchesTheReference) {
+  BRRR_REQUIRE_CUDNN("Conv");
+  for (DType t : {DType::bf16, DType::f16})
+    for (const char* pad : {"1", "0"}) {
+      SCOPED_TRACE(fmt::format("{} BRRR_CONV_PAD_C={}", dtype_name(t), pad));
+      brrr_test::EnvVar e("BRRR_CONV_PAD_C", pad);
+      GraphBuilder b;
+      int x = b.input("x", {2, 3, 20, 20}, t);
+      int c1 = b.node("Relu", {b.node("Conv",
+                                      {x, b.constant("w1", rnd({16, 3, 7, 7}, t, -0.3f, 0.3f)),
+                                       b.constant("b1", rnd({16}, t, -0.1f, 0.1f))},
+                                      {{"pads", std::vector<int64_t>(4, 3)},
+                                       {"strides", std::vector<int64_t>{2, 2}}})});
+      int p = b.node("MaxPool", {c1},
+                     {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                      {"strides", std::vector<int64_t>{2, 2}},
+                      {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+      int c2 = b.node("Conv", {p, b.constant("w2", rnd({16, 16, 1, 1}, t, -0.3f, 0.3f)),
+                               b.constant("b2", rnd({16}, t, -0.1f, 0.1f))});
+      b.output(b.node("Flatten", {b.node("GlobalAveragePool", {c2})}));
+      std::map<std::string, Tensor> in{{"x", rnd({2, 3, 20, 20}, t, -2.f, 2.f)}};
+      SessionOptions o;
+      o.backend = "cuda";
+      Session s(b.g, o);
+      const std::string sum = s.plan_summary();
+      EXPECT_EQ(sum.find("its 3 channels zero-padded to 8") != std::string::npos, pad[0] == '1')
+          << sum;
+      EXPECT_NE(sum.find("input transposed to NHWC first"), std::string::npos) << sum;
+      EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
+      std::vector<Tensor> got = s.run(in);
+      brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
+      brrr_test::expect_same_bytes(got, s.run(in));
+    }
 }
 #endif
 

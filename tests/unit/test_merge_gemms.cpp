@@ -322,7 +322,7 @@ Graph gpt2_gemm_gelu(DType t) {
 // with the tanh epilogue (GPT-2 had a GEMM and two GELU kernels per layer); float32 keeps the
 // GELU in generated kernels.
 TEST(GeluEpilogue, CudaTakesGpt2sGeluThroughTheRowReshape) {
-  brrr_test::EnvVar on("BRRR_CUDA_GELU_RESHAPE", "1");  // opt-in until run on a device
+  brrr_test::EnvVar on("BRRR_CUDA_GELU_RESHAPE", "1");
   for (DType t : {DType::bf16, DType::f16, DType::f32}) {
     Compiled c = compile(gpt2_gemm_gelu(t), plan::Target::cuda(), {});
     ASSERT_FALSE(c.plan.kernels.empty());

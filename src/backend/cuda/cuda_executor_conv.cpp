@@ -1,6 +1,9 @@
-// Conv steps: cuDNN's convolution (float32, bfloat16 or float16 data), then brrr_conv_epilogue
-// in place for the bias, residual and activation (cuDNN's legacy API fuses none of them).
+// Conv steps: cuDNN's convolution (float32, bfloat16 or float16 data) with the bias, residual and
+// ReLU in the same cuDNN call where cuDNN takes them (cudnnConvolutionBiasActivationForward),
+// else brrr_conv_epilogue in place after it (hardswish, hardsigmoid, clip, no bias, refusals).
 #include <fmt/format.h>
+
+#include <cstring>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
 #include "core/env.hpp"
@@ -126,6 +129,9 @@ void CudaExecutor::Impl::choose_layouts() {
       if (!c.geo.nhwc) continue;
       ++nhwc_convs;
       c.transpose_in = !nhwc[size_t(c.vx)];
+      c.in_c = c.in_cp = c.geo.x[1];
+      if (c.transpose_in && c.geo.groups == 1 && c.in_c % 8 != 0 && env::integer("BRRR_CONV_PAD_C"))
+        pad_conv_channels(c, plan.kernels[i]);
     } else if (steps[i].type == Step::Op && roles[i].kind == DeviceLayoutRole::Pool &&
                nhwc[size_t(roles[i].out)]) {
       OpStep& r = steps[i].op();
@@ -145,10 +151,39 @@ void CudaExecutor::Impl::choose_layouts() {
   }
 }
 
+// A channels-last conv whose NCHW input it transposes itself, on in_c channels that are no
+// multiple of 8 (ResNet-50's RGB stem: cuDNN's NHWC kernels for 3 channels ran at 185 GB/s, 0.66
+// ms at batch 64): the transpose writes the channels padded with zeros to the next multiple of 8
+// and the weights get zero channels to match, the same sums. Kept unpadded if cuDNN refuses.
+void CudaExecutor::Impl::pad_conv_channels(ConvStep& c, const plan::Kernel& k) {
+  ConvGeometry padded = c.geo;
+  padded.x[1] = padded.w[1] = int((c.in_c + 7) / 8 * 8);
+  const std::string who =
+      fmt::format("{} (Conv {})", k.name, g.nodes[size_t(k.nodes[0])].name);
+  try {
+    c.dnn = std::make_unique<CudnnConv>(*dnn, padded, c.math, kMaxConvWorkspace, who);
+  } catch (const Error&) {
+    return;
+  }
+  c.geo = padded;
+  c.in_cp = padded.x[1];
+}
+
 void CudaExecutor::Impl::setup_conv(ConvStep& c) {
-  if (c.geo.nhwc) {  // KCRS -> KRSC, once
-    c.w = upload(g.value(c.vw).constant.permute({0, 2, 3, 1}).contiguous(),
-                 "Conv weights (KRSC) " + g.value(c.vw).name);
+  if (c.geo.nhwc) {  // KCRS -> KRSC, once (channels zero-padded to in_cp when padded)
+    Tensor krsc = g.value(c.vw).constant.permute({0, 2, 3, 1}).contiguous();
+    if (c.transpose_in && c.in_cp != c.in_c) {
+      Shape ps = krsc.shape();
+      const size_t rows = size_t(shape_numel(ps) / ps[3]), es = dtype_size(krsc.dtype());
+      ps[3] = c.in_cp;
+      Tensor pad = Tensor::zeros(krsc.dtype(), ps);
+      for (size_t r = 0; r < rows; ++r)
+        std::memcpy(static_cast<char*>(pad.raw()) + r * size_t(c.in_cp) * es,
+                    static_cast<const char*>(krsc.raw()) + r * size_t(c.in_c) * es,
+                    size_t(c.in_c) * es);
+      krsc = pad;
+    }
+    c.w = upload(krsc, "Conv weights (KRSC) " + g.value(c.vw).name);
   } else {
     c.w = slot_of(c.vw, "Conv operand");
   }
@@ -157,16 +192,22 @@ void CudaExecutor::Impl::setup_conv(ConvStep& c) {
   c.sum = slot_of(c.vsum, "Conv operand");
   if (c.transpose_in) {
     const Shape& xs = g.value(c.vx).shape;
-    c.in_c = xs[1], c.in_hw = xs[2] * xs[3], c.in_n = shape_numel(xs);
-    c.xt = alloc(g.value(c.vx).nbytes(), "Conv input (NHWC) " + g.value(c.vx).name);
+    c.in_hw = xs[2] * xs[3], c.in_pixels = xs[0] * c.in_hw;
+    c.xt = alloc(size_t(c.in_pixels * c.in_cp) * dtype_size(c.dt),
+                 "Conv input (NHWC) " + g.value(c.vx).name);
     c.tfn = module->function("brrr_nchw_to_nhwc_u2");
-    c.tgrid = helper_grid(c.in_n, 256);
-    c.targp = {&c.x, &c.xt, &c.in_c, &c.in_hw, &c.in_n};
+    c.tgrid = helper_grid(c.in_pixels, 256);
+    c.targp = {&c.x, &c.xt, &c.in_c, &c.in_cp, &c.in_hw, &c.in_pixels};
   }
   // The residual is read after cuDNN wrote y: it must not share y's bytes (the memory planner
   // keeps a kernel's inputs and outputs apart; a graph input or output has its own buffer).
   BRRR_ASSERT(c.sum == 0 || c.sum != c.y, "Conv residual aliases the Conv output");
   if (!c.epilogue) return;
+  // Bias, residual and ReLU in cuDNN's own call where it takes them (one pass over y fewer).
+  if (env::integer("BRRR_CONV_FUSE") && c.bias && (c.act == 0 || c.act == 1) &&
+      c.dnn->fuse_epilogue(c.act == 1, c.transpose_in ? c.xt : c.x, c.w, c.y, conv_ws, c.bias,
+                           c.sum))
+    return;
   c.fn = module->function(c.dt == DType::bf16  ? "brrr_conv_epilogue_bf16"
                           : c.dt == DType::f16 ? "brrr_conv_epilogue_f16"
                                                : "brrr_conv_epilogue");
@@ -178,6 +219,10 @@ void CudaExecutor::Impl::setup_conv(ConvStep& c) {
 
 void CudaExecutor::Impl::exec_conv(ConvStep& c) {
   if (c.transpose_in) launch(c.tfn, c.tgrid, {256, 1, 1}, 0, stream, c.targp.data());
+  if (c.dnn->fused()) {
+    c.dnn->run_fused(c.transpose_in ? c.xt : c.x, c.w, c.y, conv_ws, c.bias, c.sum);
+    return;
+  }
   c.dnn->run(c.transpose_in ? c.xt : c.x, c.w, c.y, conv_ws);
   if (c.epilogue) launch(c.fn, c.grid, c.block, 0, stream, c.argp.data());
 }
@@ -185,8 +230,12 @@ void CudaExecutor::Impl::exec_conv(ConvStep& c) {
 std::string CudaExecutor::Impl::conv_summary(size_t i) const {
   const ConvStep& c = steps[i].conv();
   return fmt::format("  {:<24} cuDNN conv {}{}{}\n", plan.kernels[i].name, c.dnn->describe(),
-                     c.transpose_in ? ", input transposed to NHWC first" : "",
-                     c.epilogue ? " + bias/sum/activation kernel" : "");
+                     c.transpose_in ? c.in_cp != c.in_c
+                                          ? fmt::format(", input transposed to NHWC first, its {} "
+                                                        "channels zero-padded to {}", c.in_c, c.in_cp)
+                                          : std::string(", input transposed to NHWC first")
+                                    : std::string(),
+                     c.epilogue && !c.dnn->fused() ? " + bias/sum/activation kernel" : "");
 }
 
 }  // namespace brrr::cuda

@@ -85,10 +85,11 @@ struct ConvStep {
   Dim3 grid, block;
   std::vector<void*> argp;
   // Channels-last (geo.nhwc: x, the residual and y NHWC, weights KRSC). An NCHW input is
-  // transposed into xt first (brrr_nchw_to_nhwc_u2(x, xt, c, hw, n)).
+  // transposed into xt first (brrr_nchw_to_nhwc_u2(x, xt, c, cp, hw, pixels)), its channels
+  // zero-padded from in_c to in_cp (a multiple of 8 where cuDNN takes it: an RGB image's 3).
   bool transpose_in = false;
   DevPtr xt = 0;
-  int64_t in_c = 0, in_hw = 0, in_n = 0;
+  int64_t in_c = 0, in_cp = 0, in_hw = 0, in_pixels = 0;
   Function tfn;
   Dim3 tgrid;
   std::vector<void*> targp;
@@ -242,6 +243,7 @@ struct CudaExecutor::Impl {
   void choose_layouts();
   // BRRR_CONV_TUNE=1: each conv's algorithm timed once, in its final layout.
   void tune_convs();
+  void pad_conv_channels(ConvStep& c, const plan::Kernel& k);
   std::vector<char> nhwc;  // per value
   int nhwc_convs = 0;
   std::string nhwc_note;

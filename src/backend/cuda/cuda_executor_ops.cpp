@@ -195,13 +195,18 @@ void CudaExecutor::Impl::setup_op(OpStep& r) {
   r.x = at(r.vx), r.sc = at(r.vs), r.y = at(r.vy);
   switch (r.kind) {
     case OpStep::Pool: return;
-    case OpStep::PoolKernel:
-      r.fn = module->function(fmt::format(
-          "brrr_pool_{}", r.dt == DType::bf16 ? "bf16" : r.dt == DType::f16 ? "f16" : "f32"));
+    case OpStep::PoolKernel: {
+      // Channels-last with 16 bytes of channels per thread when the counts and addresses allow.
+      const int64_t v = r.dt == DType::f32 ? 4 : 8;
+      const bool vec = r.cl > 0 && r.cl % v == 0 && r.n < (int64_t(1) << 31) && r.x % 16 == 0 &&
+                       r.y % 16 == 0;
+      r.fn = module->function(fmt::format("brrr_pool_{}{}", vec ? "cl_" : "",
+          r.dt == DType::bf16 ? "bf16" : r.dt == DType::f16 ? "f16" : "f32"));
       r.block = {256, 1, 1};
-      r.grid = helper_grid(r.n, 256);
+      r.grid = helper_grid(vec ? r.n / v : r.n, 256);
       r.argp = {&r.x, &r.y, &r.pg, &r.is_max, &r.include_pad, &r.cl, &r.n};
       return;
+    }
     case OpStep::Concat: {
       size_t off = 0;
       for (size_t q = 0; q < r.parts.size(); ++q) {

@@ -44,9 +44,13 @@ Loaded load() {
   }
   BRRR_DNN_FUNCS(BRRR_DNN_LOAD)
 #undef BRRR_DNN_LOAD
-  l.api.cudnnFindConvolutionForwardAlgorithm =
-      reinterpret_cast<decltype(l.api.cudnnFindConvolutionForwardAlgorithm)>(
-          dlsym(lib, "cudnnFindConvolutionForwardAlgorithm"));
+#define BRRR_DNN_OPTIONAL(fn) l.api.fn = reinterpret_cast<decltype(l.api.fn)>(dlsym(lib, #fn));
+  BRRR_DNN_OPTIONAL(cudnnFindConvolutionForwardAlgorithm)
+  BRRR_DNN_OPTIONAL(cudnnConvolutionBiasActivationForward)
+  BRRR_DNN_OPTIONAL(cudnnCreateActivationDescriptor)
+  BRRR_DNN_OPTIONAL(cudnnSetActivationDescriptor)
+  BRRR_DNN_OPTIONAL(cudnnDestroyActivationDescriptor)
+#undef BRRR_DNN_OPTIONAL
   l.api.version = l.api.cudnnGetVersion();
   if (l.api.version / 10000 != CUDNN_MAJOR) {  // major * 10000 + minor * 100 + patch
     l.reason = "cuDNN library " + name + " is version " + std::to_string(l.api.version) +

@@ -34,6 +34,11 @@ struct CudnnApi {
 #undef BRRR_DNN_DECLARE
   // Optional (null when the library lacks it): timing the algorithms at build (BRRR_CONV_TUNE=1).
   decltype(&::cudnnFindConvolutionForwardAlgorithm) cudnnFindConvolutionForwardAlgorithm = nullptr;
+  // Optional: conv + bias + residual + ReLU in one call (CudnnConv::fuse_epilogue).
+  decltype(&::cudnnConvolutionBiasActivationForward) cudnnConvolutionBiasActivationForward = nullptr;
+  decltype(&::cudnnCreateActivationDescriptor) cudnnCreateActivationDescriptor = nullptr;
+  decltype(&::cudnnSetActivationDescriptor) cudnnSetActivationDescriptor = nullptr;
+  decltype(&::cudnnDestroyActivationDescriptor) cudnnDestroyActivationDescriptor = nullptr;
   std::string path;  // what dlopen loaded
   size_t version = 0;
 };

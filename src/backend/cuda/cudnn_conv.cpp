@@ -212,8 +212,16 @@ struct CudnnConv::Impl {
   bool timed = false;  // the algorithm came from cuDNN's timing (BRRR_CONV_TUNE=1)
   size_t ws = 0;
   std::string what;
+  // fuse_epilogue: the bias's descriptor (1, K, 1, ...), the activation, whether a sum is added.
+  std::vector<int> ydims;  // y's dims (N, K, spatial...) and data type
+  cudnnDataType_t ydt = CUDNN_DATA_FLOAT;
+  cudnnTensorDescriptor_t bd = nullptr;
+  cudnnActivationDescriptor_t ad = nullptr;
+  bool fused = false, fused_relu = false;
   ~Impl() {
     if (!api) return;
+    if (bd) api->cudnnDestroyTensorDescriptor(bd);
+    if (ad) api->cudnnDestroyActivationDescriptor(ad);
     if (xd) api->cudnnDestroyTensorDescriptor(xd);
     if (yd) api->cudnnDestroyTensorDescriptor(yd);
     if (wd) api->cudnnDestroyFilterDescriptor(wd);
@@ -237,6 +245,8 @@ CudnnConv::CudnnConv(const CudnnContext& ctx, const ConvGeometry& g, ConvMath m,
   BRRR_DNN(api, cudnnCreateFilterDescriptor, (&c.wd), what);
   BRRR_DNN(api, cudnnCreateConvolutionDescriptor, (&c.cd), what);
   set_descriptors(api, g, c.xd, c.wd, c.cd, what);
+  c.ydims = g.y;
+  c.ydt = data_type(g.dt);
   std::vector<int> ys = strides_of(g.y, g.nhwc);
   BRRR_DNN(api, cudnnSetTensorNdDescriptor,
            (c.yd, data_type(g.dt), int(g.y.size()), g.y.data(), ys.data()), what);
@@ -318,9 +328,12 @@ CudnnConv::~CudnnConv() = default;
 size_t CudnnConv::workspace_bytes() const { return impl_->ws; }
 
 std::string CudnnConv::describe() const {
-  return fmt::format("{} {} ({}){}{}, workspace {} B", algo_name(impl_->algo), to_string(impl_->want),
+  return fmt::format("{} {} ({}){}{}, workspace {} B{}", algo_name(impl_->algo), to_string(impl_->want),
                      math_name(impl_->math), impl_->nhwc ? ", NHWC" : "",
-                     impl_->timed ? ", timed" : "", impl_->ws);
+                     impl_->timed ? ", timed" : "", impl_->ws,
+                     impl_->fused ? impl_->fused_relu ? ", bias/sum/ReLU fused in cuDNN"
+                                                      : ", bias/sum fused in cuDNN"
+                                  : "");
 }
 
 void CudnnConv::run(DevPtr x, DevPtr w, DevPtr y, DevPtr ws) const {
@@ -331,6 +344,52 @@ void CudnnConv::run(DevPtr x, DevPtr w, DevPtr y, DevPtr ws) const {
             reinterpret_cast<const void*>(w), c.cd, c.algo,
             c.ws ? reinterpret_cast<void*>(ws) : nullptr, c.ws, &zero, c.yd,
             reinterpret_cast<void*>(y)),
+           c.what);
+}
+
+bool CudnnConv::fuse_epilogue(bool relu, DevPtr x, DevPtr w, DevPtr y, DevPtr ws, DevPtr bias,
+                              DevPtr sum) {
+  Impl& c = *impl_;
+  const CudnnApi& api = *c.api;
+  if (!api.cudnnConvolutionBiasActivationForward || !api.cudnnCreateActivationDescriptor ||
+      !api.cudnnSetActivationDescriptor || !api.cudnnDestroyActivationDescriptor || !bias)
+    return false;
+  if (!relu && c.algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) return false;
+  // The bias's descriptor: y's type and rank, one value per output channel.
+  const int rank = int(c.ydims.size());
+  if (rank < 3) return false;
+  if (!c.bd && api.cudnnCreateTensorDescriptor(&c.bd) != CUDNN_STATUS_SUCCESS) return false;
+  std::vector<int> bdims(size_t(rank), 1), bstr(size_t(rank), 1);
+  bdims[1] = c.ydims[1];
+  for (int a = rank - 2; a >= 0; --a) bstr[size_t(a)] = bstr[size_t(a) + 1] * bdims[size_t(a) + 1];
+  if (api.cudnnSetTensorNdDescriptor(c.bd, c.ydt, rank, bdims.data(), bstr.data()) !=
+      CUDNN_STATUS_SUCCESS)
+    return false;
+  if (!c.ad && api.cudnnCreateActivationDescriptor(&c.ad) != CUDNN_STATUS_SUCCESS) return false;
+  if (api.cudnnSetActivationDescriptor(c.ad, relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+                                       CUDNN_PROPAGATE_NAN, 0.0) != CUDNN_STATUS_SUCCESS)
+    return false;
+  c.fused_relu = relu;
+  const float one = 1.f, zero = 0.f;
+  const cudnnStatus_t st = api.cudnnConvolutionBiasActivationForward(
+      c.h, &one, c.xd, reinterpret_cast<const void*>(x), c.wd, reinterpret_cast<const void*>(w),
+      c.cd, c.algo, reinterpret_cast<void*>(ws), c.ws, sum ? &one : &zero, c.yd,
+      reinterpret_cast<const void*>(sum ? sum : y), c.bd, reinterpret_cast<const void*>(bias), c.ad,
+      c.yd, reinterpret_cast<void*>(y));
+  c.fused = st == CUDNN_STATUS_SUCCESS;
+  return c.fused;
+}
+
+bool CudnnConv::fused() const { return impl_->fused; }
+
+void CudnnConv::run_fused(DevPtr x, DevPtr w, DevPtr y, DevPtr ws, DevPtr bias, DevPtr sum) const {
+  const Impl& c = *impl_;
+  const float one = 1.f, zero = 0.f;
+  BRRR_DNN(*c.api, cudnnConvolutionBiasActivationForward,
+           (c.h, &one, c.xd, reinterpret_cast<const void*>(x), c.wd,
+            reinterpret_cast<const void*>(w), c.cd, c.algo, reinterpret_cast<void*>(ws), c.ws,
+            sum ? &one : &zero, c.yd, reinterpret_cast<const void*>(sum ? sum : y), c.bd,
+            reinterpret_cast<const void*>(bias), c.ad, c.yd, reinterpret_cast<void*>(y)),
            c.what);
 }
 
@@ -358,6 +417,11 @@ std::vector<int> cudnn_output_dims(const ConvGeometry&) {
   fail("brrr was built without cuDNN headers");
 }
 void CudnnConv::run(DevPtr, DevPtr, DevPtr, DevPtr) const {
+  fail("brrr was built without cuDNN headers");
+}
+bool CudnnConv::fuse_epilogue(bool, DevPtr, DevPtr, DevPtr, DevPtr, DevPtr, DevPtr) { return false; }
+bool CudnnConv::fused() const { return false; }
+void CudnnConv::run_fused(DevPtr, DevPtr, DevPtr, DevPtr, DevPtr, DevPtr) const {
   fail("brrr was built without cuDNN headers");
 }
 

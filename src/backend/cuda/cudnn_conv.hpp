@@ -73,6 +73,13 @@ class CudnnConv {
   std::string describe() const;  // "IMPLICIT_PRECOMP_GEMM fp32, workspace 0 B"
   // Enqueues y = conv(x, w) on the context's stream; ws holds workspace_bytes() (0: none).
   void run(DevPtr x, DevPtr w, DevPtr y, DevPtr ws) const;
+  // The epilogue in cuDNN's own call: y = act(conv(x, w) + sum + bias[channel]) with act ReLU
+  // or, on the implicit-precomputed-GEMM algorithm only, none (cudnnConvolutionBiasActivation-
+  // Forward). Sets up the descriptors and enqueues it once on the given buffers; true when cuDNN
+  // accepted (then run_fused is what runs), false (nothing changed) when it refused.
+  bool fuse_epilogue(bool relu, DevPtr x, DevPtr w, DevPtr y, DevPtr ws, DevPtr bias, DevPtr sum);
+  bool fused() const;
+  void run_fused(DevPtr x, DevPtr w, DevPtr y, DevPtr ws, DevPtr bias, DevPtr sum) const;
 
  private:
   struct Impl;
