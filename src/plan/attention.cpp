@@ -199,7 +199,10 @@ class Matcher {
   std::set<int> nodes_;  // the block so far
   // Constant masks already read (value, its strides over query and key, seq_q, seq_k, keep_when):
   // causal or not. The exports share one mask among all layers.
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool>, bool> causal_;
+  std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                      bool>,
+           bool>
+      causal_;
 
   // A default-domain node with `in` present inputs and `out` outputs.
   bool plain(const Node& n, size_t in, size_t out) const {
@@ -354,18 +357,25 @@ class Matcher {
     }
     const int64_t off = d->seq_k - d->seq_q;
     if (off < 0) return;  // some rows would see no key: the masks' own values matter then
+    // Every (batch, head) slice is checked: an export at batch > 1 folds the mask to one copy
+    // per batch ([B, 1, S, S], GPT-2's), the same causal mask each time.
     auto causal = [&](int v, const Strides4& st, const std::function<int(double)>& kind) {
-      if (v < 0 || !g_.value(v).constant.defined() || st[0] != 0 || st[1] != 0) return false;
-      const auto key = std::make_tuple(v, st[2], st[3], d->seq_q, d->seq_k, d->keep_when);
+      if (v < 0 || !g_.value(v).constant.defined()) return false;
+      const auto key = std::make_tuple(v, st[0], st[1], st[2], st[3], d->batch, d->heads,
+                                       d->seq_q, d->seq_k, d->keep_when);
       auto it = causal_.find(key);
       if (it != causal_.end()) return it->second;
       const Tensor& t = g_.value(v).constant;
-      bool ok = true;
-      for (int64_t i = 0; i < d->seq_q && ok; ++i)
-        for (int64_t j = 0; j < d->seq_k && ok; ++j) {
-          int k = kind(t.at_double(i * st[2] + j * st[3]));  // 1 visible, 0 hidden, -1 neither
-          ok = k == (j <= i + off ? 1 : 0);
-        }
+      const int64_t slices = (st[0] ? d->batch : 1) * (st[1] ? d->heads : 1);
+      bool ok = slices * d->seq_q * d->seq_k <= (int64_t(1) << 24);  // a bounded look
+      for (int64_t b = 0; b < (st[0] ? d->batch : 1) && ok; ++b)
+        for (int64_t h = 0; h < (st[1] ? d->heads : 1) && ok; ++h)
+          for (int64_t i = 0; i < d->seq_q && ok; ++i)
+            for (int64_t j = 0; j < d->seq_k && ok; ++j) {
+              // 1 visible, 0 hidden, -1 neither
+              int k = kind(t.at_double(b * st[0] + h * st[1] + i * st[2] + j * st[3]));
+              ok = k == (j <= i + off ? 1 : 0);
+            }
       causal_[key] = ok;
       return ok;
     };

@@ -254,6 +254,34 @@ TEST(FusedAttentionPlan, ZeroMaskIsDropped) {
   EXPECT_EQ(d->k_strides, (std::array<int64_t, 4>{256, 128, 1, 8}));  // K^T's buffer read as K
 }
 
+// A constant causal mask folded with one copy per batch ([B, 1, S, S], GPT-2's at batch > 1) is
+// the kernel's causal mask when every copy is causal; one copy that differs keeps it a mask.
+TEST(FusedAttentionPlan, CausalMaskCopiedPerBatchIsCausal) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  const int64_t B = 3, S = 8;
+  for (bool differs : {false, true}) {
+    SCOPED_TRACE(differs ? "one copy differs" : "every copy causal");
+    GraphBuilder b;
+    int q = b.input("q", {B, 2, S, 16}), kt = b.input("kt", {B, 2, 16, S});
+    int v = b.input("v", {B, 2, S, 16});
+    Tensor m = Tensor::empty(DType::f32, {B, 1, S, S});
+    for (int64_t n = 0; n < B; ++n)
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t j = 0; j < S; ++j)
+          m.data<float>()[(n * S + i) * S + j] =
+              j <= i || (differs && n == 2 && i == 3 && j == 5) ? 0.f
+                                                                : std::numeric_limits<float>::lowest();
+    int sc = b.node("Add", {b.node("MatMul", {q, kt}), b.constant("causal", m)});
+    b.output(b.node("MatMul", {b.node("Softmax", {sc}, {{"axis", int64_t(-1)}}), v}));
+    plan::Plan p = cuda_plan(b.g);
+    ASSERT_EQ(p.kernels.size(), 1u) << p.print(b.g);
+    const plan::AttentionDesc* d = plan::desc_of<plan::AttentionDesc>(p.kernels[0]);
+    ASSERT_NE(d, nullptr);
+    EXPECT_EQ(d->causal, !differs);
+    EXPECT_EQ(d->mask >= 0, differs);
+  }
+}
+
 // On by default; BRRR_FUSED_ATTENTION=0 runs attention as the separate kernels.
 TEST(FusedAttentionPlan, SwitchRestoresSeparateKernels) {
   {
