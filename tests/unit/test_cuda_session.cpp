@@ -142,17 +142,22 @@ TEST(CudaSession, DecomposedSoftmax) {
   check(b.g);
 }
 
+// Short rows (a warp each) and long ones (a block each), the latter also with more threads per
+// row where the rows are few (BRRR_CUDA_WIDE_ROWS=1).
 TEST(CudaSession, LayerNormVariants) {
   BRRR_REQUIRE_CUDA_DEVICE();
-  for (Shape sh : {Shape{6, 67}, Shape{16, 1024}, Shape{4, 4096}, Shape{2, 20000}}) {
-    GraphBuilder b;
-    int x = b.input("x", sh);
-    int gam = b.input("gamma", {sh.back()});
-    int bet = b.input("beta", {sh.back()});
-    int xx = b.node("Add", {x, b.node("Mul", {x, b.scalar(0.5f)})});
-    b.output(b.node("LayerNormalization", {xx, gam, bet}, {{"epsilon", 1e-5f}}));
-    check(b.g, cuda_opts(), 1e-5);
-  }
+  for (const char* wide : {"0", "1"})
+    for (Shape sh : {Shape{6, 67}, Shape{16, 1024}, Shape{4, 4096}, Shape{2, 20000}}) {
+      SCOPED_TRACE(shape_str(sh) + " BRRR_CUDA_WIDE_ROWS=" + wide);
+      brrr_test::EnvVar e("BRRR_CUDA_WIDE_ROWS", wide);
+      GraphBuilder b;
+      int x = b.input("x", sh);
+      int gam = b.input("gamma", {sh.back()});
+      int bet = b.input("beta", {sh.back()});
+      int xx = b.node("Add", {x, b.node("Mul", {x, b.scalar(0.5f)})});
+      b.output(b.node("LayerNormalization", {xx, gam, bet}, {{"epsilon", 1e-5f}}));
+      check(b.g, cuda_opts(), 1e-5);
+    }
 }
 
 TEST(CudaSession, ReduceKeepdimsAndRowOutputs) {

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/codegen_cpp.hpp"
 #include "brrr/error.hpp"
+#include "core/env.hpp"
 #include "plan/library_desc.hpp"
 
 namespace brrr::cuda {
@@ -478,6 +479,11 @@ class KernelEmitter {
       launch_.grid.x = unsigned(ceil_div(R, rows_per_block));
     } else {
       T_ = int(std::clamp<int64_t>(pow2_ceil(ceil_div(groups, 4)), 64, 1024));
+      // Few long rows (Llama-1B's RMSNorm at batch 1: 128 rows of 2048): more threads per row
+      // until the grid has 32K threads or each thread one column group, so the loads of a row are
+      // spread over more warps instead of queued behind each other in two.
+      if (env::integer("BRRR_CUDA_WIDE_ROWS"))
+        while (R * T_ < 32 * 1024 && T_ < 1024 && int64_t(T_) < groups) T_ *= 2;
       launch_.block = {unsigned(T_), 1, 1};
       launch_.grid.x = unsigned(R);
     }
