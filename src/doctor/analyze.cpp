@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "brrr/doctor.hpp"
+#include "core/machine_load.hpp"
 #include "core/median.hpp"
 
 namespace brrr::doctor {
@@ -36,9 +37,10 @@ Report diagnose(const RunProfile& measured, const Ceilings& c, const DoctorOptio
     try {
       std::vector<BatchPoint> pts;
       int64_t b = std::max<int64_t>(1, opts.base_batch);
+      LoadMeter load;
       for (int i = 0; i < std::max(2, opts.batch_steps); ++i, b *= 2)
         pts.push_back({b, opts.batch_runner(b)});
-      r.batch = fit_batch_scaling(pts);
+      r.batch = fit_batch_scaling(pts, load.other_busy_cpus(), LoadMeter::online_cpus());
     } catch (const std::exception& e) {
       r.batch_error = e.what();
     }
