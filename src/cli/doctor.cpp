@@ -304,7 +304,9 @@ void run_doctor(const DoctorArgs& a) {
       try {
         Prepared u = prepare(loaded, opts, a.backend, fused ? 1 : 0, threads, prec);
         dopts.unit_kernels[prec] =
-            timed_alone(u, std::max(a.reps, 10), "the plan at --precision " + std::string(prec));
+            timed_alone(u, std::max(a.reps, 10),
+                        std::string(fused ? "the fused plan" : "the plan one kernel per op") +
+                            " at --precision " + prec);
       } catch (const Error& e) {
         fmt::print(stderr, "doctor: --precision {} not timed: {}\n", prec, e.what());
       }
