@@ -576,11 +576,14 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
 
 // Each round runs the library kernels only, in plan order, so a kernel finds the cache as the
 // other library kernels left it (not warmed by itself); the buffers hold the first run's values
-// (a conv that adds into its output in place only grows them).
+// (a conv that adds into its output in place only grows them). The load state is the session's
+// again afterwards: rounds without the pool's joins and shorter than a run must not steer the
+// runs that follow (--compare profiles this session next).
 std::vector<KernelRecord> CpuExecutor::time_library_kernels_alone(
     const std::map<std::string, Tensor>& inputs, int reps) {
   using clk = std::chrono::steady_clock;
   run(inputs);  // every buffer holds a run's values; pages and threads warm
+  const LoadState saved = *load;
   std::vector<Tensor> outs, keep;
   bind(inputs, &outs, &keep);
   cpu::LibraryThreads lib_threads(pool->threads());
@@ -595,6 +598,7 @@ std::vector<KernelRecord> CpuExecutor::time_library_kernels_alone(
     }
     end_run();
   }
+  *load = saved;
   std::vector<KernelRecord> out;
   for (size_t i = 0; i < steps.size(); ++i) {
     KernelRecord rec = plan::kernel_record(g, plan, i);
