@@ -184,9 +184,15 @@ struct BatchScaling {
   double exponent = 0, power_r2 = 0, power_max_residual = 0;
   Growth growth_class = Growth::unclassified;
   bool overhead_bound = false;  // flat or sublinear with a fixed cost over half of the first point
+  // Other processes' busy CPUs while the sweep ran (-1: not measured), of online_cpus.
+  double other_busy_cpus = -1;
+  int online_cpus = 0;
   std::string verdict;
 };
-BatchScaling fit_batch_scaling(const std::vector<BatchPoint>& pts);
+// `other_busy_cpus` (-1: unknown) of `online_cpus`: the load while the points were timed; a
+// loaded sweep is said to be one, and one that fits no model blames the load it measured.
+BatchScaling fit_batch_scaling(const std::vector<BatchPoint>& pts, double other_busy_cpus = -1,
+                               int online_cpus = 0);
 
 struct Remedy {
   std::string name;                   // "fusion", "static_plan", "faster_units"
@@ -243,8 +249,19 @@ struct DoctorOptions {
   // The kernels the fused plan would run, as the compiler plans them (records without times:
   // kind, ONNX nodes, cost), for a profile of the plan one kernel per op: the fusion remedy then
   // prices that plan kernel by kernel instead of counting intermediates (src/doctor/remedies.cpp).
+  // A library kernel with samples_ms was timed alone in the fused plan's layouts (CPU) and is
+  // priced at that time.
   std::vector<KernelRecord> fused_kernels;
+  // Per --precision value: the profiled plan's kernels built at that precision, library kernels
+  // timed alone (CPU, Session::time_library_kernels_alone): the faster-units remedy prices each
+  // library kernel it moves at its time there (the library's own algorithm and casts) instead of
+  // scaling it by the probed rates.
+  std::map<std::string, std::vector<KernelRecord>> unit_kernels;
 };
+// A kernel of DoctorOptions::fused_kernels that the fusion remedy prices at its time alone: a
+// library conv or pool with samples (its layout and algorithm change in the fused plan; a GEMM's
+// do not, and its measured call is the better price).
+bool priced_alone(const KernelRecord& planned);
 
 // --compare's check of one remedy: the plan without it and with it, profiled in interleaved
 // rounds (the machine's load then falls on both alike); the prediction is the doctor's own, made
@@ -262,6 +279,8 @@ struct RemedyCheck {
   // predictions keep them, so where they changed (another layout or algorithm in the other plan)
   // the miss is theirs.
   double library_before_ms = 0, library_after_ms = 0;
+  // fusion: the fused plan's library kernels as timed alone for the prediction (-1: not timed).
+  double library_alone_ms = -1;
   // Where the time moved, measured: kernels of both plans grouped by the ONNX nodes they share,
   // the groups whose steady time changed most first (at most 3), one line each, e.g.
   // "k31_div, k32_erf, ... (7 kernels, 0.108 ms) -> k8_matmul_mul (0.041 ms)". A miss is read here.

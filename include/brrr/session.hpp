@@ -100,6 +100,14 @@ class Session {
   // 1980 to ~1200-1600 MHz at its power cap within a second).
   std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
                                 const std::function<void()>& between = {});
+  // CPU: the plan's kernels (records as profile() gives them) with every library kernel timed
+  // alone: after one whole run, so that every buffer holds that run's values, each of `reps`
+  // rounds runs the library kernels only, in plan order, each timed (samples_ms; time_ms their
+  // median); the other kernels are listed untimed (time_ms 0). What the doctor prices a plan's
+  // library calls at without running the rest of it (their algorithm and layout are the
+  // library's choice). Other backends: empty.
+  std::vector<KernelRecord> time_library_kernels_alone(const std::map<std::string, Tensor>& inputs,
+                                                       int reps = 10);
   // Kernels with their ops, fusion boundaries with reasons, and memory.
   std::string plan_summary() const;
 

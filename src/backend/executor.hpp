@@ -29,6 +29,12 @@ class Executor {
   // Whole-plan run times, `between` called before each, outside the timed region.
   virtual std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
                                         const std::function<void()>& between) = 0;
+  // The plan's kernels with each library kernel timed alone (Session::time_library_kernels_alone);
+  // empty where the backend cannot.
+  virtual std::vector<KernelRecord> time_library_kernels_alone(
+      const std::map<std::string, Tensor>& /*inputs*/, int /*reps*/) {
+    return {};
+  }
   // What plan_summary prints after the plan and its memory line: the backend's own lines.
   virtual std::string summary() const = 0;
   virtual MemoryStats memory() const = 0;

@@ -21,6 +21,7 @@
 #include "cli/inputs.hpp"
 #include "cli/options.hpp"
 #include "core/file_io.hpp"
+#include "core/median.hpp"
 #include "passes/pipeline.hpp"
 #include "plan/kernel_record.hpp"
 #include "plan/target.hpp"
@@ -92,6 +93,15 @@ std::vector<KernelRecord> planned_fused_kernels(const Graph& loaded, const Infer
   return out;
 }
 
+// A plan's kernels with its library calls timed alone, for a remedy's price (on the CPU; else
+// empty): their layouts and algorithms are the library's choice in that plan (the fused one, or
+// one at another --precision), which no profile of the plan without the remedy shows.
+std::vector<KernelRecord> timed_alone(Prepared& p, int reps, const std::string& what) {
+  if (!p.session) return {};
+  fmt::print(stderr, "doctor: timing the library kernels of {} alone, {} rounds\n", what, reps);
+  return p.session->time_library_kernels_alone(make_inputs(p.graph(), 0), reps);
+}
+
 RunProfile profile_prepared(Prepared& p, int reps) {
   auto inputs = make_inputs(p.graph(), 0);
   if (!p.session) return profile_reference(p.reference, inputs, reps);
@@ -99,14 +109,30 @@ RunProfile profile_prepared(Prepared& p, int reps) {
 }
 
 // Profiles `a` and `b` in alternating rounds, so that a machine whose load changes meanwhile
-// slows both alike; each side keeps its median round by wall time (a measured profile).
+// slows both alike; each side keeps its median round by wall time (a measured profile). With
+// `alone`, each round also times b's library kernels alone (timed_alone) between the two, for a
+// remedy's price: their samples over all rounds, each kernel's time their median.
 std::pair<RunProfile, RunProfile> profile_interleaved(Prepared& a, Prepared& b, int reps,
-                                                      int rounds = 3) {
+                                                      int rounds = 3,
+                                                      std::vector<KernelRecord>* alone = nullptr,
+                                                      const std::string& what = "") {
   std::vector<RunProfile> pa, pb;
   for (int r = 0; r < rounds; ++r) {
     pa.push_back(profile_prepared(a, reps));
+    if (alone) {
+      std::vector<KernelRecord> t = timed_alone(b, std::max(reps, 10), what);
+      if (alone->empty()) {
+        *alone = std::move(t);
+      } else if (t.size() == alone->size()) {
+        for (size_t k = 0; k < t.size(); ++k)
+          for (double x : t[k].samples_ms) (*alone)[k].samples_ms.push_back(x);
+      }
+    }
     pb.push_back(profile_prepared(b, reps));
   }
+  if (alone)
+    for (KernelRecord& k : *alone)
+      if (!k.samples_ms.empty()) k.time_ms = median(k.samples_ms);
   auto median_round = [](std::vector<RunProfile>& ps) {
     std::vector<size_t> order(ps.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -117,7 +143,7 @@ std::pair<RunProfile, RunProfile> profile_interleaved(Prepared& a, Prepared& b, 
   return {median_round(pa), median_round(pb)};
 }
 
-// Runs the model at batch b (dim 0 of every input whose dim 0 is symbolic); median of 3 runs.
+// Runs the model at batch b (dim 0 of every input whose dim 0 is symbolic); median of 5 runs.
 doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
                                  std::vector<std::string> batch_inputs, std::string backend,
                                  int threads, std::string precision) {
@@ -138,15 +164,15 @@ doctor::BatchRunner batch_runner(const Graph& loaded, const InferOptions& base,
     };
     once();
     std::vector<double> t;
-    for (int r = 0; r < 3; ++r) {
+    for (int r = 0; r < 5; ++r) {
       auto t0 = std::chrono::steady_clock::now();
       once();
       t.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(t.begin(), t.end());
-    fmt::print(stderr, "doctor: batch {}: {:.3f} ms\n", b, t[1]);
-    return t[1];
+    fmt::print(stderr, "doctor: batch {}: {:.3f} ms\n", b, t[2]);
+    return t[2];
   };
 }
 
@@ -197,7 +223,11 @@ std::vector<doctor::RemedyCheck> check_remedies(const Graph& loaded, const Infer
                      "interleaved with fp32\n", unit);
   try {
     Prepared narrow = prepare(loaded, opts, a.backend, 1, threads, unit);
-    auto [without, with] = profile_interleaved(fused_plan, narrow, a.reps);
+    // Priced from its library kernels timed alone (CPU), as the plain report prices it.
+    std::vector<KernelRecord> alone;
+    auto [without, with] = profile_interleaved(fused_plan, narrow, a.reps, 3, &alone,
+                                               "the fused plan at --precision " + unit);
+    if (!alone.empty()) o.unit_kernels[unit] = std::move(alone);
     out.push_back(doctor::check_remedy("faster_units", "fp32 -> --precision " + unit, without,
                                        with, c, o));
   } catch (const Error& e) {
@@ -241,12 +271,14 @@ void run_doctor(const DoctorArgs& a) {
              a.reps);
   RunProfile prof;
   std::optional<Prepared> fused_plan;  // --compare: the plan with the remedies applied
+  std::vector<KernelRecord> timed_fused;  // its kernels, library calls timed alone (CPU)
   if (a.compare) {
     BRRR_CHECK(a.backend != "reference", "--compare needs a compiled backend (cpu or cuda)");
     fmt::print(stderr, "doctor: applying the remedies: profiling the fused static plan, "
                        "interleaved with the plan one kernel per op\n");
     fused_plan.emplace(prepare(loaded, opts, a.backend, 1, threads, a.precision));
-    std::tie(prof, after) = profile_interleaved(*p, *fused_plan, a.reps);
+    std::tie(prof, after) =
+        profile_interleaved(*p, *fused_plan, a.reps, 3, &timed_fused, "the fused plan");
   } else {
     prof = profile_prepared(*p, a.reps);
   }
@@ -265,9 +297,29 @@ void run_doctor(const DoctorArgs& a) {
       if (dopts.precision_refusal.empty()) dopts.precision_refusal = e.what();
     }
   }
+  // On the CPU each precision's library kernels are timed alone in the plan profiled (fused or
+  // not), for the faster-units price (--compare checks its own: the fused plan's).
+  if (a.backend == "cpu" && a.precision == "fp32" && !a.compare)
+    for (const auto& prec : dopts.precisions) {
+      try {
+        Prepared u = prepare(loaded, opts, a.backend, fused ? 1 : 0, threads, prec);
+        dopts.unit_kernels[prec] =
+            timed_alone(u, std::max(a.reps, 10),
+                        std::string(fused ? "the fused plan" : "the plan one kernel per op") +
+                            " at --precision " + prec);
+      } catch (const Error& e) {
+        fmt::print(stderr, "doctor: --precision {} not timed: {}\n", prec, e.what());
+      }
+    }
   dopts.fused = a.backend == "reference" ? 0 : fused ? 1 : 0;
+  if (dopts.fused == 0 && a.backend == "cpu" && timed_fused.empty()) {  // --no-fusion
+    Prepared f = prepare(loaded, opts, a.backend, 1, threads, a.precision);
+    timed_fused = timed_alone(f, std::max(a.reps, 10), "the fused plan");
+  }
   if (dopts.fused == 0 && a.backend != "reference")
-    dopts.fused_kernels = planned_fused_kernels(loaded, opts, a.backend, threads, a.precision);
+    dopts.fused_kernels = !timed_fused.empty() ? std::move(timed_fused)
+                                               : planned_fused_kernels(loaded, opts, a.backend,
+                                                                       threads, a.precision);
   dopts.top = a.top;
   dopts.applied = a.applied;
   if (after) dopts.compare = &*after;
@@ -321,7 +373,8 @@ void setup_doctor(CLI::App& app) {
   cmd->add_option("--html", a->html, "write a self-contained HTML page with the roofline");
   cmd->add_flag("--batch-sweep", a->batch_sweep, "run at batch b, 2b, 4b, 8b and fit a + c*batch");
   cmd->add_flag("--compare", a->compare,
-                "profile one kernel per op, apply the remedies (the fused static plan), and print "
+                "profile one kernel per op, apply each remedy brrr can apply here alone (fusion; "
+                "cuda: CUDA graphs; the --precision the faster-units remedy names), and print "
                 "predicted against measured");
   cmd->add_flag("--no-fusion", a->no_fusion, "profile the plan with one kernel per op");
   cmd->add_option(

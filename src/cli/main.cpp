@@ -1,9 +1,12 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -25,6 +28,49 @@ int usage_error(const CLI::App& app, const CLI::ParseError& e) {
   for (const CLI::App* sub : app.get_subcommands()) where += " " + sub->get_name();
   std::fprintf(stderr, "brrr: error: %s (%s --help lists the options)\n", msg.c_str(),
                where.c_str());
+  return 2;
+}
+
+// Arguments no option took: CLI11 lists them last first ("not expected: 100 --iterations");
+// they are named here in the order they were typed.
+int extras_error(const CLI::App& app, const CLI::ExtrasError& e, int argc, char** argv) {
+  std::string msg = e.what();
+  const size_t colon = msg.find(": ");
+  if (colon == std::string::npos) return usage_error(app, e);
+  std::vector<std::string> extra;
+  std::string rest = msg.substr(colon + 2), word;
+  for (char c : rest + " ")
+    if (c == ' ' || c == '\n') {
+      if (!word.empty()) extra.push_back(word), word.clear();
+    } else {
+      word += c;
+    }
+  std::string where = "brrr";
+  for (const CLI::App* sub : app.get_subcommands()) where += " " + sub->get_name();
+  // Where the command was typed: options before it are brrr's, which has none but --version.
+  int command_at = argc;
+  for (const CLI::App* sub : app.get_subcommands())
+    for (int i = 1; i < argc && command_at == argc; ++i)
+      if (sub->get_name() == argv[i]) command_at = i;
+  std::vector<std::string> typed;
+  bool before_command = false;
+  for (int i = 1; i < argc; ++i) {
+    auto it = std::find(extra.begin(), extra.end(), argv[i]);
+    if (it == extra.end()) continue;
+    before_command |= typed.empty() && i < command_at;
+    typed.push_back(*it), extra.erase(it);
+  }
+  typed.insert(typed.end(), extra.begin(), extra.end());
+  std::string list;
+  for (const auto& w : typed) list += (list.empty() ? "" : " ") + w;
+  const bool option = !typed.empty() && typed[0].rfind("-", 0) == 0;
+  if (before_command)
+    std::fprintf(stderr, "brrr: error: '%s' comes before the command: options follow it (%s %s "
+                 "...; %s --help lists them)\n", list.c_str(), where.c_str(), list.c_str(),
+                 where.c_str());
+  else
+    std::fprintf(stderr, "brrr: error: %s: %s (%s --help lists the options)\n",
+                 option ? "unknown option" : "argument not expected", list.c_str(), where.c_str());
   return 2;
 }
 
@@ -95,9 +141,11 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const CLI::RequiredError& e) {
     if (app.get_subcommands().empty()) {
-      std::string what = argc > 1 && argv[1][0] != '-'
-                             ? fmt::format("'{}' is not a command", argv[1])
-                             : std::string("give a command");
+      std::string what = argc < 2                ? std::string("give a command")
+                         : argv[1][0] != '-' ? fmt::format("'{}' is not a command", argv[1])
+                                             : fmt::format("'{}' is not an option of brrr; give "
+                                                           "a command",
+                                                           argv[1]);
       std::fprintf(stderr,
                    "brrr: error: %s: run, bench, doctor, probe or help (brrr --help describes "
                    "them)\n",
@@ -105,6 +153,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     return usage_error(app, e);
+  } catch (const CLI::ExtrasError& e) {
+    return extras_error(app, e, argc, argv);
   } catch (const CLI::ParseError& e) {
     return usage_error(app, e);
   } catch (const brrr::Error& e) {

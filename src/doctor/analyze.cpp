@@ -1,7 +1,10 @@
 // diagnose(): the doctor's one entry point, from a profile and ceilings to a Report.
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "brrr/doctor.hpp"
+#include "core/machine_load.hpp"
 #include "core/median.hpp"
 
 namespace brrr::doctor {
@@ -36,9 +39,14 @@ Report diagnose(const RunProfile& measured, const Ceilings& c, const DoctorOptio
     try {
       std::vector<BatchPoint> pts;
       int64_t b = std::max<int64_t>(1, opts.base_batch);
+      LoadMeter load;
       for (int i = 0; i < std::max(2, opts.batch_steps); ++i, b *= 2)
         pts.push_back({b, opts.batch_runner(b)});
-      r.batch = fit_batch_scaling(pts);
+      // /proc/stat counts in 10 ms ticks: a sweep shorter than 0.2 s is followed by a short
+      // wait, as Session::profile does, so the load figure means something.
+      if (const double e = load.elapsed_s(); e < 0.2)
+        std::this_thread::sleep_for(std::chrono::duration<double>(0.2 - e));
+      r.batch = fit_batch_scaling(pts, load.other_busy_cpus(), LoadMeter::online_cpus());
     } catch (const std::exception& e) {
       r.batch_error = e.what();
     }

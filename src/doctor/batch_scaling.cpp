@@ -62,10 +62,19 @@ std::string growth_name(Growth g) {
   }
 }
 
-BatchScaling fit_batch_scaling(const std::vector<BatchPoint>& pts) {
+BatchScaling fit_batch_scaling(const std::vector<BatchPoint>& pts, double other_busy_cpus,
+                               int online_cpus) {
   BRRR_CHECK(pts.size() >= 2, "batch scaling needs at least two batch sizes, got {}", pts.size());
   BatchScaling s;
   s.points = pts;
+  s.other_busy_cpus = other_busy_cpus;
+  s.online_cpus = online_cpus;
+  // assess_reliability's threshold: half a CPU busy elsewhere on average.
+  const bool loaded = other_busy_cpus >= 0.5;
+  const std::string load =
+      loaded ? fmt::format("other processes kept {:.1f} of {} CPUs busy during the sweep",
+                           other_busy_cpus, online_cpus)
+             : std::string();
   std::vector<double> x, y, lx, ly;
   bool positive = true;
   for (const auto& p : pts) {
@@ -102,9 +111,11 @@ BatchScaling fit_batch_scaling(const std::vector<BatchPoint>& pts) {
   const bool power_good = s.power_max_residual <= kGoodResidual;
   if (!linear_good && !power_good) {
     s.verdict = fit + fmt::format(": cannot classify: neither fit comes within {:.0f}% of every "
-                                  "point, so the timings are noise (a loaded machine?) or the "
-                                  "growth is irregular; rerun on a quiet machine",
-                                  100 * kGoodResidual);
+                                  "point, so {}; rerun on a quiet machine",
+                                  100 * kGoodResidual,
+                                  loaded ? "the timings are noise: " + load
+                                         : std::string("the timings are noise (a loaded "
+                                                       "machine?) or the growth is irregular"));
     return s;
   }
   // The exponent names the growth; a superlinear claim needs the power law itself to fit.
@@ -143,6 +154,7 @@ BatchScaling fit_batch_scaling(const std::vector<BatchPoint>& pts) {
       s.verdict = fit + ": cannot classify: the exponent says faster than linear but the power "
                         "law does not fit the points";
   }
+  if (loaded) s.verdict += " (unreliable: " + load + ")";
   return s;
 }
 

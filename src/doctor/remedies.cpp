@@ -127,15 +127,28 @@ FusionEstimate estimate_fusion(const RunProfile& p, const std::vector<KernelAnal
   return e;
 }
 
+}  // namespace
+
+bool priced_alone(const KernelRecord& planned) {
+  return planned.kind == "library" && !planned.samples_ms.empty() &&
+         std::any_of(planned.ops.begin(), planned.ops.end(), [](const std::string& op) {
+           return op == "Conv" || op == "MaxPool" || op == "AveragePool";
+         });
+}
+
+namespace {
+
 // Fusion priced from the plan fusion would compile (DoctorOptions::fused_kernels): the measured
 // kernels and the planned ones joined where they cover a common ONNX node (union-find, as
 // --compare's "where the time moved"); each group saves what its measured kernels took less what
 // its planned kernels are priced at:
 //  - a planned kernel covering exactly the nodes of one measured kernel: that kernel's time
 //    (unchanged);
-//  - a planned library kernel (a GEMM or conv with its epilogue now inside): the measured library
-//    calls it shares nodes with (the call is the same; the epilogue rides along); a conv or pool at
-//    most its FLOPs at the library rate the probe measured (its layout changes, below);
+//  - a planned conv or pool the backend timed alone (a record with samples: the CPU runs the
+//    fused plan's library calls by themselves, Session::time_library_kernels_alone): that time;
+//  - else a planned library kernel (a GEMM or conv with its epilogue now inside): the measured
+//    library calls it shares nodes with (the call is the same; the epilogue rides along); a conv
+//    or pool at most its FLOPs at the library rate the probe measured (its layout changes, below);
 //  - a planned generated kernel: one fixed per-kernel cost, plus the larger of its bytes at the
 //    bandwidth the profile's own generated kernels reached (their median share of the roof) and
 //    the compute time the measured generated kernels of its group spent beyond their bytes.
@@ -146,6 +159,10 @@ struct PlanFusionEstimate {
   double lowers_floor_ms = 0;  // floors of the measured kernels whose group changed
   int before = 0, after = 0;   // kernels measured, kernels planned
   double memory_share = 1;     // the generated kernels' median share of their memory roof
+  // Planned library kernels the backend timed alone (DoctorOptions::fused_kernels with times):
+  // how many, their time, and the measured library calls of the same nodes they replace.
+  int timed_alone = 0;
+  double timed_alone_ms = 0, replaced_calls_ms = 0;
 };
 
 PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
@@ -189,10 +206,18 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
     std::sort(sorted_nodes[i].begin(), sorted_nodes[i].end());
   }
   auto same_nodes = [&](size_t x, size_t y) { return sorted_nodes[x] == sorted_nodes[y]; };
+  // A planned conv or pool the backend timed alone: in the fused plan it reads and writes the
+  // library's own layout (the CPU's blocked activations) with another algorithm, which the
+  // profile one kernel per op cannot show. A GEMM keeps its layout: its measured call is the
+  // better price (timed alone, bert_tiny's GEMMs took 15% longer than in the plan, their inputs
+  // no longer fresh from the kernel before).
+  auto timed_alone = [](const KernelRecord& r) { return priced_alone(r); };
   for (const auto& [root, members] : groups) {
     std::vector<size_t> b, a;
     for (size_t i : members) (i < nb ? b : a).push_back(i);
-    if (b.size() == 1 && a.size() == 1 && same_nodes(b[0], a[0])) continue;  // unchanged
+    // Unchanged, unless it is a conv or pool timed alone (its layout may still change).
+    if (b.size() == 1 && a.size() == 1 && same_nodes(b[0], a[0]) && !timed_alone(rec(a[0])))
+      continue;
     double before_ms = 0, compute_ms = 0;
     for (size_t k : b) {
       const double t = steady_time(p.kernels[k]);
@@ -209,8 +234,24 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
       const KernelRecord& r = rec(i);
       const KernelAnalysis an = analyze_kernel(r, c);
       double t = -1;
+      const bool timed = timed_alone(r);
       for (size_t k : b)  // the same kernel, measured
-        if (!used[k] && same_nodes(k, i)) t = steady_time(p.kernels[k]), used[k] = 1;
+        if (!timed && !used[k] && same_nodes(k, i)) t = steady_time(p.kernels[k]), used[k] = 1;
+      // A conv or pool of the fused plan that the backend timed alone: its own time, in the
+      // layout and algorithm the library picked there (the conv nets' fused convs ran another
+      // oneDNN algorithm in blocked layout, 2-2.7x off any rate the probe measures).
+      if (timed) {
+        t = steady_time(r);
+        e.timed_alone++, e.timed_alone_ms += t;
+        for (size_t k : b)
+          if (!used[k] && !generated(p.kernels[k]) && p.kernels[k].kind != "copy" &&
+              std::any_of(p.kernels[k].nodes.begin(), p.kernels[k].nodes.end(),
+                          [&](const std::string& x) {
+                            return std::binary_search(sorted_nodes[i].begin(),
+                                                      sorted_nodes[i].end(), x);
+                          }))
+            e.replaced_calls_ms += steady_time(p.kernels[k]), used[k] = 1;
+      }
       if (t < 0 && !generated(r)) {  // a library call: the measured calls of its nodes
         for (size_t k : b)
           if (!used[k] && !generated(p.kernels[k]) && p.kernels[k].kind != "copy" &&
@@ -227,7 +268,7 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
       const bool relayout = std::any_of(r.ops.begin(), r.ops.end(), [](const std::string& op) {
         return op == "Conv" || op == "MaxPool" || op == "AveragePool";
       });
-      if (t >= 0 && rate != c.library_gflops.end() && rate->second > 0 && relayout)
+      if (!timed && t >= 0 && rate != c.library_gflops.end() && rate->second > 0 && relayout)
         t = std::min(t, an.overhead_ms + std::max(r.cost.flops / (rate->second * 1e9) * 1e3,
                                                   an.memory_floor_ms / e.memory_share));
       if (t < 0)
@@ -298,10 +339,31 @@ struct UnitPrediction {
   double moved_ms = 0;
   std::vector<std::pair<double, const KernelAnalysis*>> gains;  // largest first
   std::string rates, slower, generated_note;
+  int timed_alone = 0;  // moved kernels priced at their time alone at `unit`
+  double alone_ms = 0, alone_before_ms = 0;
 };
 
-UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks,
-                            const Ceilings& c, const std::string& unit, bool cpu_convs) {
+// The record of `alone` (a plan's kernels, library ones timed alone) covering exactly the nodes
+// of `k`, with its samples; null when there is none.
+const KernelRecord* timed_twin(const KernelRecord& k, const std::vector<KernelRecord>* alone) {
+  if (!alone) return nullptr;
+  std::vector<std::string> nodes = k.nodes;
+  std::sort(nodes.begin(), nodes.end());
+  for (const KernelRecord& r : *alone) {
+    if (r.samples_ms.empty() || r.nodes.size() != nodes.size()) continue;
+    std::vector<std::string> other = r.nodes;
+    std::sort(other.begin(), other.end());
+    if (other == nodes) return &r;
+  }
+  return nullptr;
+}
+
+// `alone`: the same plan at `unit`, its library kernels timed alone (DoctorOptions::
+// unit_kernels; null: none): a moved kernel found there is priced at that time, which holds the
+// library's own algorithm and its casts; the others at the probed rates.
+UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceilings& c,
+                            const std::string& unit, bool cpu_convs,
+                            const std::vector<KernelRecord>* alone) {
   UnitPrediction u;
   u.unit = unit;
   u.measured = true;
@@ -312,6 +374,15 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks,
     const std::string to = moved_to(k.rec, unit, c, cpu_convs);
     if (to.empty()) {
       if (k.regime == Regime::compute) gen_ms += k.rec.time_ms, n_gen++;
+      continue;
+    }
+    if (const KernelRecord* twin = timed_twin(k.rec, alone)) {
+      const double before = steady_time(k.rec), after = steady_time(*twin);
+      const double g = before - after;
+      if (g < 0) slower_ms -= g, n_slower++;
+      u.gain_ms += g, u.moved_ms += k.rec.time_ms, u.moved++;
+      u.timed_alone++, u.alone_ms += after, u.alone_before_ms += before;
+      u.gains.push_back({g, &k});
       continue;
     }
     bool lib_old = false, lib_new = false;
@@ -358,6 +429,11 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks,
                            c.peak_flops_per_s("fp32") / 1e9,
                            any_library ? " for the others" : "");
   if (u.rates.empty()) u.rates = "the " + unit + " ceiling";
+  if (u.timed_alone > 0)
+    u.rates = fmt::format("{} timed alone in the plan at --precision {} ({:.3f} ms; {:.3f} ms "
+                          "here){}",
+                          u.timed_alone, unit, u.alone_ms, u.alone_before_ms,
+                          u.timed_alone < u.moved ? ", the others at " + u.rates : std::string());
   if (n_slower > 0)
     u.slower = fmt::format("; {} of them run{} slower there (+{:.3f} ms)", n_slower,
                            n_slower == 1 ? "s" : "", slower_ms);
@@ -408,13 +484,19 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
     Remedy* r = nullptr;
     if (from_plan) {
       const PlanFusionEstimate e = estimate_fusion_from_plan(p, ks, c, opts.fused_kernels);
+      const std::string library =
+          e.timed_alone > 0
+              ? fmt::format("its {} convs and pools timed alone in the fused plan's own layouts "
+                            "and algorithms ({:.3f} ms; the calls of their nodes here took {:.3f} "
+                            "ms), other library calls keep their measured time",
+                            e.timed_alone, e.timed_alone_ms, e.replaced_calls_ms)
+              : std::string("library calls keep their measured time, convs and pools at most the "
+                            "library's probed rate in its own layout");
       r = add("fusion", e.saved_ms,
-              fmt::format("the fused plan brrr compiles runs {} kernels instead of {}: each priced "
-                          "from this run (library calls keep their measured time, convs and pools "
-                          "at most the library's probed rate in its own layout, generated kernels "
-                          "run at {:.0f}% of their memory roof as this run's did, one fixed cost "
-                          "each)",
-                          e.after, e.before, 100 * e.memory_share),
+              fmt::format("the fused plan brrr compiles runs {} kernels instead of {}: {}; "
+                          "generated kernels priced at {:.0f}% of their memory roof as this run's "
+                          "reached, one fixed cost each",
+                          e.after, e.before, library, 100 * e.memory_share),
               e.lowers_floor_ms);
     } else {
       r = add(
@@ -521,7 +603,9 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
     if (k.regime == Regime::compute) cb_ms += k.rec.time_ms, n_cb++;
   std::vector<UnitPrediction> units;
   for (const auto& prec : opts.precisions) {
-    UnitPrediction u = predict_unit(ks, c, prec, cpu_convs);
+    auto alone = opts.unit_kernels.find(prec);
+    UnitPrediction u = predict_unit(ks, c, prec, cpu_convs,
+                                    alone == opts.unit_kernels.end() ? nullptr : &alone->second);
     if (u.measured) units.push_back(std::move(u));
   }
   const UnitPrediction* best = nullptr;
@@ -550,13 +634,17 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
     std::string others;
     for (const auto& u : units)
       if (&u != best) others += fmt::format("; --precision {}: {:.3f} ms", u.unit, u.gain_ms);
+    const bool all_alone = best->timed_alone == best->moved;
     Remedy* r = add("faster_units", best->gain_ms,
-                    fmt::format("{} library kernel{} ({:.3f} ms) at {}, each keeping its fixed "
-                                "cost and its share of the roof{}{}{}{}",
+                    fmt::format("{} library kernel{} ({:.3f} ms) at {}{}{}{}{}",
                                 best->moved, best->moved == 1 ? "" : "s", best->moved_ms,
-                                best->rates, cpu_convs ? ", plus one more fixed cost for casting "
-                                                         "its activations to " + best->unit
-                                                       : std::string(),
+                                best->rates,
+                                all_alone ? std::string()
+                                : cpu_convs ? ", each keeping its fixed cost and its share of the "
+                                              "roof, plus one more fixed cost for casting its "
+                                              "activations to " + best->unit
+                                            : std::string(", each keeping its fixed cost and its "
+                                                          "share of the roof"),
                                 best->slower, best->generated_note, others));
     for (const auto& [g, k] : best->gains)
       if (g != 0) concern(*r, k->rec);
@@ -605,6 +693,9 @@ Verdict make_verdict(const Attribution& a, const std::vector<Remedy>& rs,
     } else if (r->gain_ms > 0) {
       s += fmt::format(" {} would save about {:.3f} ms{}, but {}.", r->name, r->gain_ms, names(*r),
                        r->action);
+    } else if (r->gain_ms < 0) {  // a flag the backend takes, predicted to slow this model
+      s += fmt::format(" {}: not {}: predicted {:.3f} ms slower ({:.3f} -> {:.3f} ms; {}).",
+                       r->name, r->action, -r->gain_ms, a.wall_ms, r->predicted_ms, r->detail);
     } else if (r->action.rfind("none", 0) == 0) {
       s += fmt::format(" {}: {}.", r->name, r->detail);
     } else {

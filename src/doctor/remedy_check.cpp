@@ -116,6 +116,10 @@ RemedyCheck check_remedy(const std::string& remedy, const std::string& how,
   k.measured_steady_ms = steady_ms(after);
   k.library_before_ms = library_steady_ms(before);
   k.library_after_ms = library_steady_ms(after);
+  if (remedy == "fusion")
+    for (const KernelRecord& f : o.fused_kernels)
+      if (priced_alone(f))
+        k.library_alone_ms = std::max(k.library_alone_ms, 0.0) + median(f.samples_ms);
   k.changes = measured_changes(before, after);
   std::string why;
   auto note = [&](const char* which, const Reliability& t) {

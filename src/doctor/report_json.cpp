@@ -98,6 +98,9 @@ json report_json(const Report& r) {
                                                      : json(nullptr)},
                           {"growth_class", growth_name(r.batch->growth_class)},
                           {"overhead_bound", r.batch->overhead_bound},
+                          {"other_busy_cpus", r.batch->other_busy_cpus >= 0
+                                                  ? json(r.batch->other_busy_cpus)
+                                                  : json(nullptr)},
                           {"verdict", r.batch->verdict}};
   } else {
     j["batch_scaling"] = nullptr;
@@ -142,6 +145,9 @@ json report_json(const Report& r) {
                            {"steady_error", k.steady_error()},
                            {"library_before_ms", k.library_before_ms},
                            {"library_after_ms", k.library_after_ms},
+                           {"library_alone_ms", k.library_alone_ms >= 0
+                                                    ? json(k.library_alone_ms)
+                                                    : json(nullptr)},
                            {"action", k.action},
                            {"changes", k.changes},
                            {"unreliable", k.unreliable}});

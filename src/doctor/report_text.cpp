@@ -169,7 +169,14 @@ std::string render_table(const Report& r) {
       if (k.library_before_ms > 0 || k.library_after_ms > 0)
         s += fmt::format("      library kernels (steady): {:.3f} -> {:.3f} ms{}\n",
                          k.library_before_ms, k.library_after_ms,
-                         k.remedy == "fusion" ? " (fusion's prediction keeps them)" : "");
+                         k.library_alone_ms >= 0
+                             ? fmt::format(" (its convs and pools priced at their time alone "
+                                           "in the fused plan: {:.3f} ms)",
+                                           k.library_alone_ms)
+                         : k.remedy == "fusion"
+                             ? std::string(" (fusion's prediction keeps them, convs and pools at "
+                                           "most the library's probed rate)")
+                             : std::string());
       for (const auto& c : k.changes) s += "      measured change: " + c + "\n";
       if (!k.unreliable.empty()) s += "      unreliable: " + k.unreliable + "\n";
     }

@@ -80,5 +80,36 @@ TEST(CliBf16, DoctorCompareChecksThePrecision) {
   EXPECT_TRUE(has(r.out, "fp32 -> --precision bf16")) << r.out;
 }
 
+// What oneDNN changes is priced from its kernels timed alone (issue 19: the conv nets' fusion
+// prediction was off by a third when the fused plan's convs, in another layout and algorithm,
+// were priced from the unfused ones): --compare on a conv net reports the fused plan's convs and
+// pools timed alone, and the plain report prices --precision bf16 from the plan at bf16 timed
+// alone. Correctness only: no timing is judged.
+TEST(CliBf16, RemediesPricedFromLibraryKernelsTimedAlone) {
+  fs::path json = scratch() / "doctor_alone.json";
+  CliResult r = run_cli("doctor " + examples_dir() + "/squeezenet1_1/model.onnx --compare --reps 2 "
+                        "--threads 1 --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  const nlohmann::json* fusion = nullptr;
+  for (const auto& c : j.at("checks"))
+    if (c.at("remedy") == "fusion") fusion = &c;
+  ASSERT_NE(fusion, nullptr) << j.at("checks").dump();
+  EXPECT_GT(fusion->at("library_alone_ms").get<double>(), 0) << fusion->dump();
+  EXPECT_TRUE(has(r.out, "convs and pools timed alone in the fused plan's own layouts")) << r.out;
+  EXPECT_TRUE(has(r.out, "(its convs and pools priced at their time alone in the fused plan: "))
+      << r.out;
+  EXPECT_TRUE(has(r.err, "doctor: timing the library kernels of the fused plan alone")) << r.err;
+
+  if (!plan::cpu_precision_refusal("bf16").empty())
+    GTEST_SKIP() << "bf16: " << plan::cpu_precision_refusal("bf16");
+  CliResult plain = run_cli("doctor " + examples_dir() + "/mlp_tiny/model.onnx --reps 2");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_TRUE(has(plain.out, "timed alone in the plan at --precision bf16")) << plain.out;
+  EXPECT_TRUE(has(plain.err, "doctor: timing the library kernels of the fused plan at --precision "
+                             "bf16 alone"))
+      << plain.err;
+}
+
 }  // namespace
 }  // namespace brrr

@@ -49,6 +49,14 @@ TEST(CliUsage, UsageErrorsAreOneLine) {
   expect_usage_error(run_cli("run " + m + " --reps many"), "--reps");
   expect_usage_error(run_cli("doctor " + m + " --top 0"), "--top");
   expect_usage_error(run_cli("probe --backend tpu"), "--backend: tpu not in");
+  // What no option took, named as typed (CLI11 lists it last first: "100 --iterations").
+  expect_usage_error(run_cli("run " + m + " --iterations 100"),
+                     "unknown option: --iterations 100 (brrr run --help lists the options)");
+  expect_usage_error(run_cli("run " + m + " extra"), "argument not expected: extra");
+  expect_usage_error(run_cli("--backend cpu run " + m),
+                     "'--backend cpu' comes before the command: options follow it (brrr run "
+                     "--backend cpu ...");
+  expect_usage_error(run_cli("--bogus"), "'--bogus' is not an option of brrr; give a command");
 }
 
 TEST(CliUsage, HelpShowsDefaults) {

@@ -164,6 +164,44 @@ TEST(CpuConv, ResidualBufferReused) {
   }
 }
 
+// The doctor's price of a fused plan's library calls (Session::time_library_kernels_alone):
+// every kernel of the plan is listed as profile() lists it, only the library kernels timed, one
+// sample per round; the session runs on unchanged afterwards (a conv adding into its output in
+// place ran again and again on the same buffers).
+TEST(CpuConv, LibraryKernelsTimedAlone) {
+  GraphBuilder b;
+  int x = b.input("x", {1, 8, 10, 10});
+  int a = b.node("Relu", {x});
+  int y = b.node("Conv", {a, b.constant("w", rnd({8, 8, 3, 3}))},
+                 {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  y = b.node("Relu", {b.node("Add", {y, b.node("Sigmoid", {x})})});
+  b.output(b.node("Tanh", {b.node("Conv", {y, b.constant("w2", rnd({4, 8, 1, 1}))})}));
+  Session s = check(b.g);
+  std::map<std::string, Tensor> in{{"x", rnd({1, 8, 10, 10})}};
+  const std::vector<Tensor> before = s.run(in);
+  const std::vector<KernelRecord> alone = s.time_library_kernels_alone(in, 4);
+  const RunProfile prof = s.profile(in, 2);
+  ASSERT_EQ(alone.size(), prof.kernels.size());
+  int timed = 0;
+  for (size_t i = 0; i < alone.size(); ++i) {
+    SCOPED_TRACE(alone[i].name);
+    EXPECT_EQ(alone[i].name, prof.kernels[i].name);
+    EXPECT_EQ(alone[i].nodes, prof.kernels[i].nodes);
+    EXPECT_EQ(alone[i].kind, prof.kernels[i].kind);
+    if (alone[i].kind == "library") {
+      ++timed;
+      EXPECT_EQ(alone[i].samples_ms.size(), 4u);
+      EXPECT_EQ(alone[i].precision, prof.kernels[i].precision);
+    } else {
+      EXPECT_TRUE(alone[i].samples_ms.empty());
+      EXPECT_EQ(alone[i].time_ms, 0);
+    }
+  }
+  EXPECT_EQ(timed, s.num_kernels("library")) << s.plan_summary();
+  if (kDnnl) EXPECT_EQ(timed, 2) << s.plan_summary();
+  brrr_test::expect_outputs_close(s.run(in), before, 0, 0, s.plan_summary());
+}
+
 // A 1-D conv is planned as a library kernel with its residual sum and ReLU, but oneDNN's conv
 // here takes 2-D only: it runs on the reference kernel, and the plan claims no fused epilogue.
 TEST(CpuConv, ReferenceFallbackShowsNoEpilogue) {

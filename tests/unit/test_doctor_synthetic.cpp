@@ -234,7 +234,24 @@ TEST(DoctorBatchScaling, ClassifiesGrowthWhenAFitIsGood) {
 // A loaded machine: "537x for 8x the batch" fits neither model, and the sweep says it cannot
 // classify, with the fit quality that says why.
 TEST(DoctorBatchScaling, BadFitIsNotClassified) {
-  BatchScaling s = fit_batch_scaling({{1, 0.5}, {2, 9.0}, {4, 0.6}, {8, 268.5}});
+  // With the load measured during the sweep, the verdict blames it; a classified sweep on a
+  // loaded machine says it is unreliable; a quiet one says neither.
+  const std::vector<BatchPoint> noisy{{1, 0.5}, {2, 9.0}, {4, 0.6}, {8, 268.5}};
+  BatchScaling loaded = fit_batch_scaling(noisy, 1.7, 2);
+  EXPECT_NE(loaded.verdict.find("the timings are noise: other processes kept 1.7 of 2 CPUs busy "
+                                "during the sweep"),
+            std::string::npos)
+      << loaded.verdict;
+  EXPECT_EQ(loaded.verdict.find("a loaded machine?"), std::string::npos) << loaded.verdict;
+  const std::vector<BatchPoint> linear{{1, 1.0}, {2, 2.0}, {4, 4.0}, {8, 8.0}};
+  BatchScaling busy = fit_batch_scaling(linear, 0.9, 2);
+  EXPECT_EQ(busy.growth_class, Growth::linear);
+  EXPECT_NE(busy.verdict.find("(unreliable: other processes kept 0.9 of 2 CPUs busy during the "
+                              "sweep)"),
+            std::string::npos)
+      << busy.verdict;
+  EXPECT_EQ(fit_batch_scaling(linear, 0.1, 2).verdict.find("unreliable"), std::string::npos);
+  BatchScaling s = fit_batch_scaling(noisy);
   EXPECT_EQ(s.growth_class, Growth::unclassified);
   EXPECT_FALSE(s.overhead_bound);
   EXPECT_GT(s.max_residual, 0.10);
@@ -429,6 +446,35 @@ TEST(DoctorRemedies, FusionPricesTheFusedPlanKernelByKernel) {
   // Without the plan's kernels the estimate counts intermediates, and these records name none.
   const Report bare = diagnose(p, c, {.fused = 0});
   EXPECT_EQ(find(bare.remedies, "fusion").gain_ms, 0);
+
+  // A conv timed alone in the fused plan (the CPU's Session::time_library_kernels_alone) is
+  // priced at that time, not its measured call or the probed rate: 1.0 ms with its Relu (its
+  // rate price would be 2.0005 ms). A GEMM keeps its measured call even when timed alone (its
+  // layout does not change; alone its inputs are not fresh from the kernel before). The
+  // generated and copy kernels are priced as before.
+  o.fused_kernels[0].samples_ms = {2.8, 2.9, 3.0};
+  o.fused_kernels[3].samples_ms = {1.2, 1.0, 0.9};
+  const Report timed = diagnose(p, c, o);
+  const Remedy& ft = find(timed.remedies, "fusion");
+  EXPECT_NEAR(ft.gain_ms, mm + chain + (5.2 - 1.0), 1e-9) << ft.detail;
+  EXPECT_NE(ft.detail.find("its 1 convs and pools timed alone in the fused plan's own layouts and "
+                           "algorithms (1.000 ms; the calls of their nodes here took 5.000 ms), "
+                           "other library calls keep their measured time"),
+            std::string::npos)
+      << ft.detail;
+  // An unchanged library call timed alone is priced too: its layout may change with its
+  // neighbours' (a lone conv between two fused convs runs blocked).
+  RunProfile lone;
+  lone.backend = "cpu";
+  lone.kernels = {kernel("cv", OpClass::contraction, 1e9, 8e6, 5.0, "library")};
+  lone.kernels[0].ops = {"Conv"};
+  lone.wall_ms = 5.0;
+  DoctorOptions lo;
+  lo.fused = 0;
+  lo.fused_kernels = {planned("cv", "library", {"cv"}, {"Conv"}, 1e9)};
+  EXPECT_EQ(find(diagnose(lone, c, lo).remedies, "fusion").gain_ms, 0);
+  lo.fused_kernels[0].samples_ms = {3.0};
+  EXPECT_NEAR(find(diagnose(lone, c, lo).remedies, "fusion").gain_ms, 2.0, 1e-9);
 }
 
 // The plan's boundary reasons travel with the fusion remedy into its action, the text report, the
@@ -683,6 +729,38 @@ TEST(DoctorRemedies, CpuBf16PricesGemmsAtTheLibraryRateAndConvsAtThePeakLoop) {
   EXPECT_EQ(uc.action, "--precision bf16");
   EXPECT_FALSE(uc.applicable);
   EXPECT_EQ(rc.verdict.advice.find("Do: faster_units"), std::string::npos) << rc.verdict.advice;
+  // With the plan at bf16 timed alone (the CPU CLI's unit_kernels), each moved kernel is priced
+  // at its own time there, casts included: no rate, no extra fixed cost; a kernel without a
+  // timed twin keeps the rate price.
+  p.kernels = {gemm, conv};
+  p.wall_ms = 7.0;
+  DoctorOptions timed{.precisions = {"bf16"}};
+  KernelRecord gemm_bf16 = gemm, conv_bf16 = conv;
+  gemm_bf16.samples_ms = {1.1, 1.0, 0.9};
+  conv_bf16.samples_ms = {3.0};
+  timed.unit_kernels["bf16"] = {gemm_bf16, conv_bf16};
+  const Report rt = diagnose(p, c, timed);
+  const Remedy& ut = find(rt.remedies, "faster_units");
+  EXPECT_NEAR(ut.gain_ms, (5.0 - 1.0) + (2.0 - 3.0), 1e-9) << ut.detail;
+  EXPECT_NE(ut.detail.find("2 library kernels (7.000 ms) at 2 timed alone in the plan at "
+                           "--precision bf16 (4.000 ms; 7.000 ms here); 1 of them runs slower "
+                           "there (+1.000 ms)"),
+            std::string::npos)
+      << ut.detail;
+  timed.unit_kernels["bf16"] = {gemm_bf16};
+  const Report rh = diagnose(p, c, timed);
+  const Remedy& half = find(rh.remedies, "faster_units");
+  EXPECT_NEAR(half.gain_ms, (5.0 - 1.0) + conv_gain, 1e-9) << half.detail;
+  EXPECT_NE(half.detail.find("1 timed alone in the plan at --precision bf16 (1.000 ms; 5.000 ms "
+                             "here), the others at the bf16 peak loop"),
+            std::string::npos)
+      << half.detail;
+  // The verdict says it is a loss, with the remedy table's numbers.
+  EXPECT_NE(rc.verdict.advice.find(fmt::format(
+                "faster_units: not --precision bf16: predicted {:.3f} ms slower (2.000 -> {:.3f} ms;",
+                -conv_gain, uc.predicted_ms)),
+            std::string::npos)
+      << rc.verdict.advice;
 }
 
 // A precision the backend accepts but the probe measured no rate for is said so, not replaced by

@@ -47,6 +47,8 @@ class CpuExecutor final : public Executor {
   RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps) override;
   std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
                                 const std::function<void()>& between) override;
+  std::vector<KernelRecord> time_library_kernels_alone(const std::map<std::string, Tensor>& inputs,
+                                                       int reps) override;
   std::string summary() const override;
   MemoryStats memory() const override { return mem; }
   int threads() const override { return pool->threads(); }
@@ -570,6 +572,44 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
     prof.kernels.push_back(std::move(rec));
   }
   return prof;
+}
+
+// Each round runs the library kernels only, in plan order, so a kernel finds the cache as the
+// other library kernels left it (not warmed by itself); the buffers hold the first run's values
+// (a conv that adds into its output in place only grows them). The load state is the session's
+// again afterwards: rounds without the pool's joins and shorter than a run must not steer the
+// runs that follow (--compare profiles this session next).
+std::vector<KernelRecord> CpuExecutor::time_library_kernels_alone(
+    const std::map<std::string, Tensor>& inputs, int reps) {
+  using clk = std::chrono::steady_clock;
+  run(inputs);  // every buffer holds a run's values; pages and threads warm
+  const LoadState saved = *load;
+  std::vector<Tensor> outs, keep;
+  bind(inputs, &outs, &keep);
+  cpu::LibraryThreads lib_threads(pool->threads());
+  std::vector<std::vector<double>> times(steps.size());
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    begin_run();
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (!steps[i].lib) continue;
+      auto t0 = clk::now();
+      exec(i);
+      times[i].push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+    }
+    end_run();
+  }
+  *load = saved;
+  std::vector<KernelRecord> out;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    KernelRecord rec = plan::kernel_record(g, plan, i);
+    if (steps[i].lib) {
+      rec.precision = steps[i].lib->precision;
+      rec.time_ms = median(times[i]);
+      rec.samples_ms = times[i];
+    }
+    out.push_back(std::move(rec));
+  }
+  return out;
 }
 
 std::string CpuExecutor::summary() const {
