@@ -569,6 +569,7 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
   for (size_t i = 0; i < m.steps.size(); ++i) {
     KernelRecord rec = plan::kernel_record(m.g, m.plan, i);
     if (m.steps[i].lib) rec.precision = m.steps[i].lib->precision;
+    if (m.aliased[i]) rec.cost.bytes = 0;  // moves nothing: its output is its input's buffer
     rec.time_ms = median(times[i]);
     rec.samples_ms = times[i];
     rec.start_ms = start;
