@@ -156,6 +156,9 @@ def main():
     ap.add_argument("--pick", default="", help="suite models to take, e.g. bert_base,gpt2")
     ap.add_argument("--exporters", default="", help="suite exporters to take (default both)")
     ap.add_argument("--brrr", default=os.path.join(ROOT, "build", "brrr"))
+    ap.add_argument("--baseline", metavar="BIN",
+                    help="another brrr binary (a build before a change), run in the same rounds "
+                         "right after --brrr: a 'before' column and brrr/before ratios")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=50, help="timed runs per round (>= 50)")
     ap.add_argument("--round-seconds", type=float, default=8.0,
@@ -186,6 +189,8 @@ def main():
                  f"    .venv/bin/pip install onnxruntime\nand run .venv/bin/python {sys.argv[0]}")
     if not os.access(a.brrr, os.X_OK):
         sys.exit(f"{a.brrr} not found: build first (cmake -S . -B build -G Ninja && ninja -C build)")
+    if a.baseline and not os.access(a.baseline, os.X_OK):
+        sys.exit(f"--baseline {a.baseline}: not an executable file")
     models = []
     for m in a.models or ([] if a.suite else MODELS):
         path = m if m.endswith(".onnx") else os.path.join(ROOT, "examples", m, "model.onnx")
@@ -224,22 +229,28 @@ def main():
                 tor = TorchEager(m, feed, a.threads)
             except Exception as e:  # report, time the rest
                 print(f"  {m.name}: PyTorch skipped: {type(e).__name__}: {e}", file=sys.stderr)
-        b, o, t = [], [], []
+        b, o, t, base = [], [], [], []
         try:
             for _ in range(a.rounds):
                 b.append(time_brrr(a.brrr, m, reps, a.threads, a.passive))
+                if a.baseline:
+                    base.append(time_brrr(a.baseline, m, reps, a.threads, a.passive))
                 o.append(median_of(ort_run, reps, 3 if reps < 50 else 10))
                 if tor:
                     t.append(median_of(tor, reps, 2))
         except RuntimeError as e:
             print(f"  {m.name}: {e}", file=sys.stderr)
-            rows.append((m.name, None, statistics.median(o) if o else None, None, [], [], reps))
+            rows.append((m.name, None, statistics.median(o) if o else None, None, [], [], reps,
+                         None, [], []))
             continue
         rows.append((m.name, statistics.median(b), statistics.median(o),
                      statistics.median(t) if t else None,
-                     [x / y for x, y in zip(b, o)], [x / y for x, y in zip(b, t)], reps))
+                     [x / y for x, y in zip(b, o)], [x / y for x, y in zip(b, t)], reps,
+                     statistics.median(base) if base else None,
+                     [x / y for x, y in zip(b, base)], [x / y for x, y in zip(base, o)]))
         print(f"  {m.name}: {reps} runs; brrr {[round(x, 3) for x in b]} ort "
               f"{[round(x, 3) for x in o]}" + (f" torch {[round(x, 3) for x in t]}" if t else "")
+              + (f" before {[round(x, 3) for x in base]}" if base else "")
               + f" ({time.time() - t_start:.0f} s)", file=sys.stderr, flush=True)
         del sess, ort_run, tor
     tv = f"; torch {sys.modules['torch'].__version__}" if torch_ok else ""
@@ -248,12 +259,18 @@ def main():
           f"rounds; onnxruntime {ort.__version__}{tv}; brrr OMP_WAIT_POLICY="
           f"{'passive' if a.passive else os.environ.get('OMP_WAIT_POLICY', 'default')}; "
           f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
+    if a.baseline:
+        print(f"before: {a.baseline}")
     print(f"{'model':<30} {'N':>4} {'brrr ms':>10} {'ORT ms':>10} {'torch ms':>10} "
-          f"{'brrr/ORT':>8}  {'range':9} {'brrr/torch':>10}  range")
-    for name, bm, om, tm, r_o, r_t, reps in rows:
+          f"{'brrr/ORT':>8}  {'range':9} {'brrr/torch':>10}  range"
+          + (f"    {'before ms':>10} {'before/ORT':>10}  range      {'brrr/before':>11}  range"
+             if a.baseline else ""))
+    for name, bm, om, tm, r_o, r_t, reps, basem, r_b, r_bo in rows:
         f = lambda x: f"{x:>10.3f}" if x is not None else f"{'failed' if x is bm else '-':>10}"  # noqa: E731
         print(f"{name:<30} {reps:>4} {f(bm)} {f(om)} {f(tm)} {fmt_ratio(r_o)} "
-              f"{fmt_ratio(r_t).rjust(19)}")
+              f"{fmt_ratio(r_t).rjust(19)}"
+              + (f"    {f(basem)} {fmt_ratio(r_bo).rjust(12)} {fmt_ratio(r_b).rjust(19)}"
+                 if a.baseline else ""))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@
 #include "cli/options.hpp"
 #include "cli/plan_file.hpp"
 #include "cli/test_data.hpp"
+#include "core/cpu_features.hpp"
 #include "passes/pipeline.hpp"
+#include "plan/target.hpp"
 
 namespace fs = std::filesystem;
 
@@ -278,6 +280,9 @@ int run_command(const RunOptions& o) {
       (o.atol < 0 && o.atol != -1))
     fail("--rtol and --atol must be non-negative");
   check_backend_options(o.backend, o.threads, o.precision);
+  if (o.backend == "cpu")
+    if (std::string note = plan::cpu_precision_note(o.precision, CpuFeatures::host()); !note.empty())
+      std::fprintf(stderr, "brrr: note: --precision %s: %s\n", o.precision.c_str(), note.c_str());
   if (!o.save_outputs.empty()) check_save_dir(o);
   check_plan_options(o.backend, o.save_plan, o.load_plan);
   auto load_start = std::chrono::steady_clock::now();

@@ -97,6 +97,30 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& reqs) {
   return p;
 }
 
+namespace {
+
+// Whether copy kernel i of p writes its input's bytes to a buffer that may simply be its input's
+// (an intermediate on both sides, the same size).
+bool aliases_input(const Graph& g, const plan::Plan& p, size_t i, const std::vector<bool>& is_out,
+                   const std::vector<int>& first_write, const std::function<size_t(int)>& nbytes) {
+  const plan::Kernel& k = p.kernels[i];
+  if (k.kind != plan::KernelKind::Copy || k.inputs.size() != 1 || k.outputs.size() != 1)
+    return false;
+  const int in = k.inputs[0], out = k.outputs[0];
+  return in >= 0 && out >= 0 && !is_out[size_t(in)] && !is_out[size_t(out)] &&
+         first_write[size_t(in)] >= 0 && first_write[size_t(in)] < int(i) &&
+         !g.value(in).constant.defined() && nbytes(in) == nbytes(out) &&
+         g.value(in).nbytes() == g.value(out).nbytes();
+}
+
+}  // namespace
+
+bool copy_aliases_input(const plan::Plan& p, size_t i, const ArenaPlan& a) {
+  const plan::Kernel& k = p.kernels[i];
+  return k.kind == plan::KernelKind::Copy && k.outputs.size() == 1 &&
+         a.share[size_t(k.outputs[0])] >= 0;
+}
+
 ArenaPlan plan_memory(const Graph& g, const plan::Plan& p,
                       const std::function<size_t(int)>& nbytes) {
   using plan::KernelKind;
@@ -106,26 +130,45 @@ ArenaPlan plan_memory(const Graph& g, const plan::Plan& p,
   std::vector<int> last_use(nv, -1);
   for (size_t i = 0; i < p.kernels.size(); ++i)
     for (int v : p.kernels[i].inputs) last_use[size_t(v)] = int(i);
-  // A conv whose sum post-op reads a value for the last time writes its result over it, so the
-  // kernel skips copying the addend into its output (residuals, distribute_concat's partials).
   ArenaPlan a;
   a.share.assign(nv, -1);
+  auto root_of = [&](int v) { return a.share[size_t(v)] >= 0 ? a.share[size_t(v)] : v; };
   std::vector<int> first_write(nv, -1);
   for (size_t i = 0; i < p.kernels.size(); ++i)
     for (int v : p.kernels[i].outputs) first_write[size_t(v)] = int(i);
+  // A copy kernel (Reshape, Flatten, Squeeze, Unsqueeze, Identity) of an intermediate is that
+  // buffer's bytes under another shape: its output shares the input's buffer, which then lives
+  // until the last reader of either, and the copy does no work (ViT-B/16: 37 per run).
+  // No kernel writes a buffer it did not produce but for the sum sharing below, which checks
+  // every alias of the buffer it writes over.
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const plan::Kernel& k = p.kernels[i];
+    if (!aliases_input(g, p, i, is_out, first_write, nbytes)) continue;
+    const int root = root_of(k.inputs[0]), out = k.outputs[0];
+    a.share[size_t(out)] = root;
+    last_use[size_t(root)] = std::max(last_use[size_t(root)], last_use[size_t(out)]);
+  }
+  // A conv whose sum post-op reads a value for the last time writes its result over it, so the
+  // kernel skips copying the addend into its output (residuals, distribute_concat's partials).
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     const plan::Kernel& k = p.kernels[i];
     if (k.kind != KernelKind::Library || k.sum < 0 || k.outputs.size() != 1) continue;
     int s = k.sum, d = k.outputs[0];
+    const int root = root_of(s);
     const std::vector<int>& conv_in = g.nodes[size_t(k.nodes[0])].inputs;  // read while writing d
     if (is_out[size_t(s)] || is_out[size_t(d)] || first_write[size_t(s)] < 0 ||
-        last_use[size_t(s)] != int(i) || nbytes(s) != nbytes(d) ||
-        std::find(conv_in.begin(), conv_in.end(), s) != conv_in.end())
+        last_use[size_t(root)] != int(i) || nbytes(s) != nbytes(d) ||
+        std::find(conv_in.begin(), conv_in.end(), s) != conv_in.end() ||
+        std::any_of(k.inputs.begin(), k.inputs.end(),
+                    [&](int v) { return v != s && root_of(v) == root; }))
       continue;
-    int root = a.share[size_t(s)] >= 0 ? a.share[size_t(s)] : s;
     a.share[size_t(d)] = root;
     last_use[size_t(root)] = std::max(last_use[size_t(root)], last_use[size_t(d)]);
   }
+  // A copy of d above shares d's buffer, which may now be another's.
+  for (size_t v = 0; v < nv; ++v)
+    while (a.share[v] >= 0 && a.share[size_t(a.share[v])] >= 0)
+      a.share[v] = a.share[size_t(a.share[v])];
   std::vector<BufferRequest> reqs;
   std::vector<int> req_value;
   for (size_t i = 0; i < p.kernels.size(); ++i)

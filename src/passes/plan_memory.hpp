@@ -27,8 +27,9 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& reqs);
 // Where each value of a plan lives in the arena.
 struct ArenaPlan {
   std::vector<int64_t> offset;  // per value id: byte offset in the arena, -1 when not there
-  // Per value id: the value whose bytes it is written over (a conv's sum post-op reading that
-  // value for the last time), -1 when none; such a value has no offset of its own.
+  // Per value id: the value whose buffer it is (a copy kernel's output: its input's buffer; a
+  // conv's or GEMM's sum post-op reading a value for the last time: its output is written over
+  // that value), -1 when none; such a value has no offset of its own.
   std::vector<int> share;
   size_t arena_bytes = 0;
   size_t intermediate_bytes = 0;  // sum of the buffers without reuse
@@ -38,5 +39,8 @@ struct ArenaPlan {
 // The plan's arena: every kernel output that is not a graph output, sized by `nbytes` (the
 // buffer of a value in its layout). Used by the CPU executor; the CUDA executor plans its own.
 ArenaPlan plan_memory(const Graph& g, const plan::Plan& p, const std::function<size_t(int)>& nbytes);
+
+// Whether copy kernel i of p has no work in arena plan a: its output shares its input's buffer.
+bool copy_aliases_input(const plan::Plan& p, size_t i, const ArenaPlan& a);
 
 }  // namespace brrr

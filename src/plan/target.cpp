@@ -64,6 +64,12 @@ std::string cpu_precision_refusal(const std::string& p) {
   return cpu_precision_refusal(p, CpuFeatures::host(), kOnednn);
 }
 
+std::string cpu_precision_note(const std::string& p, const CpuFeatures& f) {
+  if (p != "bf16" || f.amx_bf16 || !f.avx512_bf16) return "";
+  return "this CPU has avx512_bf16 but no AMX: bf16 matrix products run on vdpbf16ps, no faster "
+         "than fp32 FMAs, and with the activation casts bf16 is usually slower than fp32 here";
+}
+
 Target Target::cpu(const std::string& precision, const CpuFeatures& features) {
   if (std::string why = cpu_precision_refusal(precision, features, kOnednn); !why.empty())
     fail("precision {} on the cpu backend: {}", precision, why);

@@ -151,4 +151,11 @@ std::string cpu_precision_refusal(const std::string& precision, const CpuFeature
                                   bool onednn);
 std::string cpu_precision_refusal(const std::string& precision);  // the host, this build
 
+// What a user should know before timing `precision` on a CPU with `features` that takes it (one
+// line, "" for nothing): bf16 without AMX computes on vdpbf16ps, whose rate is at or below the
+// fp32 FMA rate (a 2-core Xeon VM without AMX, one thread: 140-145 against 160-167 GFLOP/s), and
+// the activations' casts come on top: there BERT-base and ViT-B/16 ran 1.2-2.0x slower with
+// --precision bf16 than in fp32 (2 threads, interleaved rounds, load 5-6).
+std::string cpu_precision_note(const std::string& precision, const CpuFeatures& features);
+
 }  // namespace brrr::plan

@@ -46,6 +46,18 @@ TEST(CpuBf16, RefusalNamesWhatIsMissing) {
     EXPECT_EQ(cpu_precision_refusal(p, with(true, true), true).find('\n'), std::string::npos) << p;
 }
 
+// bf16 without AMX is taken, with a note that it computes no faster than fp32 there.
+TEST(CpuBf16, NoteSaysWhenBf16ComputesNoFaster) {
+  using plan::cpu_precision_note;
+  const std::string note = cpu_precision_note("bf16", with(true, false));
+  EXPECT_NE(note.find("no AMX"), std::string::npos) << note;
+  EXPECT_EQ(note.find('\n'), std::string::npos) << note;
+  EXPECT_EQ(cpu_precision_note("bf16", with(true, true)), "");
+  EXPECT_EQ(cpu_precision_note("bf16", with(false, true)), "");
+  EXPECT_EQ(cpu_precision_note("fp32", with(true, false)), "");
+  EXPECT_EQ(cpu_precision_note("bf16", CpuFeatures{}), "");  // refused instead
+}
+
 TEST(CpuBf16, TargetCarriesThePrecision) {
   EXPECT_EQ(Target::cpu().library_math, DType::f32);
   EXPECT_EQ(Target::named("cpu", "fp32").library_math, DType::f32);

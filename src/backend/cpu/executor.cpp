@@ -83,6 +83,8 @@ class CpuExecutor final : public Executor {
   double compile_ms = 0;
   bool from_cache = false;
   bool from_plan = false;  // every module from a plan file
+  std::vector<bool> aliased;  // per kernel: a copy whose output is its input's buffer (no work)
+  int num_aliased = 0;
   int num_nhwc = 0;     // values stored NHWC between library kernels
   int num_blocked = 0;  // ...and channel-blocked (nChw16c)
   Layouts layouts;      // per value (choose_layouts)
@@ -280,10 +282,14 @@ void CpuExecutor::build() {
   arena.reset(alloc_paged_in(std::max<size_t>(ap.arena_bytes, 64)));
   BRRR_CHECK(arena != nullptr, "out of memory allocating a {}-byte arena", ap.arena_bytes);
   slots.assign(g.values.size(), nullptr);
+  aliased.assign(plan.kernels.size(), false);
   for (size_t v = 0; v < g.values.size(); ++v)
     if (ap.offset[v] >= 0) slots[v] = arena.get() + ap.offset[v];
   for (size_t v = 0; v < g.values.size(); ++v)
     if (ap.share[v] >= 0) slots[v] = slots[size_t(ap.share[v])];
+  for (size_t i = 0; i < plan.kernels.size(); ++i)
+    if (copy_aliases_input(plan, i, ap)) aliased[i] = true;
+  num_aliased = int(std::count(aliased.begin(), aliased.end(), true));
   for (size_t v = 0; v < g.values.size(); ++v)
     if (g.values[v].constant.defined()) {
       constants.push_back(g.values[v].constant.contiguous());
@@ -333,7 +339,7 @@ void CpuExecutor::build() {
     steps[i].src = k.inputs.at(0);
     steps[i].dst = k.outputs.at(0);
     const Value& v = g.value(steps[i].dst);
-    steps[i].bytes = v.nbytes();
+    steps[i].bytes = aliased[i] ? 0 : v.nbytes();  // an alias: the bytes are already there
   }
   if (gemm_jit_init.joinable()) {
     gemm_jit_init.join();
@@ -565,6 +571,7 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
   for (size_t i = 0; i < m.steps.size(); ++i) {
     KernelRecord rec = plan::kernel_record(m.g, m.plan, i);
     if (m.steps[i].lib) rec.precision = m.steps[i].lib->precision;
+    if (m.aliased[i]) rec.cost.bytes = 0;  // moves nothing: its output is its input's buffer
     rec.time_ms = median(times[i]);
     rec.samples_ms = times[i];
     rec.start_ms = start;
@@ -661,6 +668,9 @@ std::string CpuExecutor::summary() const {
     s += fmt::format("memory: library work space {} bytes, shared by the library kernels ({} bytes "
                      "if each held its own)\n",
                      work_bytes, work_sum);
+  if (num_aliased)
+    s += fmt::format("memory: {} copy kernel(s) alias their input's buffer (no work)\n",
+                     num_aliased);
   if (num_nhwc) s += fmt::format("layout: {} value(s) kept NHWC between library kernels\n", num_nhwc);
   if (num_blocked)
     s += fmt::format("layout: {} value(s) kept channel-blocked (nChw16c) between library kernels\n",
