@@ -14,6 +14,7 @@
 #include "passes/plan_memory.hpp"
 #include "plan/kernel_ir.hpp"
 #include "plan/target.hpp"
+#include "random_tensor.hpp"
 #include "runtime/graph_builder.hpp"
 
 namespace brrr {
@@ -21,10 +22,7 @@ namespace {
 
 Tensor rnd(const Shape& s, unsigned seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(size_t(shape_numel(s)));
-  for (auto& x : v) x = d(rng);
-  return Tensor::from_vector<float>(s, v);
+  return brrr_test::uniform_f32(s, rng, -1.f, 1.f);
 }
 
 Tensor shape_tensor(const std::vector<int64_t>& s) {
