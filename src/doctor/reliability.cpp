@@ -25,8 +25,9 @@ std::vector<std::string> ceilings_warnings(const Ceilings& c) {
   };
   const double fp32 = peak("fp32");
   // A GPU's Tensor Cores are never slower than its CUDA cores. A CPU's vdpbf16ps loop can be:
-  // on the development Xeon (avx512_bf16, no AMX: cpuid and oneDNN agree) it ran at half the fp32 FMA rate, quiet, in thread CPU time
-  // (104 against 207 GFLOP/s on one thread), so on the CPU it says nothing about disturbance.
+  // on the development Xeon (avx512_bf16, no AMX: cpuid and oneDNN agree) it ran at half the
+  // fp32 FMA rate, quiet, in thread CPU time (104 against 207 GFLOP/s on one thread), so on the
+  // CPU it says nothing about disturbance.
   for (const char* p : {"bf16", "fp16"})
     if (c.backend == "cuda" && peak(p) > 0 && fp32 > 0 && peak(p) < fp32)
       w.push_back(fmt::format("the {} peak ({:.1f} GFLOP/s) is below the fp32 peak ({:.1f}): a "
