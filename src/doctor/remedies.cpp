@@ -127,13 +127,17 @@ FusionEstimate estimate_fusion(const RunProfile& p, const std::vector<KernelAnal
   return e;
 }
 
+// A conv or pool: a library kernel whose layout and algorithm change in the fused plan.
+bool relayouts(const KernelRecord& r) {
+  return std::any_of(r.ops.begin(), r.ops.end(), [](const std::string& op) {
+    return op == "Conv" || op == "MaxPool" || op == "AveragePool";
+  });
+}
+
 }  // namespace
 
 bool priced_alone(const KernelRecord& planned) {
-  return planned.kind == "library" && !planned.samples_ms.empty() &&
-         std::any_of(planned.ops.begin(), planned.ops.end(), [](const std::string& op) {
-           return op == "Conv" || op == "MaxPool" || op == "AveragePool";
-         });
+  return planned.kind == "library" && !planned.samples_ms.empty() && relayouts(planned);
 }
 
 namespace {
@@ -211,12 +215,11 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
   // profile one kernel per op cannot show. A GEMM keeps its layout: its measured call is the
   // better price (timed alone, bert_tiny's GEMMs took 15% longer than in the plan, their inputs
   // no longer fresh from the kernel before).
-  auto timed_alone = [](const KernelRecord& r) { return priced_alone(r); };
   for (const auto& [root, members] : groups) {
     std::vector<size_t> b, a;
     for (size_t i : members) (i < nb ? b : a).push_back(i);
     // Unchanged, unless it is a conv or pool timed alone (its layout may still change).
-    if (b.size() == 1 && a.size() == 1 && same_nodes(b[0], a[0]) && !timed_alone(rec(a[0])))
+    if (b.size() == 1 && a.size() == 1 && same_nodes(b[0], a[0]) && !priced_alone(rec(a[0])))
       continue;
     double before_ms = 0, compute_ms = 0;
     for (size_t k : b) {
@@ -234,7 +237,7 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
       const KernelRecord& r = rec(i);
       const KernelAnalysis an = analyze_kernel(r, c);
       double t = -1;
-      const bool timed = timed_alone(r);
+      const bool timed = priced_alone(r);
       for (size_t k : b)  // the same kernel, measured
         if (!timed && !used[k] && same_nodes(k, i)) t = steady_time(p.kernels[k]), used[k] = 1;
       // A conv or pool of the fused plan that the backend timed alone: its own time, in the
@@ -265,9 +268,7 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
       // algorithm: it is priced at the rate the probe measured for the library (its bytes at the
       // generated kernels' share of the roof), when that is faster than its measured call.
       const auto rate = c.library_gflops.find(r.precision.empty() ? "fp32" : r.precision);
-      const bool relayout = std::any_of(r.ops.begin(), r.ops.end(), [](const std::string& op) {
-        return op == "Conv" || op == "MaxPool" || op == "AveragePool";
-      });
+      const bool relayout = relayouts(r);
       if (!timed && t >= 0 && rate != c.library_gflops.end() && rate->second > 0 && relayout)
         t = std::min(t, an.overhead_ms + std::max(r.cost.flops / (rate->second * 1e9) * 1e3,
                                                   an.memory_floor_ms / e.memory_share));

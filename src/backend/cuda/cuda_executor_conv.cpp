@@ -18,6 +18,14 @@ constexpr size_t kMaxConvWorkspace = size_t(256) << 20;
 
 }  // namespace
 
+// cuDNN's conv for plan kernel k (descriptors, output check, the heuristic's algorithm); throws
+// brrr::Error naming the kernel and its node on a refusal.
+std::unique_ptr<CudnnConv> CudaExecutor::Impl::make_conv(const plan::Kernel& k,
+                                                         const ConvGeometry& geo, ConvMath m) {
+  const std::string who = fmt::format("{} (Conv {})", k.name, g.nodes[size_t(k.nodes[0])].name);
+  return std::make_unique<CudnnConv>(*dnn, geo, m, kMaxConvWorkspace, who);
+}
+
 // Why a Conv kernel cannot run on cuDNN here ("" when it can); fills `cr` otherwise (the cuDNN
 // descriptors and algorithm included, so cuDNN's own refusals fall back to the host too).
 std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
@@ -63,9 +71,8 @@ std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
   // 16-bit data: Tensor Cores whatever the precision option (float32 accumulation).
   if (dt != DType::f32) cr->math = dt == DType::bf16 ? ConvMath::kBf16 : ConvMath::kFp16;
   if (!open_dnn()) return dnn_why;
-  const std::string who = fmt::format("{} (Conv {})", k.name, g.nodes[size_t(k.nodes[0])].name);
   try {
-    cr->dnn = std::make_unique<CudnnConv>(*dnn, cr->geo, cr->math, kMaxConvWorkspace, who);
+    cr->dnn = make_conv(k, cr->geo, cr->math);
   } catch (const Error& e) {
     return e.what();
   }
@@ -110,9 +117,7 @@ void CudaExecutor::Impl::choose_layouts() {
       ConvStep& c = steps[i].conv();
       if (!nhwc[size_t(c.vy)] && !c.geo.nhwc) continue;
       c.geo.nhwc = channels_last;
-      const std::string who = fmt::format("{} (Conv {})", plan.kernels[i].name,
-                                          g.nodes[size_t(plan.kernels[i].nodes[0])].name);
-      c.dnn = std::make_unique<CudnnConv>(*dnn, c.geo, c.math, kMaxConvWorkspace, who);
+      c.dnn = make_conv(plan.kernels[i], c.geo, c.math);
     }
   };
   try {
@@ -158,10 +163,8 @@ void CudaExecutor::Impl::choose_layouts() {
 void CudaExecutor::Impl::pad_conv_channels(ConvStep& c, const plan::Kernel& k) {
   ConvGeometry padded = c.geo;
   padded.x[1] = padded.w[1] = int((c.in_c + 7) / 8 * 8);
-  const std::string who =
-      fmt::format("{} (Conv {})", k.name, g.nodes[size_t(k.nodes[0])].name);
   try {
-    c.dnn = std::make_unique<CudnnConv>(*dnn, padded, c.math, kMaxConvWorkspace, who);
+    c.dnn = make_conv(k, padded, c.math);
   } catch (const Error&) {
     return;
   }

@@ -244,6 +244,7 @@ struct CudaExecutor::Impl {
   // BRRR_CONV_TUNE=1: each conv's algorithm timed once, in its final layout.
   void tune_convs();
   void pad_conv_channels(ConvStep& c, const plan::Kernel& k);
+  std::unique_ptr<CudnnConv> make_conv(const plan::Kernel& k, const ConvGeometry& geo, ConvMath m);
   std::vector<char> nhwc;  // per value
   int nhwc_convs = 0;
   std::string nhwc_note;

@@ -218,6 +218,16 @@ struct CudnnConv::Impl {
   cudnnTensorDescriptor_t bd = nullptr;
   cudnnActivationDescriptor_t ad = nullptr;
   bool fused = false, fused_relu = false;
+  // y = act(conv(x, w) + sum + bias) in one cuDNN call (sum 0: none; z is then y, weighted 0).
+  cudnnStatus_t bias_activation(DevPtr x, DevPtr w, DevPtr y, DevPtr wsp, DevPtr bias,
+                                DevPtr sum) const {
+    const float one = 1.f, zero = 0.f;
+    return api->cudnnConvolutionBiasActivationForward(
+        h, &one, xd, reinterpret_cast<const void*>(x), wd, reinterpret_cast<const void*>(w), cd,
+        algo, reinterpret_cast<void*>(wsp), ws, sum ? &one : &zero, yd,
+        reinterpret_cast<const void*>(sum ? sum : y), bd, reinterpret_cast<const void*>(bias), ad,
+        yd, reinterpret_cast<void*>(y));
+  }
   ~Impl() {
     if (!api) return;
     if (bd) api->cudnnDestroyTensorDescriptor(bd);
@@ -370,27 +380,15 @@ bool CudnnConv::fuse_epilogue(bool relu, DevPtr x, DevPtr w, DevPtr y, DevPtr ws
                                        CUDNN_PROPAGATE_NAN, 0.0) != CUDNN_STATUS_SUCCESS)
     return false;
   c.fused_relu = relu;
-  const float one = 1.f, zero = 0.f;
-  const cudnnStatus_t st = api.cudnnConvolutionBiasActivationForward(
-      c.h, &one, c.xd, reinterpret_cast<const void*>(x), c.wd, reinterpret_cast<const void*>(w),
-      c.cd, c.algo, reinterpret_cast<void*>(ws), c.ws, sum ? &one : &zero, c.yd,
-      reinterpret_cast<const void*>(sum ? sum : y), c.bd, reinterpret_cast<const void*>(bias), c.ad,
-      c.yd, reinterpret_cast<void*>(y));
-  c.fused = st == CUDNN_STATUS_SUCCESS;
+  c.fused = c.bias_activation(x, w, y, ws, bias, sum) == CUDNN_STATUS_SUCCESS;
   return c.fused;
 }
 
 bool CudnnConv::fused() const { return impl_->fused; }
 
 void CudnnConv::run_fused(DevPtr x, DevPtr w, DevPtr y, DevPtr ws, DevPtr bias, DevPtr sum) const {
-  const Impl& c = *impl_;
-  const float one = 1.f, zero = 0.f;
-  BRRR_DNN(*c.api, cudnnConvolutionBiasActivationForward,
-           (c.h, &one, c.xd, reinterpret_cast<const void*>(x), c.wd,
-            reinterpret_cast<const void*>(w), c.cd, c.algo, reinterpret_cast<void*>(ws), c.ws,
-            sum ? &one : &zero, c.yd, reinterpret_cast<const void*>(sum ? sum : y), c.bd,
-            reinterpret_cast<const void*>(bias), c.ad, c.yd, reinterpret_cast<void*>(y)),
-           c.what);
+  check_dnn(impl_->bias_activation(x, w, y, ws, bias, sum),
+            "cudnnConvolutionBiasActivationForward", impl_->what);
 }
 
 #else  // built without cudnn.h: Conv stays on the host
