@@ -66,6 +66,10 @@ const Switch kSwitches[] = {
     {"BRRR_FUSED_ATTENTION", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 runs each attention block as one fused kernel; 0 as separate GEMM, softmax and "
      "head-transpose kernels"},
+    {"BRRR_ATTN_FAST_TILES", Kind::Int, "1", "", 0, 1,
+     "CUDA: 1 lets the flash attention kernel skip per-score bounds and mask work on whole "
+     "in-range tiles, warps with no live query row and key groups past the sequence (ViT's 197); "
+     "0 checks every score"},
     {"BRRR_ATTENTION_CUDA_CORES", Kind::Flag, "0", "", 0, 0,
      "CUDA: fused attention on CUDA cores even where its Tensor Core kernel applies"},
     {"BRRR_CUDNN_LIB", Kind::Path, "libcudnn.so.9", "", 0, 0, "CUDA: the cuDNN library to load"},

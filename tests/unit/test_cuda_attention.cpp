@@ -448,14 +448,23 @@ TEST(FusedAttentionCuda, FlashMatchesReference) {
       {1, 12, 128, 64, Mask::Add, DType::f32, false, false, 0, false, true},
       {2, 12, 128, 64, Mask::CausalAdd, DType::f32, true, true, 0, false, true},
       {1, 8, 130, 64, Mask::Causal, DType::f32, false, false, 2, false, true},
+      // ViT-B/16's 197 tokens, no mask: plain tiles, a last tile of 5 keys, idle warps
+      {1, 12, 197, 64, Mask::None},
+      {32, 12, 197, 64, Mask::None},
+      {8, 4, 197, 128, Mask::None},
+      {8, 12, 197, 64, Mask::Causal},
   };
-  for (DType dt : {DType::bf16, DType::f16})
-    for (Spec s : specs) {
-      s.dt = dt;
-      SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " b" << s.batch << " h" << s.heads
-                                        << " s" << s.seq << " d" << s.dim << " mask " << int(s.mask));
-      check_on_device(s, false);
-    }
+  // BRRR_ATTN_FAST_TILES=0: every score through the bounds and mask checks.
+  for (const char* fast : {"1", "0"})
+    for (DType dt : {DType::bf16, DType::f16})
+      for (Spec s : specs) {
+        brrr_test::EnvVar tiles("BRRR_ATTN_FAST_TILES", fast);
+        s.dt = dt;
+        SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " b" << s.batch << " h" << s.heads
+                                          << " s" << s.seq << " d" << s.dim << " mask "
+                                          << int(s.mask) << " fast tiles " << fast);
+        check_on_device(s, false);
+      }
 }
 
 // K^T as the graph's own input [B, H, D, S] (no transposed copy): K's rows are strided, so the

@@ -84,6 +84,7 @@ std::string CudaExecutor::Impl::attention_plan(const plan::Kernel& k, AttentionS
   x.keep_when = d.keep_when ? 1 : 0;
   x.causal = d.causal ? 1 : 0;
   x.zero_empty_rows = d.zero_empty_rows ? 1 : 0;
+  x.fast_tiles = env::integer("BRRR_ATTN_FAST_TILES") == 1 ? 1 : 0;
   a->mma = d.dtype != DType::f32 && (d.head_dim == 64 || d.head_dim == 128) &&
            !env::flag("BRRR_ATTENTION_CUDA_CORES");
   // (cp.async and ldmatrix need sm_80; the buffers' alignment is checked again at setup)

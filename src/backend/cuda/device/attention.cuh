@@ -20,7 +20,8 @@ struct brrr_attn_args {
   long long qs[4], ks[4], vs[4], os[4], ms[4], bs[4];
   long long heads, group, seq_q, seq_k, head_dim;
   float scale, fill;
-  int keep_when, causal, zero_empty_rows, pad_;
+  int keep_when, causal, zero_empty_rows;
+  int fast_tiles;  // flash kernel: skip the bounds and mask work of whole tiles, and dead tiles
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -405,6 +406,13 @@ static __device__ __forceinline__ void brrr_attn_ldsm4_t(unsigned* r, unsigned a
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 
+// 2^x (the hardware's approximation, as __expf uses; 2^-inf = 0).
+static __device__ __forceinline__ float brrr_attn_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 template <class T, int D>
 static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_args& a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
@@ -474,10 +482,24 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
   const int k_row = lane & 7, k_col = (lane >> 3) * 8;
   const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
 
+  // Scores live in the log2 domain (scale * log2(e) folded into one multiply), so each
+  // probability is one ex2 of a difference. The warp's first query row:
+  const long long wrow0 = q0 + warp * 16;
+  const float scale2 = a.scale * 1.4426950408889634f;
 #pragma unroll 1
   for (int t = 0; t < tiles; ++t) {
     const int st = t % BRRR_ATTN_FLASH_STAGES;
     const long long k0 = (long long)t * BK;
+    // With fast_tiles (warp-uniform): a warp whose rows are all past seq_q, or whose rows see no
+    // key of this tile (causal), only helps load the tiles; a tile with every row and key in
+    // range, no mask and no causal cut is "plain": no per-score bounds or mask work; key groups
+    // of 8 (then 16) wholly past seq_k skip their MMAs (ViT's 197 keys: the last 64-key tile
+    // holds 5).
+    const bool dead = a.fast_tiles &&
+                      (wrow0 >= a.seq_q || (a.causal && k0 > wrow0 + 15 + causal_off));
+    const bool plain = a.fast_tiles && !M && !B && wrow0 + 16 <= a.seq_q &&
+                       k0 + BK <= a.seq_k && !(a.causal && k0 + BK - 1 > wrow0 + causal_off);
+    const long long live_keys = a.fast_tiles ? a.seq_k - k0 : (long long)BK;  // >= 1
     // The tile's masks first: their loads are in flight while the tile lands and Q K^T runs.
     // The bool mask as one bit per score (bit nt * 4 + c: the score is the fill), not a register
     // each.
@@ -487,20 +509,25 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
     for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        const long long i = row[c >> 1], j = k0 + nt * 8 + 2 * tq + (c & 1);
-        const bool in = i < a.seq_q && j < a.seq_k;
-        mv[nt][c] = M && in ? brrr_ld(M + i * a.ms[2] + j * a.ms[3]) : 0.0f;
-        if (B && in && ((B[i * a.bs[2] + j * a.bs[3]] != 0) != (a.keep_when != 0)))
-          fill_bits |= 1u << (nt * 4 + c);
+        mv[nt][c] = 0.0f;
+        if ((M || B) && !dead) {
+          const long long i = row[c >> 1], j = k0 + nt * 8 + 2 * tq + (c & 1);
+          const bool in = i < a.seq_q && j < a.seq_k;
+          if (M && in) mv[nt][c] = brrr_ld(M + i * a.ms[2] + j * a.ms[3]);
+          if (B && in && ((B[i * a.bs[2] + j * a.bs[3]] != 0) != (a.keep_when != 0)))
+            fill_bits |= 1u << (nt * 4 + c);
+        }
       }
     brrr_attn_wait<BRRR_ATTN_FLASH_STAGES - 1>();  // this thread's copies of tile t are done
     __syncthreads();                               // and every thread's
+    if (!dead) {
     const unsigned kbase = brrr_attn_smem(&ks[st][0][0]), vbase = brrr_attn_smem(&vs[st][0][0]);
     // S (16 x BK) = Q K^T.
     float s[BK / 8][4];
 #pragma unroll
     for (int nt = 0; nt < BK / 8; ++nt) {
       s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+      if (nt * 8 >= live_keys) continue;  // keys past seq_k: masked below
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk += 2) {
         unsigned kb[4];
@@ -509,22 +536,33 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
         brrr_mma16816<T>(s[nt], qf[kk + 1], kb[2], kb[3]);
       }
     }
-    // Scale and masks; element c of tile nt is row half (c >> 1), key nt * 8 + 2 tq + (c & 1).
+    // Scale and masks, into the log2 domain; element c of tile nt is row half (c >> 1), key
+    // nt * 8 + 2 tq + (c & 1).
     float mx[2] = {NEG_INF, NEG_INF};
+    if (plain) {
 #pragma unroll
-    for (int nt = 0; nt < BK / 8; ++nt)
+      for (int nt = 0; nt < BK / 8; ++nt)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const long long i = row[c >> 1], j = k0 + nt * 8 + 2 * tq + (c & 1);
-        float v = NEG_INF;
-        if (i < a.seq_q && j < a.seq_k && !(a.causal && j > i + causal_off)) {
-          v = s[nt][c] * a.scale;
-          if (fill_bits >> (nt * 4 + c) & 1u) v = a.fill;
-          v += mv[nt][c];
+        for (int c = 0; c < 4; ++c) {
+          s[nt][c] *= scale2;
+          mx[c >> 1] = fmaxf(mx[c >> 1], s[nt][c]);
         }
-        s[nt][c] = v;
-        mx[c >> 1] = fmaxf(mx[c >> 1], v);
-      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < BK / 8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const long long i = row[c >> 1], j = k0 + nt * 8 + 2 * tq + (c & 1);
+          float v = NEG_INF;
+          if (i < a.seq_q && j < a.seq_k && !(a.causal && j > i + causal_off)) {
+            v = s[nt][c] * a.scale;
+            if (fill_bits >> (nt * 4 + c) & 1u) v = a.fill;
+            v = (v + mv[nt][c]) * 1.4426950408889634f;
+          }
+          s[nt][c] = v;
+          mx[c >> 1] = fmaxf(mx[c >> 1], v);
+        }
+    }
     float alpha[2], base[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {  // a row's values lie with the 4 lanes of its quad
@@ -532,7 +570,7 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
       mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 2));
       const float m_new = fmaxf(m[hf], mx[hf]);
       base[hf] = m_new == NEG_INF ? 0.0f : m_new;  // all -inf so far: exp gives 0, not NaN
-      alpha[hf] = __expf(m[hf] - base[hf]);
+      alpha[hf] = brrr_attn_ex2(m[hf] - base[hf]);
       m[hf] = m_new;
     }
     unsigned pf[BK / 16][4];  // P as A fragments, one per 16 keys (as in brrr_attention_mma_t)
@@ -541,7 +579,7 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
       float p[4];
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        p[c] = __expf(s[nt][c] - base[c >> 1]);
+        p[c] = brrr_attn_ex2(s[nt][c] - base[c >> 1]);
         sum[c >> 1] += p[c];
       }
       pf[nt / 2][(nt & 1) * 2 + 0] = brrr_pack(p, (const T*)0);
@@ -563,11 +601,13 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
     for (int nt = 0; nt < D / 8; nt += 2)
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
+        if (kk * 16 >= live_keys) continue;  // P is 0 there
         unsigned vb[4];
         brrr_attn_ldsm4_t(vb, vbase + 2u * (unsigned)((kk * 16 + v_row) * LD + nt * 8 + v_col));
         brrr_mma16816<T>(o[nt], pf[kk], vb[0], vb[1]);
         brrr_mma16816<T>(o[nt + 1], pf[kk], vb[2], vb[3]);
       }
+    }  // !dead
     __syncthreads();  // every warp is done with stage st before it is refilled
     if (t + BRRR_ATTN_FLASH_STAGES < tiles) load_tile(t + BRRR_ATTN_FLASH_STAGES, st);
     brrr_attn_commit();
