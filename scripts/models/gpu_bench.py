@@ -12,7 +12,8 @@ Two phases, each timed:
    backend (latency median), else `brrr doctor MODEL --backend B --json` (wall_ms, a CUDA graph
    replay on the GPU); PyTorch's is triton's do_bench median on the GPU, a perf_counter median on
    the CPU. Ratios are medians of the rounds' own ratios.
-One table with ratios is printed last; --json writes every row.
+One table with ratios is printed last, with brrr bench's cold compile and warm (cached) load
+times per row (seconds, medians over the rounds); --json writes every row.
 
 Runs on the CPU too, for a dry run: --backend cpu with --small exports.
 """
@@ -152,9 +153,10 @@ def median_from_bench_json(j):
     raise ValueError(f"no latency median in bench JSON keys {list(recs[0]) if recs else []}")
 
 
-def brrr_time(a, path, man, batch, use_bench, prec):
+def brrr_time(a, path, man, batch, use_bench, prec, starts=None):
     """One brrr measurement: (ms, None) or (None, error). doctor takes no --precision: a
-    --precisions row is timed only through bench."""
+    --precisions row is timed only through bench. With bench, the run's cold compile and warm
+    (cached) load times are appended to `starts` as (cold_ms, warm_ms)."""
     model = os.path.join(path, "model.onnx")
     fd, jpath = tempfile.mkstemp(suffix=".json")
     os.close(fd)
@@ -173,6 +175,9 @@ def brrr_time(a, path, man, batch, use_bench, prec):
             return None, last_error(err)
         with open(jpath) as f:
             j = json.load(f)
+        rec = j[0] if isinstance(j, list) and j else j  # bench --json: a list of one record
+        if use_bench and starts is not None and isinstance(rec, dict) and "cold_compile_ms" in rec:
+            starts.append((float(rec["cold_compile_ms"]), float(rec.get("warm_load_ms", 0))))
         return (median_from_bench_json(j) if use_bench else float(j["wall_ms"])), None
     except (OSError, ValueError, KeyError) as e:
         return None, f"{type(e).__name__}: {e}"
@@ -255,6 +260,7 @@ def time_group(a, model, dtype, exps, batches, use_bench, rows, checks):
             log(f"  skip {model} {dtype} batch {batch}: budget {a.budget:.0f} s spent")
             continue
         bt = {e[2]: [] for e in exps}
+        bstart = {e[2]: [] for e in exps}
         berr = {}
         tt = {mode: [] for mode in a.torch_modes} if tm else {}
         for r in range(a.rounds):
@@ -264,7 +270,7 @@ def time_group(a, model, dtype, exps, batches, use_bench, rows, checks):
             for (_, _, exporter, path, man, prec) in exps:
                 if exporter in berr:
                     continue
-                ms, err = brrr_time(a, path, man, batch, use_bench, prec)
+                ms, err = brrr_time(a, path, man, batch, use_bench, prec, bstart[exporter])
                 if ms is None:
                     berr[exporter] = err
                 else:
@@ -283,6 +289,9 @@ def time_group(a, model, dtype, exps, batches, use_bench, rows, checks):
                        brrr_ms=statistics.median(b) if b else None,
                        brrr_error=berr.get(exporter), brrr_runs=b, torch_ms=tmed,
                        torch_runs=tt, **(checks.get((model, dtype, exporter)) or {}))
+            st = bstart[exporter]
+            row["cold_compile_ms"] = statistics.median([c for c, _ in st]) if st else None
+            row["warm_load_ms"] = statistics.median([w for _, w in st]) if st else None
             # Ratio per round: brrr's round r against each torch mode's round r.
             row["ratios"] = {m: statistics.median([x / y for x, y in zip(b, v)])
                              for m, v in tt.items() if b and v}
@@ -306,8 +315,8 @@ def fmt(x, p=3):
 
 
 def print_table(rows, modes, backend):
-    head = ["model", "dtype", "exporter", "batch", "check", "host", "brrr ms"] + \
-        [f"{m} ms" for m in modes] + [f"/{m}" for m in modes]
+    head = ["model", "dtype", "exporter", "batch", "check", "host", "cold s", "warm s",
+            "brrr ms"] + [f"{m} ms" for m in modes] + [f"/{m}" for m in modes]
     table = []
     for r in rows:
         res = r.get("result", "-")
@@ -315,6 +324,8 @@ def print_table(rows, modes, backend):
             res = "error"
         table.append([r["model"], r["dtype"], r["exporter"], str(r["batch"]), res,
                       str(r.get("host_kernels", "-")),
+                      fmt(r.get("cold_compile_ms") and r["cold_compile_ms"] / 1e3, 2),
+                      fmt(r.get("warm_load_ms") and r["warm_load_ms"] / 1e3, 2),
                       fmt(r["brrr_ms"]) if r["brrr_ms"] is not None else "failed"] +
                      [fmt(r["torch_ms"].get(m)) for m in modes] +
                      [fmt(r["ratios"].get(m), 2) for m in modes])
