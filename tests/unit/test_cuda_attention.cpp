@@ -4,6 +4,7 @@
 // and on a device it equals the reference executor in float32, bfloat16 and float16.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -349,6 +350,27 @@ TEST(FusedAttentionCodegen, ModuleCompilesWithNvrtc) {
   EXPECT_NE(src.text.find("attention.cuh"), std::string::npos);
   brrr::cuda::NvrtcCompiler nv("sm_90", "");
   EXPECT_NO_THROW(nv.compile(src.text, "attention_module"));
+}
+
+// The module instantiates only the attention kernels its plan can pick (each costs NVRTC about
+// a second): for bf16 with a head dim of 64, the flash, strided and CUDA core kernels of bf16.
+TEST(FusedAttentionCodegen, ModuleHasOnlyTheKernelsItsPlanPicks) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  Graph g = attention(Spec{1, 2, 16, 64, Mask::Add, DType::bf16});
+  plan::Plan p = cuda_plan(g);
+  ASSERT_EQ(count_attention(p), 1) << p.print(g);
+  brrr::cuda::CudaSource src = brrr::cuda::generate_cuda(g, p, {});
+  brrr::cuda::NvrtcCompiler nv("sm_90", "");
+  const std::vector<char> cubin = nv.compile(src.text, "attention_select").cubin;
+  auto has = [&](const std::string& name) {
+    const std::string z = name + '\0';  // the symbol, not a longer name it begins
+    return std::search(cubin.begin(), cubin.end(), z.begin(), z.end()) != cubin.end();
+  };
+  for (const char* k : {"brrr_attention_flash64_bf16", "brrr_attention_mma64_bf16", "brrr_attention_bf16"})
+    EXPECT_TRUE(has(k)) << k;
+  for (const char* k : {"brrr_attention_flash128_bf16", "brrr_attention_mma64_f16",
+                        "brrr_attention_flash64_f16", "brrr_attention_f32", "brrr_attention_f16"})
+    EXPECT_FALSE(has(k)) << k;
 }
 
 Tensor rnd(const Shape& s, DType t, unsigned seed) {

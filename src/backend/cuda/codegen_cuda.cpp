@@ -605,12 +605,23 @@ CudaSource generate_cuda(const Graph& g, const plan::Plan& p, const CudaCodegenO
   src.text += "\n";
   src.text += helper_kernels_source();
   src.text += "\n";
-  // The attention kernels only where the plan has one (they add to every compile otherwise).
+  // The attention kernels only where the plan has one, and of those only the ones its attention
+  // kernels' types and head dims can pick (cuda_executor_attention.cpp): the CUDA core kernel
+  // of the type, and for 16-bit types with head dims of 64 or 128 the flash and strided Tensor
+  // Core ones. Each instantiation costs NVRTC about a second.
+  std::set<std::string> attn;
   for (const Kernel& k : p.kernels)
-    if (plan::desc_of<plan::AttentionDesc>(k)) {
-      src.text += "#include \"backend/cuda/device/attention.cuh\"\n";
-      break;
+    if (const plan::AttentionDesc* d = plan::desc_of<plan::AttentionDesc>(k)) {
+      const std::string t = d->dtype == DType::bf16 ? "bf16" : d->dtype == DType::f16 ? "f16" : "f32";
+      attn.insert("CC_" + t);
+      if (t != "f32" && (d->head_dim == 64 || d->head_dim == 128))
+        attn.insert(fmt::format("TC{}_{}", d->head_dim, t));
     }
+  if (!attn.empty()) {
+    src.text += "#define BRRR_ATTN_SELECT\n";
+    for (const std::string& a : attn) src.text += "#define BRRR_ATTN_" + a + "\n";
+    src.text += "#include \"backend/cuda/device/attention.cuh\"\n";
+  }
   src.launches.resize(p.kernels.size());
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     const Kernel& k = p.kernels[i];

@@ -27,6 +27,12 @@ struct brrr_attn_args {
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #include "backend/cuda/device/prelude.cuh"
 
+// Which kernels a module instantiates (NVRTC compiles only those; all 12 took most of a
+// transformer's ~15 s cold compile): with BRRR_ATTN_SELECT defined, the generated module
+// (codegen_cuda.cpp) defines BRRR_ATTN_CC_<type> (the CUDA core kernel of a type) and
+// BRRR_ATTN_TC<D>_<type> (the Tensor Core kernels, flash and strided, of a head dim) for the
+// attention kernels of its plan; without it, every kernel.
+
 #define BRRR_ATTN_BQ 16      // query rows per block: 4 warps of 4 rows
 #define BRRR_ATTN_BK 32      // keys per tile: one per lane
 #define BRRR_ATTN_MAXD 128   // head dims up to this (plan::Target::attention_max_head_dim)
@@ -164,9 +170,15 @@ static __device__ __forceinline__ void brrr_attention_t(const brrr_attn_args& a)
   }
 }
 
+#if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_CC_f32)
 extern "C" __global__ void __launch_bounds__(128) brrr_attention_f32(const brrr_attn_args a) { brrr_attention_t<float>(a); }
+#endif
+#if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_CC_bf16)
 extern "C" __global__ void __launch_bounds__(128) brrr_attention_bf16(const brrr_attn_args a) { brrr_attention_t<brrr_bf16>(a); }
+#endif
+#if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_CC_f16)
 extern "C" __global__ void __launch_bounds__(128) brrr_attention_f16(const brrr_attn_args a) { brrr_attention_t<brrr_f16>(a); }
+#endif
 // Tensor Cores (mma.sync m16n8k16, 16-bit inputs, float32 accumulators) for 16-bit data and head
 // dims of 64 or 128: 2 warps of 16 query rows each per block (more blocks for the short
 // sequences of batch 1), keys in tiles of 32. S = Q K^T and
@@ -359,10 +371,18 @@ static __device__ __forceinline__ void brrr_attention_mma_t(const brrr_attn_args
   }
 }
 
+#if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_TC64_bf16)
 extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma64_bf16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_bf16, 64>(a); }
+#endif
+#if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_TC64_f16)
 extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma64_f16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_f16, 64>(a); }
+#endif
+#if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_TC128_bf16)
 extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_bf16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_bf16, 128>(a); }
+#endif
+#if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_TC128_f16)
 extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_f16(const brrr_attn_args a) { brrr_attention_mma_t<brrr_f16, 128>(a); }
+#endif
 
 // The flash path (cuda_executor_attention.cpp picks it for 16-bit data, head dims of 64 and 128
 // and rows that are contiguous and 16-byte aligned, the layout every export gives). The kernel
@@ -632,8 +652,16 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
 }
 
 // 32, 64 or 128 threads (cuda_executor_attention.cpp's flash_warps).
+#if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_TC64_bf16)
 extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash64_bf16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_bf16, 64>(a); }
+#endif
+#if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_TC64_f16)
 extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash64_f16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_f16, 64>(a); }
+#endif
+#if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_TC128_bf16)
 extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash128_bf16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_bf16, 128>(a); }
+#endif
+#if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_TC128_f16)
 extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash128_f16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_f16, 128>(a); }
+#endif
 #endif
