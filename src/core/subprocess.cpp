@@ -163,6 +163,10 @@ ProcessResult run_forked(const std::function<std::string()>& work, int timeout_s
     // Child: a copy of brrr that does `work` and exits without running brrr's atexit handlers or
     // destructors (_exit): it shares the parent's open files and must not touch its devices.
     ::close(out[0]);
+    // Other threads' pipes (compiles forked side by side) would stay open in this copy and
+    // keep their readers from seeing the end of their own child's output until this one exits.
+    if (out[1] > 3) ::close_range(3, unsigned(out[1]) - 1, 0);
+    ::close_range(unsigned(out[1]) + 1, ~0u, 0);
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);

@@ -5,8 +5,10 @@
 // device runs the same ops through the backend sweep (tests/unit/backend_ops_test.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "backend/executor.hpp"
@@ -305,6 +307,48 @@ TEST(CudaPlan, GeneratedModuleCompilesWithNvrtc) {
   compiles(pointwise_graph());
   compiles(typed_graph());
   compiles(view_graph());
+}
+
+// The executor compiles CudaSource::parts side by side, each on its own: every part compiles
+// alone (it needs only the prelude), the helpers are a part of their own, and each generated
+// kernel is in exactly one part. Softmax then Transpose, ten times: twenty fused kernels, so
+// more than one part of them.
+TEST(CudaPlan, ModulePartsCompileAloneAndHoldEachKernelOnce) {
+  GraphBuilder b;
+  int t = b.input("x", {16, 16}, DType::f32);
+  for (int i = 0; i < 10; ++i) {
+    t = b.node("Softmax", {t}, {{"axis", int64_t(-1)}});
+    t = b.node("Transpose", {t}, {{"perm", std::vector<int64_t>{1, 0}}});
+  }
+  b.output(t);
+  Compiled c = plan_for(b.g, Target::cuda());
+  cuda::CudaSource src = cuda::generate_cuda(c.graph, c.plan, {});
+  std::set<std::string> symbols;
+  for (const cuda::CudaLaunch& l : src.launches)
+    if (!l.symbol.empty()) symbols.insert(l.symbol);
+  ASSERT_GT(symbols.size(), 8u) << c.plan.print(c.graph);
+  ASSERT_GE(src.parts.size(), 3u);
+  EXPECT_NE(src.parts[0].find("backend/cuda/device/kernels.cuh"), std::string::npos);
+  cuda::NvrtcCompiler nv("sm_90", "");
+  std::map<std::string, int> found;
+  for (size_t i = 0; i < src.parts.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "part " << i);
+    const std::string prelude = "device/prelude.cuh\"\n\n";  // the part's own code follows
+    const size_t code = src.parts[i].find(prelude);
+    ASSERT_NE(code, std::string::npos);
+    EXPECT_NE(src.text.find(src.parts[i].substr(code + prelude.size())), std::string::npos);
+    std::vector<char> cubin;
+    try {
+      cubin = nv.compile(src.parts[i], "cuda_part_test").cubin;
+    } catch (const Error& e) {
+      FAIL() << e.what() << "\n" << src.parts[i];
+    }
+    for (const std::string& sym : symbols) {
+      const std::string z = sym + '\0';
+      if (std::search(cubin.begin(), cubin.end(), z.begin(), z.end()) != cubin.end()) ++found[sym];
+    }
+  }
+  for (const std::string& sym : symbols) EXPECT_EQ(found[sym], 1) << sym;
 }
 #endif
 

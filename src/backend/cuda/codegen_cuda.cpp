@@ -599,12 +599,15 @@ class KernelEmitter {
 
 std::string helper_kernels_source() { return "#include \"backend/cuda/device/kernels.cuh\"\n"; }
 
+void CudaSource::add_part(const std::string& code) {
+  if (text.empty()) text = std::string(kPrelude) + "\n";
+  text += code;
+  parts.push_back(std::string(kPrelude) + "\n" + code);
+}
+
 CudaSource generate_cuda(const Graph& g, const plan::Plan& p, const CudaCodegenOptions& opts) {
   CudaSource src;
-  src.text = kPrelude;
-  src.text += "\n";
-  src.text += helper_kernels_source();
-  src.text += "\n";
+  src.add_part(helper_kernels_source());
   // The attention kernels only where the plan has one, and of those only the ones its attention
   // kernels' types and head dims can pick (cuda_executor_attention.cpp): the CUDA core kernel
   // of the type, and for 16-bit types with head dims of 64 or 128 the flash and strided Tensor
@@ -618,16 +621,26 @@ CudaSource generate_cuda(const Graph& g, const plan::Plan& p, const CudaCodegenO
         attn.insert(fmt::format("TC{}_{}", d->head_dim, t));
     }
   if (!attn.empty()) {
-    src.text += "#define BRRR_ATTN_SELECT\n";
-    for (const std::string& a : attn) src.text += "#define BRRR_ATTN_" + a + "\n";
-    src.text += "#include \"backend/cuda/device/attention.cuh\"\n";
+    std::string a = "#define BRRR_ATTN_SELECT\n";
+    for (const std::string& x : attn) a += "#define BRRR_ATTN_" + x + "\n";
+    src.add_part(a + "#include \"backend/cuda/device/attention.cuh\"\n");
   }
+  // The fused kernels, kKernelsPerPart to a part.
+  constexpr int kKernelsPerPart = 8;
   src.launches.resize(p.kernels.size());
+  std::string part;
+  int in_part = 0;
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     const Kernel& k = p.kernels[i];
     if (k.kind != KernelKind::Fused) continue;
-    src.text += KernelEmitter(g, k, fmt::format("brrr_k{}", i), opts).emit(&src.launches[i]);
+    part += KernelEmitter(g, k, fmt::format("brrr_k{}", i), opts).emit(&src.launches[i]);
+    if (++in_part == kKernelsPerPart) {
+      src.add_part(part);
+      part.clear();
+      in_part = 0;
+    }
   }
+  if (in_part) src.add_part(part);
   return src;
 }
 

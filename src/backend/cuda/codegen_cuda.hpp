@@ -18,8 +18,16 @@ struct CudaLaunch {
 };
 
 struct CudaSource {
-  std::string text;
+  std::string text;  // the whole module: one prelude, then every part's code (dumps, tests)
+  // The same code as independent sources, each with the prelude: the helper kernels, the
+  // attention kernels, the fused kernels a few at a time (and the executor's GEMM chains). The
+  // executor compiles them side by side and caches each on its own, so a cold compile takes the
+  // longest part rather than their sum, and parts two models share (the helpers, the attention
+  // kernels of a type) compile once.
+  std::vector<std::string> parts;
   std::vector<CudaLaunch> launches;  // per plan kernel
+  // Appends `code`, which needs only the prelude, to text and as a part of its own.
+  void add_part(const std::string& code);
 };
 
 struct CudaCodegenOptions {

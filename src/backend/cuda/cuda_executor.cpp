@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <cstdio>
 #include <cstring>
 
@@ -206,19 +208,39 @@ void CudaExecutor::Impl::build() {
   for (size_t v = 0; v < alias_of.size(); ++v)
     if (alias_of[v] >= 0) slot[v] = slot[size_t(alias_of[v])];
 
-  // One NVRTC module: every fused kernel plus the helpers.
+  // The model's NVRTC modules: the helpers, the attention kernels, the fused kernels a few at a
+  // time and the GEMM chains, compiled side by side (each NVRTC run is its own process) and
+  // cached one by one; compile_ms is the wall time of them all.
   DeviceInfo info = dev.info();
   CudaCodegenOptions co;
   co.sm_count = info.sm_count;
   src = generate_cuda(g, plan, co);
-  src.text += chain_src;
+  if (!chain_src.empty()) src.add_part(chain_src);
   NvrtcCompiler nv(info.arch(),
                    opts.cache_dir.empty() ? default_cuda_cache_dir() : opts.cache_dir + "/cuda",
                    opts.dump_dir);
-  CompiledKernel ck = nv.compile(src.text, "brrr_model");
-  compile_ms = ck.compile_ms;
-  from_cache = ck.from_cache;
-  module = std::make_unique<Module>(ck.cubin, "model module");
+  const auto t_compile = std::chrono::steady_clock::now();
+  std::vector<std::future<CompiledKernel>> parts;
+  for (size_t i = 0; i < src.parts.size(); ++i)
+    parts.push_back(std::async(std::launch::async, [&nv, this, i] {
+      return nv.compile(src.parts[i], fmt::format("brrr_model_{}", i));
+    }));
+  module = std::make_unique<ModuleSet>();
+  from_cache = true;
+  for (size_t i = 0; i < parts.size(); ++i) {  // every part waited for, even after a failure
+    CompiledKernel ck;
+    try {
+      ck = parts[i].get();
+    } catch (...) {
+      for (size_t j = i + 1; j < parts.size(); ++j) parts[j].wait();
+      throw;
+    }
+    from_cache = from_cache && ck.from_cache;
+    module->add(ck.cubin, fmt::format("model module {} of {}", i + 1, parts.size()));
+  }
+  compile_ms = from_cache ? 0
+                          : std::chrono::duration<double, std::milli>(
+                                std::chrono::steady_clock::now() - t_compile).count();
   size_t ws_bytes = 0;
   for (const Step& s : steps)
     if (s.type == Step::Conv) ws_bytes = std::max(ws_bytes, s.conv().dnn->workspace_bytes());

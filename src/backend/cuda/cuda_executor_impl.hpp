@@ -186,7 +186,7 @@ struct CudaExecutor::Impl {
   Device dev{0};
   Stream stream;
   LtGemm lt;
-  std::unique_ptr<Module> module;
+  std::unique_ptr<ModuleSet> module;  // the model's parts (CudaSource::parts)
   CudaSource src;
   std::vector<DevPtr> slot;  // graph value id -> device address
   std::unique_ptr<Arena> arena;

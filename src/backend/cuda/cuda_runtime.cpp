@@ -203,12 +203,26 @@ Module::~Module() {
   if (m_) driver().cuModuleUnload(m_);
 }
 Function Module::function(const std::string& name) const {
+  std::optional<Function> f = find(name);
+  if (!f) fail("kernel '{}' not found in module {} (missing extern \"C\"?)", name, what_);
+  return *f;
+}
+std::optional<Function> Module::find(const std::string& name) const {
   CUfunction f = nullptr;
   CUresult r = driver().cuModuleGetFunction(&f, m_, name.c_str());
-  if (r == CUDA_ERROR_NOT_FOUND)
-    fail("kernel '{}' not found in module {} (missing extern \"C\"?)", name, what_);
+  if (r == CUDA_ERROR_NOT_FOUND) return std::nullopt;
   BRRR_CU(r, "get kernel " + name + " from " + what_);
   return Function(f, name);
+}
+
+void ModuleSet::add(const std::vector<char>& cubin, const std::string& what) {
+  mods_.push_back(std::make_unique<Module>(cubin, what));
+}
+Function ModuleSet::function(const std::string& name) const {
+  for (const auto& m : mods_)
+    if (std::optional<Function> f = m->find(name)) return *f;
+  fail("kernel '{}' not found in the model's {} module(s) (missing extern \"C\"?)", name,
+       mods_.size());
 }
 
 int Function::num_regs() const {

@@ -4,6 +4,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -166,10 +168,21 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
   Function function(const std::string& name) const;  // throws naming the missing kernel
+  std::optional<Function> find(const std::string& name) const;  // nullopt when it has none
 
  private:
   CUmod_st* m_ = nullptr;
   std::string what_;
+};
+
+// Modules searched as one by kernel name: a model's parts, compiled side by side.
+class ModuleSet {
+ public:
+  void add(const std::vector<char>& cubin, const std::string& what);
+  Function function(const std::string& name) const;  // throws naming the missing kernel
+
+ private:
+  std::vector<std::unique_ptr<Module>> mods_;
 };
 
 // cuLaunchKernel with the argument pointers; checks the launch and names the kernel on failure.
