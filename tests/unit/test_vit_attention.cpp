@@ -18,6 +18,7 @@
 #include "plan/kernel_ir.hpp"
 #include "plan/library_desc.hpp"
 #include "plan/target.hpp"
+#include "random_tensor.hpp"
 #include "runtime/graph_builder.hpp"
 
 namespace brrr {
@@ -37,10 +38,7 @@ int scalar(GraphBuilder& b, float v, DType dt) {
 }
 Tensor rnd(const Shape& s, DType dt, unsigned seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  Tensor x = Tensor::empty(DType::f32, s);
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = d(rng);
-  return x.cast(dt);
+  return brrr_test::uniform_f32(s, rng, -1.f, 1.f).cast(dt);
 }
 
 // The block and the values the descriptor is checked against.
@@ -157,9 +155,42 @@ void expect_read_through(const Tensor& x, const Tensor& src, int64_t offset,
   EXPECT_EQ(bad, 0) << what << ": elements the descriptor reads from the wrong place";
 }
 
-// The descriptor, element by element, against the reference executor's values: Q, K and V where
-// it reads them in the in-projection's output, and the result where it writes it in the merged
-// [S*B, E] buffer the out-projection reads.
+// The first attention descriptor of p.
+const plan::AttentionDesc* first_attention(const plan::Plan& p) {
+  for (const plan::Kernel& k : p.kernels)
+    if (const plan::AttentionDesc* d = plan::desc_of<plan::AttentionDesc>(k)) return d;
+  return nullptr;
+}
+
+// The descriptor, element by element, against the reference executor's values on g (m's graph
+// or what the compile pipeline made of it; m's values found by name): Q, K and V where it reads
+// them in its source (the in-projection's output), and the result where it writes it in the
+// merged [S*B, E] buffer the out-projection reads.
+void expect_descriptor_matches(const Mha& m, const Graph& g, const plan::AttentionDesc& d,
+                               int64_t B, int64_t S, int64_t H, int64_t D) {
+  ASSERT_EQ(d.batch, B);
+  ASSERT_EQ(d.heads, H);
+  ASSERT_EQ(d.seq_q, S);
+  ASSERT_EQ(d.seq_k, S);
+  ASSERT_EQ(d.head_dim, D);
+  ASSERT_TRUE(d.q == d.k && d.k == d.v);
+  // The reference executor with the values the kernel reads and writes made outputs.
+  Graph r = g;
+  r.outputs = {d.q, d.out};
+  for (int v : {m.q, m.k, m.v, m.ctx}) r.outputs.push_back(g.find_value(m.g.value(v).name));
+  std::map<std::string, Tensor> in{{"x", rnd({B, S, H * D}, DType::f32, 9)}};
+  std::vector<Tensor> t = run_reference(r, in);
+  const Tensor &src = t[0], &out = t[1];
+  expect_read_through(t[2], src, d.q_offset, d.q_strides, d, "Q");
+  expect_read_through(t[3], src, d.k_offset, d.k_strides, d, "K");
+  expect_read_through(t[4], src, d.v_offset, d.v_strides, d, "V");
+  expect_read_through(t[5], out, 0, d.out_strides, d, "out");
+  EXPECT_EQ(out.shape(), (Shape{S * B, H * D}));
+  // The scale on Q (and on K^T in the rank-4 form) is the descriptor's.
+  EXPECT_NEAR(d.scale, 1.0 / std::sqrt(double(D)), 1e-6);
+}
+
+// The plan of the block as it is: the source is the in-projection's [S, B, 3E] output.
 TEST(VitAttentionPlan, DescriptorReadsAndWritesWhereTheReferenceHasTheValues) {
   brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
   for (bool rank4 : {false, true}) {
@@ -167,29 +198,62 @@ TEST(VitAttentionPlan, DescriptorReadsAndWritesWhereTheReferenceHasTheValues) {
     const int64_t B = 3, S = 5, H = 4, D = 8;
     Mha m = torch_mha(B, S, H, D, rank4, DType::f32);
     plan::Plan p = cuda_plan(m.g);
-    const plan::AttentionDesc* d = nullptr;
-    for (const plan::Kernel& k : p.kernels)
-      if (!d) d = plan::desc_of<plan::AttentionDesc>(k);
+    const plan::AttentionDesc* d = first_attention(p);
     ASSERT_NE(d, nullptr) << p.print(m.g);
-    ASSERT_EQ(d->batch, B);
-    ASSERT_EQ(d->heads, H);
-    ASSERT_EQ(d->seq_q, S);
-    ASSERT_EQ(d->seq_k, S);
-    ASSERT_EQ(d->head_dim, D);
-    // The reference executor with the values the kernel reads and writes made outputs.
-    Graph g = m.g;
-    g.outputs = {m.proj, m.q, m.k, m.v, m.ctx, d->out};
-    std::map<std::string, Tensor> in{{"x", rnd({B, S, H * D}, DType::f32, 9)}};
-    std::vector<Tensor> r = run_reference(g, in);
-    const Tensor &src = r[0], &out = r[5];
-    expect_read_through(r[1], src, d->q_offset, d->q_strides, *d, "Q");
-    expect_read_through(r[2], src, d->k_offset, d->k_strides, *d, "K");
-    expect_read_through(r[3], src, d->v_offset, d->v_strides, *d, "V");
-    expect_read_through(r[4], out, 0, d->out_strides, *d, "out");
-    EXPECT_EQ(out.shape(), (Shape{S * B, H * D}));
-    // The scale on Q (and on K^T in the rank-4 form) is the descriptor's.
-    EXPECT_NEAR(d->scale, 1.0 / std::sqrt(double(D)), 1e-6);
+    EXPECT_EQ(d->q, m.proj);
+    expect_descriptor_matches(m, m.g, *d, B, S, H, D);
   }
+}
+
+// Through the compile pipeline, whose sink_row_transposes moves the Transpose of x after the in-
+// projection: the source is then its [B, S, 3E] output and no kernel runs before that GEMM;
+// BRRR_NO_SINK_TRANSPOSES=1 keeps the Transpose a kernel before it.
+TEST(VitAttentionPlan, TransposeBeforeTheInProjectionJoinsTheViews) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  for (bool rank4 : {false, true}) {
+    SCOPED_TRACE(rank4 ? "rank 4" : "rank 3");
+    const int64_t B = 3, S = 5, H = 4, D = 8;
+    Mha m = torch_mha(B, S, H, D, rank4, DType::f32);
+    Compiled c = compile(m.g, plan::Target::cuda(), {});
+    ASSERT_FALSE(c.plan.kernels.empty());
+    const plan::Kernel& first = c.plan.kernels[0];
+    EXPECT_TRUE(first.lib && c.graph.nodes[size_t(first.nodes[0])].op == "MatMul")
+        << c.plan.print(c.graph);
+    const plan::AttentionDesc* d = first_attention(c.plan);
+    ASSERT_NE(d, nullptr) << c.plan.print(c.graph);
+    EXPECT_EQ(c.graph.value(d->q).shape, (Shape{B, S, 3 * H * D}));
+    expect_descriptor_matches(m, c.graph, *d, B, S, H, D);
+    // The moved graph computes what the exported one does.
+    std::map<std::string, Tensor> in{{"x", rnd({B, S, H * D}, DType::f32, 10)}};
+    const Tensor want = run_reference(m.g, in)[0], got = run_reference(c.graph, in)[0];
+    ASSERT_EQ(got.shape(), want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i)
+      ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5) << i;
+    brrr_test::EnvVar off("BRRR_NO_SINK_TRANSPOSES", "1");
+    Compiled kept = compile(m.g, plan::Target::cuda(), {});
+    EXPECT_EQ(kept.plan.kernels.size(), c.plan.kernels.size() + 1) << kept.plan.print(kept.graph);
+  }
+}
+
+// Where no view reads the product (an MLP's Relu), or the Transpose moves the last axis, or the
+// weight is computed, the Transpose stays where it is.
+TEST(SinkRowTransposes, OnlyBeforeARowWiseProductThatViewsRead) {
+  auto build = [](const std::vector<int64_t>& perm, bool view, bool constant_w) {
+    GraphBuilder b;
+    int x = transpose(b, b.input("x", {2, 4, 4}), perm);
+    int w = constant_w ? b.constant("w", rnd({4, 4}, DType::f32, 1)) : b.input("w", {4, 4});
+    int y = b.node("Add", {b.node("MatMul", {x, w}), b.constant("b", rnd({4}, DType::f32, 2))});
+    b.output(view ? reshape(b, y, {-1}) : b.node("Relu", {y}));
+    infer_shapes(b.g, {});
+    return b.g;
+  };
+  Graph moved = build({1, 0, 2}, true, true);
+  EXPECT_TRUE(sink_row_transposes(moved));
+  EXPECT_EQ(moved.nodes[0].op, "MatMul");
+  EXPECT_EQ(moved.nodes[2].op, "Transpose");
+  for (Graph g : {build({1, 0, 2}, false, true), build({0, 2, 1}, true, true),
+                  build({1, 0, 2}, true, false)})
+    EXPECT_FALSE(sink_row_transposes(g)) << g.print();
 }
 
 const char* kVitBf16 = "/work/models/vit_b_16_bf16_torchscript/model.onnx";
