@@ -295,35 +295,46 @@ class Matcher {
   // Value v (read by node `user`) through the view the exporters' head split makes: Reshapes,
   // Transposes and scalar Muls not yet in a block, each read by the next (or, shared, by several
   // nodes of this block).
-  OperandView head_view(int v, int user) {
+  OperandView head_view(int v, int user, bool factored) {
     int next = user;
     auto take = [&](int p) {
       if (!free_(p) || !joins_view(p, next)) return false;
       next = p;
       return true;
     };
-    return operand_view(g_, v, take, /*float16=*/true, /*factored=*/true);
+    return operand_view(g_, v, take, /*float16=*/true, factored);
   }
-  // MatMul operand v (read by node `user`) through its head-split view.
-  bool operand(int v, int user, Operand* o) {
-    OperandView view = head_view(v, user);
+  // The view (value v itself when it has no nodes) as the kernel's operand, when it can be one.
+  bool as_operand(const OperandView& view, int v, Operand* o) const {
+    OperandView whole;
     if (view.nodes.empty()) {
-      if (g_.value(v).constant.defined()) return false;  // the kernel reads computed buffers
-      view.source = v;
-      view.dims = g_.value(v).shape;
-      view.strides = row_major_strides(view.dims);
+      whole.source = v;
+      whole.dims = g_.value(v).shape;
+      whole.strides = row_major_strides(whole.dims);
     }
-    if (view.offset < 0 || !as4(view, &o->dims, &o->strides)) return false;
-    o->source = view.source;
-    o->offset = view.offset;
-    o->scale = view.scale;
+    const OperandView& w = view.nodes.empty() ? whole : view;
+    if (w.offset < 0 || !as4(w, &o->dims, &o->strides)) return false;
+    o->source = w.source;
+    o->offset = w.offset;
+    o->scale = w.scale;
+    return true;
+  }
+  // MatMul operand v (read by node `user`) through its head-split view: factored where the
+  // descriptor takes it, else (a shorter view) plain strides.
+  bool operand(int v, int user, Operand* o) {
+    OperandView view = head_view(v, user, true);
+    if (!as_operand(view, v, o)) {
+      view = head_view(v, user, false);
+      if (!as_operand(view, v, o)) return false;
+    }
+    if (view.nodes.empty() && g_.value(v).constant.defined()) return false;  // computed buffers only
     if (!view.nodes.empty() && !repeated_heads(o, view.nodes.front())) return false;
     nodes_.insert(view.nodes.begin(), view.nodes.end());
     views_.insert(view.nodes.begin(), view.nodes.end());
     return true;
   }
   // The result ctx through the head merge's view (Transposes and Reshapes, each read by the next
-  // alone), written in place of the last one's output.
+  // alone), written in place of the last one's output; factored or plain, as operand()'s.
   bool result(int ctx, Operand* o) {
     auto take = [&, cur = ctx](int c) mutable {
       if (!free_(c) || sole_consumer(cur) != c) return false;
@@ -331,14 +342,11 @@ class Matcher {
       return true;
     };
     OperandView view = output_view(g_, ctx, take, /*float16=*/true, /*factored=*/true);
-    if (view.nodes.empty()) {
-      view.source = ctx;
-      view.dims = g_.value(ctx).shape;
-      view.strides = row_major_strides(view.dims);
+    if (!as_operand(view, ctx, o) || o->offset != 0) {
+      view = output_view(g_, ctx, take, /*float16=*/true, /*factored=*/false);
+      if (!as_operand(view, ctx, o) || o->offset != 0) return false;
     }
-    if (view.offset != 0 || !as4(view, &o->dims, &o->strides)) return false;
-    o->source = view.source;
-    for (int n : view.nodes) nodes_.insert(n);
+    nodes_.insert(view.nodes.begin(), view.nodes.end());
     return true;
   }
   // Grouped-query attention as the exporters write it: the key/value heads X [B, Hkv, S, D]
@@ -373,7 +381,7 @@ class Matcher {
     const bool swapped = o->strides[2] == 1 && o->strides[3] == D;
     if (!swapped && !(o->strides[2] == D && o->strides[3] == 1)) return false;
     // X through its own view (the head split of the K/V projections), each node read by the next.
-    OperandView xv = head_view(x, u);
+    OperandView xv = head_view(x, u, false);
     Strides4 xst{};
     int src = x;
     if (xv.nodes.empty()) {

@@ -244,6 +244,13 @@ std::optional<OperandView> view_from(const Graph& g, int source, const std::vect
   return v;
 }
 
+// A view the GEMMs read: one of its last two dims with unit stride (what oneDNN's fast matmul
+// reads).
+bool unit_inner_stride(const OperandView& v) {
+  const size_t r = v.dims.size();
+  return r >= 2 && (v.strides[r - 1] == 1 || v.strides[r - 2] == 1);
+}
+
 }  // namespace
 
 std::optional<Dims> reshape_factors(const Dims& from, const Shape& to, bool factored) {
@@ -289,12 +296,6 @@ std::optional<Dims> reshape_factors(const Dims& from, const Shape& to, bool fact
     past = dim.front().size * dim.front().stride;
   }
   return out;
-}
-
-// The longest view's last two dims must hold a unit stride (what the GEMMs read fast).
-bool unit_inner_stride(const OperandView& v) {
-  const size_t r = v.dims.size();
-  return r >= 2 && (v.strides[r - 1] == 1 || v.strides[r - 2] == 1);
 }
 
 OperandView operand_view(const Graph& g, int v, const std::function<bool(int node)>& take,
