@@ -190,12 +190,14 @@ void expect_descriptor_matches(const Mha& m, const Graph& g, const plan::Attenti
   EXPECT_NEAR(d.scale, 1.0 / std::sqrt(double(D)), 1e-6);
 }
 
+// The block checked by value: 3 images of 5 tokens, 4 heads of 8.
+constexpr int64_t B = 3, S = 5, H = 4, D = 8;
+
 // The plan of the block as it is: the source is the in-projection's [S, B, 3E] output.
 TEST(VitAttentionPlan, DescriptorReadsAndWritesWhereTheReferenceHasTheValues) {
   brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
   for (bool rank4 : {false, true}) {
     SCOPED_TRACE(rank4 ? "rank 4" : "rank 3");
-    const int64_t B = 3, S = 5, H = 4, D = 8;
     Mha m = torch_mha(B, S, H, D, rank4, DType::f32);
     plan::Plan p = cuda_plan(m.g);
     const plan::AttentionDesc* d = first_attention(p);
@@ -212,7 +214,6 @@ TEST(VitAttentionPlan, TransposeBeforeTheInProjectionJoinsTheViews) {
   brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
   for (bool rank4 : {false, true}) {
     SCOPED_TRACE(rank4 ? "rank 4" : "rank 3");
-    const int64_t B = 3, S = 5, H = 4, D = 8;
     Mha m = torch_mha(B, S, H, D, rank4, DType::f32);
     Compiled c = compile(m.g, plan::Target::cuda(), {});
     ASSERT_FALSE(c.plan.kernels.empty());
