@@ -68,6 +68,13 @@ bool merge_parallel_gemms(Graph& g, bool only_into_gemm_views);
 // true when it changed the graph (src/passes/split_shared_views.cpp).
 bool split_shared_views(Graph& g);
 
+// A Transpose that keeps the last axis, read only by a MatMul with a 2-D constant weight (and its
+// row-wise bias Add) whose result only view nodes read, moves after them (rows permuted before
+// or after a row-wise product are the same); ViT's x [B,S,E] -> [S,B,E] before its in-projection
+// then joins the attention's q/k/v views. Returns true when it changed the graph
+// (src/passes/sink_row_transposes.cpp).
+bool sink_row_transposes(Graph& g);
+
 // Rewrites float32 Sum, Min and Max nodes with more than 8 inputs into chains of nodes with at most
 // 8 inputs, folding in the same order; returns true when it changed the graph. Runs on a
 // shape-inferred graph (src/passes/split_variadic.cpp).

@@ -66,6 +66,9 @@ const Switch kSwitches[] = {
     {"BRRR_FUSED_ATTENTION", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 runs each attention block as one fused kernel; 0 as separate GEMM, softmax and "
      "head-transpose kernels"},
+    {"BRRR_NO_SINK_TRANSPOSES", Kind::Flag, "0", "", 0, 0,
+     "CUDA: a Transpose of rows before a MatMul with a constant weight stays before it (ViT's "
+     "x -> [S, B, E] before its in-projection) instead of joining the attention's q/k/v views"},
     {"BRRR_ATTN_FAST_TILES", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 lets the flash attention kernel skip per-score bounds and mask work on whole "
      "in-range tiles, warps with no live query row and key groups past the sequence (ViT's 197); "

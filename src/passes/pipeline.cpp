@@ -62,6 +62,10 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
 
   bool split = split_variadic(g);
   log.after("split_variadic", g, split);
+  if (target.sink_row_transposes) {
+    bool sunk = sink_row_transposes(g);
+    log.after("row_transposes", g, sunk);
+  }
   if (target.merge_gemms) {  // before fusion: the Slices it makes are views there
     bool merged = merge_parallel_gemms(g, !target.merge_gemms_any_reader);
     log.after("merge_gemms", g, merged);

@@ -30,8 +30,20 @@ class Matcher {
     graph_out_.insert(g.outputs.begin(), g.outputs.end());
   }
 
+  // The block at Softmax sm: first with operand views that may share their source side (ViT's
+  // q, k and v picked by three Gathers out of one Squeeze of the in-projection), then, when that
+  // leaves a shared node read outside the block, with views of their own only.
   std::optional<AttentionMatch> match(int sm) {
+    share_views_ = true;
+    if (std::optional<AttentionMatch> m = match_block(sm)) return m;
+    share_views_ = false;
+    return match_block(sm);
+  }
+
+ private:
+  std::optional<AttentionMatch> match_block(int sm) {
     nodes_.clear();
+    views_.clear();
     AttentionDesc d;
     const Node& soft = g_.nodes[size_t(sm)];
     if (!plain(soft, 1, 1)) return std::nullopt;
@@ -126,11 +138,12 @@ class Matcher {
     if (op_id(pvn) != OpId::MatMul || !plain(pvn, 2, 1) || pvn.inputs[0] != prob || pvn.inputs[1] == prob)
       return std::nullopt;
     nodes_.insert(pv);
-    // The operands through their head-split views.
+    // The operands through their head-split views, the result through the head merge's.
     const Node& qkn = g_.nodes[size_t(qk)];
-    Operand q, kt, v;
+    Operand q, kt, v, o;
     if (!operand(qkn.inputs[0], qk, &q) || !operand(qkn.inputs[1], qk, &kt) ||
-        !operand(pvn.inputs[1], pv, &v))
+        !operand(pvn.inputs[1], pv, &v) || !result(pvn.outputs[0], &o) ||
+        !same_heads({&q, &kt, &v, &o}))
       return std::nullopt;
     // Q [B,H,Sq,D], K^T [B,H,D,Sk], V [B,H,Sk,D]: equal batch and heads (MatMul broadcasting
     // would otherwise be in play), the scores of shape [B,H,Sq,Sk].
@@ -152,26 +165,9 @@ class Matcher {
     for (int b : {d.q, d.k, d.v})
       if (g_.value(b).dtype != d.dtype) return std::nullopt;
     if (v.scale != 1) return std::nullopt;  // a scaled V: the fused kernel has no output scale
-    // The result through the head merge's view.
-    int ctx = pvn.outputs[0];
-    auto take = [&, cur_v = ctx](int c) mutable {
-      if (!free_(c) || sole_consumer(cur_v) != c) return false;
-      cur_v = g_.nodes[size_t(c)].outputs[0];
-      return true;
-    };
-    OperandView ov = output_view(g_, ctx, take, true);
-    Operand o;
-    if (ov.nodes.empty()) {
-      o.source = ctx;
-      o.dims = g_.value(ctx).shape;
-      o.strides = row_major4(o.dims);
-    } else {
-      o.source = ov.source;
-      if (ov.offset != 0 || !as4(ov.dims, ov.strides, &o.dims, &o.strides)) return std::nullopt;
-      for (int n : ov.nodes) nodes_.insert(n);
-    }
     d.out = o.source;
     d.out_strides = o.strides;
+    if (!closed(d.out)) return std::nullopt;
     find_causal(&d);
     AttentionMatch m;
     m.nodes.assign(nodes_.begin(), nodes_.end());
@@ -181,7 +177,6 @@ class Matcher {
     return m;
   }
 
- private:
   struct Operand {
     int source = -1;
     Shape dims;  // rank 4, as the MatMul reads it (heads counted after any repeat)
@@ -197,6 +192,8 @@ class Matcher {
   std::vector<std::vector<int>> consumers_;
   std::set<int> graph_out_;
   std::set<int> nodes_;  // the block so far
+  bool share_views_ = false;  // whether operand views may read through nodes read elsewhere too
+  std::set<int> views_;        // the nodes of the block's operand views so far
   // Constant masks already read (value, its strides over query and key, seq_q, seq_k, keep_when):
   // causal or not. The exports share one mask among all layers.
   std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
@@ -232,57 +229,124 @@ class Matcher {
     if (!c.constant.defined() || c.constant.numel() != 1 || !is_floating(c.dtype)) return std::nullopt;
     return c.constant.at_double(0);
   }
-  static Strides4 row_major4(const Shape& s) {
-    std::vector<int64_t> r = row_major_strides(s);
-    Strides4 o{};
-    for (size_t i = 0; i < 4 && i < r.size(); ++i) o[i] = r[i];
-    return o;
-  }
-  // A rank-3 [B*H, S, D] view as [1, B*H, S, D]; rank 4 as is.
-  static bool as4(const Shape& dims, const std::vector<int64_t>& strides, Shape* d4, Strides4* s4) {
-    if (dims.size() == 4) {
-      *d4 = dims;
-      for (size_t i = 0; i < 4; ++i) (*s4)[i] = strides[i];
+  // A view as the kernel's [batch, heads, seq, dim]: rank 4 as is; rank 3 [B*H, S, D] as
+  // [1, B*H, S, D], or as [B, H, S, D] when its dim 0 is factored in two (torch's MHA: B*H over
+  // the [S, B, 3E] in-projection). Other factored dims have no place in the descriptor.
+  static bool as4(const OperandView& v, Shape* d4, Strides4* s4) {
+    const bool factored_heads = !v.factors.empty() && v.factors[0].size() == 2;
+    for (size_t i = 0; i < v.factors.size(); ++i)
+      if (!v.factors[i].empty() && !(i == 0 && factored_heads && v.dims.size() == 3)) return false;
+    if (v.dims.size() == 4) {
+      *d4 = v.dims;
+      for (size_t i = 0; i < 4; ++i) (*s4)[i] = v.strides[i];
       return true;
     }
-    if (dims.size() != 3) return false;
-    *d4 = {1, dims[0], dims[1], dims[2]};
-    *s4 = {0, strides[0], strides[1], strides[2]};
+    if (v.dims.size() != 3) return false;
+    if (factored_heads) {
+      const Factor &b = v.factors[0][0], &h = v.factors[0][1];
+      *d4 = {b.size, h.size, v.dims[1], v.dims[2]};
+      *s4 = {b.stride, h.stride, v.strides[1], v.strides[2]};
+    } else {
+      *d4 = {1, v.dims[0], v.dims[1], v.dims[2]};
+      *s4 = {0, v.strides[0], v.strides[1], v.strides[2]};
+    }
+    return true;
+  }
+  // Q, K^T, V and out over the same (batch, head) pairs: where one reads [B, H, ...] (a factored
+  // B*H, or rank 4), an operand read as [1, B*H, ...] is split into B and H too (its B*H index
+  // b*H + h at stride s is b at s*H and h at s). False when they cannot agree.
+  static bool same_heads(std::initializer_list<Operand*> ops) {
+    const Operand* split = nullptr;
+    for (const Operand* o : ops)
+      if (!split && o->dims[0] != 1) split = o;
+    if (!split) return true;
+    const int64_t B = split->dims[0], H = split->dims[1];
+    for (Operand* o : ops) {
+      if (o->dims[0] == B && o->dims[1] == H) continue;
+      if (o->dims[0] != 1 || o->dims[1] != B * H || o->group != 1) return false;
+      o->dims[0] = B, o->dims[1] = H;
+      o->strides[0] = o->strides[1] * H;
+    }
+    return true;
+  }
+  // Whether node p may join a view read by `next`: p's output is read by `next` alone, or (when
+  // views may share) by several nodes that closed() checks are all in the block once it is
+  // complete. A node already in the block joins only as a part of another operand's view.
+  bool joins_view(int p, int next) const {
+    if (nodes_.count(p) && !(share_views_ && views_.count(p))) return false;
+    const int out = g_.nodes[size_t(p)].outputs[0];
+    if (sole_consumer(out) == next) return true;
+    const std::vector<int>& readers = consumers_[size_t(out)];
+    return share_views_ && readers.size() > 1 && !graph_out_.count(out) &&
+           std::find(readers.begin(), readers.end(), next) != readers.end();
+  }
+  // Every value the block's nodes make, except `out` (the one it writes), is read only inside the
+  // block: the kernel materializes none of them.
+  bool closed(int out) const {
+    for (int n : nodes_)
+      for (int v : g_.nodes[size_t(n)].outputs) {
+        if (v < 0 || v == out) continue;
+        if (graph_out_.count(v)) return false;
+        for (int c : consumers_[size_t(v)])
+          if (!nodes_.count(c)) return false;
+      }
     return true;
   }
   // Value v (read by node `user`) through the view the exporters' head split makes: Reshapes,
-  // Transposes and scalar Muls not yet in a block, each read only by the next.
-  OperandView head_view(int v, int user) {
+  // Transposes and scalar Muls not yet in a block, each read by the next (or, shared, by several
+  // nodes of this block).
+  OperandView head_view(int v, int user, bool factored) {
     int next = user;
     auto take = [&](int p) {
-      if (!free_(p) || nodes_.count(p) || sole_consumer(g_.nodes[size_t(p)].outputs[0]) != next)
-        return false;
+      if (!free_(p) || !joins_view(p, next)) return false;
       next = p;
       return true;
     };
-    return operand_view(g_, v, take, true);
+    return operand_view(g_, v, take, /*float16=*/true, factored);
   }
-  // MatMul operand v (read by node `user`) through its head-split view.
-  bool operand(int v, int user, Operand* o) {
-    OperandView view = head_view(v, user);
-    std::vector<int64_t> strides;
-    Shape dims;
+  // The view (value v itself when it has no nodes) as the kernel's operand, when it can be one.
+  bool as_operand(const OperandView& view, int v, Operand* o) const {
+    OperandView whole;
     if (view.nodes.empty()) {
-      if (g_.value(v).constant.defined()) return false;  // the kernel reads computed buffers
-      o->source = v;
-      dims = g_.value(v).shape;
-      strides = row_major_strides(dims);
-    } else {
-      if (view.offset < 0) return false;
-      o->source = view.source;
-      o->offset = view.offset;
-      dims = view.dims;
-      strides = view.strides;
-      o->scale = view.scale;
+      whole.source = v;
+      whole.dims = g_.value(v).shape;
+      whole.strides = row_major_strides(whole.dims);
     }
-    if (!as4(dims, strides, &o->dims, &o->strides)) return false;
+    const OperandView& w = view.nodes.empty() ? whole : view;
+    if (w.offset < 0 || !as4(w, &o->dims, &o->strides)) return false;
+    o->source = w.source;
+    o->offset = w.offset;
+    o->scale = w.scale;
+    return true;
+  }
+  // MatMul operand v (read by node `user`) through its head-split view: factored where the
+  // descriptor takes it, else (a shorter view) plain strides.
+  bool operand(int v, int user, Operand* o) {
+    OperandView view = head_view(v, user, true);
+    if (!as_operand(view, v, o)) {
+      view = head_view(v, user, false);
+      if (!as_operand(view, v, o)) return false;
+    }
+    if (view.nodes.empty() && g_.value(v).constant.defined()) return false;  // computed buffers only
     if (!view.nodes.empty() && !repeated_heads(o, view.nodes.front())) return false;
-    for (int n : view.nodes) nodes_.insert(n);
+    nodes_.insert(view.nodes.begin(), view.nodes.end());
+    views_.insert(view.nodes.begin(), view.nodes.end());
+    return true;
+  }
+  // The result ctx through the head merge's view (Transposes and Reshapes, each read by the next
+  // alone), written in place of the last one's output; factored or plain, as operand()'s.
+  bool result(int ctx, Operand* o) {
+    auto take = [&, cur = ctx](int c) mutable {
+      if (!free_(c) || sole_consumer(cur) != c) return false;
+      cur = g_.nodes[size_t(c)].outputs[0];
+      return true;
+    };
+    OperandView view = output_view(g_, ctx, take, /*float16=*/true, /*factored=*/true);
+    if (!as_operand(view, ctx, o) || o->offset != 0) {
+      view = output_view(g_, ctx, take, /*float16=*/true, /*factored=*/false);
+      if (!as_operand(view, ctx, o) || o->offset != 0) return false;
+    }
+    nodes_.insert(view.nodes.begin(), view.nodes.end());
     return true;
   }
   // Grouped-query attention as the exporters write it: the key/value heads X [B, Hkv, S, D]
@@ -317,7 +381,7 @@ class Matcher {
     const bool swapped = o->strides[2] == 1 && o->strides[3] == D;
     if (!swapped && !(o->strides[2] == D && o->strides[3] == 1)) return false;
     // X through its own view (the head split of the K/V projections), each node read by the next.
-    OperandView xv = head_view(x, u);
+    OperandView xv = head_view(x, u, false);
     Strides4 xst{};
     int src = x;
     if (xv.nodes.empty()) {

@@ -135,102 +135,171 @@ int view_input(const Graph& g, const Node& n, bool float16) {
   return -1;
 }
 
-// Strides of `to` as a reshape of a view (dims, strides) without a copy, or nullopt when the
-// reshape merges dims the view does not keep adjacent in memory. Dims are grouped into runs that
-// are contiguous in the view; each run of the old shape must be covered exactly by new dims.
-std::optional<std::vector<int64_t>> reshape_strides(const Shape& dims,
-                                                    const std::vector<int64_t>& strides,
-                                                    const Shape& to) {
-  std::vector<int64_t> out(to.size(), 0);
-  int64_t view_d = int64_t(to.size()) - 1;
-  int64_t base = strides.empty() ? 1 : strides.back();
-  int64_t old_numel = 1, new_numel = 1;
-  for (int64_t d = int64_t(dims.size()) - 1; d >= 0; --d) {
-    old_numel *= dims[size_t(d)];
-    // A run ends where the next outer dim does not continue this one in memory.
-    bool run_ends = d == 0 || (dims[size_t(d - 1)] != 1 &&
-                               strides[size_t(d - 1)] != old_numel * base);
-    if (!run_ends) continue;
-    while (view_d >= 0 && (new_numel < old_numel || to[size_t(view_d)] == 1)) {
-      out[size_t(view_d)] = new_numel * base;
-      new_numel *= to[size_t(view_d)];
-      --view_d;
+using Dims = std::vector<std::vector<Factor>>;  // a view's dims, each as its factors
+
+int64_t size_of(const std::vector<Factor>& dim) {
+  int64_t n = 1;
+  for (const Factor& f : dim) n *= f.size;
+  return n;
+}
+
+// (dims, strides) as dims of one factor each.
+Dims plain_dims(const Shape& dims, const std::vector<int64_t>& strides) {
+  Dims d(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) d[i] = {Factor{dims[i], strides[i]}};
+  return d;
+}
+
+// Sets v's dims, strides and factors from d.
+void set_dims(OperandView* v, const Dims& d) {
+  v->dims.assign(d.size(), 1);
+  v->strides.assign(d.size(), 0);
+  v->factors.clear();
+  for (size_t i = 0; i < d.size(); ++i) {
+    v->dims[i] = size_of(d[i]);
+    if (d[i].size() == 1) {
+      v->strides[i] = d[i][0].stride;
+      continue;
     }
-    if (new_numel != old_numel) return std::nullopt;
-    if (d > 0) {
-      base = strides[size_t(d - 1)];
-      old_numel = new_numel = 1;
-    }
+    v->factors.resize(d.size());
+    v->factors[i] = d[i];
   }
-  if (view_d != -1) {
-    for (; view_d >= 0; --view_d)  // leading 1s
-      if (to[size_t(view_d)] != 1) return std::nullopt;
+}
+
+// d with its dims reordered: dim i of the result is d[perm[i]] (factors move as a unit), or
+// nullopt when perm is no permutation of d's dims.
+std::optional<Dims> permute_dims(const Dims& d, const std::vector<int64_t>& perm) {
+  if (perm.size() != d.size()) return std::nullopt;
+  Dims out(d.size());
+  std::vector<bool> seen(d.size(), false);
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= int64_t(d.size()) || seen[size_t(perm[i])]) return std::nullopt;
+    seen[size_t(perm[i])] = true;
+    out[i] = d[size_t(perm[i])];
   }
   return out;
 }
 
-// The view of the value `nodes` make from `source`, or nullopt when a Reshape cannot be a view.
+// The permutation that undoes perm (entries out of range or repeated stay so: permute_dims
+// refuses them).
+std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inv(perm.size(), -1);
+  for (size_t j = 0; j < perm.size(); ++j)
+    if (perm[j] >= 0 && perm[j] < int64_t(perm.size())) inv[size_t(perm[j])] = int64_t(j);
+  return inv;
+}
+
+// The view of the value `nodes` make from `source`, or nullopt when a node's result has no
+// strided (or, with `factored`, factored) description.
 std::optional<OperandView> view_from(const Graph& g, int source, const std::vector<int>& nodes,
-                                     bool float16) {
+                                     bool float16, bool factored) {
   OperandView v;
   v.source = source;
   v.nodes = nodes;
-  v.dims = g.value(source).shape;
-  v.strides = row_major_strides(v.dims);
+  const Shape& in = g.value(source).shape;
+  Dims dims = plain_dims(in, row_major_strides(in));
+  auto plain = [&](size_t axis) { return dims[axis].size() == 1; };
   int cur = source;
   for (int m : nodes) {
     const Node& n = g.nodes[size_t(m)];
     const Shape& out = g.value(n.outputs[0]).shape;
     const ViewKind view = view_of(n);
     if (view == ViewKind::Permute) {
-      std::optional<std::vector<int64_t>> p = perm_of(n, v.dims.size());
-      if (!p) return std::nullopt;
-      const std::vector<int64_t>& perm = *p;
-      Shape d(perm.size());
-      std::vector<int64_t> s(perm.size());
-      for (size_t i = 0; i < perm.size(); ++i) {
-        if (perm[i] < 0 || perm[i] >= int64_t(perm.size())) return std::nullopt;
-        d[i] = v.dims[size_t(perm[i])];
-        s[i] = v.strides[size_t(perm[i])];
-      }
-      if (d != out) return std::nullopt;
-      v.dims = d, v.strides = s;
+      std::optional<std::vector<int64_t>> perm = perm_of(n, dims.size());
+      std::optional<Dims> d = perm ? permute_dims(dims, *perm) : std::nullopt;
+      if (!d) return std::nullopt;
+      dims = std::move(*d);
     } else if (view == ViewKind::Pick) {  // one index: an offset, and its axis dropped (or kept as 1)
       std::optional<Pick> pick = gather_pick(g, n);
-      if (!pick) return std::nullopt;
-      v.offset += pick->index * v.strides[pick->axis];
-      if (g.value(n.inputs[1]).shape.empty()) {
-        v.dims.erase(v.dims.begin() + int64_t(pick->axis));
-        v.strides.erase(v.strides.begin() + int64_t(pick->axis));
-      } else {
-        v.dims[pick->axis] = 1;
-      }
-      if (v.dims != out) return std::nullopt;
+      if (!pick || !plain(pick->axis)) return std::nullopt;
+      Factor& f = dims[pick->axis][0];
+      v.offset += pick->index * f.stride;
+      if (g.value(n.inputs[1]).shape.empty()) dims.erase(dims.begin() + int64_t(pick->axis));
+      else f.size = 1;
     } else if (view == ViewKind::Slice) {  // unit steps: an offset, the same strides, fewer elements
       std::optional<std::vector<int64_t>> first = slice_starts(g, n);
-      if (!first || first->size() != v.dims.size() || out.size() != v.dims.size())
-        return std::nullopt;
-      for (size_t a = 0; a < first->size(); ++a) v.offset += (*first)[a] * v.strides[a];
-      v.dims = out;
+      if (!first || first->size() != dims.size() || out.size() != dims.size()) return std::nullopt;
+      for (size_t a = 0; a < first->size(); ++a) {
+        if (!plain(a)) {  // a factored dim is only taken whole
+          if ((*first)[a] != 0 || out[a] != size_of(dims[a])) return std::nullopt;
+          continue;
+        }
+        v.offset += (*first)[a] * dims[a][0].stride;
+        dims[a][0].size = out[a];
+      }
     } else if (view == ViewKind::Reshape) {
-      if (shape_numel(out) != shape_numel(v.dims)) return std::nullopt;
-      auto s = reshape_strides(v.dims, v.strides, out);
-      if (!s) return std::nullopt;
-      v.dims = out, v.strides = *s;
+      std::optional<Dims> d = reshape_factors(dims, out, factored);
+      if (!d) return std::nullopt;
+      dims = std::move(*d);
     } else {  // a scalar Mul
       std::optional<double> s = mul_scale(g, n, cur, float16);
       if (!s) return std::nullopt;
       v.scale *= *s;
     }
+    set_dims(&v, dims);
+    if (v.dims != out) return std::nullopt;
     cur = n.outputs[0];
   }
+  set_dims(&v, dims);
   return v;
+}
+
+// A view the GEMMs read: one of its last two dims with unit stride (what oneDNN's fast matmul
+// reads).
+bool unit_inner_stride(const OperandView& v) {
+  const size_t r = v.dims.size();
+  return r >= 2 && (v.strides[r - 1] == 1 || v.strides[r - 2] == 1);
 }
 
 }  // namespace
 
+std::optional<Dims> reshape_factors(const Dims& from, const Shape& to, bool factored) {
+  // The runs of memory `from` walks, outermost first: factors of 1 dropped, and neighbours that
+  // memory keeps adjacent (the outer one's stride spans the inner one) merged into one.
+  std::vector<Factor> runs;
+  int64_t numel = 1;
+  for (const std::vector<Factor>& dim : from)
+    for (const Factor& f : dim) {
+      numel *= f.size;
+      if (f.size == 1) continue;
+      if (!runs.empty() && runs.back().stride == f.size * f.stride)
+        runs.back() = {runs.back().size * f.size, f.stride};
+      else
+        runs.push_back(f);
+    }
+  if (numel == 0 || numel != shape_numel(to)) return std::nullopt;
+  // Each new dim, innermost first, takes the innermost runs (splitting the last one it needs only
+  // in part): the common refinement of both shapes. A dim of 1 may have any stride; it gets the
+  // one just past its inner neighbour, as GEMM descriptors have always been given.
+  int64_t past = from.empty() || from.back().empty() ? 1 : from.back().back().stride;
+  Dims out(to.size());
+  for (size_t i = to.size(); i-- > 0;) {
+    std::vector<Factor>& dim = out[i];  // built inner factor first, reversed below
+    for (int64_t need = to[i]; need > 1;) {
+      if (runs.empty()) return std::nullopt;
+      Factor& r = runs.back();
+      if (r.size <= need) {
+        if (need % r.size != 0) return std::nullopt;
+        dim.push_back(r);
+        need /= r.size;
+        runs.pop_back();
+      } else {
+        if (r.size % need != 0) return std::nullopt;
+        dim.push_back({need, r.stride});
+        r = {r.size / need, r.stride * need};
+        need = 1;
+      }
+    }
+    if (dim.empty()) dim.push_back({1, past});
+    if (dim.size() > 1 && !factored) return std::nullopt;
+    std::reverse(dim.begin(), dim.end());
+    past = dim.front().size * dim.front().stride;
+  }
+  return out;
+}
+
 OperandView operand_view(const Graph& g, int v, const std::function<bool(int node)>& take,
-                         bool float16) {
+                         bool float16, bool factored) {
   // Walk back while the producer is a view node the caller lets go.
   std::vector<int> chain;  // operand side first
   std::vector<int> inputs;  // the value each chain node reads
@@ -248,17 +317,14 @@ OperandView operand_view(const Graph& g, int v, const std::function<bool(int nod
     const Value& sv = g.value(source);
     if (sv.constant.defined() || !view_dtype(sv.dtype, float16) || !sv.typed) continue;
     std::vector<int> nodes(chain.rend() - int64_t(start), chain.rend());
-    std::optional<OperandView> view = view_from(g, source, nodes, float16);
-    if (!view || view->dims.size() < 2) continue;
-    const size_t r = view->dims.size();
-    if (view->strides[r - 1] != 1 && view->strides[r - 2] != 1) continue;
-    return *view;
+    std::optional<OperandView> view = view_from(g, source, nodes, float16, factored);
+    if (view && unit_inner_stride(*view)) return *view;
   }
   return {};
 }
 
 OperandView output_view(const Graph& g, int v, const std::function<bool(int node)>& take,
-                        bool float16) {
+                        bool float16, bool factored) {
   std::vector<int> chain;  // from v on
   for (int cur = v;;) {
     int c = -1;
@@ -280,41 +346,22 @@ OperandView output_view(const Graph& g, int v, const std::function<bool(int node
     OperandView view;
     view.nodes.assign(chain.begin(), chain.begin() + int64_t(len));
     view.source = g.nodes[size_t(chain[len - 1])].outputs[0];
-    Shape dims = g.value(view.source).shape;
-    std::vector<int64_t> strides = row_major_strides(dims);
-    bool ok = true;
-    for (size_t i = len; i-- > 0 && ok;) {
+    const Shape& last = g.value(view.source).shape;
+    std::optional<Dims> dims = plain_dims(last, row_major_strides(last));
+    for (size_t i = len; i-- > 0 && dims;) {
       const Node& n = g.nodes[size_t(chain[i])];
       const Shape& in = g.value(n.inputs[0]).shape;
       if (view_of(n) == ViewKind::Permute) {
-        std::optional<std::vector<int64_t>> p = perm_of(n, in.size());
-        if (!p || p->size() != dims.size()) {
-          ok = false;
-          break;
-        }
-        const std::vector<int64_t>& perm = *p;
-        std::vector<int64_t> s(in.size(), -1);
-        for (size_t j = 0; j < perm.size(); ++j) {
-          if (perm[j] < 0 || perm[j] >= int64_t(in.size()) || s[size_t(perm[j])] >= 0) {
-            ok = false;
-            break;
-          }
-          s[size_t(perm[j])] = strides[j];
-        }
-        strides = s;
+        std::optional<std::vector<int64_t>> perm = perm_of(n, in.size());
+        dims = perm ? permute_dims(*dims, inverse(*perm)) : std::nullopt;
       } else {
-        auto s = reshape_strides(dims, strides, in);
-        if (!s) ok = false;
-        else strides = *s;
+        dims = reshape_factors(*dims, in, factored);
       }
-      dims = in;
+      if (dims && dims->size() != in.size()) dims.reset();
     }
-    if (!ok || dims.size() < 2) continue;
-    const size_t r = dims.size();
-    if (strides[r - 1] != 1 && strides[r - 2] != 1) continue;
-    view.dims = dims;
-    view.strides = strides;
-    return view;
+    if (!dims) continue;
+    set_dims(&view, *dims);
+    if (unit_inner_stride(view)) return view;
   }
   return {};
 }

@@ -6,6 +6,7 @@
 // packed in-projection by Gather 0, 1, 2).
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,13 +14,24 @@
 
 namespace brrr::plan {
 
+// One factor of a view's dim: `size` indices `stride` elements apart.
+struct Factor {
+  int64_t size = 1, stride = 0;
+  bool operator==(const Factor&) const = default;
+};
+
 struct OperandView {
   int source = -1;               // the buffer read (row-major, as every planned buffer is)
   std::vector<int> nodes;        // the view's nodes, source side first (empty: no view)
   Shape dims;                    // the operand's shape, as the GEMM reads it
-  std::vector<int64_t> strides;  // in elements, one per dim
+  std::vector<int64_t> strides;  // in elements, one per dim (0 for a factored dim)
   int64_t offset = 0;            // in elements: where the view's first element lies
   double scale = 1;              // product of the scalar Muls on the way
+  // Only where the caller allows factored dims: per dim, its factors (outermost first) when no
+  // single stride describes it, else none; empty when no dim is factored. A Reshape that merges
+  // dims memory does not keep adjacent makes one: ViT's [S, B*H, D] over its [S, B, 3E] in-
+  // projection is B*H = (B: stride 3E) x (H: stride D).
+  std::vector<std::vector<Factor>> factors;
 };
 
 // The longest view ending at value v whose nodes all satisfy `take` (which says whether a node
@@ -27,14 +39,25 @@ struct OperandView {
 // two dims with unit stride (what oneDNN's fast matmul reads) and its source must be computed at
 // run time (constants are folded before planning). An empty `nodes` when none applies. Views are
 // of float32 data, and with `float16` also of bfloat16 and float16 (CUDA's fused attention).
+// With `factored`, a dim may be a product of factors (OperandView::factors), for a caller that
+// reads them (the fused attention's batch and heads); Gathers and Slices of such a dim stop the
+// view.
 OperandView operand_view(const Graph& g, int v, const std::function<bool(int node)>& take,
-                         bool float16 = false);
+                         bool float16 = false, bool factored = false);
 
 // The other direction, for a GEMM's result: the longest run of Reshapes and Transposes from value
 // v that `take` lets go (source: the last one's output, written row-major; dims: v's shape;
-// strides: where each element of v lands in it). Same unit-stride rule; empty `nodes`: none.
+// strides: where each element of v lands in it). Same unit-stride rule and `factored` as
+// operand_view's; empty `nodes`: none.
 OperandView output_view(const Graph& g, int v, const std::function<bool(int node)>& take,
-                        bool float16 = false);
+                        bool float16 = false, bool factored = false);
+
+// The factors of a view reshaped to `to`, or nullopt when neither strides nor (with `factored`)
+// factors describe it. `from` holds each dim's factors, outermost first; a dim of `to` is made of
+// the pieces of a common refinement of both shapes, and is factored when they are not adjacent
+// in memory (public for its tests).
+std::optional<std::vector<std::vector<Factor>>> reshape_factors(
+    const std::vector<std::vector<Factor>>& from, const Shape& to, bool factored);
 
 // Row-major strides of a shape, in elements.
 std::vector<int64_t> row_major_strides(const Shape& s);

@@ -103,6 +103,7 @@ Target Target::cuda() {
   // against both; scripts/gpu_tools/config_check.sh, docs/CUDA.md), and BERT-base and GPT-2 pass
   // --check at fp32, bf16 and fp32 with --precision bf16 with it.
   t.attention_max_head_dim = env::integer("BRRR_FUSED_ATTENTION") ? 128 : 0;
+  t.sink_row_transposes = t.attention_max_head_dim > 0 && !env::flag("BRRR_NO_SINK_TRANSPOSES");
   // On by default (BRRR_CUDA_MERGE_GEMMS=0 or BRRR_NO_MERGE_GEMMS=1 turns it off), fused
   // attention or not: its descriptor reads Q, K and V at offsets into the merged product. BERT-base
   // bf16 on an H200: 610 -> 494 us at batch 1, 2.50 -> 2.25 ms at batch 32 (without attention).

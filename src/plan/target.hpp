@@ -75,6 +75,10 @@ struct Target {
   // merge as views) as one kernel for head dims up to this (plan/attention.hpp; CUDA's
   // device/attention.cuh; on unless BRRR_FUSED_ATTENTION=0). 0: no fused attention.
   int64_t attention_max_head_dim = 0;
+  // sink_row_transposes: a Transpose of rows before a MatMul with a constant weight moves after
+  // it (and its bias) where views read the product, so the fused attention reads q, k and v
+  // through it (CUDA with fused attention; BRRR_NO_SINK_TRANSPOSES=1 turns it off).
+  bool sink_row_transposes = false;
 
   // Device targets (CUDA). Kernels run on a device, so a kernel the device cannot run is a host
   // step (a reference kernel on host copies): the plan marks it, with its reason

@@ -212,7 +212,9 @@ TEST(MergeGemms, Gpt2SplitBecomesViews) {
     Compiled off = compile(gpt2_attention(), plan::Target::named(name), {});
     EXPECT_EQ(count_op(on.graph, "Split"), 0) << t.name;
     EXPECT_EQ(count_op(off.graph, "Split"), 1) << t.name;
-    EXPECT_EQ(on.plan.kernels.size() + 1, off.plan.kernels.size())
+    // (at least the Split's kernel gone; on CUDA the attention kernel also takes the Reshape that
+    // the three Slices share, where without the merge the Reshape before the Split stays)
+    EXPECT_LE(on.plan.kernels.size() + 1, off.plan.kernels.size())
         << t.name << "\n" << on.plan.print(on.graph) << off.plan.print(off.graph);
     EXPECT_EQ(count_kind(on.plan, plan::KernelKind::Reference), 0) << t.name;
   }
