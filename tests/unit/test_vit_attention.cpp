@@ -239,9 +239,10 @@ TEST(VitAttentionPlan, TransposeBeforeTheInProjectionJoinsTheViews) {
 // Where no view reads the product (an MLP's Relu), or the Transpose moves the last axis, or the
 // weight is computed, the Transpose stays where it is.
 TEST(SinkRowTransposes, OnlyBeforeARowWiseProductThatViewsRead) {
-  auto build = [](const std::vector<int64_t>& perm, bool view, bool constant_w) {
+  auto build = [](const std::vector<int64_t>& perm, bool view, bool constant_w,
+                  Shape in = {2, 4, 4}) {
     GraphBuilder b;
-    int x = transpose(b, b.input("x", {2, 4, 4}), perm);
+    int x = transpose(b, b.input("x", in), perm);
     int w = constant_w ? b.constant("w", rnd({4, 4}, DType::f32, 1)) : b.input("w", {4, 4});
     int y = b.node("Add", {b.node("MatMul", {x, w}), b.constant("b", rnd({4}, DType::f32, 2))});
     b.output(view ? reshape(b, y, {-1}) : b.node("Relu", {y}));
@@ -252,8 +253,9 @@ TEST(SinkRowTransposes, OnlyBeforeARowWiseProductThatViewsRead) {
   EXPECT_TRUE(sink_row_transposes(moved));
   EXPECT_EQ(moved.nodes[0].op, "MatMul");
   EXPECT_EQ(moved.nodes[2].op, "Transpose");
+  // (a Transpose that only moves an axis of 1 is a reshape: batch 1's [1, S, E] -> [S, 1, E])
   for (Graph g : {build({1, 0, 2}, false, true), build({0, 2, 1}, true, true),
-                  build({1, 0, 2}, true, false)})
+                  build({1, 0, 2}, true, false), build({1, 0, 2}, true, true, {1, 4, 4})})
     EXPECT_FALSE(sink_row_transposes(g)) << g.print();
 }
 
