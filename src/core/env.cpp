@@ -84,6 +84,10 @@ const Switch kSwitches[] = {
     {"BRRR_NO_NHWC", Kind::Flag, "0", "", 0, 0, "CPU: every activation NCHW"},
     {"BRRR_NO_PREPACK", Kind::Flag, "0", "", 0, 0,
      "CPU: oneDNN matmuls read constant weights as stored"},
+    {"BRRR_CPU_FUSED_ATTENTION", Kind::Int, "0", "", 0, 1,
+     "CPU (opt-in: not yet faster than the unfused GEMMs): 1 runs float32 scaled dot-product "
+     "attention (Q.K^T, masks, softmax, P.V) as one kernel; 0 as two GEMMs around a softmax "
+     "kernel"},
     {"BRRR_NO_GEMM_VIEWS", Kind::Flag, "0", "", 0, 0,
      "CPU: Reshape / Transpose / scalar Mul before a MatMul run as their own kernels"},
     {"BRRR_NO_GEMM_GELU_TANH", Kind::Flag, "0", "", 0, 0,

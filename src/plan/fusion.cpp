@@ -884,12 +884,16 @@ class Fuser {
   void find_attention_blocks() {
     auto free = [&](int n) { return !absorbed_.count(n); };
     for (AttentionMatch& m : find_attention(g_, target_.attention_max_head_dim, free)) {
+      if (m.desc.dtype != DType::f32 && !target_.attention_16bit) continue;
       const int last = m.nodes.back();
       for (int n : m.nodes)
         if (n != last) absorbed_.insert(n);
       attention_.emplace(last, std::move(m));
     }
   }
+  // Node n belongs to an attention block: absorbed, or the last node, where the block is placed
+  // (GEMM operand views must not take it: the block writes its output).
+  bool in_attention(int n) const { return absorbed_.count(n) || attention_.count(n); }
   void place_attention(const AttentionMatch& m) {
     const int gi = int(groups_.size());
     Group& G = new_group(KernelKind::Library, m.nodes.back());
@@ -969,12 +973,14 @@ class Fuser {
     for (size_t m = 0; m < g_.nodes.size(); ++m) {
       const Node& mm = g_.nodes[m];
       if (library_of(mm) != LibraryKind::Gemm || mm.inputs.size() < 2 ||
-          mm.inputs[0] == mm.inputs[1] || classify(g_, mm, ts, target_).kind != NodeKind::Library)
+          mm.inputs[0] == mm.inputs[1] || classify(g_, mm, ts, target_).kind != NodeKind::Library ||
+          in_attention(int(m)))
         continue;
       for (int slot = 0; slot < 2; ++slot) {
         int v = mm.inputs[size_t(slot)];
         if (v < 0 || g_.value(v).producer < 0 || sole_consumer(v) != int(m)) continue;
         int t = g_.value(v).producer;
+        if (in_attention(t)) continue;
         const Node& tr = g_.nodes[size_t(t)];
         if (op_id(tr) != OpId::Transpose || !tr.domain.empty() || tr.inputs.empty() || tr.inputs[0] < 0 ||
             !float_ok(g_.value(tr.inputs[0]).dtype, {ts.float16, false}))
@@ -1009,17 +1015,20 @@ class Fuser {
       const bool gemm = op_id(mm) == OpId::Gemm;
       if ((op_id(mm) != OpId::MatMul && !gemm) || !mm.domain.empty() || mm.inputs.size() < 2 ||
           (!gemm && mm.inputs.size() != 2) || mm.inputs[0] == mm.inputs[1] ||
-          classify(g_, mm, ts, target_).kind != NodeKind::Library)
+          classify(g_, mm, ts, target_).kind != NodeKind::Library || in_attention(int(m)))
         continue;
       double scale = 1;
       for (int slot = 0; slot < 2; ++slot) {
         int v = mm.inputs[size_t(slot)];
-        if (v < 0 || g_.value(v).producer < 0 || absorbed_.count(g_.value(v).producer)) continue;
+        if (v < 0 || g_.value(v).producer < 0 || absorbed_.count(g_.value(v).producer) ||
+            in_attention(g_.value(v).producer))
+          continue;
         // A node may fold when its output is read by the next node of the view alone.
         int next = int(m);
         std::set<int> taken;
         auto take = [&](int p) {
-          if (absorbed_.count(p) || sole_consumer(g_.nodes[size_t(p)].outputs[0]) != next)
+          if (absorbed_.count(p) || in_attention(p) ||
+              sole_consumer(g_.nodes[size_t(p)].outputs[0]) != next)
             return false;
           next = p;
           return true;

@@ -34,6 +34,10 @@ Target Target::cpu(bool onednn) {
   t.generated_casts = true;
   t.generated_views = true;
   t.library_gather = true;
+  // Opt-in (BRRR_CPU_FUSED_ATTENTION=1): scaled dot-product attention as one kernel
+  // (backend/cpu/library_attention.cpp) on float32 data. Not yet faster than Q.K^T, the softmax
+  // and P.V as three kernels (BERT-base, one thread: 0.65-0.73 against 0.62 ms per layer).
+  if (env::integer("BRRR_CPU_FUSED_ATTENTION")) t.attention_max_head_dim = 128;
   return t;
 }
 
@@ -74,7 +78,9 @@ Target Target::cpu(const std::string& precision, const CpuFeatures& features) {
   if (std::string why = cpu_precision_refusal(precision, features, kOnednn); !why.empty())
     fail("precision {} on the cpu backend: {}", precision, why);
   Target t = cpu();
-  if (precision == "bf16") t.library_math = DType::bf16;
+  // The fused attention kernel computes in float32: at bf16 the attention's two GEMMs stay
+  // oneDNN matmuls that read bf16.
+  if (precision == "bf16") t.library_math = DType::bf16, t.attention_max_head_dim = 0;
   t.narrow_min_columns = 16;  // measured on mobilenet_v3_small: depthwise convs lost time
   return t;
 }
@@ -104,6 +110,7 @@ Target Target::cuda() {
   // --check at fp32, bf16 and fp32 with --precision bf16 with it.
   t.attention_max_head_dim = env::integer("BRRR_FUSED_ATTENTION") ? 128 : 0;
   t.sink_row_transposes = t.attention_max_head_dim > 0 && !env::flag("BRRR_NO_SINK_TRANSPOSES");
+  t.attention_16bit = true;
   // On by default (BRRR_CUDA_MERGE_GEMMS=0 or BRRR_NO_MERGE_GEMMS=1 turns it off), fused
   // attention or not: its descriptor reads Q, K and V at offsets into the merged product. BERT-base
   // bf16 on an H200: 610 -> 494 us at batch 1, 2.50 -> 2.25 ms at batch 32 (without attention).

@@ -79,6 +79,8 @@ struct Target {
   // it (and its bias) where views read the product, so the fused attention reads q, k and v
   // through it (CUDA with fused attention; BRRR_NO_SINK_TRANSPOSES=1 turns it off).
   bool sink_row_transposes = false;
+  // ...on 16-bit data too (CUDA); else float32 attention only (the CPU's kernel).
+  bool attention_16bit = false;
 
   // Device targets (CUDA). Kernels run on a device, so a kernel the device cannot run is a host
   // step (a reference kernel on host copies): the plan marks it, with its reason

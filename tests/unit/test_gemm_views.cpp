@@ -67,6 +67,8 @@ Ran run_and_check(const Graph& g) {
 }
 
 TEST(GemmViews, AttentionRunsNoMovementKernel) {
+  // The views of the unfused block (fused attention: test_cpu_attention.cpp).
+  brrr_test::EnvVar unfused("BRRR_CPU_FUSED_ATTENTION", "0");
   Ran on = run_and_check(attention());
   Ran off;
   {
@@ -197,8 +199,20 @@ TEST(GemmViews, PackedQkvGathersAreOffsets) {
   EXPECT_EQ(kv.dims, (Shape{H, D, S}));
   EXPECT_EQ(kv.strides, (std::vector<int64_t>{D, 1, 3 * E}));
   EXPECT_EQ(kv.offset, E);
-  Ran on = run_and_check(b.g);
+  // Fused attention reads q, k and v at the same offsets (and writes the unmerged [H, S, D]).
+  Ran fused;
+  {
+    brrr_test::EnvVar attention("BRRR_CPU_FUSED_ATTENTION", "1");
+    fused = run_and_check(b.g);
+  }
+  Ran on;
+  {
+    brrr_test::EnvVar unfused("BRRR_CPU_FUSED_ATTENTION", "0");
+    on = run_and_check(b.g);
+  }
   if (!brrr_test::kDnnl) GTEST_SKIP() << "no oneDNN in this build";
+  EXPECT_EQ(fused.reference, 0) << fused.plan;
+  EXPECT_EQ(fused.library, 1) << fused.plan;
   EXPECT_EQ(on.reference, 0) << on.plan;
   EXPECT_EQ(on.library, 2) << on.plan;  // Q.K^T and P.V read the packed buffer
 }

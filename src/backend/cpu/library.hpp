@@ -224,5 +224,7 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
                                                const Layouts& layouts);
 std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph& g, const plan::Kernel& k,
                                                 const Layouts& layouts);
+// Fused attention (plan::AttentionDesc) on float32 data: library_attention.cpp.
+std::unique_ptr<LibraryKernel> make_cpu_attention(const Graph& g, const plan::Kernel& k);
 
 }  // namespace brrr::cpu

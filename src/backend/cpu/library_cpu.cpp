@@ -300,6 +300,7 @@ std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::K
   for (const auto* vs : {&k.inputs, &k.outputs})
     for (int v : *vs)
       if (shape_numel(g.value(v).shape) == 0 && !g.value(v).constant.defined()) return nullptr;
+  if (plan::desc_of<plan::AttentionDesc>(k)) return make_cpu_attention(g, k);
   if (auto p = make_cpu_pool(g, k, layouts)) return p;
   if (auto p = make_cpu_kernel(g, k, layouts)) return p;
   return make_dnnl_kernel(g, k, layouts);
