@@ -15,7 +15,7 @@
 #include "plan/library_desc.hpp"
 
 // The vector helpers below are always inlined into the AVX-512 and the portable entry points, so
-// the ABI of 64-byte vector arguments that GCC warns about never applies.
+// the ABI of returning 64-byte vectors that GCC warns about never applies.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace brrr::cpu {
@@ -34,14 +34,14 @@ constexpr int kBlock = 4 * kLanes;   // keys (Q.K^T) or head dims (P.V) per regi
 #define BRRR_INLINE inline __attribute__((always_inline))
 
 BRRR_INLINE vf load(const float* p) { return *reinterpret_cast<const vfu*>(p); }
-BRRR_INLINE void store(float* p, vf v) { *reinterpret_cast<vfu*>(p) = v; }
+BRRR_INLINE void store(float* p, const vf& v) { *reinterpret_cast<vfu*>(p) = v; }
 BRRR_INLINE vf splat(float x) { return vf{} + x; }
 
 // e^x for x <= 0 (scores minus their row's max): x = n ln2 + r, |r| <= ln2/2, e^r by its Taylor
 // series to r^6 (relative error ~1e-7), 2^n built in the exponent bits. -inf gives 0.
-BRRR_INLINE vf exp_nonpositive(vf x) {
-  const vi live = x > splat(-std::numeric_limits<float>::infinity());
-  x = x < splat(-87.0f) ? splat(-87.0f) : x;  // 2^n stays a normal float
+BRRR_INLINE vf exp_nonpositive(const vf& in) {
+  const vi live = in > splat(-std::numeric_limits<float>::infinity());
+  const vf x = in < splat(-87.0f) ? splat(-87.0f) : in;  // 2^n stays a normal float
   const vf magic = splat(12582912.0f);         // 1.5 * 2^23: adding it rounds to an integer
   const vf n = (x * splat(1.44269504f) + magic) - magic;
   const vf r = (x - n * splat(0.693145752f)) - n * splat(1.42860677e-6f);
@@ -55,6 +55,23 @@ BRRR_INLINE vf exp_nonpositive(vf x) {
   const vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
   const vf e = p * __builtin_bit_cast(vf, bits);
   return live ? e : vf{};
+}
+
+// acc[r][u] += a[r * lda + t] * b[t * ldb + 16 u .. 16 u + 15] over steps t: kRows rows of `a`
+// (one value per row and step, broadcast) times a 64-wide row of `b` per step. Q.K^T (a = Q,
+// b = K^T) and P.V (a = P, b = V) alike.
+BRRR_INLINE void block_product(const float* a, int64_t lda, const float* b, int64_t ldb,
+                               int64_t steps, vf acc[kRows][4]) {
+  for (int64_t t = 0; t < steps; ++t) {
+    const float* br = b + t * ldb;
+    const vf b0 = load(br), b1 = load(br + kLanes), b2 = load(br + 2 * kLanes),
+             b3 = load(br + 3 * kLanes);
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) {
+      const vf x = splat(a[r * lda + t]);
+      acc[r][0] += x * b0, acc[r][1] += x * b1, acc[r][2] += x * b2, acc[r][3] += x * b3;
+    }
+  }
 }
 
 // Rows r[0..15] become the columns: four rounds of interleaving row k with row k + 8 (a perfect
@@ -155,19 +172,10 @@ BRRR_INLINE void attend_head(const Args& a, const Shape4& s, int64_t b, int64_t 
     // Scores: kRows x kBlock accumulators per key block, one K^T row and kRows Q values per step.
     for (int64_t j0 = 0; j0 < kendp; j0 += kBlock) {
       vf acc[kRows][4] = {};
-      for (int64_t c = 0; c < s.d; ++c) {
-        const float* kr = kt + c * s.skp + j0;
-        const vf k0 = load(kr), k1 = load(kr + kLanes), k2 = load(kr + 2 * kLanes),
-                 k3 = load(kr + 3 * kLanes);
-        #pragma GCC unroll 4
-        for (int r = 0; r < kRows; ++r) {
-          const vf qv = splat(qd[r * s.d + c]);
-          acc[r][0] += qv * k0, acc[r][1] += qv * k1, acc[r][2] += qv * k2, acc[r][3] += qv * k3;
-        }
-      }
-      #pragma GCC unroll 4
+      block_product(qd, s.d, kt + j0, s.skp, s.d, acc);
+#pragma GCC unroll 4
       for (int r = 0; r < kRows; ++r)
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int u = 0; u < 4; ++u) store(sc + r * s.skp + j0 + u * kLanes, acc[r][u] * splat(a.scale));
     }
     // Masks, then the softmax numerators and each row's sum.
@@ -210,19 +218,10 @@ BRRR_INLINE void attend_head(const Args& a, const Shape4& s, int64_t b, int64_t 
     // P.V: kRows x kBlock accumulators per block of head dims, one V row per step.
     for (int64_t c0 = 0; c0 < s.dp; c0 += kBlock) {
       vf acc[kRows][4] = {};
-      for (int64_t j = 0; j < kend; ++j) {
-        const float* vr = vd + j * s.dp + c0;
-        const vf v0 = load(vr), v1 = load(vr + kLanes), v2 = load(vr + 2 * kLanes),
-                 v3 = load(vr + 3 * kLanes);
-        #pragma GCC unroll 4
-        for (int r = 0; r < kRows; ++r) {
-          const vf p = splat(sc[r * s.skp + j]);
-          acc[r][0] += p * v0, acc[r][1] += p * v1, acc[r][2] += p * v2, acc[r][3] += p * v3;
-        }
-      }
+      block_product(sc, s.skp, vd + c0, s.dp, kend, acc);
       for (int r = 0; r < rows; ++r) {
         float* o = O + (i0 + r) * a.os[2];
-        #pragma GCC unroll 4
+#pragma GCC unroll 4
         for (int u = 0; u < 4; ++u) {
           const vf res = acc[r][u] * splat(inv[r]);
           if (a.os[3] == 1 && c0 + (u + 1) * kLanes <= s.d) {
