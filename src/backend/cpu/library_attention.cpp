@@ -76,16 +76,17 @@ BRRR_INLINE void block_product(const float* a, int64_t lda, const float* b, int6
 
 // Rows r[0..15] become the columns: four rounds of interleaving row k with row k + 8 (a perfect
 // shuffle) transpose a 16 x 16 block in registers, where scalar stores were most of the kernel.
+// (__builtin_shufflevector with constant indices: GCC 12 and Clang both have it.)
 BRRR_INLINE void transpose16(vf r[kLanes]) {
-  const vi lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
-  const vi hi = lo + 8;
 #pragma GCC unroll 4
   for (int round = 0; round < 4; ++round) {
     vf n[kLanes];
 #pragma GCC unroll 8
     for (int k = 0; k < kLanes / 2; ++k) {
-      n[2 * k] = __builtin_shuffle(r[k], r[k + kLanes / 2], lo);
-      n[2 * k + 1] = __builtin_shuffle(r[k], r[k + kLanes / 2], hi);
+      n[2 * k] = __builtin_shufflevector(r[k], r[k + kLanes / 2], 0, 16, 1, 17, 2, 18, 3, 19, 4,
+                                         20, 5, 21, 6, 22, 7, 23);
+      n[2 * k + 1] = __builtin_shufflevector(r[k], r[k + kLanes / 2], 8, 24, 9, 25, 10, 26, 11,
+                                             27, 12, 28, 13, 29, 14, 30, 15, 31);
     }
 #pragma GCC unroll 16
     for (int k = 0; k < kLanes; ++k) r[k] = n[k];
