@@ -72,7 +72,8 @@ for name in $BENCHES; do
     case $name in resnet*|vit*) shape=pixel_values:BATCHx3x224x224 ;; *) shape=input_ids:BATCHx128 ;; esac
     shape=${BENCH_SHAPE:-$shape}
     line=$(env ${envs//,/ } timeout 60 "$B/brrr" bench "$M" --backend cuda --shape "${shape//BATCH/$bs}" \
-      --iterations 200 2>&1 | grep -E 'median|error|kernels' | tr '\n' ' ' | cut -c1-220)
+      --iterations 200 2>&1 | grep -oE 'kernels: [0-9]+|cold compile [0-9.]+ ms|median [0-9.]+ [um]s|p90 [0-9.]+ [um]s|.*error.*' |
+      tr '\n' ' ' | cut -c1-300)
     echo "$name r$r b$bs ${c%%=*}: $line"
   done; done; done
 done
