@@ -17,6 +17,14 @@ void relink_producers(Graph& g) {
       if (o >= 0) g.value(o).producer = int(k);
 }
 
+std::vector<std::vector<int>> value_readers(const Graph& g) {
+  std::vector<std::vector<int>> readers(g.values.size());
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (int i : g.nodes[k].inputs)
+      if (i >= 0) readers[size_t(i)].push_back(int(k));
+  return readers;
+}
+
 int add_constant(Graph& g, const std::string& base, Tensor t) {
   const int v = g.add_value(fresh_name(g, base));
   Value& val = g.value(v);

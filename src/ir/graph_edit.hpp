@@ -1,6 +1,7 @@
-// Small helpers for passes that add values to a graph.
+// Small helpers for passes that read and edit a graph.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "brrr/graph.hpp"
 
@@ -11,6 +12,9 @@ std::string fresh_name(const Graph& g, const std::string& base);
 
 // Sets every value's producer from g.nodes (after a pass reorders, adds or drops nodes).
 void relink_producers(Graph& g);
+
+// The nodes reading each value (by value id; a node reading a value twice is listed twice).
+std::vector<std::vector<int>> value_readers(const Graph& g);
 
 // A new typed constant value of g named after `base` (fresh_name) holding t; returns its id.
 int add_constant(Graph& g, const std::string& base, Tensor t);

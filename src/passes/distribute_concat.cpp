@@ -22,10 +22,7 @@ struct Uses {
 
 Uses find_uses(const Graph& g) {
   Uses u;
-  u.consumers.resize(g.values.size());
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int i : g.nodes[k].inputs)
-      if (i >= 0) u.consumers[size_t(i)].push_back(int(k));
+  u.consumers = value_readers(g);
   u.outputs.insert(g.outputs.begin(), g.outputs.end());
   return u;
 }

@@ -64,10 +64,7 @@ int row_bias(const Graph& g, const Node& a, int y) {
 }  // namespace
 
 bool sink_row_transposes(Graph& g) {
-  std::vector<std::vector<int>> readers(g.values.size());
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int i : g.nodes[k].inputs)
-      if (i >= 0) readers[size_t(i)].push_back(int(k));
+  const std::vector<std::vector<int>> readers = value_readers(g);
   std::vector<int> after(g.nodes.size(), -1);  // Transpose node -> the node it now follows
   for (size_t t = 0; t < g.nodes.size(); ++t) {
     Node& tr = g.nodes[t];

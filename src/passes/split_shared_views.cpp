@@ -50,10 +50,7 @@ bool is_matmul_operand(const Node& n, int v) {
 }  // namespace
 
 bool split_shared_views(Graph& g) {
-  std::vector<std::vector<int>> consumers(g.values.size());
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int i : g.nodes[k].inputs)
-      if (i >= 0) consumers[size_t(i)].push_back(int(k));
+  const std::vector<std::vector<int>> consumers = value_readers(g);
   std::unordered_set<int> outputs(g.outputs.begin(), g.outputs.end());
 
   // Does every reader of v reach a MatMul operand through view nodes only? (memoized; a DAG)

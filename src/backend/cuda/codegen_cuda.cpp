@@ -599,6 +599,13 @@ class KernelEmitter {
 
 std::string helper_kernels_source() { return "#include \"backend/cuda/device/kernels.cuh\"\n"; }
 
+const char* attention_type_suffix(DType t) {
+  return t == DType::bf16 ? "bf16" : t == DType::f16 ? "f16" : "f32";
+}
+bool attention_on_tensor_cores(DType t, int64_t head_dim) {
+  return t != DType::f32 && (head_dim == 64 || head_dim == 128);
+}
+
 void CudaSource::add_part(const std::string& code) {
   if (text.empty()) text = std::string(kPrelude) + "\n";
   text += code;
@@ -609,15 +616,14 @@ CudaSource generate_cuda(const Graph& g, const plan::Plan& p, const CudaCodegenO
   CudaSource src;
   src.add_part(helper_kernels_source());
   // The attention kernels only where the plan has one, and of those only the ones its attention
-  // kernels' types and head dims can pick (cuda_executor_attention.cpp): the CUDA core kernel
-  // of the type, and for 16-bit types with head dims of 64 or 128 the flash and strided Tensor
-  // Core ones. Each instantiation costs NVRTC about a second.
+  // kernels can pick: the CUDA core kernel of the type, and the Tensor Core ones of the head dim
+  // where they apply. Each instantiation costs NVRTC about a second.
   std::set<std::string> attn;
   for (const Kernel& k : p.kernels)
     if (const plan::AttentionDesc* d = plan::desc_of<plan::AttentionDesc>(k)) {
-      const std::string t = d->dtype == DType::bf16 ? "bf16" : d->dtype == DType::f16 ? "f16" : "f32";
-      attn.insert("CC_" + t);
-      if (t != "f32" && (d->head_dim == 64 || d->head_dim == 128))
+      const char* t = attention_type_suffix(d->dtype);
+      attn.insert(fmt::format("CC_{}", t));
+      if (attention_on_tensor_cores(d->dtype, d->head_dim))
         attn.insert(fmt::format("TC{}_{}", d->head_dim, t));
     }
   if (!attn.empty()) {

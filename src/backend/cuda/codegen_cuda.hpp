@@ -34,6 +34,12 @@ struct CudaCodegenOptions {
   int sm_count = 132;  // caps grid-stride pointwise grids at a few waves
 };
 
+// The attention kernels (device/attention.cuh) an attention kernel of type t and head dim d can
+// run on: the type's suffix in their names, and whether its Tensor Core kernels (flash, strided)
+// apply. cuda_executor_attention.cpp picks among them; a module instantiates only those.
+const char* attention_type_suffix(DType t);
+bool attention_on_tensor_cores(DType t, int64_t head_dim);
+
 // Fused kernels compute in float32; buffers are float32, bfloat16 or float16.
 CudaSource generate_cuda(const Graph& g, const plan::Plan& p, const CudaCodegenOptions& opts);
 

@@ -227,14 +227,8 @@ void CudaExecutor::Impl::build() {
     }));
   module = std::make_unique<ModuleSet>();
   from_cache = true;
-  for (size_t i = 0; i < parts.size(); ++i) {  // every part waited for, even after a failure
-    CompiledKernel ck;
-    try {
-      ck = parts[i].get();
-    } catch (...) {
-      for (size_t j = i + 1; j < parts.size(); ++j) parts[j].wait();
-      throw;
-    }
+  for (size_t i = 0; i < parts.size(); ++i) {  // (after a failure, ~future waits for the rest)
+    CompiledKernel ck = parts[i].get();
     from_cache = from_cache && ck.from_cache;
     module->add(ck.cubin, fmt::format("model module {} of {}", i + 1, parts.size()));
   }

@@ -20,10 +20,6 @@ constexpr int kMmaRowsPerBlock = 32;  // BRRR_ATTN_MMA_BQ
 constexpr int kMmaThreads = 64;       // BRRR_ATTN_MMA_WARPS warps
 constexpr int64_t kMaxHeadDim = 128;  // BRRR_ATTN_MAXD
 
-const char* type_suffix(DType t) {
-  return t == DType::bf16 ? "bf16" : t == DType::f16 ? "f16" : "f32";
-}
-
 void copy4(long long* to, const std::array<int64_t, 4>& from) {
   for (size_t i = 0; i < 4; ++i) to[i] = from[i];
 }
@@ -85,8 +81,8 @@ std::string CudaExecutor::Impl::attention_plan(const plan::Kernel& k, AttentionS
   x.causal = d.causal ? 1 : 0;
   x.zero_empty_rows = d.zero_empty_rows ? 1 : 0;
   x.fast_tiles = env::integer("BRRR_ATTN_FAST_TILES") == 1 ? 1 : 0;
-  a->mma = d.dtype != DType::f32 && (d.head_dim == 64 || d.head_dim == 128) &&
-           !env::flag("BRRR_ATTENTION_CUDA_CORES");
+  a->mma =
+      attention_on_tensor_cores(d.dtype, d.head_dim) && !env::flag("BRRR_ATTENTION_CUDA_CORES");
   // (cp.async and ldmatrix need sm_80; the buffers' alignment is checked again at setup)
   const DeviceInfo& info = dev.info();
   a->flash_warps = a->mma && info.cc_major >= 8 && flash_strides(x)
@@ -123,7 +119,7 @@ void CudaExecutor::Impl::setup_attention(AttentionStep& a) {
     a.flash_warps = 0;  // an operand at an offset inside its buffer: the strided kernel
     set_attention_grid(&a, a.grid.z);
   }
-  const char* t = type_suffix(a.dt);
+  const char* t = attention_type_suffix(a.dt);
   a.fn = module->function(
       a.flash_warps ? fmt::format("brrr_attention_flash{}_{}", x.head_dim, t)
       : a.mma       ? fmt::format("brrr_attention_mma{}_{}", x.head_dim, t)
