@@ -37,14 +37,6 @@ struct Part {
   int64_t n = 0;
 };
 
-std::vector<std::vector<int>> consumers_of(const Graph& g) {
-  std::vector<std::vector<int>> c(g.values.size());
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    for (int i : g.nodes[k].inputs)
-      if (i >= 0) c[size_t(i)].push_back(int(k));
-  return c;
-}
-
 // MatMul node m as a projection: x[..., K] times a constant W[K, N] of x's type, or nullopt.
 std::optional<Part> projection(const Graph& g, int m) {
   const Node& n = g.nodes[size_t(m)];
@@ -315,7 +307,7 @@ std::vector<Node> split_as_slices(Graph& g, const Uses& u, int k, std::set<int>*
 }  // namespace
 
 bool merge_parallel_gemms(Graph& g, bool only_into_gemm_views) {
-  const std::vector<std::vector<int>> uses = consumers_of(g);
+  const std::vector<std::vector<int>> uses = value_readers(g);
   const std::set<int> outputs(g.outputs.begin(), g.outputs.end());
   const Uses u{uses, outputs};
   // Groups by (activation, K, with a bias): K is the activation's last dim, the type its own.
