@@ -15,6 +15,9 @@ CUDNN_DIR=$(python3 -c "import nvidia.cudnn as m; print(list(m.__path__)[0])" 2>
 if [ -n "$CUDNN_DIR" ] && [ -f "$CUDNN_DIR/include/cudnn.h" ]; then
   export CUDNN_INCLUDE_DIR=$CUDNN_DIR/include LD_LIBRARY_PATH=$CUDNN_DIR/lib:$LD_LIBRARY_PATH
 fi
+# The cuDNN frontend's headers (scripts/gpu_devdeps.sh puts them in .devdeps).
+[ -f .devdeps/cudnn_frontend/include/cudnn_frontend.h ] &&
+  export CUDNN_FRONTEND_INCLUDE_DIR=$PWD/.devdeps/cudnn_frontend/include
 B=${B:-/tmp/brrr_build}
 GT=$(dirname "$(find $P -name GTestConfig.cmake | head -1)")
 # shellcheck disable=SC2086

@@ -11,3 +11,8 @@ apt-get download libprotobuf-dev libprotobuf32 libprotobuf-lite32 libprotoc32 pr
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev googletest ocl-icd-opencl-dev \
   ocl-icd-libopencl1 opencl-c-headers opencl-clhpp-headers
 ls | wc -l
+# The cuDNN frontend's C++ headers (header-only; the attention step's cuDNN SDPA path), from PyPI.
+rm -rf cudnn_frontend && mkdir -p cudnn_frontend && (cd cudnn_frontend &&
+  python3 -m pip download --quiet --no-deps --disable-pip-version-check nvidia-cudnn-frontend &&
+  python3 -m zipfile -e ./*.whl x && mv x/include . && rm -rf x ./*.whl)
+ls cudnn_frontend/include/cudnn_frontend.h

@@ -111,13 +111,14 @@ std::vector<Work> workloads() {
   w.push_back({"gemm_bf16", "GEMM bf16 8192^3", "A@W bf16 8192^3", gemm("")});
   w.push_back({"gemm_gelu_tanh", "GELU(A@W+b) bf16 8192^3", "GELU_tanh(A@W+b) bf16 8192^3 (cuBLASLt epilogue)", gemm("tanh")});
   w.push_back({"gemm_gelu_erf", "GELU(A@W+b) bf16 8192^3", "GELU_erf(A@W+b) bf16 8192^3 (bias epilogue + erf kernel)", gemm("none")});
-  // One attention block from the projections to the merged heads, as BERT-base's and GPT-2's
-  // exports write it (12 heads of 64, seq 128, bf16): one fused kernel by default, so the time is
-  // that kernel's; with BRRR_FUSED_ATTENTION=0, the head split, the batched GEMMs and the softmax
-  // it replaces.
-  auto attention = [](int64_t batch, bool causal) {
+  // One attention block from the projections to the merged heads, as BERT-base's, GPT-2's and
+  // ViT-B/16's exports write it (12 heads of 64, bf16; seq 128 with an additive mask or causal,
+  // or ViT's 197 with none): one fused kernel by default, so the time is that kernel's; with
+  // BRRR_FUSED_ATTENTION=0, the head split, the batched GEMMs and the softmax it replaces.
+  enum class Mask { additive, causal, none };
+  auto attention = [](int64_t batch, int64_t S, Mask mask) {
     return [=] {
-      const int64_t S = 128, H = 12, D = 64;
+      const int64_t H = 12, D = 64;
       GraphBuilder b;
       auto heads = [&](int x, std::vector<int64_t> perm) {
         Tensor to = Tensor::from_vector<int64_t>({4}, {batch, S, H, D});
@@ -129,13 +130,13 @@ std::vector<Work> workloads() {
       int v = heads(b.input("v", {batch, S, H * D}, DType::bf16), {0, 2, 1, 3});
       Tensor eight = Tensor::scalar<float>(8.f).cast(DType::bf16);
       int s = b.node("Div", {b.node("MatMul", {q, kt}), b.constant("sqrt_d", eight)});
-      if (causal) {
+      if (mask == Mask::causal) {
         Tensor keep = Tensor::empty(DType::boolean, {1, 1, S, S});
         for (int64_t i = 0; i < S; ++i)
           for (int64_t j = 0; j < S; ++j) keep.data<bool>()[i * S + j] = j <= i;
         Tensor ninf = Tensor::scalar<float>(-INFINITY).cast(DType::bf16);
         s = b.node("Where", {b.constant("keep", keep), s, b.constant("ninf", ninf)});
-      } else {
+      } else if (mask == Mask::additive) {
         s = b.node("Add", {s, b.input("mask", {batch, 1, 1, S}, DType::bf16)});
       }
       int ctx = b.node("MatMul", {b.node("Softmax", {s}, {{"axis", int64_t(-1)}}), v});
@@ -149,9 +150,15 @@ std::vector<Work> workloads() {
     w.push_back({fmt::format("attn_bert_b{}", batch), fmt::format("BERT-base attention bf16 b{}", batch),
                  fmt::format("BERT-base attention block (12x64, seq 128, additive mask) "
                              "bfloat16, batch {}", batch),
-                 attention(batch, false)});
-  w.push_back({"attn_gpt2_b1", "GPT-2 attention bf16 b1",
-               "GPT-2 attention block (12x64, seq 128, causal) bfloat16, batch 1", attention(1, true)});
+                 attention(batch, 128, Mask::additive)});
+  for (int64_t batch : {1, 16})
+    w.push_back({fmt::format("attn_gpt2_b{}", batch), fmt::format("GPT-2 attention bf16 b{}", batch),
+                 fmt::format("GPT-2 attention block (12x64, seq 128, causal) bfloat16, batch {}", batch),
+                 attention(batch, 128, Mask::causal)});
+  for (int64_t batch : {1, 32})
+    w.push_back({fmt::format("attn_vit_b{}", batch), fmt::format("ViT-B/16 attention bf16 b{}", batch),
+                 fmt::format("ViT-B/16 attention block (12x64, seq 197, no mask) bfloat16, batch {}", batch),
+                 attention(batch, 197, Mask::none)});
   for (int64_t batch : {1, 64, 4096}) {
     w.push_back({fmt::format("mlp_b{}", batch), fmt::format("MLP 8x(Linear256+ReLU) fp32 b={}", batch),
                  fmt::format("8 x (Linear(256,256)+ReLU) float32, batch {}", batch),

@@ -20,6 +20,7 @@
 #include "brrr/error.hpp"
 #include "brrr/onnx.hpp"
 #include "brrr/session.hpp"
+#include "core/env.hpp"
 #include "cli/bench_cuda.hpp"
 #include "cli/inputs.hpp"
 #include "cli/plan_file.hpp"
@@ -164,6 +165,7 @@ ModelBench measure(const std::string& path, const Graph& loaded, double load_ms,
   Session s(loaded, so);
   r.warm_ms = ms_since(t0);
   r.warm_code = code_source(s);
+  if (env::integer("BRRR_DEBUG") > 0) fmt::print(stderr, "{}", s.plan_summary());
 
   const Graph& g = s.graph();
   std::map<std::string, Tensor> in = random_inputs(g, 42);

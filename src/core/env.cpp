@@ -73,6 +73,10 @@ const Switch kSwitches[] = {
      "CUDA: 1 lets the flash attention kernel skip per-score bounds and mask work on whole "
      "in-range tiles, warps with no live query row and key groups past the sequence (ViT's 197); "
      "0 checks every score"},
+    {"BRRR_ATTN_CUDNN", Kind::Int, "1", "", 0, 2,
+     "CUDA: 16-bit fused attention on cuDNN's SDPA engines where cuDNN takes it (additive or "
+     "causal masks; the frontend headers at build time): 1 where it times faster than brrr's "
+     "flash kernel on the geometry, 2 always, 0 never"},
     {"BRRR_ATTENTION_CUDA_CORES", Kind::Flag, "0", "", 0, 0,
      "CUDA: fused attention on CUDA cores even where its Tensor Core kernel applies"},
     {"BRRR_CUDNN_LIB", Kind::Path, "libcudnn.so.9", "", 0, 0, "CUDA: the cuDNN library to load"},

@@ -24,6 +24,7 @@
 
 #ifdef BRRR_HAVE_CUDA
 #include "backend/cuda/codegen_cuda.hpp"
+#include "backend/cuda/cudnn_attention.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "cuda_test_util.hpp"
 #endif
@@ -314,6 +315,7 @@ void check_on_device(const Spec& s, bool cuda_cores) {
 
 TEST(FusedAttentionCuda, MatchesReference) {
   brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  brrr_test::EnvVar own("BRRR_ATTN_CUDNN", "0");  // brrr's kernels, not cuDNN's
   BRRR_REQUIRE_CUDA_DEVICE();
   const std::vector<Spec> specs = {
       {1, 12, 128, 64, Mask::None},  // BERT-base's shape
@@ -349,6 +351,7 @@ TEST(FusedAttentionCuda, MatchesReference) {
 // large enough for 4-warp blocks, a bool mask, the NaN guard.
 TEST(FusedAttentionCuda, FlashMatchesReference) {
   brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  brrr_test::EnvVar own("BRRR_ATTN_CUDNN", "0");  // brrr's kernels, not cuDNN's
   BRRR_REQUIRE_CUDA_DEVICE();
   const std::vector<Spec> specs = {
       {1, 12, 128, 64, Mask::Add},                                // BERT-base batch 1
@@ -387,10 +390,59 @@ TEST(FusedAttentionCuda, FlashMatchesReference) {
       }
 }
 
+// cuDNN's SDPA (BRRR_ATTN_CUDNN=2: wherever cuDNN takes it) at the shapes of the model suite: BERT-base's
+// additive padding mask, GPT-2's causal block, ViT-B/16's 197 tokens, Llama's grouped-query
+// heads, Q/K/V read at offsets into one merged projection, and odd lengths. Where this build has
+// the cuDNN frontend, those must run on cuDNN; a bool mask must stay on the flash kernel and the
+// summary must say why; a constant additive causal mask may go either way (the plan may turn it
+// into the causal flag). Every result equals the reference.
+TEST(FusedAttentionCuda, CudnnMatchesReference) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  BRRR_REQUIRE_CUDA_DEVICE();
+  enum Want { kCudnn, kFlash, kEither };
+  struct Case {
+    Spec s;
+    Want want;
+  };
+  const std::vector<Case> cases = {
+      {{1, 12, 128, 64, Mask::Add}, kCudnn},                                // BERT-base batch 1
+      {{32, 12, 128, 64, Mask::Add}, kCudnn},                               // BERT-base batch 32
+      {{1, 12, 128, 64, Mask::Causal}, kCudnn},                             // GPT-2
+      {{16, 12, 128, 64, Mask::Causal, DType::f32, true}, kCudnn},          // b16, split scale
+      {{1, 12, 197, 64, Mask::None}, kCudnn},                               // ViT-B/16
+      {{32, 12, 197, 64, Mask::None}, kCudnn},
+      {{1, 32, 128, 64, Mask::Causal, DType::f32, false, false, 8}, kCudnn},  // Llama-1B's GQA
+      {{2, 12, 128, 64, Mask::Add, DType::f32, false, false, 0, false, true}, kCudnn},  // merged
+      {{3, 6, 77, 128, Mask::Add}, kCudnn},
+      {{2, 4, 200, 128, Mask::CausalAdd}, kEither},
+      {{1, 12, 128, 64, Mask::CausalAdd, DType::f32, true, true}, kEither},  // GPT-2's export
+      {{1, 3, 40, 64, Mask::Bool}, kFlash},
+  };
+  const bool built = cuda::CudnnSdpa::built();
+  // 2: cuDNN wherever it takes the geometry; 1 (the default): where it also times faster than
+  // the flash kernel, so either path.
+  for (const char* mode : {"2", "1"})
+  for (DType dt : {DType::bf16, DType::f16})
+    for (Case c : cases) {
+      brrr_test::EnvVar dnn("BRRR_ATTN_CUDNN", mode);
+      c.s.dt = dt;
+      const Spec& s = c.s;
+      SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " b" << s.batch << " h" << s.heads
+                                        << " s" << s.seq << " d" << s.dim << " mask "
+                                        << int(s.mask) << " BRRR_ATTN_CUDNN=" << mode);
+      if (std::string(mode) == "1" && c.want == kCudnn) c.want = kEither;
+      const std::string path = !built || c.want == kEither ? "attention "
+                               : c.want == kCudnn          ? "cuDNN SDPA"
+                                                           : "(not cuDNN: a bool mask)";
+      check_graph_on_device(attention(s), dt, path);
+    }
+}
+
 // K^T as the graph's own input [B, H, D, S] (no transposed copy): K's rows are strided, so the
 // 16-bit Tensor Core path is the strided kernel rather than the flash one.
 TEST(FusedAttentionCuda, StridedKeysUseTheStridedKernel) {
   brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  brrr_test::EnvVar own("BRRR_ATTN_CUDNN", "0");  // brrr's kernels, not cuDNN's
   BRRR_REQUIRE_CUDA_DEVICE();
   for (DType dt : {DType::bf16, DType::f16}) {
     const int64_t B = 2, H = 4, S = 70, D = 64;

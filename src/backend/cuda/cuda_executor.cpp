@@ -238,6 +238,8 @@ void CudaExecutor::Impl::build() {
   size_t ws_bytes = 0;
   for (const Step& s : steps)
     if (s.type == Step::Conv) ws_bytes = std::max(ws_bytes, s.conv().dnn->workspace_bytes());
+    else if (s.type == Step::Attention && s.attention().sdpa)
+      ws_bytes = std::max(ws_bytes, s.attention().sdpa->workspace_bytes());
   if (ws_bytes) conv_ws = alloc(ws_bytes, "cuDNN workspace");
 
   for (int i = 0; i < nk; ++i) {

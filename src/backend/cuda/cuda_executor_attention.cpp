@@ -1,4 +1,9 @@
-// The fused attention step (plan::AttentionDesc, found by plan/attention.cpp): one launch of
+// The fused attention step (plan::AttentionDesc, found by plan/attention.cpp). 16-bit attention
+// with an additive or causal mask (or none) runs on cuDNN's SDPA engines where cuDNN takes it
+// (cudnn_attention.hpp) and times faster than the flash kernel below on the geometry
+// (BRRR_ATTN_CUDNN: 0 never, 2 always). On the H200 (`brrr bench --backend cuda attn_*`, one
+// graph replay each): BERT-base b32 43.4 -> 15.2 us, ViT-B/16 b32 85.8 -> 28.6 us, GPT-2 b16
+// 17.4 -> 12.5 us. Otherwise one launch of
 // device/attention.cuh's kernel, reading Q, K, V and the masks through the strides the
 // descriptor gives and writing the merged heads in place: on Tensor Cores for 16-bit data with a
 // head dim of 64 or 128, through the flash kernel (brrr_attention_flash<D>_<type>, 1 to 4 warps
@@ -6,6 +11,9 @@
 // export's layout), else through the strided one (brrr_attention_mma<D>_<type>); other types
 // and dims on CUDA cores (brrr_attention_<type>; always with BRRR_ATTENTION_CUDA_CORES=1).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
 #include "core/env.hpp"
@@ -89,7 +97,92 @@ std::string CudaExecutor::Impl::attention_plan(const plan::Kernel& k, AttentionS
                        ? flash_warps(d, info.sm_count > 0 ? info.sm_count : 132)
                        : 0;
   set_attention_grid(a, unsigned(d.batch));
+  if ((d.dtype == DType::bf16 || d.dtype == DType::f16) && env::integer("BRRR_ATTN_CUDNN") >= 1 &&
+      !env::flag("BRRR_ATTENTION_CUDA_CORES"))
+    plan_cudnn_attention(d, a);
   return "";
+}
+
+// cuDNN's SDPA for a 16-bit attention with an additive or causal mask (or none), one graph per
+// geometry. Left to the flash kernel (a->sdpa_why says why): bool masks, rows that may be wholly
+// masked (the exporters' NaN-to-0 guard), causal with unequal lengths, and what cuDNN refuses.
+void CudaExecutor::Impl::plan_cudnn_attention(const plan::AttentionDesc& d, AttentionStep* a) {
+  if (d.keep >= 0) {
+    a->sdpa_why = "a bool mask";
+    return;
+  }
+  if (d.zero_empty_rows && d.mask >= 0) {
+    a->sdpa_why = "masked rows set to 0";
+    return;
+  }
+  if (!open_dnn()) {
+    a->sdpa_why = dnn_why;
+    return;
+  }
+  SdpaGeometry g;
+  g.batch = d.batch, g.heads = d.heads, g.kv_heads = d.kv_heads;
+  g.seq_q = d.seq_q, g.seq_k = d.seq_k, g.head_dim = d.head_dim;
+  g.q = d.q_strides, g.k = d.k_strides, g.v = d.v_strides, g.out = d.out_strides;
+  g.has_bias = d.mask >= 0;
+  if (g.has_bias) g.bias = d.mask_strides;
+  g.causal = d.causal;
+  g.scale = d.scale;
+  g.dt = d.dtype;
+  const std::string key = fmt::format(
+      "{} {} {} {} {} {} {} q{} k{} v{} o{} b{} {} {} {}", g.batch, g.heads, g.kv_heads, g.seq_q,
+      g.seq_k, g.head_dim, dtype_name(g.dt), fmt::join(g.q, ","), fmt::join(g.k, ","),
+      fmt::join(g.v, ","), fmt::join(g.out, ","), fmt::join(g.bias, ","), g.has_bias, g.causal,
+      g.scale);
+  auto it = sdpa_graphs.find(key);
+  if (it == sdpa_graphs.end()) {
+    std::string why;
+    std::shared_ptr<CudnnSdpa> made = CudnnSdpa::make(*dnn, g, &why);
+    it = sdpa_graphs.emplace(key, std::move(made)).first;
+    if (!it->second) sdpa_whys[key] = why;
+  }
+  a->sdpa = it->second;
+  a->sdpa_key = key;
+  if (!a->sdpa) a->sdpa_why = sdpa_whys[key];
+}
+
+// cuDNN's engine or the flash kernel, whichever runs this geometry faster here: each timed once
+// at setup on the step's own buffers (3 rounds of 20 launches after 3 warm-ups, alternating, the
+// best round each), the choice shared by the steps of one geometry. cuDNN wins at BERT-base's,
+// GPT-2's and ViT's shapes by 1.4-3x; the flash kernel won Llama-1B's grouped-query heads at
+// batch 1 (1.745 against 1.680 ms for the model).
+void CudaExecutor::Impl::choose_attention(AttentionStep& a) {
+  auto it = attention_timings.find(a.sdpa_key);
+  if (it == attention_timings.end()) {
+    auto p = [](const void* ptr) { return DevPtr(reinterpret_cast<uintptr_t>(ptr)); };
+    auto run = [&](bool dnn) {
+      const brrr_attn_args& x = a.args;
+      if (dnn)
+        a.sdpa->run(p(x.q), p(x.k), p(x.v), p(x.mask), p(x.out), conv_ws);
+      else
+        launch(a.fn, a.grid, a.block, 0, stream, a.argp.data());
+    };
+    constexpr int kReps = 20;
+    auto time_us = [&](bool dnn) {
+      Event e0, e1;
+      for (int i = 0; i < 3; ++i) run(dnn);
+      e0.record(stream);
+      for (int i = 0; i < kReps; ++i) run(dnn);
+      e1.record(stream);
+      e1.synchronize();
+      return double(Event::elapsed_ms(e0, e1)) * 1e3 / kReps;
+    };
+    double dnn_us = 1e30, own_us = 1e30;
+    for (int r = 0; r < 3; ++r) {
+      dnn_us = std::min(dnn_us, time_us(true));
+      own_us = std::min(own_us, time_us(false));
+    }
+    it = attention_timings.emplace(a.sdpa_key, std::make_pair(dnn_us, own_us)).first;
+  }
+  const auto [dnn_us, own_us] = it->second;
+  if (own_us < dnn_us) {
+    a.sdpa.reset();
+    a.sdpa_why = fmt::format("timed {:.1f} us against the flash kernel's {:.1f} us", dnn_us, own_us);
+  }
 }
 
 // One block per (query tile, head, batch); the tile's rows and the block's threads are the
@@ -114,6 +207,11 @@ void CudaExecutor::Impl::setup_attention(AttentionStep& a) {
   x.mask = a.vmask >= 0 ? at(a.vmask) : nullptr;
   x.keep = a.vkeep >= 0 ? at(a.vkeep) : nullptr;
   x.out = at(a.vout);
+  if (a.sdpa && !(aligned(x.q, 16) && aligned(x.k, 16) && aligned(x.v, 16) &&
+                  aligned(x.out, 16) && (!x.mask || aligned(x.mask, 16)))) {
+    a.sdpa.reset();  // cuDNN takes 16-byte aligned operands
+    a.sdpa_why = "an operand not 16-byte aligned";
+  }
   if (a.flash_warps &&
       !(aligned(x.q, 16) && aligned(x.k, 16) && aligned(x.v, 16) && aligned(x.out, 4))) {
     a.flash_warps = 0;  // an operand at an offset inside its buffer: the strided kernel
@@ -125,25 +223,34 @@ void CudaExecutor::Impl::setup_attention(AttentionStep& a) {
       : a.mma       ? fmt::format("brrr_attention_mma{}_{}", x.head_dim, t)
                     : fmt::format("brrr_attention_{}", t));
   a.argp = {&a.args};
+  if (a.sdpa && a.flash_warps && env::integer("BRRR_ATTN_CUDNN") == 1) choose_attention(a);
 }
 
 void CudaExecutor::Impl::exec_attention(AttentionStep& a) {
   if (a.grid.x == 0) return;  // no query rows
+  if (a.sdpa) {
+    const brrr_attn_args& x = a.args;
+    auto p = [](const void* ptr) { return DevPtr(reinterpret_cast<uintptr_t>(ptr)); };
+    a.sdpa->run(p(x.q), p(x.k), p(x.v), p(x.mask), p(x.out), conv_ws);
+    return;
+  }
   launch(a.fn, a.grid, a.block, 0, stream, a.argp.data());
 }
 
 std::string CudaExecutor::Impl::attention_summary(size_t i) const {
   const AttentionStep& a = steps[i].attention();
   const brrr_attn_args& x = a.args;
-  const std::string path = a.flash_warps ? fmt::format("tensor cores flash {}w", a.flash_warps)
+  const std::string path = a.sdpa ? a.sdpa->describe()
+                           : a.flash_warps ? fmt::format("tensor cores flash {}w", a.flash_warps)
                            : a.mma         ? std::string("tensor cores strided")
                                            : std::string("cuda cores");
-  return fmt::format("  {:<24} attention {} {} b{} h{}/{} sq{} sk{} d{}{}{}{} grid {}x{}x{}\n",
+  return fmt::format("  {:<24} attention {} {} b{} h{}/{} sq{} sk{} d{}{}{}{}{}{}\n",
                      plan.kernels[i].name, path, dtype_name(a.dt),
                      a.grid.z, x.heads, x.heads / x.group,
                      x.seq_q, x.seq_k, x.head_dim, x.mask ? " +mask" : "",
-                     x.keep ? " bool-mask" : "", x.causal ? " causal" : "", a.grid.x, a.grid.y,
-                     a.grid.z);
+                     x.keep ? " bool-mask" : "", x.causal ? " causal" : "",
+                     a.sdpa ? "" : fmt::format(" grid {}x{}x{}", a.grid.x, a.grid.y, a.grid.z),
+                     a.sdpa_why.empty() ? "" : " (not cuDNN: " + a.sdpa_why + ")");
 }
 
 }  // namespace brrr::cuda

@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_executor.hpp"
 #include "backend/cuda/cuda_graph.hpp"
 #include "backend/cuda/cuda_runtime.hpp"
+#include "backend/cuda/cudnn_attention.hpp"
 #include "backend/cuda/cudnn_conv.hpp"
 #include "backend/cuda/cudnn_pool.hpp"
 #include "backend/cuda/device/attention.cuh"
@@ -146,6 +147,11 @@ struct AttentionStep {
   DType dt = DType::f32;
   bool mma = false;  // the Tensor Core kernel (16-bit data, head dim 64 or 128)
   int flash_warps = 0;  // > 0: the flash kernel (contiguous aligned rows) with this many warps
+  // cuDNN's SDPA (shared by the steps of one geometry) when it takes this one, else null and
+  // why not (cuda_executor_attention.cpp).
+  std::shared_ptr<CudnnSdpa> sdpa;
+  std::string sdpa_why;
+  std::string sdpa_key;  // its geometry (the key of sdpa_graphs and attention_timings)
   brrr_attn_args args{};
   Function fn;
   Dim3 grid, block;
@@ -203,6 +209,12 @@ struct CudaExecutor::Impl {
   Function spin;
   std::unique_ptr<CudnnContext> dnn;  // opened at the first Conv or pool
   std::string dnn_why;                // why it could not be opened
+  // cuDNN SDPA graphs by geometry (a transformer's layers share one). Declared after dnn and
+  // before steps: destroyed after the steps that share them, before the handle they use.
+  std::map<std::string, std::shared_ptr<CudnnSdpa>> sdpa_graphs;
+  std::map<std::string, std::string> sdpa_whys;  // why cuDNN refused a geometry
+  // Microseconds of cuDNN's SDPA and of the flash kernel per geometry, timed once at setup.
+  std::map<std::string, std::pair<double, double>> attention_timings;
   DevPtr conv_ws = 0;                 // one workspace for every Conv (the largest need)
   std::vector<Step> steps;
   std::vector<ChainRun> chains;
@@ -274,6 +286,8 @@ struct CudaExecutor::Impl {
   // Fused attention (cuda_executor_attention.cpp).
   std::string attention_plan(const plan::Kernel& k, AttentionStep* a);
   void set_attention_grid(AttentionStep* a, unsigned batch);
+  void plan_cudnn_attention(const plan::AttentionDesc& d, AttentionStep* a);
+  void choose_attention(AttentionStep& a);
   void setup_attention(AttentionStep& a);
   void exec_attention(AttentionStep& a);
   std::string attention_summary(size_t i) const;

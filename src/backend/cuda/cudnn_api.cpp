@@ -31,6 +31,7 @@ Loaded load() {
     return l;
   }
   l.api.path = name;
+  l.api.handle = lib;
 #define BRRR_DNN_LOAD(fn)                                                              \
   {                                                                                    \
     dlerror();                                                                         \

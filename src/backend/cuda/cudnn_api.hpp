@@ -40,6 +40,7 @@ struct CudnnApi {
   decltype(&::cudnnSetActivationDescriptor) cudnnSetActivationDescriptor = nullptr;
   decltype(&::cudnnDestroyActivationDescriptor) cudnnDestroyActivationDescriptor = nullptr;
   std::string path;  // what dlopen loaded
+  void* handle = nullptr;  // its dlopen handle (the cuDNN frontend resolves symbols from it)
   size_t version = 0;
 };
 
