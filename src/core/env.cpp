@@ -37,10 +37,11 @@ const Switch kSwitches[] = {
     {"BRRR_GEMM_TUNE", Kind::Int, "0", "", 0, 1,
      "CUDA: 0 uses cuBLASLt's first heuristic algorithm for every GEMM (no timing at build, no "
      "tuning cache); 1 times the candidates once per shape and caches the choice"},
-    {"BRRR_GEMM_PAD_N", Kind::Int, "1", "", 0, 1,
-     "CUDA: 1 runs a GEMM whose output rows would not be 16-byte aligned (GPT-2's 50257 "
-     "logits) on zero-padded weights into aligned rows, then copies the real columns out; 0 "
-     "runs it on the odd row pitch"},
+    {"BRRR_GEMM_PAD_N", Kind::Int, "1", "", 0, 2,
+     "CUDA: a GEMM whose output rows would not be 16-byte aligned (GPT-2's 50257 logits): 1 "
+     "runs on zero-padded weights into aligned rows, then copies the real columns out; 2 reads "
+     "the padded weights and writes its output in place at the odd pitch; 0 runs it on the odd "
+     "pitch throughout"},
     {"BRRR_CUDA_GELU_RESHAPE", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 lets a GELU reach a 16-bit GEMM's epilogue through a Reshape that keeps the rows "
      "(GPT-2's MLP); 0 keeps it a kernel of its own"},

@@ -253,15 +253,17 @@ TEST(CudaSession, GemmTransBAndBatched) {
   check(b.g, cuda_opts("fp32"), 1e-5);
 }
 
-// BRRR_GEMM_PAD_N=1: GEMMs whose output rows are not 16-byte aligned (an odd N, as GPT-2's
-// 50257-column logits) run into padded rows on zero-padded weights, then the real columns are
-// copied out; with a bias, the 16-bit GELU epilogue, a Gemm with transB and a batched A folded
-// into M, 16-bit and float32, against the reference; aligned N is left alone.
+// GEMMs whose output rows are not 16-byte aligned (an odd N, as GPT-2's 50257-column logits):
+// BRRR_GEMM_PAD_N=1 runs them into padded rows on zero-padded weights, then copies the real
+// columns out; 2 reads the padded weights and writes the output rows in place at their odd
+// pitch. With a bias, a Gemm with transB and a batched A folded into M, 16-bit and float32,
+// against the reference; aligned N is left alone.
 TEST(CudaSession, PaddedGemmRowsMatchTheReference) {
   BRRR_REQUIRE_CUDA_DEVICE();
-  brrr_test::EnvVar pad("BRRR_GEMM_PAD_N", "1");
+  for (const char* mode : {"1", "2"})
   for (DType t : {DType::bf16, DType::f32}) {
-    SCOPED_TRACE(std::string(dtype_name(t)));
+    brrr_test::EnvVar pad("BRRR_GEMM_PAD_N", mode);
+    SCOPED_TRACE(std::string(dtype_name(t)) + " BRRR_GEMM_PAD_N=" + mode);
     GraphBuilder b;
     int x = b.input("x", {2, 7, 64}, t);
     int y = b.node("MatMul", {x, b.constant("W", rnd({64, 101}, t, -0.3f, 0.3f))});
@@ -271,8 +273,11 @@ TEST(CudaSession, PaddedGemmRowsMatchTheReference) {
                     {{"transB", int64_t(1)}}));
     b.output(b.node("MatMul", {u, b.constant("A", rnd({64, 48}, t, -0.3f, 0.3f))}));
     Session s = check(b.g, cuda_opts("fp32"), t == DType::f32 ? 1e-5 : 2e-2);
-    EXPECT_NE(s.plan_summary().find("n104 (padded from 101)"), std::string::npos) << s.plan_summary();
+    const char* padded = std::string(mode) == "1" ? "n104 (padded from 101)"
+                                                  : "n101 (B rows padded to 104)";
+    EXPECT_NE(s.plan_summary().find(padded), std::string::npos) << s.plan_summary();
     EXPECT_EQ(s.plan_summary().find("n48 (padded"), std::string::npos) << s.plan_summary();
+    EXPECT_EQ(s.plan_summary().find("n48 (B rows"), std::string::npos) << s.plan_summary();
   }
 }
 

@@ -100,8 +100,9 @@ bool stream_capturing(const Stream& s) {
 
 std::string gemm_tune_key(GemmPrecision p, GemmEpilogue e, const GemmShape& sh) {
   // The layouts are the ones plan_for builds: row-major, contiguous batches.
-  return fmt::format("{} epilogue {} m {} n {} k {} batch {} layout rowmajor-contiguous",
-                     to_string(p), to_string(e), sh.m, sh.n, sh.k, sh.batch);
+  return fmt::format("{} epilogue {} m {} n {} k {} batch {} layout rowmajor-contiguous{}",
+                     to_string(p), to_string(e), sh.m, sh.n, sh.k, sh.batch,
+                     sh.ldb || sh.ldc ? fmt::format(" ldb {} ldc {}", sh.ldb, sh.ldc) : "");
 }
 
 const char* to_string(GemmPrecision p) {
@@ -156,7 +157,7 @@ LtGemm::~LtGemm() {
 }
 
 LtGemm::Key LtGemm::key_of(GemmPrecision p, GemmEpilogue e, const GemmShape& sh) {
-  return Key{static_cast<int>(p), static_cast<int>(e), sh.m, sh.n, sh.k, sh.batch};
+  return Key{static_cast<int>(p), static_cast<int>(e), sh.m, sh.n, sh.k, sh.batch, sh.ldb, sh.ldc};
 }
 
 LtGemm::Plan& LtGemm::plan_for(GemmPrecision p, GemmEpilogue e, const GemmShape& sh,
@@ -177,9 +178,12 @@ LtGemm::Plan& LtGemm::plan_for(GemmPrecision p, GemmEpilogue e, const GemmShape&
   // Row-major C = A @ B is column-major C^T = B^T @ A^T: pass B as the first operand. The
   // bias then runs along cuBLASLt's rows, i.e. along our N: one value per output column.
   const std::uint64_t m = sh.n, n = sh.m, k = sh.k;
-  BRRR_LT(cublasLtMatrixLayoutCreate(&plan->a, dt, m, k, m), what);  // B^T: N x K, ld N
-  BRRR_LT(cublasLtMatrixLayoutCreate(&plan->b, dt, k, n, k), what);  // A^T: K x M, ld K
-  BRRR_LT(cublasLtMatrixLayoutCreate(&plan->c, dt, m, n, m), what);  // C^T: N x M, ld N
+  const std::int64_t ldb = sh.ldb ? sh.ldb : sh.n, ldc = sh.ldc ? sh.ldc : sh.n;
+  BRRR_ASSERT(ldb >= sh.n && ldc >= sh.n && (sh.batch == 1 || (ldb == sh.n && ldc == sh.n)),
+              "GEMM row pitches below n, or with batches");
+  BRRR_LT(cublasLtMatrixLayoutCreate(&plan->a, dt, m, k, ldb), what);  // B^T: N x K, ld ldb
+  BRRR_LT(cublasLtMatrixLayoutCreate(&plan->b, dt, k, n, k), what);    // A^T: K x M, ld K
+  BRRR_LT(cublasLtMatrixLayoutCreate(&plan->c, dt, m, n, ldc), what);  // C^T: N x M, ld ldc
   if (sh.batch > 1) {
     const std::int32_t count = static_cast<std::int32_t>(sh.batch);
     const std::int64_t strides[3] = {sh.k * sh.n, sh.m * sh.k, sh.m * sh.n};

@@ -30,6 +30,8 @@ std::size_t element_bytes(GemmPrecision p);  // of A, B, C and bias
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
   std::int64_t batch = 1;  // contiguous batches: strides M*K, K*N, M*N
+  // Row pitches of B and C in elements, 0: n (contiguous rows). One batch only when set.
+  std::int64_t ldb = 0, ldc = 0;
 };
 
 // The GEMM as the tuning cache knows it: precision, epilogue, shape and operand layouts.
@@ -72,7 +74,8 @@ class LtGemm {
   struct Operands {
     DevPtr a, b, c, bias;
   };
-  using Key = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
+  using Key = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                         std::int64_t, std::int64_t>;
   static Key key_of(GemmPrecision p, GemmEpilogue e, const GemmShape& sh);
   Plan& plan_for(GemmPrecision p, GemmEpilogue e, const GemmShape& shape, const Operands& ops,
                  const Stream& s, const std::string& what);

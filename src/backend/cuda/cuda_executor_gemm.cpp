@@ -178,18 +178,27 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   gm.nc = shape_numel(g.value(vo).shape);
   const std::string who = n.name.empty() ? k.name : n.name;
   const Step& st = steps[size_t(&k - plan.kernels.data())];
-  // Padded output rows (BRRR_GEMM_PAD_N, on by default): a constant B, no cast, one batch.
+  // Output rows that are no whole 16 bytes (BRRR_GEMM_PAD_N; a constant B, no cast, one batch):
+  // 1 computes padded rows and copies the real columns out, 2 reads B at a padded pitch and
+  // writes C in place at its own.
   const int64_t eb = int64_t(dtype_size(et)), align = 16 / eb;
-  if (env::integer("BRRR_GEMM_PAD_N") == 1 && st.type == Step::Library && !cast &&
-      g.value(vb).constant.defined() && gm.shape.batch == 1 && gm.shape.n % align != 0) {
-    gm.n_real = gm.shape.n;
-    gm.shape.n = (gm.shape.n + align - 1) / align * align;
+  const int64_t pad_n = env::integer("BRRR_GEMM_PAD_N");
+  int64_t b_pitch = 0;  // > 0: B's columns padded to this
+  if (pad_n >= 1 && st.type == Step::Library && !cast && g.value(vb).constant.defined() &&
+      gm.shape.batch == 1 && gm.shape.n % align != 0) {
+    b_pitch = (gm.shape.n + align - 1) / align * align;
+    if (pad_n == 1) {
+      gm.n_real = gm.shape.n;
+      gm.shape.n = b_pitch;
+    } else {
+      gm.shape.ldb = b_pitch;
+    }
   }
   if (g.value(va).constant.defined()) gm.a = upload(host_cast(g.value(va).constant, et, false), who + " A");
   else if (cast) { gm.a_src = slot[size_t(va)]; gm.a = alloc(size_t(gm.na) * 2, who + " A cast"); }
   else gm.a = slot[size_t(va)];
-  if (g.value(vb).constant.defined() && gm.n_real)
-    gm.b = upload(pad_columns(host_cast(g.value(vb).constant, et, gm.trans_b), gm.shape.n), who + " W padded");
+  if (g.value(vb).constant.defined() && b_pitch)
+    gm.b = upload(pad_columns(host_cast(g.value(vb).constant, et, gm.trans_b), b_pitch), who + " W padded");
   else if (g.value(vb).constant.defined()) gm.b = upload(host_cast(g.value(vb).constant, et, gm.trans_b), who + " W");
   else if (cast) { gm.b_src = slot[size_t(vb)]; gm.b = alloc(size_t(gm.nb) * 2, who + " B cast"); }
   else gm.b = slot[size_t(vb)];
@@ -290,7 +299,10 @@ std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
   const bool erf_as_tanh = d && d->epi.act_name == "gelu_erf_as_tanh";
   return fmt::format("  {:<24} cuBLASLt {} {} m{} n{}{} k{} batch {}{}{}\n", plan.kernels[i].name,
                      to_string(gm.prec), to_string(gm.epi), gm.shape.m, gm.shape.n,
-                     gm.n_real ? fmt::format(" (padded from {})", gm.n_real) : "", gm.shape.k,
+                     gm.n_real     ? fmt::format(" (padded from {})", gm.n_real)
+                     : gm.shape.ldb ? fmt::format(" (B rows padded to {})", gm.shape.ldb)
+                                    : "",
+                     gm.shape.k,
                      gm.shape.batch,
                      gm.gelu_erf    ? " + erf GELU kernel"
                      : gm.post_act  ? " + activation kernel"
