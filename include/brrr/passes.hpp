@@ -75,6 +75,12 @@ bool split_shared_views(Graph& g);
 // (src/passes/sink_row_transposes.cpp).
 bool sink_row_transposes(Graph& g);
 
+// A Conv whose strides equal its kernel (no padding, dilation or groups; ViT's patch embedding)
+// becomes one transpose of the input into patches and a MatMul with the weight as [C*kh*kw, OC]
+// (plus the bias); ViT's Reshape and Transpose of its output become one Reshape. Returns true
+// when it changed the graph (src/passes/patchify_convs.cpp).
+bool patchify_convs(Graph& g);
+
 // Rewrites float32 Sum, Min and Max nodes with more than 8 inputs into chains of nodes with at most
 // 8 inputs, folding in the same order; returns true when it changed the graph. Runs on a
 // shape-inferred graph (src/passes/split_variadic.cpp).

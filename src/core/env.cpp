@@ -70,6 +70,9 @@ const Switch kSwitches[] = {
     {"BRRR_NO_SINK_TRANSPOSES", Kind::Flag, "0", "", 0, 0,
      "CUDA: a Transpose of rows before a MatMul with a constant weight stays before it (ViT's "
      "x -> [S, B, E] before its in-projection) instead of joining the attention's q/k/v views"},
+    {"BRRR_NO_PATCH_GEMM", Kind::Flag, "0", "", 0, 0,
+     "CUDA: a Conv whose strides equal its kernel (ViT's patch embedding) stays a cuDNN conv "
+     "instead of a transpose into patches and a GEMM"},
     {"BRRR_ATTN_FAST_TILES", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 lets the flash attention kernel skip per-score bounds and mask work on whole "
      "in-range tiles, warps with no live query row and key groups past the sequence (ViT's 197); "

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "brrr/error.hpp"
+#include "brrr/op.hpp"
+
 namespace brrr {
 
 std::string fresh_name(const Graph& g, const std::string& base) {
@@ -33,6 +36,30 @@ int add_constant(Graph& g, const std::string& base, Tensor t) {
   val.constant = std::move(t);
   val.typed = true;
   return v;
+}
+
+int int64_constant(Graph& g, const std::string& base, std::vector<int64_t> v) {
+  Shape s{int64_t(v.size())};
+  return add_constant(g, base, Tensor::from_vector<int64_t>(s, v));
+}
+
+void type_node(Graph& g, Node& n, const char* pass) {
+  n.def = OpTable::get().find(n.domain, n.op);
+  if (!n.def)
+    internal_assert_failed("n.def != nullptr", __FILE__, __LINE__,
+                           fmt::format("{} made an unknown op {}", pass, n.op));
+  InferCtx ctx{g, n, {}};
+  n.def->infer(ctx);
+  if (ctx.outputs.size() != n.outputs.size())
+    internal_assert_failed("ctx.outputs.size() == n.outputs.size()", __FILE__, __LINE__,
+                           fmt::format("{}: {} typed {} of {} outputs", pass, n.op,
+                                       ctx.outputs.size(), n.outputs.size()));
+  for (size_t o = 0; o < n.outputs.size(); ++o) {
+    Value& v = g.value(n.outputs[o]);
+    v.dtype = ctx.outputs[o].first;
+    v.shape = ctx.outputs[o].second;
+    v.typed = true;
+  }
 }
 
 }  // namespace brrr

@@ -18,5 +18,11 @@ std::vector<std::vector<int>> value_readers(const Graph& g);
 
 // A new typed constant value of g named after `base` (fresh_name) holding t; returns its id.
 int add_constant(Graph& g, const std::string& base, Tensor t);
+// The same for a 1-D int64 constant (a Reshape's shape, a Slice's bounds).
+int int64_constant(Graph& g, const std::string& base, std::vector<int64_t> v);
+
+// Resolves a node a pass made (its op's definition) and types its outputs by the op's shape
+// inference; asserts (naming `pass`) that the op exists and types every output.
+void type_node(Graph& g, Node& n, const char* pass);
 
 }  // namespace brrr

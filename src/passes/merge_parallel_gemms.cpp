@@ -99,11 +99,6 @@ bool read_as_gemm_view(const Graph& g, const std::vector<std::vector<int>>& uses
   return true;
 }
 
-int int64_constant(Graph& g, const std::string& name, std::vector<int64_t> v) {
-  Shape s{int64_t(v.size())};
-  return add_constant(g, name, Tensor::from_vector<int64_t>(s, v));
-}
-
 // The parts' weights side by side ([K, sum N]), or their biases end to end.
 Tensor concat_columns(const Graph& g, const std::vector<Part>& parts, bool bias) {
   const Tensor& first = g.value(bias ? parts[0].bias : parts[0].weight).constant;
@@ -124,20 +119,6 @@ Tensor concat_columns(const Graph& g, const std::vector<Part>& parts, bool bias)
   return out;
 }
 
-void type_node(Graph& g, Node& n) {
-  n.def = OpTable::get().find(n.domain, n.op);
-  BRRR_ASSERT(n.def != nullptr, "merge_parallel_gemms made an unknown op");
-  InferCtx ctx{g, n, {}};
-  n.def->infer(ctx);
-  BRRR_ASSERT(ctx.outputs.size() == n.outputs.size(), "merge_parallel_gemms: untyped output");
-  for (size_t o = 0; o < n.outputs.size(); ++o) {
-    Value& v = g.value(n.outputs[o]);
-    v.dtype = ctx.outputs[o].first;
-    v.shape = ctx.outputs[o].second;
-    v.typed = true;
-  }
-}
-
 // A Slice of x's [begin, end) along `axis` writing value `out`, whose type it must keep.
 Node slice_node(Graph& g, const std::string& name, int x, int64_t axis, int64_t begin, int64_t end,
                 int out) {
@@ -155,7 +136,7 @@ Node slice_node(Graph& g, const std::string& name, int x, int64_t axis, int64_t 
   }
   s.outputs = {out};
   const Value before = g.value(out);
-  type_node(g, s);
+  type_node(g, s, "merge_parallel_gemms");
   BRRR_ASSERT(g.value(out).shape == before.shape && g.value(out).dtype == before.dtype,
               "merge_parallel_gemms: a part's slice changed its shape");
   return s;
@@ -232,7 +213,7 @@ std::vector<Node> part_nodes(Graph& g, const Uses& u, int y, int64_t axis, int64
     re.name = fmt::format("{}/heads{}", name, i);
     re.inputs = {y, int64_constant(g, re.name + "/shape", std::vector<int64_t>(to.begin(), to.end()))};
     re.outputs = {g.add_value(fresh_name(g, re.name + "_out"))};
-    type_node(g, re);
+    type_node(g, re, "merge_parallel_gemms");
     const int t = re.outputs[0];
     out.push_back(std::move(re));
     out.push_back(slice_node(g, fmt::format("{}/head_slice{}", name, i), t, int64_t(to.size()) - 2,
@@ -254,7 +235,7 @@ std::vector<Node> merged_nodes(Graph& g, const Uses& u, const std::vector<Part>&
   int w = add_constant(g, base + "/weight", concat_columns(g, parts, false));
   mm.inputs = {first.inputs[0], w};
   mm.outputs = {g.add_value(fresh_name(g, base + "_out"))};
-  type_node(g, mm);
+  type_node(g, mm, "merge_parallel_gemms");
   int y = mm.outputs[0];
   out.push_back(std::move(mm));
   if (parts[0].bias >= 0) {
@@ -263,7 +244,7 @@ std::vector<Node> merged_nodes(Graph& g, const Uses& u, const std::vector<Part>&
     add.name = base + "/bias";
     add.inputs = {y, add_constant(g, base + "/bias", concat_columns(g, parts, true))};
     add.outputs = {g.add_value(fresh_name(g, base + "_biased"))};
-    type_node(g, add);
+    type_node(g, add, "merge_parallel_gemms");
     y = add.outputs[0];
     out.push_back(std::move(add));
   }

@@ -62,6 +62,10 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
 
   bool split = split_variadic(g);
   log.after("split_variadic", g, split);
+  if (target.patchify_convs) {  // before the sink and the merge: its MatMul is theirs too
+    bool patched = patchify_convs(g);
+    log.after("patchify_convs", g, patched);
+  }
   if (target.sink_row_transposes) {
     bool sunk = sink_row_transposes(g);
     log.after("row_transposes", g, sunk);

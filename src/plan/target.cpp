@@ -111,6 +111,7 @@ Target Target::cuda() {
   t.attention_max_head_dim = env::integer("BRRR_FUSED_ATTENTION") ? 128 : 0;
   t.sink_row_transposes = t.attention_max_head_dim > 0 && !env::flag("BRRR_NO_SINK_TRANSPOSES");
   t.attention_16bit = true;
+  t.patchify_convs = !env::flag("BRRR_NO_PATCH_GEMM");
   // On by default (BRRR_CUDA_MERGE_GEMMS=0 or BRRR_NO_MERGE_GEMMS=1 turns it off), fused
   // attention or not: its descriptor reads Q, K and V at offsets into the merged product. BERT-base
   // bf16 on an H200: 610 -> 494 us at batch 1, 2.50 -> 2.25 ms at batch 32 (without attention).

@@ -79,6 +79,9 @@ struct Target {
   // it (and its bias) where views read the product, so the fused attention reads q, k and v
   // through it (CUDA with fused attention; BRRR_NO_SINK_TRANSPOSES=1 turns it off).
   bool sink_row_transposes = false;
+  // patchify_convs: a Conv that tiles its input (strides equal to the kernel) runs as a GEMM on
+  // its patches (CUDA; BRRR_NO_PATCH_GEMM=1 keeps it a Conv).
+  bool patchify_convs = false;
   // ...on 16-bit data too (CUDA); else float32 attention only (the CPU's kernel).
   bool attention_16bit = false;
 
