@@ -81,6 +81,12 @@ bool sink_row_transposes(Graph& g);
 // when it changed the graph (src/passes/patchify_convs.cpp).
 bool patchify_convs(Graph& g);
 
+// Hugging Face's rotary embedding, x * cos + Concat(-x[..., D/2:], x[..., :D/2]) * sin, as
+// pointwise nodes over x viewed as [..., 2, D/2] (a Where swaps the halves), which a target with
+// lazy views fuses into one kernel. Returns true when it changed the graph
+// (src/passes/split_rotary_halves.cpp).
+bool split_rotary_halves(Graph& g);
+
 // Rewrites float32 Sum, Min and Max nodes with more than 8 inputs into chains of nodes with at most
 // 8 inputs, folding in the same order; returns true when it changed the graph. Runs on a
 // shape-inferred graph (src/passes/split_variadic.cpp).

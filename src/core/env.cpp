@@ -73,6 +73,16 @@ const Switch kSwitches[] = {
     {"BRRR_NO_PATCH_GEMM", Kind::Flag, "0", "", 0, 0,
      "CUDA: a Conv whose strides equal its kernel (ViT's patch embedding) stays a cuDNN conv "
      "instead of a transpose into patches and a GEMM"},
+    {"BRRR_NO_LAZY_VIEWS", Kind::Flag, "0", "", 0, 0,
+     "CUDA: a Transpose, Slice, Expand or Reshape of a buffer becomes a kernel of its own (with "
+     "its first readers) instead of a strided load in each kernel that reads it, and pointwise "
+     "nodes of buffers alone start kernels of their own"},
+    {"BRRR_CPU_LAZY_VIEWS", Kind::Flag, "0", "", 0, 0,
+     "CPU, opt-in: lazy views and deferred pointwise nodes as on CUDA (BRRR_NO_LAZY_VIEWS), "
+     "with the rotary embedding's halves rewrite"},
+    {"BRRR_NO_ROTARY_HALVES", Kind::Flag, "0", "", 0, 0,
+     "CUDA: the rotary embedding's rotate_half keeps its Slices, Neg and Concat (a library "
+     "concat kernel) instead of a Where over x viewed as [..., 2, D/2]"},
     {"BRRR_ATTN_FAST_TILES", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 lets the flash attention kernel skip per-score bounds and mask work on whole "
      "in-range tiles, warps with no live query row and key groups past the sequence (ViT's 197); "

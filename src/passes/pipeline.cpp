@@ -82,6 +82,10 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
     bool distributed = distribute_concat(g);
     log.after("concat_split", g, distributed);
   }
+  if (target.rotary_halves && o.fusion) {  // its nodes fuse only as lazy views
+    bool split_rotary = split_rotary_halves(g);
+    log.after("rotary_halves", g, split_rotary);
+  }
   plan::FusionOptions fo;
   fo.enable = o.fusion;
   fo.float16 = target.generated_16bit;

@@ -486,6 +486,7 @@ class Fuser {
     if (opts_.enable && target_.gemm_strided_operands) find_strided_operands();
     if (opts_.enable && target_.gemm_operand_views) find_operand_views();
     for (size_t k = 0; k < g_.nodes.size(); ++k) place(int(k));
+    if (lazy_on()) materialize_pending();
     return finish();
   }
 
@@ -503,6 +504,19 @@ class Fuser {
   std::set<int> scaled_gemms_;                     // GEMMs whose views fold a scalar Mul
   std::map<int, AttentionMatch> attention_;        // fused attention, by its last node
   std::vector<std::set<int>> reads_;                     // kernels each kernel reads from
+  // Lazy values (Target::lazy_views). A view of a buffer: each kernel reading it loads the
+  // buffer through these strides; a copy is made only for readers that need a buffer.
+  struct LazyView {
+    int base = -1;  // the buffer: a graph input, a constant or a kernel's output
+    Shape strides;
+    int64_t offset = 0;
+    std::vector<int> nodes;  // the view nodes from the base on
+  };
+  std::map<int, LazyView> lazy_;
+  std::map<int, int> deferred_;  // value -> the pointwise node computed in its reader's kernel
+  std::map<int, int> deferred_size_;  // value -> the deferred nodes its tree holds
+  static constexpr int kMaxDeferred = 16;
+  std::set<int> attributed_;     // lazy view nodes already listed in a kernel
 
   const Shape& shape(int v) const { return g_.value(v).shape; }
 
@@ -536,6 +550,13 @@ class Fuser {
       buf = it->second.view_value;
       vst = it->second.view_strides;
       off = it->second.view_offset;
+    } else if (auto lz = lazy_.find(v); lz != lazy_.end()) {  // a lazy view: listed before its reader
+      buf = lz->second.base;
+      vst = lz->second.strides;
+      off = lz->second.offset;
+      for (int m : lz->second.nodes)
+        if (attributed_.insert(m).second)
+          G.k.nodes.insert(G.k.nodes.end() - (G.k.nodes.empty() ? 0 : 1), m);
     }
     // Broadcast val.shape -> o (right-aligned).
     Shape st(o.size(), 0);
@@ -609,8 +630,22 @@ class Fuser {
   unsigned stamp_ = 0;
   void note_reads(int gi, const Node& node) {
     for (int i : node.inputs)
-      if (i >= 0 && kernel_of_value_[i] >= 0 && kernel_of_value_[i] != gi)
-        reads_[size_t(gi)].insert(kernel_of_value_[i]);
+      for_each_source(i, [&](int b) {
+        if (kernel_of_value_[b] >= 0 && kernel_of_value_[b] != gi)
+          reads_[size_t(gi)].insert(kernel_of_value_[b]);
+      });
+  }
+  // The values a kernel reading v reads: v, or for a lazy view its buffer, for a deferred node
+  // the sources of its inputs.
+  template <class F>
+  void for_each_source(int v, const F& f) const {
+    if (v < 0) return;
+    if (auto lz = lazy_.find(v); lz != lazy_.end() && kernel_of_value_[v] < 0) return f(lz->second.base);
+    if (auto d = deferred_.find(v); d != deferred_.end()) {
+      for (int i : g_.nodes[size_t(d->second)].inputs) for_each_source(i, f);
+      return;
+    }
+    f(v);
   }
 
   bool in_group(const Group& G, int v) const { return v >= 0 && G.vals.count(v); }
@@ -634,10 +669,20 @@ class Fuser {
                          G.k.exprs.size());
     for (int i : node.inputs) {
       if (i < 0 || in_group(G, i)) continue;
-      int pk = kernel_of_value_[i];
-      if (pk >= 0 && depends_on(pk, gi))
-        return fmt::format("input '{}' comes from a kernel that depends on this one",
+      if (deferred_.count(i) && !fits(i, S, G.k.compute, n))
+        return fmt::format("input '{}' (computed here from buffers) has another shape or type",
                            g_.value(i).name);
+      std::string why;
+      for_each_source(i, [&](int b) {
+        if (b != i && computed_in(G, b))
+          why = fmt::format("input '{}' is a view of a value computed inside the kernel (needs an "
+                            "index remap)", g_.value(i).name);
+        int pk = kernel_of_value_[b];
+        if (why.empty() && pk >= 0 && pk != gi && depends_on(pk, gi))
+          why = fmt::format("input '{}' comes from a kernel that depends on this one",
+                            g_.value(i).name);
+      });
+      if (!why.empty()) return why;
     }
     switch (info.kind) {
       case NodeKind::Pointwise: {
@@ -779,6 +824,10 @@ class Fuser {
           base = it->second.view_strides;
           bufv = it->second.view_value;
           off = it->second.view_offset;
+        } else if (auto lz = lazy_.find(src); lz != lazy_.end() && kernel_of_value_[src] < 0) {
+          base = lz->second.strides;
+          bufv = lz->second.base;
+          off = lz->second.offset;
         }
         KVal kv;
         kv.view_value = bufv;
@@ -821,14 +870,197 @@ class Fuser {
     return G;
   }
 
+  bool lazy_on() const { return target_.lazy_views && opts_.enable; }
+  TypeSet types() const { return TypeSet{opts_.float16, opts_.booleans}; }
+
+  // Node n as a lazy view (Target::lazy_views): a float Transpose, Slice or Expand, or a Reshape
+  // whose strides describe it, of a buffer or of another lazy view. False: placed as before.
+  bool try_lazy_view(int n, const NodeInfo& info) {
+    const Node& node = g_.nodes[size_t(n)];
+    const ViewKind vk = view_of(node);
+    const bool reshape = info.kind == NodeKind::Copy && vk == ViewKind::Reshape;
+    if ((info.kind != NodeKind::Transpose || info.compute != DType::f32) && !reshape) return false;
+    if (node.inputs.empty() || node.inputs[0] < 0 || node.outputs.size() != 1 || node.outputs[0] < 0)
+      return false;
+    const int x = node.inputs[0], out = node.outputs[0];
+    if (deferred_.count(x) || !float_ok(g_.value(x).dtype, types())) return false;
+    LazyView lv;
+    if (auto lz = lazy_.find(x); lz != lazy_.end()) lv = lz->second;
+    else lv = {x, contiguous_strides(shape(x)), 0, {}};
+    const Shape& is = shape(x);
+    const Shape& os = shape(out);
+    Shape st;
+    if (reshape) {
+      std::vector<std::vector<Factor>> from;
+      for (size_t d = 0; d < is.size(); ++d) from.push_back({Factor{is[d], lv.strides[d]}});
+      auto to = reshape_factors(from, os, false);
+      if (!to || to->size() != os.size()) return false;
+      for (const auto& f : *to) st.push_back(f.empty() ? 0 : f[0].stride);
+    } else if (vk == ViewKind::Slice) {
+      std::vector<int64_t> start, step;
+      if (!slice_view(g_, node, &start, &step).empty()) return false;
+      for (size_t d = 0; d < is.size(); ++d) {
+        lv.offset += start[d] * lv.strides[d];
+        st.push_back(lv.strides[d] * step[d]);
+      }
+    } else if (vk == ViewKind::Expand) {
+      st.assign(os.size(), 0);
+      for (size_t i = 0; i < os.size() && i < is.size(); ++i) {
+        size_t o = os.size() - 1 - i, d = is.size() - 1 - i;
+        if (is[d] == os[o] && os[o] != 1) st[o] = lv.strides[d];
+      }
+    } else if (vk == ViewKind::Permute) {
+      auto perm = node.attr_ints("perm");
+      if (perm.empty())
+        for (int i = int(is.size()) - 1; i >= 0; --i) perm.push_back(i);
+      for (auto p : perm) st.push_back(lv.strides[size_t(p < 0 ? p + int64_t(is.size()) : p)]);
+    } else {
+      return false;
+    }
+    lv.strides = std::move(st);
+    lv.nodes.push_back(n);
+    lazy_[out] = std::move(lv);
+    return true;
+  }
+
+  // Node n deferred into its reader's kernel: pointwise, reading no value a fused kernel
+  // computes, its one reader a pointwise node that no library kernel has taken.
+  bool try_defer(int n, const NodeInfo& info) {
+    const Node& node = g_.nodes[size_t(n)];
+    if (info.kind != NodeKind::Pointwise || info.compute != DType::f32 || node.outputs.size() != 1 ||
+        node.outputs[0] < 0)
+      return false;
+    const int c = sole_consumer(node.outputs[0]);
+    if (c < 0 || absorbed_.count(c) || attention_.count(c) ||
+        classify(g_, g_.nodes[size_t(c)], types(), target_).kind != NodeKind::Pointwise)
+      return false;
+    int size = 1;  // deferred nodes in the tree it would root
+    for (int i : node.inputs) {
+      if (i < 0 || lazy_.count(i)) continue;
+      if (auto d = deferred_size_.find(i); d != deferred_size_.end() && deferred_.count(i)) {
+        size += d->second;
+        continue;
+      }
+      const int k = kernel_of_value_[i];
+      if (k >= 0 && groups_[size_t(k)].fused) return false;  // it joins that kernel instead
+    }
+    // A long chain of such nodes is placed as before: kernels of bounded size, no deep recursion.
+    if (size > kMaxDeferred) return false;
+    deferred_[node.outputs[0]] = n;
+    deferred_size_[node.outputs[0]] = size;
+    return true;
+  }
+
+  // Whether deferred value v can be computed in a kernel of space S computing in `compute`,
+  // read by node `reader`: its nodes have that output shape (row-level joins are not tried).
+  bool fits(int v, const Shape& S, DType compute, int reader) const {
+    const Node& r = g_.nodes[size_t(reader)];
+    const NodeInfo ri = classify(g_, r, types(), target_);
+    if (ri.kind != NodeKind::Pointwise && (r.inputs.empty() || r.inputs[0] != v)) return false;
+    const int d = deferred_.at(v);
+    if (shape(v) != S || classify(g_, g_.nodes[size_t(d)], types(), target_).compute != compute)
+      return false;
+    for (int i : g_.nodes[size_t(d)].inputs)
+      if (deferred_.count(i) && !fits(i, S, compute, d)) return false;
+    return true;
+  }
+  // Emits the deferred nodes node n reads into kernel gi (fits() holds), inputs first.
+  void realize_inputs(int gi, int n) {
+    for (int i : g_.nodes[size_t(n)].inputs) {
+      auto d = deferred_.find(i);
+      if (d == deferred_.end()) continue;
+      const int m = d->second;
+      deferred_.erase(d);
+      realize_inputs(gi, m);
+      emit(groups_[size_t(gi)], m, classify(g_, g_.nodes[size_t(m)], types(), target_));
+    }
+  }
+  // Deferred value v in a kernel of its own (its reader needs another space, or a buffer).
+  int place_deferred(int v) {
+    const int d = deferred_.at(v);
+    const NodeInfo info = classify(g_, g_.nodes[size_t(d)], types(), target_);
+    for (int i : g_.nodes[size_t(d)].inputs)
+      if (deferred_.count(i) && !fits(i, shape(v), info.compute, d)) place_deferred(i);
+    const int gi = int(groups_.size());
+    Group& G = new_group(KernelKind::Fused, d);
+    G.k.compute = info.compute;
+    G.k.space = shape(v);
+    deferred_.erase(v);
+    realize_inputs(gi, d);
+    emit(groups_[size_t(gi)], d, info);
+    return gi;
+  }
+  // A kernel that writes lazy or deferred value v as a buffer (a library kernel or a graph
+  // output reads it); its index.
+  int materialize(int v) {
+    if (deferred_.count(v)) return place_deferred(v);
+    if (kernel_of_value_[v] >= 0 || !lazy_.count(v)) return kernel_of_value_[v];
+    const LazyView lv = lazy_.at(v);
+    const int node = lv.nodes.back();
+    const Node& nd = g_.nodes[size_t(node)];
+    const int gi = int(groups_.size());
+    if (classify(g_, nd, types(), target_).kind == NodeKind::Copy) {
+      // A Reshape: a copy kernel of its input, which the memory plan makes an alias.
+      const int in = nd.inputs[0];
+      if (lazy_.count(in) && kernel_of_value_[in] < 0) materialize(in);
+      const int ci = int(groups_.size());
+      Group& C = new_group(KernelKind::Copy, node);
+      C.k.nodes.push_back(node);
+      attributed_.insert(node);
+      note_reads(ci, nd);
+      refusals_.try_emplace({in, node}, nd.op + " is a copy");
+      kernel_of_value_[v] = ci;  // lazy_ keeps v: later readers find its kernel
+      return ci;
+    }
+    Group& G = new_group(KernelKind::Fused, node);
+    G.k.space = shape(v);
+    KVal kv;
+    kv.view_value = lv.base;
+    kv.view_strides = lv.strides;
+    kv.view_offset = lv.offset;
+    G.vals[v] = kv;
+    for (int m : lv.nodes)
+      if (attributed_.insert(m).second) G.k.nodes.push_back(m);
+    if (G.k.nodes.empty()) G.k.nodes.push_back(node);
+    if (kernel_of_value_[lv.base] >= 0) reads_[size_t(gi)].insert(kernel_of_value_[lv.base]);
+    kernel_of_value_[v] = gi;
+    return gi;
+  }
+  // Buffers for the lazy and deferred values that library, copy and reference kernels and the
+  // graph's outputs read.
+  void materialize_pending() {
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {  // grows as it goes
+      if (groups_[gi].k.kind == KernelKind::Fused) continue;
+      const std::vector<int> nodes = groups_[gi].k.nodes;
+      for (int n : nodes)
+        for (int i : g_.nodes[size_t(n)].inputs)
+          if (i >= 0 && (lazy_.count(i) || deferred_.count(i))) {  // each reader waits for it
+            const int m = materialize(i);  // grows reads_: no reference into it across the call
+            reads_[gi].insert(m);
+          }
+    }
+    for (int o : g_.outputs)
+      if (o >= 0 && kernel_of_value_[o] < 0 && (lazy_.count(o) || deferred_.count(o))) materialize(o);
+    while (!deferred_.empty()) place_deferred(deferred_.begin()->first);  // read by nothing now
+  }
+
   void place(int n) {
     if (auto a = attention_.find(n); a != attention_.end()) return place_attention(a->second);
     if (absorbed_.count(n)) return;
     const Node& node = g_.nodes[n];
     NodeInfo info = classify(g_, node, TypeSet{opts_.float16, opts_.booleans}, target_);
+    if (lazy_on() && (try_lazy_view(n, info) || try_defer(n, info))) return;
     bool fusible = info.kind == NodeKind::Pointwise || info.kind == NodeKind::Reduce ||
                    info.kind == NodeKind::Softmax || info.kind == NodeKind::LayerNorm ||
                    info.kind == NodeKind::Transpose;
+    const Shape space = (info.kind == NodeKind::Pointwise || info.kind == NodeKind::Transpose)
+                            ? shape(node.outputs[0])
+                            : node.inputs.empty() || node.inputs[0] < 0 ? Shape{}
+                                                                         : shape(node.inputs[0]);
+    // Deferred inputs of another shape than n's kernel get kernels of their own first.
+    if (fusible)
+      for (int i : node.inputs)
+        if (deferred_.count(i) && !fits(i, space, info.compute, n)) place_deferred(i);
     // Candidate kernels: fused kernels holding one of n's inputs, latest first.
     std::set<int, std::greater<int>> cands;
     for (int i : node.inputs)
@@ -838,6 +1070,7 @@ class Fuser {
       for (int gi : cands) {
         std::string why = can_join(groups_[gi], gi, n, info);
         if (why.empty()) {
+          realize_inputs(gi, n);
           emit(groups_[gi], n, info);
           return;
         }
@@ -851,16 +1084,16 @@ class Fuser {
       for (int i : node.inputs)
         if (i >= 0) refusals_[{i, n}] = why;
     }
-    int gi = int(groups_.size());
     if (fusible) {
+      const int gi = int(groups_.size());
       Group& G = new_group(KernelKind::Fused, n);
       G.k.compute = info.compute;
-      G.k.space = (info.kind == NodeKind::Pointwise || info.kind == NodeKind::Transpose)
-                      ? shape(node.outputs[0])
-                      : shape(node.inputs[0]);
-      emit(G, n, info);
+      G.k.space = space;
+      realize_inputs(gi, n);
+      emit(groups_[size_t(gi)], n, info);
       return;
     }
+    int gi = int(groups_.size());
     KernelKind kind = info.kind == NodeKind::Library ? KernelKind::Library
                       : info.kind == NodeKind::Copy  ? KernelKind::Copy
                                                      : KernelKind::Reference;

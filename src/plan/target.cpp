@@ -38,6 +38,10 @@ Target Target::cpu(bool onednn) {
   // (backend/cpu/library_attention.cpp) on float32 data. Not yet faster than Q.K^T, the softmax
   // and P.V as three kernels (BERT-base, one thread: 0.65-0.73 against 0.62 ms per layer).
   if (env::integer("BRRR_CPU_FUSED_ATTENTION")) t.attention_max_head_dim = 128;
+  // Opt-in on the CPU (BRRR_CPU_LAZY_VIEWS=1), on by default on CUDA: the CPU's copies of
+  // intermediates are aliases already, and its plans were tuned without them.
+  t.lazy_views = env::flag("BRRR_CPU_LAZY_VIEWS");
+  t.rotary_halves = t.lazy_views && !env::flag("BRRR_NO_ROTARY_HALVES");
   return t;
 }
 
@@ -117,6 +121,8 @@ Target Target::cuda() {
   // bf16 on an H200: 610 -> 494 us at batch 1, 2.50 -> 2.25 ms at batch 32 (without attention).
   t.merge_gemms = env::integer("BRRR_CUDA_MERGE_GEMMS") && !env::flag("BRRR_NO_MERGE_GEMMS");
   t.merge_gemms_any_reader = true;
+  t.lazy_views = !env::flag("BRRR_NO_LAZY_VIEWS");
+  t.rotary_halves = t.lazy_views && !env::flag("BRRR_NO_ROTARY_HALVES");
   return t;
 }
 

@@ -115,6 +115,17 @@ struct Target {
   // Transpose: strides and an offset on the loads that read them; a copy kernel when stored
   // (CUDA and the CPU).
   bool generated_views = false;
+  // Lazy views (CUDA; BRRR_NO_LAZY_VIEWS=1 turns them off): a Transpose, Slice, Expand or
+  // stride-describable Reshape of a buffer is no kernel of its own; every fused kernel that
+  // reads it loads the buffer through the view's strides, and one copy is made only where a
+  // library kernel or a graph output needs the view as a buffer. Likewise a pointwise node
+  // that reads no value a fused kernel computes and feeds one pointwise node is computed inside
+  // that node's kernel (Llama's rotary embedding: one kernel for q and one for k, not ten).
+  bool lazy_views = false;
+  // The rotary embedding's rotate_half, x * cos + cat(-x2, x1) * sin, rewritten over x viewed as
+  // [..., 2, D/2] (passes/split_rotary_halves.cpp) so that lazy views fuse it whole
+  // (BRRR_NO_ROTARY_HALVES=1 keeps the Concat).
+  bool rotary_halves = false;
   // `--precision bf16|fp16` stores the whole model in 16 bits (convert_precision: weights and
   // activations, float32 math inside kernels), as the generated and library 16-bit paths above
   // run it. Without it the precision flag reaches only the matrix products.
