@@ -59,8 +59,11 @@ bool distribute_concat(Graph& g);
 // Squeeze / Unsqueeze / scalar-Mul chain into a MatMul (what CPU GEMMs read through strides);
 // without it, only where every result is split into heads that Transposes read (the Slices then
 // views in the transposes' generated kernels). A Split along the last axis whose outputs are
-// read the same way becomes one Slice per output. Returns true when it changed the graph (src/passes/merge_parallel_gemms.cpp).
-bool merge_parallel_gemms(Graph& g, bool only_into_gemm_views);
+// read the same way becomes one Slice per output. With `pointwise_readers` (a target with lazy
+// views) a group whose results only pointwise nodes read merges too (Llama's gate and up: the
+// SiLU-gated product reads both halves through strides). Returns true when it changed the graph
+// (src/passes/merge_parallel_gemms.cpp).
+bool merge_parallel_gemms(Graph& g, bool only_into_gemm_views, bool pointwise_readers = false);
 
 // A view node (Reshape, Squeeze, Unsqueeze, Transpose, one-index Gather, Slice, scalar Mul) read
 // by several view chains that all end in MatMul operands is cloned once per reader, so each chain

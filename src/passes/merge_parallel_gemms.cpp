@@ -287,7 +287,18 @@ std::vector<Node> split_as_slices(Graph& g, const Uses& u, int k, std::set<int>*
 
 }  // namespace
 
-bool merge_parallel_gemms(Graph& g, bool only_into_gemm_views) {
+// Whether every reader of v is a pointwise node (which a lazy-view target's generated kernels
+// run, reading a Slice of the merged product through strides).
+bool read_pointwise(const Graph& g, const Uses& u, int v) {
+  if (u.outputs.count(v) || u.consumers[size_t(v)].empty()) return false;
+  for (int c : u.consumers[size_t(v)]) {
+    const Node& n = g.nodes[size_t(c)];
+    if (!n.domain.empty() || !n.def || !n.def->pointwise) return false;
+  }
+  return true;
+}
+
+bool merge_parallel_gemms(Graph& g, bool only_into_gemm_views, bool pointwise_readers) {
   const std::vector<std::vector<int>> uses = value_readers(g);
   const std::set<int> outputs(g.outputs.begin(), g.outputs.end());
   const Uses u{uses, outputs};
@@ -324,8 +335,12 @@ bool merge_parallel_gemms(Graph& g, bool only_into_gemm_views) {
     if (parts.size() < 2) continue;
     std::vector<std::pair<int, int64_t>> sizes;
     for (const Part& p : parts) sizes.push_back({p.result, p.n});
-    // A part read by a generated kernel other than its head transpose would be a kernel more.
-    if (!only_into_gemm_views && !heads_fit(g, u, sizes)) continue;
+    // A part read by a generated kernel other than its head transpose would be a kernel more,
+    // unless such kernels read it lazily.
+    const bool lazy = pointwise_readers && std::all_of(parts.begin(), parts.end(), [&](const Part& p) {
+      return read_pointwise(g, u, p.result);
+    });
+    if (!only_into_gemm_views && !heads_fit(g, u, sizes) && !lazy) continue;
     for (const Part& p : parts) {
       drop.insert(p.matmul);
       if (p.add >= 0) drop.insert(p.add);

@@ -71,7 +71,7 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
     log.after("row_transposes", g, sunk);
   }
   if (target.merge_gemms) {  // before fusion: the Slices it makes are views there
-    bool merged = merge_parallel_gemms(g, !target.merge_gemms_any_reader);
+    bool merged = merge_parallel_gemms(g, !target.merge_gemms_any_reader, target.lazy_views);
     log.after("merge_gemms", g, merged);
   }
   if (target.clone_shared_views) {  // after the merge: its Slices may be shared too

@@ -219,5 +219,31 @@ TEST(LazyViewsCuda, LlamaGlueMatchesTheReference) {
 #endif
 }
 
+// Llama's MLP on the device: gate and up merged into one GEMM, the SiLU product reading both
+// halves through strides, then down; bfloat16, against the reference.
+TEST(LazyViewsCuda, GateUpMergedMlpMatchesTheReference) {
+#ifdef BRRR_HAVE_CUDA
+  BRRR_REQUIRE_CUDA_DEVICE();
+  GraphBuilder b;
+  int x = b.input("x", {2, 8, kHidden}, DType::bf16);
+  int g = b.node("MatMul", {x, b.constant("wg", ramp({kHidden, 40}, 3, DType::bf16))});
+  int u = b.node("MatMul", {x, b.constant("wu", ramp({kHidden, 40}, 4, DType::bf16))});
+  int h = b.node("Mul", {b.node("Mul", {g, b.node("Sigmoid", {g})}), u});
+  b.output(b.node("MatMul", {h, b.constant("wd", ramp({40, kHidden}, 5, DType::bf16))}));
+  std::map<std::string, Tensor> in{{"x", ramp({2, 8, kHidden}, 6, DType::bf16)}};
+  SessionOptions so;
+  so.backend = "cuda";
+  Session s(b.g, so);
+  EXPECT_EQ(s.num_kernels("library"), 2) << s.plan_summary();  // gate+up, down
+  std::vector<Tensor> got = s.run(in);
+  std::vector<Tensor> want = run_reference(s.graph(), in);
+  double top = 0;
+  for (int64_t i = 0; i < want[0].numel(); ++i) top = std::max(top, std::fabs(want[0].at_double(i)));
+  brrr_test::expect_outputs_close(got, want, 2e-2, 2e-2 * std::max(1.0, top), s.plan_summary());
+#else
+  GTEST_SKIP() << "no CUDA device: built without the CUDA toolkit";
+#endif
+}
+
 }  // namespace
 }  // namespace brrr
