@@ -999,10 +999,10 @@ class Fuser {
     const int node = lv.nodes.back();
     const Node& nd = g_.nodes[size_t(node)];
     const int gi = int(groups_.size());
-    if (classify(g_, nd, types(), target_).kind == NodeKind::Copy) {
-      // A Reshape: a copy kernel of its input, which the memory plan makes an alias.
-      const int in = nd.inputs[0];
-      if (lazy_.count(in) && kernel_of_value_[in] < 0) materialize(in);
+    const int in = nd.inputs[0];
+    if (classify(g_, nd, types(), target_).kind == NodeKind::Copy && !lazy_.count(in)) {
+      // A Reshape of a buffer: a copy kernel, which the memory plan makes an alias. (Of a lazy
+      // view: the strided copy below, from the view's own buffer.)
       const int ci = int(groups_.size());
       Group& C = new_group(KernelKind::Copy, node);
       C.k.nodes.push_back(node);
