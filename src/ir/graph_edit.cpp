@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "brrr/error.hpp"
 #include "brrr/op.hpp"
 
@@ -26,6 +28,36 @@ std::vector<std::vector<int>> value_readers(const Graph& g) {
     for (int i : g.nodes[k].inputs)
       if (i >= 0) readers[size_t(i)].push_back(int(k));
   return readers;
+}
+
+bool is_graph_output(const Graph& g, int v) {
+  return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+}
+
+Node make_node(Graph& g, const char* op, const std::string& name, std::vector<int> inputs, int out,
+               std::map<std::string, AttrValue> attrs) {
+  Node n;
+  n.op = op;
+  n.name = name;
+  n.inputs = std::move(inputs);
+  n.attrs = std::move(attrs);
+  n.outputs = {out >= 0 ? out : g.add_value(fresh_name(g, name + "_out"))};
+  return n;
+}
+
+void splice_nodes(Graph& g, std::vector<std::vector<Node>>& replace, const std::vector<bool>& drop) {
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (k < drop.size() && drop[k]) continue;
+    if (k >= replace.size() || replace[k].empty()) {
+      nodes.push_back(std::move(g.nodes[k]));
+      continue;
+    }
+    for (Node& m : replace[k]) nodes.push_back(std::move(m));
+  }
+  g.nodes = std::move(nodes);
+  relink_producers(g);
 }
 
 int add_constant(Graph& g, const std::string& base, Tensor t) {

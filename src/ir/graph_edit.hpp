@@ -1,5 +1,6 @@
 // Small helpers for passes that read and edit a graph.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,18 @@ std::vector<std::vector<int>> value_readers(const Graph& g);
 int add_constant(Graph& g, const std::string& base, Tensor t);
 // The same for a 1-D int64 constant (a Reshape's shape, a Slice's bounds).
 int int64_constant(Graph& g, const std::string& base, std::vector<int64_t> v);
+
+// Whether value v is one of g's outputs.
+bool is_graph_output(const Graph& g, int v);
+
+// A node for a pass to add: `op` named `name` reading `inputs`, writing value `out` (or a new
+// value named after it), with `attrs`; type it with type_node.
+Node make_node(Graph& g, const char* op, const std::string& name, std::vector<int> inputs,
+               int out = -1, std::map<std::string, AttrValue> attrs = {});
+
+// Rebuilds g's node list: node k dropped where drop[k], else replaced by replace[k] where that
+// is not empty (its nodes in order), else kept; then relinks the producers.
+void splice_nodes(Graph& g, std::vector<std::vector<Node>>& replace, const std::vector<bool>& drop);
 
 // Resolves a node a pass made (its op's definition) and types its outputs by the op's shape
 // inference; asserts (naming `pass`) that the op exists and types every output.

@@ -22,10 +22,6 @@ namespace {
 
 constexpr const char* kPass = "patchify_convs";
 
-bool is_output(const Graph& g, int v) {
-  return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
-}
-
 // The conv's patch size {kh, kw} when node c is such a Conv over typed float data with a constant
 // weight (and bias), else {0, 0}.
 std::pair<int64_t, int64_t> patch_of(const Graph& g, const Node& c) {
@@ -74,17 +70,6 @@ Tensor patch_weight(const Tensor& w) {
   return out;
 }
 
-Node make(Graph& g, const char* op, const std::string& name, std::vector<int> inputs, int out,
-          std::map<std::string, AttrValue> attrs = {}) {
-  Node n;
-  n.op = op;
-  n.name = name;
-  n.inputs = std::move(inputs);
-  n.attrs = std::move(attrs);
-  n.outputs = {out >= 0 ? out : g.add_value(fresh_name(g, name + "_out"))};
-  return n;
-}
-
 }  // namespace
 
 bool patchify_convs(Graph& g) {
@@ -107,25 +92,25 @@ bool patchify_convs(Graph& g) {
     };
     std::vector<Node>& out = replace[k];
     // Patches: [N, C, OH, kh, OW, kw] -> [N, OH, OW, C, kh, kw] -> [N*OH*OW, C*kh*kw].
-    out.push_back(make(g, "Reshape", base + "/split", {x, shape("split", {n, ch, oh, kh, ow, kw})}, -1));
-    out.push_back(make(g, "Transpose", base + "/gather", {out.back().outputs[0]}, -1,
+    out.push_back(make_node(g, "Reshape", base + "/split", {x, shape("split", {n, ch, oh, kh, ow, kw})}, -1));
+    out.push_back(make_node(g, "Transpose", base + "/gather", {out.back().outputs[0]}, -1,
                        {{"perm", std::vector<int64_t>{0, 2, 4, 1, 3, 5}}}));
-    out.push_back(make(g, "Reshape", base + "/rows",
+    out.push_back(make_node(g, "Reshape", base + "/rows",
                        {out.back().outputs[0], shape("rows", {n * oh * ow, ch * kh * kw})}, -1));
     const int wt = add_constant(g, base + "/weight", patch_weight(g.value(c.inputs[1]).constant));
-    out.push_back(make(g, "MatMul", base + "/gemm", {out.back().outputs[0], wt}, -1));
+    out.push_back(make_node(g, "MatMul", base + "/gemm", {out.back().outputs[0], wt}, -1));
     if (c.inputs.size() > 2 && c.inputs[2] >= 0)
-      out.push_back(make(g, "Add", base + "/bias", {out.back().outputs[0], c.inputs[2]}, -1));
+      out.push_back(make_node(g, "Add", base + "/bias", {out.back().outputs[0], c.inputs[2]}, -1));
     const int prod = out.back().outputs[0];  // [N*OH*OW, OC]
     // ViT's Reshape [N, OC, OH*OW] then Transpose [0, 2, 1] of the conv: one Reshape.
     int r = -1, t = -1;
-    if (readers[size_t(y)].size() == 1 && !is_output(g, y)) {
+    if (readers[size_t(y)].size() == 1 && !is_graph_output(g, y)) {
       r = readers[size_t(y)][0];
       const Node& rn = g.nodes[size_t(r)];
       const int rv = rn.outputs.empty() ? -1 : rn.outputs[0];
       if (op_id(rn) == OpId::Reshape && rn.domain.empty() && rn.inputs[0] == y && rv >= 0 &&
           g.value(rv).shape == Shape{n, oc, oh * ow} && readers[size_t(rv)].size() == 1 &&
-          !is_output(g, rv)) {
+          !is_graph_output(g, rv)) {
         t = readers[size_t(rv)][0];
         const Node& tn = g.nodes[size_t(t)];
         bool perm021 = false;
@@ -139,13 +124,13 @@ bool patchify_convs(Graph& g) {
       }
     }
     if (t >= 0) {
-      out.push_back(make(g, "Reshape", base + "/tokens",
+      out.push_back(make_node(g, "Reshape", base + "/tokens",
                          {prod, shape("tokens", {n, oh * ow, oc})}, g.nodes[size_t(t)].outputs[0]));
       drop.insert(r);
       drop.insert(t);
     } else {
-      out.push_back(make(g, "Reshape", base + "/nhwc", {prod, shape("nhwc", {n, oh, ow, oc})}, -1));
-      out.push_back(make(g, "Transpose", base + "/nchw", {out.back().outputs[0]}, y,
+      out.push_back(make_node(g, "Reshape", base + "/nhwc", {prod, shape("nhwc", {n, oh, ow, oc})}, -1));
+      out.push_back(make_node(g, "Transpose", base + "/nchw", {out.back().outputs[0]}, y,
                          {{"perm", std::vector<int64_t>{0, 3, 1, 2}}}));
     }
     for (Node& m : out) {
@@ -160,18 +145,9 @@ bool patchify_convs(Graph& g) {
     rewritten[k] = true;
   }
   if (std::none_of(rewritten.begin(), rewritten.end(), [](bool b) { return b; })) return false;
-  std::vector<Node> nodes;
-  nodes.reserve(g.nodes.size() + 8);
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    if (drop.count(int(k))) continue;
-    if (!rewritten[k]) {
-      nodes.push_back(std::move(g.nodes[k]));
-      continue;
-    }
-    for (Node& m : replace[k]) nodes.push_back(std::move(m));
-  }
-  g.nodes = std::move(nodes);
-  relink_producers(g);
+  std::vector<bool> dropped(g.nodes.size(), false);
+  for (int k : drop) dropped[size_t(k)] = true;
+  splice_nodes(g, replace, dropped);
   return true;
 }
 

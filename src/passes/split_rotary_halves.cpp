@@ -23,10 +23,6 @@ namespace {
 
 constexpr const char* kPass = "split_rotary_halves";
 
-bool is_output(const Graph& g, int v) {
-  return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
-}
-
 // The constant int64 values of input i of n, or nullopt.
 std::optional<std::vector<int64_t>> ints(const Graph& g, const Node& n, size_t i) {
   if (i >= n.inputs.size() || n.inputs[i] < 0) return std::nullopt;
@@ -56,7 +52,7 @@ int64_t last_axis_start(const Graph& g, const Node& s, int x) {
 
 // The one reader of value v (not a graph output), or -1.
 int sole_reader(const Graph& g, const std::vector<std::vector<int>>& readers, int v) {
-  return readers[size_t(v)].size() == 1 && !is_output(g, v) ? readers[size_t(v)][0] : -1;
+  return readers[size_t(v)].size() == 1 && !is_graph_output(g, v) ? readers[size_t(v)][0] : -1;
 }
 
 struct Rotary {
@@ -140,15 +136,6 @@ std::optional<Rotary> match(const Graph& g, const std::vector<std::vector<int>>&
   return std::nullopt;
 }
 
-Node make(Graph& g, const char* op, const std::string& name, std::vector<int> inputs, int out = -1) {
-  Node n;
-  n.op = op;
-  n.name = name;
-  n.inputs = std::move(inputs);
-  n.outputs = {out >= 0 ? out : g.add_value(fresh_name(g, name + "_out"))};
-  return n;
-}
-
 }  // namespace
 
 bool split_rotary_halves(Graph& g) {
@@ -170,12 +157,12 @@ bool split_rotary_halves(Graph& g) {
       Shape s = g.value(v).shape;
       s.back() = 2;
       s.push_back(h);
-      return make(g, "Reshape", base + "/" + what,
+      return make_node(g, "Reshape", base + "/" + what,
                   {v, int64_constant(g, base + "/" + what + "_shape", std::vector<int64_t>(s.begin(), s.end()))});
     };
     auto slice_half = [&](int x5, int64_t which, const std::string& what) {
       const int64_t axis = int64_t(xs.size()) - 1;  // the new [2] axis of x5
-      return make(g, "Slice", base + "/" + what,
+      return make_node(g, "Slice", base + "/" + what,
                   {x5, int64_constant(g, base + "/" + what + "_starts", {which}),
                    int64_constant(g, base + "/" + what + "_ends", {which + 1}),
                    int64_constant(g, base + "/" + what + "_axes", {axis})});
@@ -192,20 +179,20 @@ bool split_rotary_halves(Graph& g) {
     const int hi = out.back().outputs[0];
     out.push_back(slice_half(x5, 0, "lo"));
     const int lo = out.back().outputs[0];
-    out.push_back(make(g, "Where", base + "/swap", {first_v, hi, lo}));
-    out.push_back(make(g, "Mul", base + "/signed", {out.back().outputs[0], sign_v}));
+    out.push_back(make_node(g, "Where", base + "/swap", {first_v, hi, lo}));
+    out.push_back(make_node(g, "Mul", base + "/signed", {out.back().outputs[0], sign_v}));
     const int rot = out.back().outputs[0];
     out.push_back(halves(r->cos, "cos"));
     const int c5 = out.back().outputs[0];
     out.push_back(halves(r->sin, "sin"));
     const int s5 = out.back().outputs[0];
-    out.push_back(make(g, "Mul", base + "/xcos", {x5, c5}));
+    out.push_back(make_node(g, "Mul", base + "/xcos", {x5, c5}));
     const int xc = out.back().outputs[0];
-    out.push_back(make(g, "Mul", base + "/rotsin", {rot, s5}));
+    out.push_back(make_node(g, "Mul", base + "/rotsin", {rot, s5}));
     const int rs = out.back().outputs[0];
-    out.push_back(make(g, "Add", base + "/sum", {xc, rs}));
+    out.push_back(make_node(g, "Add", base + "/sum", {xc, rs}));
     const int y5 = out.back().outputs[0];
-    out.push_back(make(g, "Reshape", base + "/y",
+    out.push_back(make_node(g, "Reshape", base + "/y",
                        {y5, int64_constant(g, base + "/y_shape", std::vector<int64_t>(xs.begin(), xs.end()))}, y));
     for (Node& m : out) type_node(g, m, kPass);
     BRRR_ASSERT(g.value(y).shape == xs && g.value(y).dtype == dt, "split_rotary_halves changed an output");
@@ -214,18 +201,7 @@ bool split_rotary_halves(Graph& g) {
     changed = true;
   }
   if (!changed) return false;
-  std::vector<Node> nodes;
-  nodes.reserve(g.nodes.size() + 16);
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    if (drop[k]) continue;
-    if (replace[k].empty()) {
-      nodes.push_back(std::move(g.nodes[k]));
-      continue;
-    }
-    for (Node& m : replace[k]) nodes.push_back(std::move(m));
-  }
-  g.nodes = std::move(nodes);
-  relink_producers(g);
+  splice_nodes(g, replace, drop);
   return true;
 }
 

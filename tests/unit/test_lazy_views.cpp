@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "brrr/passes.hpp"
@@ -33,6 +34,18 @@ int count(const Graph& g, const std::string& op) {
 
 std::map<std::string, Tensor> some_ids() {
   return {{"ids", Tensor::from_vector<int64_t>({1, kSeq}, {3, 0, 10, 1, 7})}};
+}
+
+// Each output within tol of the reference, relative and as a share of its largest magnitude (a
+// 16-bit result is a few roundings of the largest value off).
+void expect_close_scaled(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tol,
+                         const std::string& context) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    double top = 0;
+    for (int64_t i = 0; i < want[o].numel(); ++i) top = std::max(top, std::fabs(want[o].at_double(i)));
+    brrr_test::expect_outputs_close({got[o]}, {want[o]}, tol, tol * std::max(1.0, top), context);
+  }
 }
 
 // The kernels of a plan whose nodes include `op`.
@@ -140,13 +153,7 @@ TEST(LazyViews, CpuOptInMatchesTheReference) {
         << s.plan_summary();
     std::vector<Tensor> got = s.run(some_ids());
     std::vector<Tensor> want = run_reference(s.graph(), some_ids());
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t o = 0; o < got.size(); ++o) {
-      double top = 0;
-      for (int64_t i = 0; i < want[o].numel(); ++i) top = std::max(top, std::fabs(want[o].at_double(i)));
-      const double tol = dt == DType::f32 ? 1e-5 : 2e-2;
-      brrr_test::expect_outputs_close({got[o]}, {want[o]}, tol, tol * std::max(1.0, top), s.plan_summary());
-    }
+    expect_close_scaled(got, want, dt == DType::f32 ? 1e-5 : 2e-2, s.plan_summary());
   }
 }
 
@@ -204,14 +211,8 @@ TEST(LazyViewsCuda, LlamaGlueMatchesTheReference) {
       EXPECT_EQ(s.plan_summary().find("host"), std::string::npos) << s.plan_summary();
       std::vector<Tensor> got = s.run(some_ids());
       std::vector<Tensor> want = run_reference(s.graph(), some_ids());
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t o = 0; o < got.size(); ++o) {
-        double top = 0;
-        for (int64_t i = 0; i < want[o].numel(); ++i) top = std::max(top, std::fabs(want[o].at_double(i)));
-        const double tol = dt == DType::f32 ? 1e-4 : 2e-2;
-        brrr_test::expect_outputs_close({got[o]}, {want[o]}, tol, tol * std::max(1.0, top),
-                                        std::string("BRRR_NO_LAZY_VIEWS=") + off + "\n" + s.plan_summary());
-      }
+      expect_close_scaled(got, want, dt == DType::f32 ? 1e-4 : 2e-2,
+                          std::string("BRRR_NO_LAZY_VIEWS=") + off + "\n" + s.plan_summary());
       brrr_test::expect_same_bytes(got, s.run(some_ids()));  // the graph replay
     }
 #else
@@ -237,9 +238,7 @@ TEST(LazyViewsCuda, GateUpMergedMlpMatchesTheReference) {
   EXPECT_EQ(s.num_kernels("library"), 2) << s.plan_summary();  // gate+up, down
   std::vector<Tensor> got = s.run(in);
   std::vector<Tensor> want = run_reference(s.graph(), in);
-  double top = 0;
-  for (int64_t i = 0; i < want[0].numel(); ++i) top = std::max(top, std::fabs(want[0].at_double(i)));
-  brrr_test::expect_outputs_close(got, want, 2e-2, 2e-2 * std::max(1.0, top), s.plan_summary());
+  expect_close_scaled(got, want, 2e-2, s.plan_summary());
 #else
   GTEST_SKIP() << "no CUDA device: built without the CUDA toolkit";
 #endif
