@@ -28,8 +28,10 @@ std::optional<std::vector<int64_t>> ints(const Graph& g, const Node& n, size_t i
   if (i >= n.inputs.size() || n.inputs[i] < 0) return std::nullopt;
   const Value& v = g.value(n.inputs[i]);
   if (!v.constant.defined() || (v.dtype != DType::i64 && v.dtype != DType::i32)) return std::nullopt;
+  const Tensor c = v.constant.contiguous();  // exactly: INT64_MAX ends are common
   std::vector<int64_t> out;
-  for (int64_t k = 0; k < v.constant.numel(); ++k) out.push_back(int64_t(v.constant.at_double(k)));
+  for (int64_t k = 0; k < c.numel(); ++k)
+    out.push_back(v.dtype == DType::i64 ? c.data<int64_t>()[k] : int64_t(c.data<int32_t>()[k]));
   return out;
 }
 
