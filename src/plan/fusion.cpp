@@ -832,26 +832,9 @@ class Fuser {
         KVal kv;
         kv.view_value = bufv;
         kv.view_offset = off;
-        if (node.def->view == ViewKind::Slice) {  // the first element taken, then `step` apart on each axis
-          std::vector<int64_t> start, step;
-          slice_view(g_, node, &start, &step);
-          for (size_t d = 0; d < is.size(); ++d) {
-            kv.view_offset += start[d] * base[d];
-            kv.view_strides.push_back(base[d] * step[d]);
-          }
-        } else if (node.def->view == ViewKind::Expand) {  // broadcast axes read one element (stride 0)
-          const Shape& os = shape(out);
-          kv.view_strides.assign(os.size(), 0);
-          for (size_t i = 0; i < os.size() && i < is.size(); ++i) {
-            size_t o = os.size() - 1 - i, d = is.size() - 1 - i;
-            if (is[d] == os[o] && os[o] != 1) kv.view_strides[o] = base[d];
-          }
-        } else {
-          auto perm = node.attr_ints("perm");
-          if (perm.empty())
-            for (int i = int(is.size()) - 1; i >= 0; --i) perm.push_back(i);
-          for (auto p : perm) kv.view_strides.push_back(base[size_t(p < 0 ? p + int64_t(is.size()) : p)]);
-        }
+        std::optional<Shape> st = view_strides(node, is, base, &kv.view_offset);
+        BRRR_ASSERT(st.has_value(), "a fused view the fuser cannot stride");
+        kv.view_strides = std::move(*st);
         G.vals[out] = kv;
         if (G.k.exprs.empty()) G.k.space = shape(out);  // views alone: the last one's space
         break;
@@ -873,6 +856,50 @@ class Fuser {
   bool lazy_on() const { return target_.lazy_views && opts_.enable; }
   TypeSet types() const { return TypeSet{opts_.float16, opts_.booleans}; }
 
+  // The strides of view node `node`'s output over the buffer its input `is` reads with strides
+  // `base` (offset added to *offset): a Slice (first element taken, then `step` apart), an Expand
+  // (stride 0 on broadcast axes), a Transpose (permuted), a Reshape where strides describe it;
+  // nullopt when none does.
+  std::optional<Shape> view_strides(const Node& node, const Shape& is, const Shape& base,
+                                    int64_t* offset) const {
+    const Shape& os = shape(node.outputs[0]);
+    Shape st;
+    switch (view_of(node)) {
+      case ViewKind::Slice: {
+        std::vector<int64_t> start, step;
+        if (!slice_view(g_, node, &start, &step).empty()) return std::nullopt;
+        for (size_t d = 0; d < is.size(); ++d) {
+          *offset += start[d] * base[d];
+          st.push_back(base[d] * step[d]);
+        }
+        return st;
+      }
+      case ViewKind::Expand:
+        st.assign(os.size(), 0);
+        for (size_t i = 0; i < os.size() && i < is.size(); ++i) {
+          size_t o = os.size() - 1 - i, d = is.size() - 1 - i;
+          if (is[d] == os[o] && os[o] != 1) st[o] = base[d];
+        }
+        return st;
+      case ViewKind::Permute: {
+        auto perm = node.attr_ints("perm");
+        if (perm.empty())
+          for (int i = int(is.size()) - 1; i >= 0; --i) perm.push_back(i);
+        for (auto p : perm) st.push_back(base[size_t(p < 0 ? p + int64_t(is.size()) : p)]);
+        return st;
+      }
+      case ViewKind::Reshape: {
+        std::vector<std::vector<Factor>> from;
+        for (size_t d = 0; d < is.size(); ++d) from.push_back({Factor{is[d], base[d]}});
+        auto to = reshape_factors(from, os, false);
+        if (!to || to->size() != os.size()) return std::nullopt;
+        for (const auto& f : *to) st.push_back(f.empty() ? 0 : f[0].stride);
+        return st;
+      }
+      default: return std::nullopt;
+    }
+  }
+
   // Node n as a lazy view (Target::lazy_views): a float Transpose, Slice or Expand, or a Reshape
   // whose strides describe it, of a buffer or of another lazy view. False: placed as before.
   bool try_lazy_view(int n, const NodeInfo& info) {
@@ -887,37 +914,9 @@ class Fuser {
     LazyView lv;
     if (auto lz = lazy_.find(x); lz != lazy_.end()) lv = lz->second;
     else lv = {x, contiguous_strides(shape(x)), 0, {}};
-    const Shape& is = shape(x);
-    const Shape& os = shape(out);
-    Shape st;
-    if (reshape) {
-      std::vector<std::vector<Factor>> from;
-      for (size_t d = 0; d < is.size(); ++d) from.push_back({Factor{is[d], lv.strides[d]}});
-      auto to = reshape_factors(from, os, false);
-      if (!to || to->size() != os.size()) return false;
-      for (const auto& f : *to) st.push_back(f.empty() ? 0 : f[0].stride);
-    } else if (vk == ViewKind::Slice) {
-      std::vector<int64_t> start, step;
-      if (!slice_view(g_, node, &start, &step).empty()) return false;
-      for (size_t d = 0; d < is.size(); ++d) {
-        lv.offset += start[d] * lv.strides[d];
-        st.push_back(lv.strides[d] * step[d]);
-      }
-    } else if (vk == ViewKind::Expand) {
-      st.assign(os.size(), 0);
-      for (size_t i = 0; i < os.size() && i < is.size(); ++i) {
-        size_t o = os.size() - 1 - i, d = is.size() - 1 - i;
-        if (is[d] == os[o] && os[o] != 1) st[o] = lv.strides[d];
-      }
-    } else if (vk == ViewKind::Permute) {
-      auto perm = node.attr_ints("perm");
-      if (perm.empty())
-        for (int i = int(is.size()) - 1; i >= 0; --i) perm.push_back(i);
-      for (auto p : perm) st.push_back(lv.strides[size_t(p < 0 ? p + int64_t(is.size()) : p)]);
-    } else {
-      return false;
-    }
-    lv.strides = std::move(st);
+    std::optional<Shape> st = view_strides(node, shape(x), lv.strides, &lv.offset);
+    if (!st) return false;
+    lv.strides = std::move(*st);
     lv.nodes.push_back(n);
     lazy_[out] = std::move(lv);
     return true;
@@ -1003,14 +1002,13 @@ class Fuser {
     if (classify(g_, nd, types(), target_).kind == NodeKind::Copy && !lazy_.count(in)) {
       // A Reshape of a buffer: a copy kernel, which the memory plan makes an alias. (Of a lazy
       // view: the strided copy below, from the view's own buffer.)
-      const int ci = int(groups_.size());
       Group& C = new_group(KernelKind::Copy, node);
       C.k.nodes.push_back(node);
       attributed_.insert(node);
-      note_reads(ci, nd);
+      note_reads(gi, nd);
       refusals_.try_emplace({in, node}, nd.op + " is a copy");
-      kernel_of_value_[v] = ci;  // lazy_ keeps v: later readers find its kernel
-      return ci;
+      kernel_of_value_[v] = gi;  // lazy_ keeps v: later readers find its kernel
+      return gi;
     }
     Group& G = new_group(KernelKind::Fused, node);
     G.k.space = shape(v);
