@@ -37,6 +37,10 @@ const Switch kSwitches[] = {
     {"BRRR_GEMM_TUNE", Kind::Int, "0", "", 0, 1,
      "CUDA: 0 uses cuBLASLt's first heuristic algorithm for every GEMM (no timing at build, no "
      "tuning cache); 1 times the candidates once per shape and caches the choice"},
+    {"BRRR_SMALL_M_GEMM", Kind::Int, "0", "", 0, 2,
+     "CUDA (experimental, slower than cuBLASLt so far): 16-bit GEMMs of few rows (a transformer at "
+     "batch 1) whose cuBLASLt tiles would leave most SMs idle run as brrr's split-K cluster "
+     "kernel: 1 where that applies, 2 wherever it can run (K and N multiples of 8), 0 never"},
     {"BRRR_GEMM_PAD_N", Kind::Int, "1", "", 0, 2,
      "CUDA: a GEMM whose output rows would not be 16-byte aligned (GPT-2's 50257 logits): 1 "
      "runs on zero-padded weights into aligned rows, then copies the real columns out; 2 reads "

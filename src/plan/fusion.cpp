@@ -999,7 +999,18 @@ class Fuser {
     const Node& nd = g_.nodes[size_t(node)];
     const int gi = int(groups_.size());
     const int in = nd.inputs[0];
-    if (classify(g_, nd, types(), target_).kind == NodeKind::Copy && !lazy_.count(in)) {
+    const bool copy = classify(g_, nd, types(), target_).kind == NodeKind::Copy;
+    // A Reshape of a Reshape of a buffer: the inner one becomes the buffer (an alias) first.
+    if (copy && lazy_.count(in) && kernel_of_value_[in] < 0) {
+      bool reshapes = true;
+      for (int m : lazy_.at(in).nodes)
+        reshapes = reshapes && classify(g_, g_.nodes[size_t(m)], types(), target_).kind == NodeKind::Copy;
+      if (reshapes) materialize(in);
+    }
+    const bool in_buffer = !lazy_.count(in) ||
+                           (kernel_of_value_[in] >= 0 &&
+                            groups_[size_t(kernel_of_value_[in])].k.kind == KernelKind::Copy);
+    if (copy && in_buffer) {
       // A Reshape of a buffer: a copy kernel, which the memory plan makes an alias. (Of a lazy
       // view: the strided copy below, from the view's own buffer.)
       Group& C = new_group(KernelKind::Copy, node);

@@ -7,12 +7,15 @@
 #include <cstring>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
 #include "runtime/graph_builder.hpp"
 
 #ifdef BRRR_HAVE_CUDA
 #include "backend/cuda/codegen_cuda.hpp"
+#include "backend/cuda/gemm_small_m.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "brrr/passes.hpp"
 #include "cuda_test_util.hpp"
@@ -281,6 +284,37 @@ TEST(CudaSession, PaddedGemmRowsMatchTheReference) {
   }
 }
 
+// The small-M split-K cluster GEMM (device/gemm_small_m.cuh) against the reference: one and two
+// row tiles, column tails, 64- and 128-column tiles, K from one step to 48 (cluster sizes 1 to
+// 8), every epilogue, bf16 and fp16. BRRR_SMALL_M_GEMM=2 runs it wherever it can; 0 (the
+// default) leaves every GEMM on cuBLASLt.
+TEST(CudaSession, SmallMGemmMatchesTheReference) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  struct Case { int64_t m, k, n; };
+  for (DType t : {DType::bf16, DType::f16})
+    for (Case c : {Case{1, 8, 8}, Case{37, 72, 136}, Case{64, 512, 128}, Case{128, 768, 768},
+                   Case{128, 3072, 768}, Case{200, 264, 520},
+                   Case{130, 768, 2056}})
+      for (std::string act : {"", "relu", "gelu_tanh", "gelu_erf"}) {
+        SCOPED_TRACE(fmt::format("{} m{} k{} n{} {}", dtype_name(t), c.m, c.k, c.n, act));
+        GraphBuilder b;
+        int x = b.input("x", {c.m, c.k}, t);
+        int y = b.node("MatMul", {x, b.constant("W", rnd({c.k, c.n}, t, -0.3f, 0.3f))});
+        if (!act.empty() || c.n % 3) y = b.node("Add", {y, b.constant("c", rnd({c.n}, t))});
+        if (act == "relu") y = b.node("Relu", {y});
+        if (act == "gelu_tanh") y = b.node("Gelu", {y}, {{"approximate", std::string("tanh")}});
+        if (act == "gelu_erf") y = b.node("Gelu", {y});
+        b.output(y);
+        for (const char* mode : {"2", "0"}) {
+          brrr_test::EnvVar on("BRRR_SMALL_M_GEMM", mode);
+          Session s = check(b.g, cuda_opts("fp32"), t == DType::bf16 ? 2e-2 : 5e-3);
+          EXPECT_EQ(s.plan_summary().find("small-M GEMM") != std::string::npos,
+                    std::string(mode) == "2")
+              << mode << s.plan_summary();
+        }
+      }
+}
+
 TEST(CudaSession, GraphReplayEqualsEager) {
   BRRR_REQUIRE_CUDA_DEVICE();
   GraphBuilder b;
@@ -389,6 +423,19 @@ TEST(CudaCodegen, ModuleCompilesWithNvrtc) {
     brrr::cuda::CudaSource src = brrr::cuda::generate_cuda(g, p, {});
     EXPECT_NO_THROW(nv.compile(src.text, "test_module")) << src.text;
   }
+}
+
+// The small-M GEMM's kernels compile for Hopper, at both types and several cluster sizes.
+TEST(CudaCodegen, SmallMGemmCompilesWithNvrtc) {
+  brrr::cuda::NvrtcCompiler nv("sm_90", "");
+  const std::string src = brrr::cuda::small_m_gemm_source(
+      {brrr::cuda::small_m_gemm_symbol("bf16", {1, 64}), brrr::cuda::small_m_gemm_symbol("bf16", {8, 128}),
+       brrr::cuda::small_m_gemm_symbol("f16", {5, 64})});
+  ASSERT_NE(src.find("BRRR_GEMM_SK(f16, brrr_f16, 64, 5)"), std::string::npos) << src;
+  ASSERT_NE(src.find("BRRR_GEMM_SK(bf16, brrr_bf16, 128, 8)"), std::string::npos) << src;
+  brrr::cuda::CudaSource cs;
+  cs.add_part(src);  // behind the prelude every module part starts with
+  EXPECT_NO_THROW(nv.compile(cs.parts.at(0), "small_m_gemm"));
 }
 
 // A bias kernel past one grid's worth of vectors: the grid strides by a multiple of the bias

@@ -383,6 +383,7 @@ TEST(GeluEpilogue, CudaDeviceMatchesTheReference) {
   GTEST_SKIP() << "no CUDA in this build";
 #else
   BRRR_REQUIRE_CUDA_DEVICE();
+  brrr_test::EnvVar lib("BRRR_SMALL_M_GEMM", "0");  // cuBLASLt's epilogue, not the small-M kernel
   Graph g = gemm_gelu(DType::bf16);
   std::map<std::string, Tensor> in{{"x", rnd({4, 32}, 9, DType::bf16)}};
   SessionOptions o;

@@ -149,6 +149,7 @@ void CudaExecutor::Impl::build() {
   }
   for (const auto& note : host_notes) std::fprintf(stderr, "brrr cuda: %s\n", note.c_str());
   std::string chain_src = find_gemm_chains();
+  std::string small_m_src = find_small_m_gemms();
   choose_layouts();
   tune_convs();
 
@@ -216,6 +217,7 @@ void CudaExecutor::Impl::build() {
   co.sm_count = info.sm_count;
   src = generate_cuda(g, plan, co);
   if (!chain_src.empty()) src.add_part(chain_src);
+  if (!small_m_src.empty()) src.add_part(small_m_src);
   NvrtcCompiler nv(info.arch(),
                    opts.cache_dir.empty() ? default_cuda_cache_dir() : opts.cache_dir + "/cuda",
                    opts.dump_dir);

@@ -1,12 +1,15 @@
 // GEMM steps: MatMul / Gemm library kernels on cuBLASLt (16-bit casts, bias and activation
 // epilogues, helper kernels for what cuBLASLt cannot fuse), and runs of small-batch GEMMs as one
-// thread-block-cluster kernel (gemm_chain.hpp).
+// thread-block-cluster kernel (gemm_chain.hpp), and 16-bit GEMMs of few rows on brrr's split-K
+// cluster kernel (gemm_small_m.hpp).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
+#include "backend/cuda/gemm_small_m.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "core/env.hpp"
 
@@ -164,6 +167,33 @@ std::string CudaExecutor::Impl::find_gemm_chains() {
   return text;
 }
 
+// 16-bit GEMMs of few rows whose cuBLASLt tiles would leave most SMs idle run on the split-K
+// cluster kernel (device/gemm_small_m.cuh); returns the module part of the kernels they use.
+std::string CudaExecutor::Impl::find_small_m_gemms() {
+  if (dev.info().cc_major < 9) return "";  // thread-block clusters start with Hopper
+  std::set<std::string> used;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].type != Step::Library) continue;
+    GemmStep& gm = steps[i].gemm();
+    const bool b16 = gm.data == DType::bf16 && gm.prec == GemmPrecision::kBf16;
+    const bool f16 = gm.data == DType::f16 && gm.prec == GemmPrecision::kFp16;
+    if ((!b16 && !f16) || gm.shape.batch != 1 || gm.post_act) continue;
+    const SmallMGemm c = small_m_gemm_choice(gm.shape.m, gm.shape.n, gm.shape.k, dev.info().sm_count);
+    if (!c.splits) continue;
+    const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(plan.kernels[i]);
+    gm.small_splits = c.splits;
+    gm.small_bn = c.bn;
+    gm.small_smem = small_m_gemm_smem_bytes(c);
+    // An erf GELU (also the one the plan maps to cuBLASLt's tanh epilogue) runs exactly here.
+    gm.small_act = gm.gelu_erf || (d && d->epi.act_name == "gelu_erf_as_tanh") ? 3
+                   : gm.epi == GemmEpilogue::kReluBias                        ? 1
+                   : gm.epi == GemmEpilogue::kGeluBias                        ? 2
+                                                                              : 0;
+    used.insert(small_m_gemm_symbol(b16 ? "bf16" : "f16", c));
+  }
+  return small_m_gemm_source(used);
+}
+
 // Device operands of one GEMM: activations in place (or cast per run), constants cast (and B
 // transposed) once here, the bias, and the helper kernels it needs.
 void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
@@ -225,9 +255,29 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
     gm.gelu_fn = module->function(fmt::format(
         "brrr_gelu_erf_{}", gt == DType::bf16 ? "bf16" : gt == DType::f16 ? "f16" : "f32"));
   }
+  // The small-M kernel reads 16-byte chunks: operands off that alignment go to cuBLASLt.
+  if (gm.small_splits && ((gm.a | gm.b | gm.c) % 16 != 0 || gm.shape.ldb || gm.shape.ldc || gm.n_real))
+    gm.small_splits = 0;
+  if (gm.small_splits) {
+    gm.gelu_erf = false;  // computed in the kernel
+    const SmallMGemm c{gm.small_splits, gm.small_bn};
+    gm.small_fn = module->function(small_m_gemm_symbol(et == DType::bf16 ? "bf16" : "f16", c));
+    gm.small_fn.set_max_dynamic_shared(gm.small_smem);
+    gm.small_grid = {unsigned(gm.small_splits), unsigned((gm.shape.n + c.bn - 1) / c.bn),
+                     unsigned((gm.shape.m + 127) / 128)};
+    gm.small_args.a = reinterpret_cast<const void*>(gm.a);
+    gm.small_args.b = reinterpret_cast<const void*>(gm.b);
+    gm.small_args.c = reinterpret_cast<void*>(gm.c);
+    gm.small_args.bias = reinterpret_cast<const void*>(gm.bias);
+    gm.small_args.m = gm.shape.m;
+    gm.small_args.n = gm.shape.n;
+    gm.small_args.k = gm.shape.k;
+    gm.small_args.act = gm.small_act;
+    gm.small_argp[0] = &gm.small_args;
+  }
   // cuBLASLt's algorithm is chosen (timed, or read from the tuning cache) here at build, on the
   // GEMM's own buffers, not at the first run. Chain layers never reach cuBLASLt.
-  if (st.type == Step::Library) {
+  if (st.type == Step::Library && !gm.small_splits) {
     if (!lt.tuning())
       lt.enable_tuning(dev.info(), opts.cache_dir.empty() ? default_cuda_cache_dir()
                                                           : opts.cache_dir + "/cuda");
@@ -262,7 +312,9 @@ void CudaExecutor::Impl::setup_chains() {
 void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
   if (m.a_src) launch_helper(m.cvt_in, {m.a_src, m.a}, m.na);
   if (m.b_src) launch_helper(m.cvt_in, {m.b_src, m.b}, m.nb);
-  lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, what);
+  if (m.small_splits)
+    launch(m.small_fn, m.small_grid, {unsigned(2 * m.small_bn), 1, 1}, m.small_smem, stream, m.small_argp);
+  else lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, what);
   if (m.c_dst) launch_helper(m.cvt_out, {m.c, m.c_dst}, m.nc);
   if (m.n_real) {  // the real columns of the padded rows
     const size_t eb = element_bytes(m.prec);
@@ -293,6 +345,14 @@ std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
                        : gm.epi == GemmEpilogue::kGeluBias ? " +bias+GELU"
                        : gm.epi == GemmEpilogue::kBias     ? " +bias"
                                                            : "");
+  }
+  if (gm.small_splits) {
+    static const char* acts[] = {"", " +ReLU", " +GELU (tanh)", " +GELU (erf)"};
+    return fmt::format("  {:<24} small-M GEMM {} m{} n{} k{}{}{}: split-K over a cluster of {}, "
+                       "{}-column tiles (grid {}x{}x{})\n",
+                       plan.kernels[i].name, to_string(gm.prec), gm.shape.m, gm.shape.n,
+                       gm.shape.k, gm.bias ? " +bias" : "", acts[gm.small_act], gm.small_splits, gm.small_bn,
+                       gm.small_grid.x, gm.small_grid.y, gm.small_grid.z);
   }
   const std::string algo = lt.describe(gm.prec, gm.epi, gm.shape);
   const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(plan.kernels[i]);

@@ -19,6 +19,7 @@
 #include "backend/cuda/cudnn_conv.hpp"
 #include "backend/cuda/cudnn_pool.hpp"
 #include "backend/cuda/device/attention.cuh"
+#include "backend/cuda/device/gemm_small_m.cuh"
 #include "backend/cuda/gemm_chain.hpp"
 #include "plan/library_desc.hpp"
 
@@ -64,6 +65,17 @@ struct GemmStep {
   // and the in-place erf GELU.
   Function cvt_in, cvt_out, gelu_fn;
   LaunchStep chain;  // Step::Chain: the cluster kernel that runs the whole chain
+  // The small-M split-K cluster kernel instead of cuBLASLt (gemm_small_m.hpp): its split count
+  // (0: cuBLASLt), activation (brrr_gemm_sk_args::act; an erf GELU runs in it, no helper), the
+  // kernel and its one argument.
+  int small_splits = 0;
+  int small_bn = 64;
+  unsigned small_smem = 0;
+  int small_act = 0;
+  Function small_fn;
+  Dim3 small_grid;
+  brrr_gemm_sk_args small_args{};
+  void* small_argp[1] = {nullptr};
 };
 
 // A Conv on cuDNN, then (when there is a bias, sum or activation) brrr_conv_epilogue in place.
@@ -243,6 +255,7 @@ struct CudaExecutor::Impl {
   // GEMMs and GEMM chains (cuda_executor_gemm.cpp).
   std::string gemm_plan(const plan::Kernel& k, GemmStep* gm);
   std::string find_gemm_chains();
+  std::string find_small_m_gemms();
   void setup_gemm(const plan::Kernel& k, GemmStep& gm);
   void setup_chains();
   void exec_gemm(GemmStep& m, const std::string& what);

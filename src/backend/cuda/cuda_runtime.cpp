@@ -233,6 +233,10 @@ int Function::num_regs() const {
 void Function::allow_large_clusters() const {
   BRRR_CU(driver().cuFuncSetAttribute(f_, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), name_);
 }
+void Function::set_max_dynamic_shared(unsigned bytes) const {
+  BRRR_CU(driver().cuFuncSetAttribute(f_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes)),
+          name_);
+}
 int Function::local_bytes() const {
   int v = 0;
   BRRR_CU(driver().cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f_), name_);

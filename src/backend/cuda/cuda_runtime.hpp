@@ -155,6 +155,8 @@ class Function {
   int local_bytes() const;  // spills and stack: should be 0 for generated kernels
   // Lets the kernel launch with a cluster over the portable size of 8 (16 on Hopper).
   void allow_large_clusters() const;
+  // Lets a launch ask for `bytes` of dynamic shared memory (over the default 48 KB).
+  void set_max_dynamic_shared(unsigned bytes) const;
 
  private:
   CUfunc_st* f_ = nullptr;

@@ -26,6 +26,7 @@ struct brrr_attn_args {
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #include "backend/cuda/device/prelude.cuh"
+#include "backend/cuda/device/mma.cuh"
 
 // Which kernels a module instantiates (NVRTC compiles only those; all 12 took most of a
 // transformer's ~15 s cold compile): with BRRR_ATTN_SELECT defined, the generated module
@@ -190,20 +191,6 @@ extern "C" __global__ void __launch_bounds__(128) brrr_attention_f16(const brrr_
 #define BRRR_ATTN_MMA_BQ (16 * BRRR_ATTN_MMA_WARPS)
 #define BRRR_ATTN_MMA_BK 32
 
-template <class T>
-static __device__ __forceinline__ void brrr_mma16816(float* c, const unsigned* a, unsigned b0, unsigned b1);
-template <>
-__device__ __forceinline__ void brrr_mma16816<brrr_bf16>(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-template <>
-__device__ __forceinline__ void brrr_mma16816<brrr_f16>(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 // Two 16-bit elements at p (an even element index in a row of an even length), as one word.
 static __device__ __forceinline__ unsigned brrr_attn_pair(const unsigned short* p) {
   return *reinterpret_cast<const unsigned*>(p);
@@ -403,29 +390,6 @@ extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_f16(const
 // Rows are padded by 16 bytes so ldmatrix's eight row addresses fall in distinct banks.
 #define BRRR_ATTN_FLASH_STAGES 2
 
-static __device__ __forceinline__ unsigned brrr_attn_smem(const void* p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-// 16 bytes from global to shared memory, bypassing L1; bytes 0 fills zeros (rows past the end).
-static __device__ __forceinline__ void brrr_attn_cp16(unsigned dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-static __device__ __forceinline__ void brrr_attn_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-static __device__ __forceinline__ void brrr_attn_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-static __device__ __forceinline__ void brrr_attn_ldsm4(unsigned* r, unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-static __device__ __forceinline__ void brrr_attn_ldsm4_t(unsigned* r, unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
 // 2^x (the hardware's approximation, as __expf uses; 2^-inf = 0).
 static __device__ __forceinline__ float brrr_attn_ex2(float x) {
   float y;
@@ -470,14 +434,14 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
       const long long j = k0 + r;
       const bool in = j < a.seq_k;
       const long long jj = in ? j : 0;
-      brrr_attn_cp16(brrr_attn_smem(&ks[st][r][c]), K + jj * a.ks[2] + c, in ? 16 : 0);
-      brrr_attn_cp16(brrr_attn_smem(&vs[st][r][c]), V + jj * a.vs[2] + c, in ? 16 : 0);
+      brrr_cp16(brrr_smem_u32(&ks[st][r][c]), K + jj * a.ks[2] + c, in ? 16 : 0);
+      brrr_cp16(brrr_smem_u32(&vs[st][r][c]), V + jj * a.vs[2] + c, in ? 16 : 0);
     }
   };
 #pragma unroll
   for (int st = 0; st < BRRR_ATTN_FLASH_STAGES; ++st) {
     if (st < tiles) load_tile(st, st);
-    brrr_attn_commit();  // an empty group past the end keeps the wait counts uniform
+    brrr_cp_commit();  // an empty group past the end keeps the wait counts uniform
   }
   // This warp's 16 rows of Q as A fragments (rows past seq_q read as zeros, never stored).
   const long long row[2] = {q0 + warp * 16 + gq, q0 + warp * 16 + gq + 8};
@@ -538,10 +502,10 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
             fill_bits |= 1u << (nt * 4 + c);
         }
       }
-    brrr_attn_wait<BRRR_ATTN_FLASH_STAGES - 1>();  // this thread's copies of tile t are done
+    brrr_cp_wait<BRRR_ATTN_FLASH_STAGES - 1>();  // this thread's copies of tile t are done
     __syncthreads();                               // and every thread's
     if (!dead) {
-    const unsigned kbase = brrr_attn_smem(&ks[st][0][0]), vbase = brrr_attn_smem(&vs[st][0][0]);
+    const unsigned kbase = brrr_smem_u32(&ks[st][0][0]), vbase = brrr_smem_u32(&vs[st][0][0]);
     // S (16 x BK) = Q K^T.
     float s[BK / 8][4];
 #pragma unroll
@@ -551,7 +515,7 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk += 2) {
         unsigned kb[4];
-        brrr_attn_ldsm4(kb, kbase + 2u * (unsigned)((nt * 8 + k_row) * LD + kk * 16 + k_col));
+        brrr_ldsm4(kb, kbase + 2u * (unsigned)((nt * 8 + k_row) * LD + kk * 16 + k_col));
         brrr_mma16816<T>(s[nt], qf[kk], kb[0], kb[1]);
         brrr_mma16816<T>(s[nt], qf[kk + 1], kb[2], kb[3]);
       }
@@ -623,16 +587,16 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
       for (int kk = 0; kk < BK / 16; ++kk) {
         if (kk * 16 >= live_keys) continue;  // P is 0 there
         unsigned vb[4];
-        brrr_attn_ldsm4_t(vb, vbase + 2u * (unsigned)((kk * 16 + v_row) * LD + nt * 8 + v_col));
+        brrr_ldsm4_t(vb, vbase + 2u * (unsigned)((kk * 16 + v_row) * LD + nt * 8 + v_col));
         brrr_mma16816<T>(o[nt], pf[kk], vb[0], vb[1]);
         brrr_mma16816<T>(o[nt + 1], pf[kk], vb[2], vb[3]);
       }
     }  // !dead
     __syncthreads();  // every warp is done with stage st before it is refilled
     if (t + BRRR_ATTN_FLASH_STAGES < tiles) load_tile(t + BRRR_ATTN_FLASH_STAGES, st);
-    brrr_attn_commit();
+    brrr_cp_commit();
   }
-  brrr_attn_wait<0>();  // no copy outlives the block
+  brrr_cp_wait<0>();  // no copy outlives the block
   // Out: each lane's two adjacent dims as one 4-byte store (out rows are contiguous).
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {

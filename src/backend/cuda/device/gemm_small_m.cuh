@@ -1,0 +1,181 @@
+// A GEMM for few rows (a transformer at batch 1: M = 128 tokens) with K split over a
+// thread-block cluster: C[M,N] = act(A[M,K] @ B[K,N] + bias[N]), 16-bit row-major operands,
+// float32 accumulation, one kernel (gemm_small_m.hpp decides where it runs).
+//
+// Why: at M = 128 a library GEMM covers BERT-base's 128x768 output with a handful of tiles, so
+// a few SMs walk all of K while the rest idle (the FFN down-projection, K = 3072, took 7.7 us for
+// 4.7 MB of weights and 0.6 GFLOP). Here a CTA computes a 128x64 tile over 1/S of K, the S CTAs
+// of a tile form a cluster, and each reduces its share of the tile's rows over the cluster's
+// shared memory (DSMEM) in a fixed order and writes it with the bias and activation: no
+// workspace, no atomics, no second kernel, the same bits every run.
+//
+// Grid (S, ceil(N/BN), ceil(M/128)), cluster (S, 1, 1), BN*2 threads (BN = 64 or 128 columns):
+// each warp owns 32 rows x 64 columns (2 x 8 mma.sync m16n8k16 tiles). A and B stream through 4
+// stages of 64-wide K steps in dynamic shared memory (110 or 140 KB: one CTA per SM with most
+// of its K range in flight; a first version with 3 stages of 12 KB kept too few bytes in flight
+// and ran 2.4x slower than cuBLASLt). Rows are padded 16 bytes so ldmatrix addresses fall in
+// distinct banks. The host requires K and N multiples of 8 and 16-byte aligned A, B and C.
+#pragma once
+
+struct brrr_gemm_sk_args {
+  const void* a;     // [M, K]
+  const void* b;     // [K, N]
+  void* c;           // [M, N]
+  const void* bias;  // [N] of the data's type; null: none
+  long long m, n, k;
+  int act;  // 0 none, 1 ReLU, 2 GELU (tanh form), 3 GELU (erf)
+};
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#include "backend/cuda/device/mma.cuh"
+
+#define BRRR_GSK_BM 128
+#define BRRR_GSK_BK 64
+#define BRRR_GSK_STAGES 4
+// Dynamic shared memory of the kernel with BN output columns per CTA (gemm_small_m.cpp sets it).
+#define BRRR_GSK_SMEM_BYTES(BN) \
+  (BRRR_GSK_STAGES * (BRRR_GSK_BM * (BRRR_GSK_BK + 8) + BRRR_GSK_BK * ((BN) + 8)) * 2)
+
+// Four floats of the shared memory of CTA `rank` of the cluster, at `local`'s offset.
+static __device__ __forceinline__ float4 brrr_gsk_ld_cluster4(const float* local, unsigned rank) {
+  unsigned a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(brrr_smem_u32(local)), "r"(rank));
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a) : "memory");
+  return v;
+}
+static __device__ __forceinline__ void brrr_gsk_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+template <class T, int BN>
+static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int BM = BRRR_GSK_BM, BK = BRRR_GSK_BK, ST = BRRR_GSK_STAGES, NT = BN * 2;
+  constexpr int LDA = BK + 8, LDB = BN + 8, LDP = BN + 4;  // row pitches, padded 16 bytes
+  constexpr int A_STAGE = BM * LDA, STAGE = A_STAGE + BK * LDB;  // elements
+  static_assert(BM * LDP * 4 <= ST * STAGE * 2, "the partial tile reuses the stages' memory");
+  extern __shared__ __align__(16) unsigned short sm[];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp & 3, wn = warp >> 2;  // the warp's 32 rows and 64 columns of the tile
+  const int S = (int)gridDim.x, split = (int)blockIdx.x;  // cluster (S, 1, 1): rank == blockIdx.x
+  const long long M = p.m, N = p.n, K = p.k;
+  const long long n0 = (long long)blockIdx.y * BN, m0 = (long long)blockIdx.z * BM;
+  const long long KT = (K + BK - 1) / BK;
+  const long long kt0 = KT * split / S;
+  const int nt = (int)(KT * (split + 1) / S - kt0);
+  const unsigned short* A = static_cast<const unsigned short*>(p.a);
+  const unsigned short* B = static_cast<const unsigned short*>(p.b);
+  const unsigned base = brrr_smem_u32(sm);
+
+  // Step `it` of this CTA's K range into stage `slot`; chunks past M, N or K read as zeros.
+  auto load = [&](int it, int slot) {
+    const long long k0 = (kt0 + it) * BK;
+    const unsigned sa = base + 2u * (unsigned)(slot * STAGE);
+    const unsigned sb = sa + 2u * A_STAGE;
+#pragma unroll
+    for (int i = 0; i < BM * BK / 8 / NT; ++i) {  // A: BM rows x BK/8 chunks of 8
+      const int c = tid + i * NT, r = c / (BK / 8), q = c % (BK / 8);
+      const long long gr = m0 + r, gk = k0 + q * 8;
+      const bool in = gr < M && gk < K;
+      brrr_cp16(sa + 2u * (unsigned)(r * LDA + q * 8), in ? A + gr * K + gk : A, in ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < BK * BN / 8 / NT; ++i) {  // B: BK rows x BN/8 chunks of 8
+      const int c = tid + i * NT, r = c / (BN / 8), q = c % (BN / 8);
+      const long long gk = k0 + r, gn = n0 + q * 8;
+      const bool in = gk < K && gn < N;
+      brrr_cp16(sb + 2u * (unsigned)(r * LDB + q * 8), in ? B + gk * N + gn : B, in ? 16 : 0);
+    }
+  };
+
+  float acc[2][8][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < ST - 1; ++s) {
+    if (s < nt) load(s, s);
+    brrr_cp_commit();  // empty groups past the end keep the wait counts uniform
+  }
+  for (int it = 0; it < nt; ++it) {
+    brrr_cp_wait<ST - 2>();  // this thread's copies of step `it` are done ...
+    __syncthreads();         // ... and everyone's, and the stage refilled below is consumed
+    if (it + ST - 1 < nt) load(it + ST - 1, (it + ST - 1) % ST);
+    brrr_cp_commit();
+    const unsigned sa = base + 2u * (unsigned)((it % ST) * STAGE);
+    const unsigned sb = sa + 2u * A_STAGE;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      unsigned af[2][4], bf[4][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+        brrr_ldsm4(af[mi], sa + 2u * (unsigned)((wm * 32 + mi * 16 + (lane & 15)) * LDA +
+                                                kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+      for (int nj = 0; nj < 4; ++nj)  // two 8-column B fragments per transposed ldmatrix
+        brrr_ldsm4_t(bf[nj], sb + 2u * (unsigned)((kk * 16 + (lane & 15)) * LDB + wn * 64 + nj * 16 +
+                                                  (lane >> 4) * 8));
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 8; ++ni)
+          brrr_mma16816<T>(acc[mi][ni], af[mi], bf[ni >> 1][(ni & 1) * 2], bf[ni >> 1][(ni & 1) * 2 + 1]);
+    }
+  }
+  brrr_cp_wait<0>();
+  __syncthreads();  // the stages are free: the partial tile goes over them
+
+  float* P = reinterpret_cast<float*>(sm);
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni) {
+      const int r = wm * 32 + mi * 16 + (lane >> 2), c = wn * 64 + ni * 8 + 2 * (lane & 3);
+      *reinterpret_cast<float2*>(&P[r * LDP + c]) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+      *reinterpret_cast<float2*>(&P[(r + 8) * LDP + c]) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
+    }
+  brrr_gsk_cluster_sync();  // every CTA's partial tile is written and visible to the cluster
+
+  // This CTA's share of the rows: the sum over the cluster in rank order, then bias, activation
+  // and the 16-bit store, four columns at a time.
+  const int rows = (BM + S - 1) / S, r0 = split * rows;
+  T* C = static_cast<T*>(p.c);
+  const T* bias = static_cast<const T*>(p.bias);
+  for (int i = tid; i < rows * (BN / 4); i += NT) {
+    const int r = r0 + i / (BN / 4), c = (i % (BN / 4)) * 4;
+    const long long gr = m0 + r, gc = n0 + c;
+    if (r >= BM || gr >= M || gc >= N) continue;  // N is a multiple of 8: 4 columns all in or out
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int q = 0; q < S; ++q) {
+      const float4 t = brrr_gsk_ld_cluster4(&P[r * LDP + c], (unsigned)q);
+      v[0] += t.x; v[1] += t.y; v[2] += t.z; v[3] += t.w;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = v[e] + (bias ? brrr_ld(bias + gc + e) : 0.f);
+      if (p.act == 1) x = brrr_relu(x);
+      else if (p.act == 2) x = brrr_gelu_tanh(x);
+      else if (p.act == 3) x = brrr_gelu_erf(x);
+      v[e] = x;
+    }
+    brrr_st4(C + gr * N + gc, v);
+  }
+  brrr_gsk_cluster_sync();  // no CTA leaves while another still reads its shared memory
+#endif
+}
+
+// One kernel per type, tile width BN (64: 4 warps, 128: 8) and cluster size S (the split count;
+// gemm_small_m.cpp emits those a plan uses).
+#define BRRR_GEMM_SK(TN, T, BN, S)                                                                \
+  extern "C" __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(BN * 2)                 \
+      brrr_gemm_sk_##TN##_n##BN##_s##S(const brrr_gemm_sk_args a) {                               \
+    brrr_gemm_sk_t<T, BN>(a);                                                                     \
+  }
+
+#endif

@@ -1,0 +1,61 @@
+#include "backend/cuda/gemm_small_m.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "brrr/error.hpp"
+
+#include "core/env.hpp"
+
+namespace brrr::cuda {
+
+namespace {
+constexpr std::int64_t kBM = 128, kBK = 64;  // device/gemm_small_m.cuh's tile rows and K step
+constexpr int kStages = 4;                   // BRRR_GSK_STAGES
+constexpr int kMaxSplits = 8;                // the portable cluster size
+constexpr std::int64_t kMinStepsPerSplit = 2;
+}  // namespace
+
+SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, int sm_count) {
+  const std::int64_t mode = env::integer("BRRR_SMALL_M_GEMM");
+  if (mode == 0 || m <= 0 || n <= 0 || k <= 0 || k % 8 || n % 8) return {};
+  SmallMGemm c;
+  c.bn = n >= 2048 ? 128 : 64;  // wide outputs: half the re-reads of A per column
+  const std::int64_t tiles = (m + kBM - 1) / kBM * ((n + c.bn - 1) / c.bn);
+  const std::int64_t steps = (k + kBK - 1) / kBK;
+  if (mode == 1 && (m > 2 * kBM || 2 * tiles > sm_count || k * n > (std::int64_t(1) << 22)))
+    return {};
+  if ((n + c.bn - 1) / c.bn > 65535 || (m + kBM - 1) / kBM > 65535) return {};  // grid y and z
+  // About one CTA per SM, each with at least a few K steps.
+  std::int64_t s = std::max<std::int64_t>(1, sm_count / std::max<std::int64_t>(tiles, 1));
+  s = std::min<std::int64_t>({s, kMaxSplits, std::max<std::int64_t>(1, steps / kMinStepsPerSplit)});
+  c.splits = int(s);
+  return c;
+}
+
+std::string small_m_gemm_symbol(const std::string& type, const SmallMGemm& c) {
+  return fmt::format("brrr_gemm_sk_{}_n{}_s{}", type, c.bn, c.splits);
+}
+
+unsigned small_m_gemm_smem_bytes(const SmallMGemm& c) {
+  return unsigned(kStages * (kBM * (kBK + 8) + kBK * (c.bn + 8)) * 2);
+}
+
+std::string small_m_gemm_source(const std::set<std::string>& symbols) {
+  if (symbols.empty()) return "";
+  std::string s = "#include \"backend/cuda/device/gemm_small_m.cuh\"\n";
+  for (const std::string& sym : symbols) {
+    // brrr_gemm_sk_<type>_n<BN>_s<S>: all three come from small_m_gemm_symbol, never a model.
+    unsigned bn = 0, splits = 0;
+    char type[8] = {};
+    BRRR_ASSERT(std::sscanf(sym.c_str(), "brrr_gemm_sk_%4[bf16]_n%u_s%u", type, &bn, &splits) == 3,
+                "bad small-M GEMM kernel name");
+    s += fmt::format("BRRR_GEMM_SK({0}, {1}, {2}, {3})\n", type,
+                     std::string(type) == "bf16" ? "brrr_bf16" : "brrr_f16", bn, splits);
+  }
+  return s;
+}
+
+}  // namespace brrr::cuda

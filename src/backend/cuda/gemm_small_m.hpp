@@ -1,0 +1,35 @@
+// Where the small-M split-K cluster GEMM (device/gemm_small_m.cuh) runs instead of cuBLASLt, and
+// the module source of the kernels a plan uses. Header free of CUDA includes.
+//
+// Experimental and off by default: on the H200 it is correct (CudaSession.SmallMGemm*) but slower
+// than cuBLASLt in every model measured (BERT-base bf16 batch 1: 460 -> 756-796 us). Nsight
+// Compute on BERT's GEMMs (docs/CUDA.md, session of 2026-12-03, second) shows why: the SMs are
+// active only 39-45% of the kernel's span (clusters of 5-8 CTAs of 110-143 KB of shared memory
+// do not all fit at once, so part of the grid runs as a second wave), and each CTA issues an
+// instruction every 5-10 cycles with 0.25 eligible warps per scheduler (2 warps per scheduler).
+#pragma once
+#include <cstdint>
+#include <set>
+#include <string>
+
+namespace brrr::cuda {
+
+// How a 16-bit C[m,n] = A[m,k] @ B[k,n] runs on the kernel: K split over a cluster of `splits`
+// CTAs (1-8; 0: the kernel does not apply or is not expected to beat cuBLASLt), each with `bn`
+// output columns (64 or 128). BRRR_SMALL_M_GEMM: 0 (default) never, 1 where the library's tiles
+// would leave most SMs idle (m <= 256 rows, at most half the SMs' worth of output tiles, a weight
+// of at most 2^22 elements), 2 wherever it can run (K and N multiples of 8: tests).
+struct SmallMGemm {
+  int splits = 0;
+  int bn = 64;
+};
+SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, int sm_count);
+
+// Kernel name for type "bf16" or "f16", and its dynamic shared memory.
+std::string small_m_gemm_symbol(const std::string& type, const SmallMGemm& c);
+unsigned small_m_gemm_smem_bytes(const SmallMGemm& c);
+
+// A module part instantiating the named kernels ("" for none).
+std::string small_m_gemm_source(const std::set<std::string>& symbols);
+
+}  // namespace brrr::cuda
