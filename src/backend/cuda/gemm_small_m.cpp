@@ -13,7 +13,7 @@ namespace brrr::cuda {
 
 namespace {
 constexpr std::int64_t kBM = 128, kBK = 64;  // device/gemm_small_m.cuh's tile rows and K step
-constexpr int kStages = 4;                   // BRRR_GSK_STAGES
+constexpr int kStages = 3;                   // BRRR_GSK_STAGES
 constexpr int kMaxSplits = 8;                // the portable cluster size
 constexpr std::int64_t kMinStepsPerSplit = 2;
 }  // namespace

@@ -10,10 +10,10 @@
 // workspace, no atomics, no second kernel, the same bits every run.
 //
 // Grid (S, ceil(N/BN), ceil(M/128)), cluster (S, 1, 1), BN*2 threads (BN = 64 or 128 columns):
-// each warp owns 32 rows x 64 columns (2 x 8 mma.sync m16n8k16 tiles). A and B stream through 4
-// stages of 64-wide K steps in dynamic shared memory (110 or 140 KB: one CTA per SM with most
-// of its K range in flight; a first version with 3 stages of 12 KB kept too few bytes in flight
-// and ran 2.4x slower than cuBLASLt). Rows are padded 16 bytes so ldmatrix addresses fall in
+// each warp owns 32 rows x 64 columns (2 x 8 mma.sync m16n8k16 tiles). A and B stream through 3
+// stages of 64-wide K steps in dynamic shared memory (83 or 108 KB, two CTAs per SM; a version
+// with 3 stages of 32-wide steps kept too few bytes in flight, one with 4 stages of 64 fitted one
+// CTA per SM and its clusters did not all fit at once). Rows are padded 16 bytes so ldmatrix addresses fall in
 // distinct banks. The host requires K and N multiples of 8 and 16-byte aligned A, B and C.
 #pragma once
 
@@ -31,7 +31,7 @@ struct brrr_gemm_sk_args {
 
 #define BRRR_GSK_BM 128
 #define BRRR_GSK_BK 64
-#define BRRR_GSK_STAGES 4
+#define BRRR_GSK_STAGES 3
 // Dynamic shared memory of the kernel with BN output columns per CTA (gemm_small_m.cpp sets it).
 #define BRRR_GSK_SMEM_BYTES(BN) \
   (BRRR_GSK_STAGES * (BRRR_GSK_BM * (BRRR_GSK_BK + 8) + BRRR_GSK_BK * ((BN) + 8)) * 2)
@@ -49,7 +49,7 @@ static __device__ __forceinline__ void brrr_gsk_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-template <class T, int BN>
+template <class T, int BN, int S>
 static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int BM = BRRR_GSK_BM, BK = BRRR_GSK_BK, ST = BRRR_GSK_STAGES, NT = BN * 2;
@@ -59,7 +59,7 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
   extern __shared__ __align__(16) unsigned short sm[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp & 3, wn = warp >> 2;  // the warp's 32 rows and 64 columns of the tile
-  const int S = (int)gridDim.x, split = (int)blockIdx.x;  // cluster (S, 1, 1): rank == blockIdx.x
+  const int split = (int)blockIdx.x;  // cluster (S, 1, 1), grid.x == S: the rank is blockIdx.x
   const long long M = p.m, N = p.n, K = p.k;
   const long long n0 = (long long)blockIdx.y * BN, m0 = (long long)blockIdx.z * BM;
   const long long KT = (K + BK - 1) / BK;
@@ -151,10 +151,13 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
     const int r = r0 + i / (BN / 4), c = (i % (BN / 4)) * 4;
     const long long gr = m0 + r, gc = n0 + c;
     if (r >= BM || gr >= M || gc >= N) continue;  // N is a multiple of 8: 4 columns all in or out
+    float4 t[S];  // every rank's part in flight at once, then summed in rank order
+#pragma unroll
+    for (int q = 0; q < S; ++q) t[q] = brrr_gsk_ld_cluster4(&P[r * LDP + c], (unsigned)q);
     float v[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
     for (int q = 0; q < S; ++q) {
-      const float4 t = brrr_gsk_ld_cluster4(&P[r * LDP + c], (unsigned)q);
-      v[0] += t.x; v[1] += t.y; v[2] += t.z; v[3] += t.w;
+      v[0] += t[q].x; v[1] += t[q].y; v[2] += t[q].z; v[3] += t[q].w;
     }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -173,9 +176,9 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
 // One kernel per type, tile width BN (64: 4 warps, 128: 8) and cluster size S (the split count;
 // gemm_small_m.cpp emits those a plan uses).
 #define BRRR_GEMM_SK(TN, T, BN, S)                                                                \
-  extern "C" __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(BN * 2)                 \
+  extern "C" __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(BN * 2, 2)              \
       brrr_gemm_sk_##TN##_n##BN##_s##S(const brrr_gemm_sk_args a) {                               \
-    brrr_gemm_sk_t<T, BN>(a);                                                                     \
+    brrr_gemm_sk_t<T, BN, S>(a);                                                                  \
   }
 
 #endif
