@@ -2,11 +2,12 @@
 // the module source of the kernels a plan uses. Header free of CUDA includes.
 //
 // Experimental and off by default: on the H200 it is correct (CudaSession.SmallMGemm*) but slower
-// than cuBLASLt in every model measured (BERT-base bf16 batch 1: 460 -> 756-796 us). Nsight
+// than cuBLASLt in every model measured (BERT-base bf16 batch 1: 458 -> 620 us). Nsight
 // Compute on BERT's GEMMs (docs/CUDA.md, session of 2026-12-03, second) shows why: the SMs are
 // active only 39-45% of the kernel's span (clusters of 5-8 CTAs of 110-143 KB of shared memory
 // do not all fit at once, so part of the grid runs as a second wave), and each CTA issues an
 // instruction every 5-10 cycles with 0.25 eligible warps per scheduler (2 warps per scheduler).
+// (That profile is of the 4-stage version; the 3-stage one here fits two CTAs per SM.)
 #pragma once
 #include <cstdint>
 #include <set>
