@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 #include "brrr/doctor.hpp"
 #include "core/median.hpp"
@@ -339,7 +340,7 @@ struct UnitPrediction {
   int moved = 0;
   double moved_ms = 0;
   std::vector<std::pair<double, const KernelAnalysis*>> gains;  // largest first
-  std::string rates, slower, generated_note;
+  std::string rates, slower, generated_note, already_note;
   int timed_alone = 0;  // moved kernels priced at their time alone at `unit`
   double alone_ms = 0, alone_before_ms = 0;
 };
@@ -369,12 +370,20 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceiling
   u.unit = unit;
   u.measured = true;
   bool any_library = false, any_peak = false;
-  int n_slower = 0, n_gen = 0;
-  double slower_ms = 0, gen_ms = 0;
+  int n_slower = 0, n_gen = 0, n_already = 0;
+  double slower_ms = 0, gen_ms = 0, already_ms = 0;
+  std::set<std::string> already_precs;
   for (const auto& k : ks) {
     const std::string to = moved_to(k.rec, unit, c, cpu_convs);
     if (to.empty()) {
-      if (k.regime == Regime::compute) gen_ms += k.rec.time_ms, n_gen++;
+      // A library GEMM or conv of a 16-bit model already runs at its data's precision.
+      if (k.rec.kind == "library" && has_any(k.rec, {"MatMul", "Gemm", "Conv"}) &&
+          !k.rec.precision.empty() && k.rec.precision != "fp32") {
+        already_ms += k.rec.time_ms, n_already++;
+        already_precs.insert(k.rec.precision);
+      } else if (k.regime == Regime::compute) {
+        gen_ms += k.rec.time_ms, n_gen++;
+      }
       continue;
     }
     if (const KernelRecord* twin = timed_twin(k.rec, alone)) {
@@ -438,6 +447,11 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceiling
   if (n_slower > 0)
     u.slower = fmt::format("; {} of them run{} slower there (+{:.3f} ms)", n_slower,
                            n_slower == 1 ? "s" : "", slower_ms);
+  if (n_already > 0)
+    u.already_note = fmt::format("; {} library GEMM{} and conv{} ({:.3f} ms) already run{} in {}",
+                                 n_already, n_already == 1 ? "" : "s", n_already == 1 ? "" : "s",
+                                 already_ms, n_already == 1 ? "s" : "",
+                                 fmt::join(already_precs, "/"));
   if (n_gen > 0)
     u.generated_note = fmt::format("; {} compute-bound kernel{} that {} not library GEMMs or convs "
                                    "({:.3f} ms) compute{} in fp32 whatever --precision says",
@@ -636,17 +650,22 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
     for (const auto& u : units)
       if (&u != best) others += fmt::format("; --precision {}: {:.3f} ms", u.unit, u.gain_ms);
     const bool all_alone = best->timed_alone == best->moved;
-    Remedy* r = add("faster_units", best->gain_ms,
-                    fmt::format("{} library kernel{} ({:.3f} ms) at {}{}{}{}{}",
-                                best->moved, best->moved == 1 ? "" : "s", best->moved_ms,
-                                best->rates,
-                                all_alone ? std::string()
-                                : cpu_convs ? ", each keeping its fixed cost and its share of the "
-                                              "roof, plus one more fixed cost for casting its "
-                                              "activations to " + best->unit
-                                            : std::string(", each keeping its fixed cost and its "
-                                                          "share of the roof"),
-                                best->slower, best->generated_note, others));
+    // Nothing to move (a 16-bit model's GEMMs already run at its precision): say that, not
+    // "0 library kernels".
+    const std::string detail =
+        best->moved == 0
+            ? fmt::format("no float32 library GEMM or conv to move{}{}{}", best->already_note,
+                          best->generated_note, others)
+            : fmt::format("{} library kernel{} ({:.3f} ms) at {}{}{}{}{}{}", best->moved,
+                          best->moved == 1 ? "" : "s", best->moved_ms, best->rates,
+                          all_alone ? std::string()
+                          : cpu_convs ? ", each keeping its fixed cost and its share of the "
+                                        "roof, plus one more fixed cost for casting its "
+                                        "activations to " + best->unit
+                                      : std::string(", each keeping its fixed cost and its "
+                                                    "share of the roof"),
+                          best->slower, best->already_note, best->generated_note, others);
+    Remedy* r = add("faster_units", best->gain_ms, detail);
     for (const auto& [g, k] : best->gains)
       if (g != 0) concern(*r, k->rec);
     r->action = "--precision " + best->unit;

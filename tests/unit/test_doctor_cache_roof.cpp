@@ -119,6 +119,17 @@ TEST(DoctorCacheRoof, EveryEfficiencyAboveOneHasItsReason) {
   EXPECT_GT(e.efficiency, 1);
   EXPECT_NE(e.over_reason.find("faster than the probed throughput of exp"), std::string::npos)
       << e.over_reason;
+  // A GEMM whose FLOPs alone fit its time but whose floor also prices an epilogue's special
+  // functions at the probe's rate (GPT-2's tanh GELU in a bf16 GEMM's epilogue) beat the special
+  // functions' rate, not the FMA peak: 0.6 GFLOP is 0.6 ms at 1 TFLOP/s, 1e7 exp are 0.5 ms at
+  // 20 G/s, the kernel took 0.8 ms.
+  auto epi = kernel("MatMul", 6e8, 1e6, 0.8, "library");
+  epi.cost.special["exp"] = 1e7;
+  auto ep = analyze_kernel(epi, c);
+  EXPECT_GT(ep.efficiency, 1);
+  EXPECT_NE(ep.over_reason.find("faster than the probed throughput of exp"), std::string::npos)
+      << ep.over_reason;
+  EXPECT_EQ(ep.over_reason.find("FMA loop"), std::string::npos) << ep.over_reason;
   // Ceilings probed on a busy machine say so beside the reason.
   Ceilings busy = c;
   busy.probe_other_busy_cpus = 1.5;

@@ -537,6 +537,34 @@ TEST(DoctorVerdict, IsGeneratedFromTheRemedyTable) {
   EXPECT_EQ(r.verdict.advice.find("Nothing brrr offers"), std::string::npos);
 }
 
+// A 16-bit model's library GEMMs already run at its precision: faster units have nothing to
+// move, and say so, instead of calling them generated kernels that compute in fp32.
+TEST(DoctorRemedies, FasterUnitsOnA16BitModelMovesNothing) {
+  Ceilings c = fixed_ceilings();
+  c.peak_gflops["bf16"] = 4000;
+  RunProfile p;
+  p.backend = "cuda";
+  p.wall_ms = 4.5;
+  auto gemm = kernel("gemm", OpClass::contraction, 2e9, 12e6, 4.0, "library");
+  gemm.ops = {"Gemm", "Mul", "Tanh"};
+  gemm.precision = "bf16";
+  auto gen = kernel("gen", OpClass::contraction, 1e8, 1e3, 0.5, "fused");
+  p.kernels = {gemm, gen};
+  Report r = diagnose(p, c, {.precisions = {"bf16"}});
+  const Remedy& u = find(r.remedies, "faster_units");
+  EXPECT_EQ(u.gain_ms, 0);
+  EXPECT_FALSE(u.applicable);
+  EXPECT_NE(u.detail.find("no float32 library GEMM or conv to move"), std::string::npos) << u.detail;
+  EXPECT_NE(u.detail.find("1 library GEMM and conv (4.000 ms) already runs in bf16"),
+            std::string::npos)
+      << u.detail;
+  EXPECT_EQ(u.detail.find("0 library kernels"), std::string::npos) << u.detail;
+  // The generated kernel is the only one said to compute in fp32.
+  EXPECT_NE(u.detail.find("1 compute-bound kernel that is not library GEMMs or convs (0.500 ms)"),
+            std::string::npos)
+      << u.detail;
+}
+
 // --precision moves library GEMMs to the fastest measured unit the backend accepts; a GEMM keeps
 // its fixed cost and its share of the roof, and a backend that accepts no precision gets none.
 TEST(DoctorRemedies, FasterUnitsUsesFastestAcceptedPrecision) {
