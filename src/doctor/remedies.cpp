@@ -257,12 +257,24 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
             e.replaced_calls_ms += steady_time(p.kernels[k]), used[k] = 1;
       }
       if (t < 0 && !generated(r)) {  // a library call: the measured calls of its nodes
+        // One call for several (Q/K/V projections merged into one GEMM, two batched attention
+        // GEMMs inside one attention kernel): the slowest call's time plus the others' floors,
+        // not their sum. At batch 1 each call is mostly its fixed latency, which the one call
+        // pays once (BERT-base: the sum predicted 0.560 ms after fusion, 0.431 measured).
+        int calls = 0;
+        double sum_t = 0, max_t = 0, sum_floor = 0, max_floor = 0;
         for (size_t k : b)
           if (!used[k] && !generated(p.kernels[k]) && p.kernels[k].kind != "copy" &&
               std::any_of(p.kernels[k].nodes.begin(), p.kernels[k].nodes.end(), [&](const std::string& x) {
                 return std::binary_search(sorted_nodes[i].begin(), sorted_nodes[i].end(), x);
-              }))
-            t = std::max(t, 0.0) + steady_time(p.kernels[k]), used[k] = 1;
+              })) {
+            const double tk = steady_time(p.kernels[k]);
+            calls++, sum_t += tk, max_t = std::max(max_t, tk);
+            sum_floor += ks[k].floor_ms, max_floor = std::max(max_floor, ks[k].floor_ms);
+            used[k] = 1;
+          }
+        if (calls == 1) t = sum_t;
+        else if (calls > 1) t = std::min(sum_t, max_t + (sum_floor - max_floor));
       }
       // A conv or pool between library kernels reads and writes the library's own layout in the
       // fused plan (the CPU's blocked / NHWC activations), with no reorder per call and another
