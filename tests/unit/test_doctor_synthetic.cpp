@@ -477,6 +477,35 @@ TEST(DoctorRemedies, FusionPricesTheFusedPlanKernelByKernel) {
   EXPECT_NEAR(find(diagnose(lone, c, lo).remedies, "fusion").gain_ms, 2.0, 1e-9);
 }
 
+// One library call of the fused plan for several measured ones (Q/K/V projections merged into
+// one GEMM): the slowest call plus the others' floors, not the sum of three fixed latencies.
+TEST(DoctorRemedies, FusionPricesAMergedCallAtItsSlowestPartPlusTheOthersFloors) {
+  Ceilings c = fixed_ceilings();
+  RunProfile p;
+  p.backend = "cuda";
+  for (const char* n : {"q", "k", "v"}) {
+    p.kernels.push_back(kernel(n, OpClass::contraction, 1e6, 1e4, 0.005, "library"));
+    p.kernels.back().ops = {"MatMul"};
+  }
+  p.kernels[2].time_ms = 0.006;
+  p.wall_ms = 0.016;
+  KernelRecord qkv = kernel("qkv", OpClass::contraction, 3e6, 3e4, 0, "library");
+  qkv.nodes = {"q", "k", "v"};
+  qkv.ops = {"MatMul"};
+  DoctorOptions o;
+  o.fused = 0;
+  o.fused_kernels = {qkv};
+  const Report r = diagnose(p, c, o);
+  const Remedy& f = find(r.remedies, "fusion");
+  double floors = 0;
+  for (const auto& k : r.kernels) floors += k.floor_ms;
+  const double each_floor = r.kernels[0].floor_ms;
+  ASSERT_GT(each_floor, 0);
+  // Before 0.016 ms; after: the slowest call (0.006) plus two floors.
+  EXPECT_NEAR(f.gain_ms, 0.016 - (0.006 + 2 * each_floor), 1e-9) << f.detail;
+  EXPECT_NEAR(floors, 3 * each_floor, 1e-12);
+}
+
 // The plan's boundary reasons travel with the fusion remedy into its action, the text report, the
 // JSON and the HTML page.
 TEST(DoctorRemedies, FusionActionIsTheBoundaryReason) {
