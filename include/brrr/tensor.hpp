@@ -35,6 +35,10 @@ class Tensor {
   static Tensor zeros(DType dtype, const Shape& shape);
   // Non-owning contiguous view of memory someone else keeps alive (a session's arena).
   static Tensor from_blob(void* p, DType dtype, const Shape& shape);
+  // A contiguous tensor over `data`, which `owner` keeps alive (a file mapping's region).
+  static Tensor from_shared(std::shared_ptr<void> owner, void* data, DType dtype, const Shape& shape);
+  // Bytes of a contiguous tensor of this shape; throws as empty() does over BRRR_MAX_TENSOR_BYTES.
+  static size_t checked_nbytes(DType dtype, const Shape& shape);
   template <typename T>
   static Tensor from_vector(const Shape& shape, const std::vector<T>& v);
   template <typename T>

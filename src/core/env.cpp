@@ -34,6 +34,9 @@ const Switch kSwitches[] = {
      "never read or write the on-disk kernel caches"},
     {"BRRR_DISABLE_GEMM_CHAIN", Kind::Flag, "0", "", 0, 0,
      "CUDA: small-batch GEMM chains as one cuBLASLt call per layer"},
+    {"BRRR_MAP_EXTERNAL", Kind::Int, "1", "", 0, 1,
+     "ONNX external data: 1 maps the file (copy-on-write) and uses 64-byte aligned tensors in "
+     "place; 0 reads every tensor into its own memory"},
     {"BRRR_GEMM_TUNE", Kind::Int, "0", "", 0, 1,
      "CUDA: 0 uses cuBLASLt's first heuristic algorithm for every GEMM (no timing at build, no "
      "tuning cache); 1 times the candidates once per shape and caches the choice"},

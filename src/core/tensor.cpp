@@ -76,13 +76,27 @@ Tensor Tensor::from_blob(void* p, DType dtype, const Shape& shape) {
   return t;
 }
 
-Tensor Tensor::empty(DType dtype, const Shape& shape) {
+Tensor Tensor::from_shared(std::shared_ptr<void> owner, void* data, DType dtype,
+                           const Shape& shape) {
+  Tensor t;
+  t.storage_ = std::shared_ptr<void>(std::move(owner), data);  // aliasing: owner stays alive
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.strides_ = contiguous_strides(shape);
+  return t;
+}
+
+size_t Tensor::checked_nbytes(DType dtype, const Shape& shape) {
   int64_t n = shape_numel(shape);
   size_t es = dtype_size(dtype);
   if (uint64_t(n) > max_tensor_bytes() / es)
     fail("tensor of shape {} ({}) needs {}, over the limit of {} bytes (BRRR_MAX_TENSOR_BYTES)",
          shape_str(shape), dtype_name(dtype), byte_count(n, es), max_tensor_bytes());
-  size_t bytes = std::max<size_t>(size_t(n) * es, 1);
+  return size_t(n) * es;
+}
+
+Tensor Tensor::empty(DType dtype, const Shape& shape) {
+  size_t bytes = std::max<size_t>(checked_nbytes(dtype, shape), 1);
   size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);
   if (!p) fail("out of memory allocating {} bytes for a tensor of shape {}", bytes, shape_str(shape));

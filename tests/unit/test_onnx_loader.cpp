@@ -4,8 +4,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "brrr/onnx.hpp"
 #include "brrr/reference.hpp"
+#include "env_var.hpp"
+#include "frontend/onnx_tensor.hpp"
 #include "passes/pipeline.hpp"
 
 using namespace brrr;
@@ -178,4 +182,53 @@ TEST(TensorPb, RoundTrip) {
 TEST(OnnxLoaderErrors, InputCountAgainstSchema) {
   expect_error([] { load_onnx(fixture("add_one_input.onnx")); },
                "node 'add_one' (Add): has 1 inputs, but Add takes 2 to 2");
+}
+
+// External data is used in place from a copy-on-write mapping of its file where it is 64-byte
+// aligned there, and read into its own memory otherwise or under BRRR_MAP_EXTERNAL=0: the same
+// values every way, and a write into a loaded weight never reaches the file.
+TEST(OnnxLoader, ExternalDataMappedInPlaceOrRead) {
+  const fs::path dir = fs::temp_directory_path() / ("brrr_extmap_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<float> vals(64);
+  for (int i = 0; i < 64; ++i) vals[size_t(i)] = float(i) * 0.5f;
+  {
+    std::ofstream f(dir / "w.bin", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(vals.data()), std::streamsize(vals.size() * 4));
+  }
+  auto proto = [](int64_t offset) {
+    onnx::TensorProto p;
+    p.set_name("w");
+    p.set_data_type(onnx::TensorProto::FLOAT);
+    p.add_dims(2);
+    p.add_dims(4);
+    p.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* loc = p.add_external_data();
+    loc->set_key("location");
+    loc->set_value("w.bin");
+    auto* off = p.add_external_data();
+    off->set_key("offset");
+    off->set_value(std::to_string(offset));
+    return p;
+  };
+  for (const char* map : {"1", "0"})
+    for (int64_t offset : {0, 4, 64}) {  // 4: not 64-byte aligned, read instead of mapped
+      brrr_test::EnvVar e("BRRR_MAP_EXTERNAL", map);
+      Tensor t = tensor_from_proto(proto(offset), dir, "w");
+      ASSERT_EQ(t.shape(), (Shape{2, 4}));
+      for (int i = 0; i < 8; ++i)
+        EXPECT_EQ(t.data<float>()[i], vals[size_t(offset / 4 + i)]) << map << " " << offset << " " << i;
+    }
+  {
+    Tensor a = tensor_from_proto(proto(0), dir, "w");
+    Tensor b = tensor_from_proto(proto(64), dir, "w");
+    a.data<float>()[0] = 42.f;  // the process's own page, not the file's
+    EXPECT_EQ(b.data<float>()[0], vals[16]);
+  }
+  std::ifstream f(dir / "w.bin", std::ios::binary);
+  float first = -1;
+  f.read(reinterpret_cast<char*>(&first), 4);
+  EXPECT_EQ(first, 0.f);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
