@@ -105,13 +105,15 @@ def median_of(fn, reps, warmup):
 RUN_TIME = re.compile(r"run ([0-9.e+-]+) ms \(median of (\d+)")
 
 
-def time_brrr(brrr, m, reps, threads, passive):
+def time_brrr(brrr, m, reps, threads, passive, precision="fp32"):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), BRRR_THREADS=str(threads))
     if passive:
         # brrr's oneDNN kernels run on OpenMP (libgomp). Spinning at barriers is catastrophic when
         # the cores are shared: sleep at barriers instead. libgomp reads this when it loads.
         env.setdefault("OMP_WAIT_POLICY", "passive")
     cmd = [brrr, "run", m.path, "--reps", str(reps), "--threads", str(threads)]
+    if precision != "fp32":
+        cmd += ["--precision", precision]
     if m.data:
         cmd += ["--data", m.data]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -159,6 +161,13 @@ def main():
     ap.add_argument("--baseline", metavar="BIN",
                     help="another brrr binary (a build before a change), run in the same rounds "
                          "right after --brrr: a 'before' column and brrr/before ratios")
+    ap.add_argument("--precision", default="fp32",
+                    help="brrr run --precision (bf16: on a CPU with avx512_bf16 or AMX); ONNX "
+                         "Runtime and PyTorch stay fp32")
+    ap.add_argument("--baseline-precision", metavar="P",
+                    help="--precision of the --baseline runs (default: --precision's); "
+                         "--baseline build/brrr --baseline-precision fp32 --precision bf16 gives "
+                         "bf16/fp32 ratios of one build")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=50, help="timed runs per round (>= 50)")
     ap.add_argument("--round-seconds", type=float, default=8.0,
@@ -232,9 +241,10 @@ def main():
         b, o, t, base = [], [], [], []
         try:
             for _ in range(a.rounds):
-                b.append(time_brrr(a.brrr, m, reps, a.threads, a.passive))
+                b.append(time_brrr(a.brrr, m, reps, a.threads, a.passive, a.precision))
                 if a.baseline:
-                    base.append(time_brrr(a.baseline, m, reps, a.threads, a.passive))
+                    base.append(time_brrr(a.baseline, m, reps, a.threads, a.passive,
+                                          a.baseline_precision or a.precision))
                 o.append(median_of(ort_run, reps, 3 if reps < 50 else 10))
                 if tor:
                     t.append(median_of(tor, reps, 2))
@@ -259,8 +269,10 @@ def main():
           f"rounds; onnxruntime {ort.__version__}{tv}; brrr OMP_WAIT_POLICY="
           f"{'passive' if a.passive else os.environ.get('OMP_WAIT_POLICY', 'default')}; "
           f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
+    if a.precision != "fp32":
+        print(f"brrr: --precision {a.precision}")
     if a.baseline:
-        print(f"before: {a.baseline}")
+        print(f"before: {a.baseline} --precision {a.baseline_precision or a.precision}")
     print(f"{'model':<30} {'N':>4} {'brrr ms':>10} {'ORT ms':>10} {'torch ms':>10} "
           f"{'brrr/ORT':>8}  {'range':9} {'brrr/torch':>10}  range"
           + (f"    {'before ms':>10} {'before/ORT':>10}  range      {'brrr/before':>11}  range"

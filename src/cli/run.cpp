@@ -361,8 +361,9 @@ void setup_run(CLI::App& app) {
   cmd->add_option("--precision", opts->precision,
                   "cuda: bf16 or fp16 store the whole model in 16 bits (float32 accumulation, "
                   "reductions and statistics; float32 inputs and outputs), tf32 the matrix "
-                  "products only; cpu: fp32, or bf16 matrix products and convs on "
-                  "avx512_bf16/AMX (weights cast once, fp32 accumulate); reference: fp32")
+                  "products only; cpu: fp32, or bf16 on avx512_bf16/AMX (the model stored in "
+                  "bf16 as on cuda; a model with pools: bf16 matrix products and convs only); "
+                  "reference: fp32")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}));
   cmd->add_flag("--no-graphs", opts->no_graphs, "cuda: launch kernels one by one (no CUDA Graph)");
   cmd->add_flag("--no-fusion", opts->no_fusion, "one generated kernel per op");

@@ -23,7 +23,8 @@ const Switch kSwitches[] = {
     {"BRRR_DISABLE_CONCAT_SPLIT", Kind::Flag, "0", "", 0, 0,
      "CPU: keep channel Concats that feed group-1 convs"},
     {"BRRR_PRECISION_GEMMS_ONLY", Kind::Flag, "0", "", 0, 0,
-     "CUDA: --precision bf16|fp16 reaches only the matrix products, not the whole model"},
+     "--precision bf16|fp16 reaches only the matrix products, not the whole model (CUDA, and "
+     "the CPU at bf16: float32 storage, operands cast per call)"},
     {"BRRR_MAX_TENSOR_BYTES", Kind::Size, "8589934592", "", 1, kMaxI,
      "largest tensor brrr allocates, in bytes"},
     {"BRRR_COMPILE_TIMEOUT", Kind::Seconds, "300", "", 1, 86400,
@@ -115,6 +116,12 @@ const Switch kSwitches[] = {
      "kernel"},
     {"BRRR_NO_GEMM_VIEWS", Kind::Flag, "0", "", 0, 0,
      "CPU: Reshape / Transpose / scalar Mul before a MatMul run as their own kernels"},
+    {"BRRR_NO_GEMM_VIEWS_16BIT", Kind::Flag, "0", "", 0, 0,
+     "CPU: Reshape / Transpose / scalar Mul before a MatMul on bf16 or fp16 data run as their "
+     "own kernels (float32 views stay)"},
+    {"BRRR_NO_GEMM_POST_OPS_16BIT", Kind::Flag, "0", "", 0, 0,
+     "CPU: a bf16 or fp16 GEMM's epilogue stops at a row Reshape or a residual Add (float32 "
+     "GEMMs take them)"},
     {"BRRR_NO_GEMM_GELU_TANH", Kind::Flag, "0", "", 0, 0,
      "CPU: the exported tanh GELU after a GEMM runs as a generated kernel"},
     {"BRRR_NO_ROW_CACHE", Kind::Flag, "0", "", 0, 0,

@@ -44,7 +44,7 @@ Epilogue epilogue_of(const Kernel& k) {
   return e;
 }
 
-GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
+GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k, bool views_16bit) {
   GemmDesc d;
   d.a = input_or_none(n, 0), d.b = input_or_none(n, 1);
   d.out = k.outputs.empty() ? -1 : k.outputs[0];
@@ -81,7 +81,7 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
     for (int slot = 0; slot < 2; ++slot) {
       int& v = slot == 0 ? d.a : d.b;
       if (v != n.inputs[size_t(slot)]) continue;  // read through a last-two-axes swap above
-      OperandView view = operand_view(g, v, in_kernel);
+      OperandView view = operand_view(g, v, in_kernel, views_16bit);
       if (view.nodes.empty()) continue;
       v = view.source;
       (slot == 0 ? d.a_dims : d.b_dims) = view.dims;
@@ -97,7 +97,7 @@ GemmDesc describe_gemm(const Graph& g, const Node& n, const Kernel& k) {
   bool reshaped = false;
   for (int m : k.nodes)
     reshaped = reshaped || (m > k.nodes[0] && op_id(g.nodes[size_t(m)]) == OpId::Reshape);
-  OperandView out = output_view(g, n.outputs[0], in_kernel);
+  OperandView out = output_view(g, n.outputs[0], in_kernel, views_16bit);
   const bool out_viewed = !out.nodes.empty() && out.source == d.out;
   if (out_viewed) {
     d.out_dims = out.dims;
@@ -289,14 +289,14 @@ ConvDesc describe_conv_kernel(const Graph& g, const Node& n, const Kernel& k) {
 }
 
 // The descriptor of kernel k, by the library kind of its first node's op (OpDef::library).
-LibraryDesc describe_kernel(const Graph& g, const Kernel& k) {
+LibraryDesc describe_kernel(const Graph& g, const Kernel& k, bool views_16bit) {
   const Node& n = g.nodes[size_t(k.nodes[0])];
   const LibraryKind lib = library_of(n);
   if (k.kind == KernelKind::Reference)
     return k.nodes.size() == 1 && lib == LibraryKind::Gather ? LibraryDesc(describe_gather(g, n))
                                                              : LibraryDesc();
   switch (lib) {
-    case LibraryKind::Gemm: return describe_gemm(g, n, k);
+    case LibraryKind::Gemm: return describe_gemm(g, n, k, views_16bit);
     case LibraryKind::Conv: return describe_conv_kernel(g, n, k);
     case LibraryKind::Pool: return describe_pool(g, n);
     case LibraryKind::Concat: return describe_concat(g, n);
@@ -354,14 +354,14 @@ PoolDesc describe_pool(const Graph& g, const Node& n) {
   return d;
 }
 
-void describe_library(const Graph& g, Plan& plan) {
+void describe_library(const Graph& g, Plan& plan, bool views_16bit) {
   for (Kernel& k : plan.kernels) {
     if ((k.kind != KernelKind::Library && k.kind != KernelKind::Reference) || k.nodes.empty())
       continue;
     if (k.lib) continue;  // made by the fusion pass with the kernel (attention)
     LibraryDesc d;
     try {
-      d = describe_kernel(g, k);
+      d = describe_kernel(g, k, views_16bit);
     } catch (const Error&) {  // an attribute of the wrong type: no library call
       d = LibraryDesc();
     }

@@ -1275,7 +1275,7 @@ class Fuser {
           next = p;
           return true;
         };
-        OperandView view = operand_view(g_, v, take);
+        OperandView view = operand_view(g_, v, take, target_.gemm_operand_views_16bit);
         if (gemm && (view.scale != 1 || !is_row_major(view.dims, view.strides) ||
                      mm.attr_int(slot == 0 ? "transA" : "transB", 0) != 0))
           continue;
@@ -1313,7 +1313,7 @@ class Fuser {
       cur = g_.nodes[size_t(c)].outputs[0];
       return true;
     };
-    OperandView view = output_view(g_, mm.outputs[0], take);
+    OperandView view = output_view(g_, mm.outputs[0], take, target_.gemm_operand_views_16bit);
     for (int c : view.nodes)
       if (!mine(c)) absorb(G, gi, c);
   }
@@ -1453,8 +1453,9 @@ class Fuser {
     return !to.empty() && !shape(cur).empty() && to.back() == shape(cur).back();
   }
   bool absorb_row_reshape(Group& G, int gi, int* cur, int* c) {
-    if (!target_.gemm_operand_views || !is_row_reshape(*cur, *c) ||
-        g_.value(g_.nodes[size_t(*c)].outputs[0]).dtype != DType::f32)
+    if (!target_.gemm_operand_views || !is_row_reshape(*cur, *c)) return false;
+    const DType t = g_.value(g_.nodes[size_t(*c)].outputs[0]).dtype;
+    if (t != DType::f32 && !(target_.gemm_post_ops_16bit && (t == DType::bf16 || t == DType::f16)))
       return false;
     absorb(G, gi, *c);
     *cur = g_.nodes[size_t(*c)].outputs[0];
@@ -1501,7 +1502,10 @@ class Fuser {
         for (int m : G.k.nodes)
           if (view_nodes_.count(m))
             for (int i : g_.nodes[size_t(m)].inputs) read = read || i == other;
-        if (!read && ov.dtype == DType::f32 && ov.shape == shape(cur) &&
+        const bool typed = ov.dtype == DType::f32 ||
+                           (target_.gemm_post_ops_16bit && ov.dtype == g_.value(cur).dtype &&
+                            (ov.dtype == DType::bf16 || ov.dtype == DType::f16));
+        if (!read && typed && ov.shape == shape(cur) &&
             shape(g_.nodes[size_t(c)].outputs[0]) == shape(cur) && ov.producer < n) {
           G.k.sum = other;
           absorb(G, gi, c);
@@ -1680,7 +1684,7 @@ std::string device_gather(const Graph& g, const Kernel& k) {
 
 Plan build_plan(const Graph& g, const FusionOptions& opts, const Target& target) {
   Plan p = Fuser(g, opts, target).run();
-  describe_library(g, p);  // the library calls' typed descriptors, read once from the attributes
+  describe_library(g, p, target.gemm_operand_views_16bit);  // the library calls' typed descriptors, read once from the attributes
   if (target.library_gather)
     for (size_t i = 0; i < p.kernels.size(); ++i) {
       Kernel& k = p.kernels[i];

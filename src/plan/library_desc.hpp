@@ -177,8 +177,10 @@ ConvDesc describe_conv(const Node& n, const Shape& x, const Shape& w);
 PoolDesc describe_pool(const Graph& g, const Node& n);
 
 // Sets the descriptor of every Library kernel, and of single-node Reference kernels a backend may
-// still run on its own device path (Gather). Called once, at the end of build_plan.
-void describe_library(const Graph& g, Plan& plan);
+// still run on its own device path (Gather). Called once, at the end of build_plan. With
+// `views_16bit`, GEMM operand and result views of 16-bit data are read (Target's
+// gemm_operand_views_16bit: the fusion pass put them in the kernel).
+void describe_library(const Graph& g, Plan& plan, bool views_16bit = false);
 
 struct Target;
 // The precision pass (passes/precision.cpp): the float32 GEMMs and convs a library runs read

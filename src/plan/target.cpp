@@ -16,6 +16,12 @@ Target Target::cpu(bool onednn) {
   t.gemm_post_ops = onednn;
   t.gemm_strided_operands = onednn;
   t.gemm_operand_views = onednn && !env::flag("BRRR_NO_GEMM_VIEWS");
+  // ViT-B/16 stored in bf16 ran a copy kernel per head split and merge before (Transpose,
+  // Gather, scaled Transpose: 4 per layer), as the float32 plan did before operand views.
+  t.gemm_operand_views_16bit = t.gemm_operand_views && !env::flag("BRRR_NO_GEMM_VIEWS_16BIT");
+  // GPT-2 stored in bf16 ran each Conv1D's bias Reshape, residual Add and tanh GELU as kernels of
+  // their own (the GELU alone 3 ms a layer on two threads).
+  t.gemm_post_ops_16bit = t.gemm_post_ops && t.gemm_operand_views && !env::flag("BRRR_NO_GEMM_POST_OPS_16BIT");
   // Opt-in: on ViT-B/16 (one thread) it removes ~3 ms of copies per run, but the attention GEMMs
   // then read q/k/v with a row stride of 2304 instead of 768 and take ~4.5 ms longer.
   t.clone_shared_views = t.gemm_operand_views && env::flag("BRRR_VIEW_CLONES");
@@ -85,6 +91,10 @@ Target Target::cpu(const std::string& precision, const CpuFeatures& features) {
   // The fused attention kernel computes in float32: at bf16 the attention's two GEMMs stay
   // oneDNN matmuls that read bf16.
   if (precision == "bf16") t.library_math = DType::bf16, t.attention_max_head_dim = 0;
+  // The whole model stored in bf16, as on CUDA (BRRR_PRECISION_GEMMS_ONLY=1: float32 storage,
+  // bf16 operands in the contractions alone): no per-call activation casts, half the bytes
+  // between kernels. BERT-base (seq 128) and ViT-B/16 on two AMX cores: see README.
+  if (precision == "bf16") t.storage_16bit = true, t.storage_16bit_without_pools = true;
   t.narrow_min_columns = 16;  // measured on mobilenet_v3_small: depthwise convs lost time
   return t;
 }

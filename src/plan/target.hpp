@@ -43,6 +43,13 @@ struct Target {
   // through its operand's strides and a scale on its product (plan/operand_view.hpp; the CPU's
   // oneDNN; BRRR_NO_GEMM_VIEWS=1 turns it off).
   bool gemm_operand_views = false;
+  // ... of bfloat16 and float16 data too (a 16-bit export, or --precision bf16's storage; the
+  // CPU with gemm_operand_views; BRRR_NO_GEMM_VIEWS_16BIT=1 keeps such views float32-only).
+  bool gemm_operand_views_16bit = false;
+  // A 16-bit GEMM's epilogue continues through a Reshape that keeps the rows and takes a 16-bit
+  // residual as the sum post-op, as a float32 one does (the CPU with gemm_post_ops;
+  // BRRR_NO_GEMM_POST_OPS_16BIT=1 stops it at the first of those, as before).
+  bool gemm_post_ops_16bit = false;
   // split_shared_views: a view node read by several view chains into MatMuls is cloned per chain,
   // so each chain is a GEMM operand view (the CPU with gemm_operand_views, opt-in:
   // BRRR_VIEW_CLONES=1).
@@ -130,6 +137,10 @@ struct Target {
   // activations, float32 math inside kernels), as the generated and library 16-bit paths above
   // run it. Without it the precision flag reaches only the matrix products.
   bool storage_16bit = false;
+  // ... except in a graph with a pool (MaxPool, AveragePool, GlobalAveragePool), which keeps
+  // float32 storage and 16-bit math in its contractions alone: the CPU's pools compute float32
+  // only, and at 16 bits ran by reference (squeezenet1_1 at --precision bf16: 8 -> 33 ms).
+  bool storage_16bit_without_pools = false;
   // Float32 MatMul, Gemm and Conv library kernels read their operands rounded to this type
   // (constant weights once at build, activations per call), accumulate in float32 and store
   // float32: bf16 on a CPU with avx512_bf16 or AMX (--precision bf16). Generated kernels still

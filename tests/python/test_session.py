@@ -157,14 +157,16 @@ def test_run_releases_the_gil():
 @pytest.mark.parametrize("model", MODELS)
 def test_bf16_cpu_session_within_bf16_tolerance(model):
     """precision='bf16' on the CPU (avx512_bf16 / AMX): the examples within bf16's default
-    relative L2 bound of their float32 outputs; elsewhere the one-line refusal names the feature."""
+    relative L2 bound of their float32 outputs (stored in bf16, or, with pools, float32 storage
+    and bf16 GEMM/conv operands); elsewhere the one-line refusal names the feature."""
     inputs, expected = example_data(model)
     try:
         s = brrr.Session(f"{EXAMPLES}/{model}/model.onnx", precision="bf16")
     except brrr.Error as e:
         assert "avx512_bf16 or amx_bf16" in str(e) or "oneDNN" in str(e), str(e)
         pytest.skip(str(e))
-    assert "read bf16 operands" in s.plan_summary()
+    summary = s.plan_summary()
+    assert "read bf16 operands" in summary or "stored in 16 bits" in summary, summary
     for got, exp in zip(s.run(inputs).values(), expected):
         exp = np.asarray(exp, dtype=np.float32)
         rel = np.linalg.norm(got.astype(np.float32) - exp) / np.linalg.norm(exp)

@@ -9,9 +9,11 @@
 
 #include <fmt/format.h>
 
+#include "brrr/passes.hpp"
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
 #include "dnnl_flag.hpp"
+#include "env_var.hpp"
 #include "passes/pipeline.hpp"
 #include "plan/library_desc.hpp"
 #include "plan/target.hpp"
@@ -150,9 +152,11 @@ double rel_l2(const Tensor& got, const Tensor& want) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
-// A bf16 session of g: every library GEMM/conv reads bf16 on a fast oneDNN kernel, and the
-// outputs are within bf16's error of the float32 reference, yet not float32's (so bf16 ran).
+// A bf16 session of g with float32 storage (BRRR_PRECISION_GEMMS_ONLY=1): every library
+// GEMM/conv reads bf16 on a fast oneDNN kernel, and the outputs are within bf16's error of the
+// float32 reference, yet not float32's (so bf16 ran).
 void expect_bf16_close(const Graph& g, int library_kernels) {
+  brrr_test::EnvVar gemms_only("BRRR_PRECISION_GEMMS_ONLY", "1");
   std::mt19937 rng(11);
   std::map<std::string, Tensor> in;
   for (int id : g.inputs)
@@ -210,6 +214,161 @@ TEST(CpuBf16, PatchConv) {
                            b.constant("b", brrr_test::uniform_f32({32}, rng, -1, 1))},
                   {{"strides", std::vector<int64_t>{16, 16}}}));
   expect_bf16_close(b.g, 1);
+}
+
+// --precision bf16 stores the whole model in bf16 on the CPU (Target::storage_16bit), except a
+// graph with a pool; the 16-bit GEMMs take views and epilogues as float32 ones do. Each has its
+// switch.
+TEST(CpuBf16, TargetStoresTheModelInBf16) {
+  if (!brrr_test::kDnnl) GTEST_SKIP() << brrr_test::kNoDnnl;
+  EXPECT_FALSE(Target::cpu().storage_16bit);
+  const Target t = Target::cpu("bf16", with(true, true));
+  EXPECT_TRUE(t.storage_16bit);
+  EXPECT_TRUE(t.storage_16bit_without_pools);
+  EXPECT_TRUE(t.gemm_operand_views_16bit);
+  EXPECT_TRUE(t.gemm_post_ops_16bit);
+  EXPECT_FALSE(Target::cuda().gemm_operand_views_16bit);
+  EXPECT_FALSE(Target::cuda().gemm_post_ops_16bit);
+  EXPECT_FALSE(Target::cuda().storage_16bit_without_pools);
+  {
+    brrr_test::EnvVar off("BRRR_NO_GEMM_VIEWS_16BIT", "1");
+    EXPECT_FALSE(Target::cpu().gemm_operand_views_16bit);
+    EXPECT_TRUE(Target::cpu().gemm_post_ops_16bit);
+  }
+  brrr_test::EnvVar off("BRRR_NO_GEMM_POST_OPS_16BIT", "1");
+  EXPECT_FALSE(Target::cpu().gemm_post_ops_16bit);
+  EXPECT_TRUE(Target::cpu().gemm_operand_views_16bit);
+}
+
+Tensor shape_of(const std::vector<int64_t>& to) {
+  return Tensor::from_vector<int64_t>({int64_t(to.size())}, to);
+}
+
+// One transformer layer's GEMMs as the exporters write them: BERT's head split (Reshape,
+// Transpose [0,2,1,3] / [0,2,3,1], scalar Muls) and merge, then GPT-2's Conv1D (a 2-D Gemm with
+// its bias, a Reshape back to 3-D, the residual Add) and a tanh GELU after the next GEMM.
+Graph layer_graph() {
+  std::mt19937 rng(21);
+  GraphBuilder b;
+  auto reshape = [&](int x, const std::vector<int64_t>& to) {
+    return b.node("Reshape", {x, b.constant("shape" + std::to_string(b.count), shape_of(to))});
+  };
+  auto transpose = [&](int x, const std::vector<int64_t>& perm) {
+    return b.node("Transpose", {x}, {{"perm", perm}});
+  };
+  const int S = 16, H = 4, D = 16, E = H * D;
+  int x = b.input("x", {1, S, E});
+  auto proj = [&](int in, const char* name) {
+    return b.node("MatMul", {in, b.constant(name, brrr_test::uniform_f32({E, E}, rng, -0.2f, 0.2f))});
+  };
+  int q = b.node("Mul", {transpose(reshape(proj(x, "wq"), {1, S, H, D}), {0, 2, 1, 3}), b.scalar(0.5f)});
+  int k = b.node("Mul", {transpose(reshape(proj(x, "wk"), {1, S, H, D}), {0, 2, 3, 1}), b.scalar(0.5f)});
+  int v = transpose(reshape(proj(x, "wv"), {1, S, H, D}), {0, 2, 1, 3});
+  int p = b.node("Softmax", {b.node("MatMul", {q, k})}, {{"axis", int64_t(-1)}});
+  int ctx = b.node("MatMul", {p, v});
+  int merged = reshape(transpose(ctx, {0, 2, 1, 3}), {S, E});
+  int o = b.node("Gemm", {merged, b.constant("wo", brrr_test::uniform_f32({E, E}, rng, -0.2f, 0.2f)),
+                          b.constant("bo", brrr_test::uniform_f32({E}, rng, -0.2f, 0.2f))});
+  int h = b.node("Add", {reshape(o, {1, S, E}), x});
+  int up = b.node("MatMul", {h, b.constant("wu", brrr_test::uniform_f32({E, 2 * E}, rng, -0.2f, 0.2f))});
+  // 0.5 * u * (1 + tanh(sqrt(2/pi) * (u + 0.044715 * u^3))), as GPT-2's export writes it
+  int cube = b.node("Pow", {up, b.scalar(3.f)});
+  int inner = b.node("Add", {up, b.node("Mul", {b.scalar(0.044715f), cube})});
+  int t = b.node("Tanh", {b.node("Mul", {b.scalar(0.7978845608f), inner})});
+  int gelu = b.node("Mul", {b.node("Mul", {b.scalar(0.5f), up}), b.node("Add", {b.scalar(1.f), t})});
+  b.output(gelu);
+  return b.g;
+}
+
+int count_kind(const plan::Plan& p, plan::KernelKind kind) {
+  int n = 0;
+  for (const plan::Kernel& k : p.kernels) n += k.kind == kind;
+  return n;
+}
+
+// Stored in bf16, the layer runs the float32 plan's kernels: the views are the GEMMs' strides and
+// the bias Reshape, residual and GELU the Gemm's and the MatMul's post-ops. Without the switches'
+// views and post-ops the 16-bit plan runs movement kernels and a generated GELU.
+TEST(CpuBf16, StoredLayerKeepsViewsAndEpilogues) {
+  if (!brrr_test::kDnnl) GTEST_SKIP() << brrr_test::kNoDnnl;
+  CompileOptions bf16;
+  bf16.storage = DType::bf16;
+  Compiled f32 = compile(layer_graph(), Target::cpu(), CompileOptions{});
+  Compiled on = compile(layer_graph(), Target::cpu("bf16", with(true, true)), bf16);
+  EXPECT_GT(on.precision.converted, 0);
+  const std::string plan = on.plan.print(on.graph);
+  EXPECT_EQ(on.plan.kernels.size(), f32.plan.kernels.size() + 2) << plan;  // the casts in and out
+  EXPECT_EQ(count_kind(on.plan, plan::KernelKind::Library),
+            count_kind(f32.plan, plan::KernelKind::Library)) << plan;
+  EXPECT_EQ(count_kind(on.plan, plan::KernelKind::Copy), 0) << plan;
+  int epilogues = 0;
+  for (const plan::Kernel& k : on.plan.kernels)
+    if (const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(k)) {
+      EXPECT_EQ(on.graph.value(d->out).dtype, DType::bf16) << plan;
+      epilogues += d->epi.sum >= 0;
+      epilogues += d->epi.act == Activation::GeluTanh;
+    }
+  EXPECT_EQ(epilogues, 2) << plan;
+  {
+    brrr_test::EnvVar no_views("BRRR_NO_GEMM_VIEWS_16BIT", "1");
+    Compiled off = compile(layer_graph(), Target::cpu("bf16", with(true, true)), bf16);
+    EXPECT_GT(off.plan.kernels.size(), on.plan.kernels.size() + 3) << off.plan.print(off.graph);
+  }
+  brrr_test::EnvVar no_epi("BRRR_NO_GEMM_POST_OPS_16BIT", "1");
+  Compiled off = compile(layer_graph(), Target::cpu("bf16", with(true, true)), bf16);
+  EXPECT_GE(off.plan.kernels.size(), on.plan.kernels.size() + 2) << off.plan.print(off.graph);
+}
+
+// A graph with a pool keeps float32 storage (the CPU's pools compute float32 only); its convs
+// and GEMMs still read bf16.
+TEST(CpuBf16, PoolsKeepFloat32Storage) {
+  if (!brrr_test::kDnnl) GTEST_SKIP() << brrr_test::kNoDnnl;
+  std::mt19937 rng(8);
+  GraphBuilder b;
+  int img = b.input("img", {1, 3, 16, 16});
+  int c = b.node("Conv", {img, b.constant("cw", brrr_test::uniform_f32({32, 3, 3, 3}, rng, -1, 1))});
+  b.output(b.node("MaxPool", {c}, {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                   {"strides", std::vector<int64_t>{2, 2}}}));
+  CompileOptions bf16;
+  bf16.storage = DType::bf16;
+  Compiled got = compile(b.g, Target::cpu("bf16", with(true, true)), bf16);
+  EXPECT_EQ(got.precision.converted, 0);
+  for (int v : got.graph.outputs) EXPECT_EQ(got.graph.value(v).dtype, DType::f32);
+  int convs = 0;
+  for (const plan::Kernel& k : got.plan.kernels)
+    if (const plan::ConvDesc* d = plan::desc_of<plan::ConvDesc>(k)) {
+      ++convs;
+      EXPECT_EQ(d->math, DType::bf16);
+    }
+  EXPECT_EQ(convs, 1) << got.plan.print(got.graph);
+}
+
+// The stored layer on this CPU: within bf16's error of the float32 model's reference, no
+// reference kernel, no copy.
+TEST(CpuBf16, StoredLayerWithinBf16Tolerance) {
+  if (!host_has_bf16()) GTEST_SKIP() << "bf16: " << cpu_precision_refusal("bf16");
+  const Graph g = layer_graph();
+  std::mt19937 rng(12);
+  std::map<std::string, Tensor> in;
+  for (int id : g.inputs)
+    in[g.value(id).name] = brrr_test::uniform_f32(g.value(id).shape, rng, -1, 1);
+  SessionOptions o;
+  o.precision = "bf16";
+  Session s(g, o);
+  std::vector<Tensor> got;
+  for (int r = 0; r < 2; ++r) got = s.run(in);
+  Graph f32 = g;
+  infer_shapes(f32, {});
+  std::vector<Tensor> want = run_reference(f32, in);  // the float32 model
+  const std::string summary = s.plan_summary();
+  EXPECT_NE(summary.find("stored in 16 bits"), std::string::npos) << summary;
+  EXPECT_EQ(s.num_kernels("reference"), 0) << summary;
+  EXPECT_EQ(s.num_kernels("copy"), 0) << summary;
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(got[0].dtype(), DType::f32);
+  double e = rel_l2(got[0], want[0]);
+  EXPECT_LT(e, 2e-2) << summary;
+  EXPECT_GT(e, 1e-5) << "float32-exact: bf16 did not run\n" << summary;
 }
 
 }  // namespace
