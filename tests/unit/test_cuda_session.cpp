@@ -3,6 +3,7 @@
 // precision with their epilogues, graph replay == eager, host fallback, profiles.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -429,13 +430,20 @@ TEST(CudaCodegen, ModuleCompilesWithNvrtc) {
 TEST(CudaCodegen, SmallMGemmCompilesWithNvrtc) {
   brrr::cuda::NvrtcCompiler nv("sm_90", "");
   const std::string src = brrr::cuda::small_m_gemm_source(
-      {brrr::cuda::small_m_gemm_symbol("bf16", {1, 64}), brrr::cuda::small_m_gemm_symbol("bf16", {8, 128}),
-       brrr::cuda::small_m_gemm_symbol("f16", {5, 64})});
+      {brrr::cuda::small_m_gemm_instance("bf16", {1, 64}), brrr::cuda::small_m_gemm_instance("bf16", {8, 128}),
+       brrr::cuda::small_m_gemm_instance("f16", {5, 64})});
   ASSERT_NE(src.find("BRRR_GEMM_SK(f16, brrr_f16, 64, 5)"), std::string::npos) << src;
   ASSERT_NE(src.find("BRRR_GEMM_SK(bf16, brrr_bf16, 128, 8)"), std::string::npos) << src;
   brrr::cuda::CudaSource cs;
   cs.add_part(src);  // behind the prelude every module part starts with
-  EXPECT_NO_THROW(nv.compile(cs.parts.at(0), "small_m_gemm"));
+  brrr::cuda::CompiledKernel ck = nv.compile(cs.parts.at(0), "small_m_gemm");
+  // The executor looks each kernel up by small_m_gemm_symbol: the instances define those names.
+  for (auto [type, c] : {std::pair<std::string, brrr::cuda::SmallMGemm>{"bf16", {8, 128}},
+                         {"f16", {5, 64}}}) {
+    const std::string sym = brrr::cuda::small_m_gemm_symbol(type, c);
+    EXPECT_NE(std::search(ck.cubin.begin(), ck.cubin.end(), sym.begin(), sym.end()), ck.cubin.end())
+        << sym;
+  }
 }
 
 // A bias kernel past one grid's worth of vectors: the grid strides by a multiple of the bias

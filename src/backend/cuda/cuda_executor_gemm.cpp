@@ -189,7 +189,7 @@ std::string CudaExecutor::Impl::find_small_m_gemms() {
                    : gm.epi == GemmEpilogue::kReluBias                        ? 1
                    : gm.epi == GemmEpilogue::kGeluBias                        ? 2
                                                                               : 0;
-    used.insert(small_m_gemm_symbol(b16 ? "bf16" : "f16", c));
+    used.insert(small_m_gemm_instance(b16 ? "bf16" : "f16", c));
   }
   return small_m_gemm_source(used);
 }

@@ -3,9 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdio>
 
-#include "brrr/error.hpp"
 
 #include "core/env.hpp"
 
@@ -43,18 +41,15 @@ unsigned small_m_gemm_smem_bytes(const SmallMGemm& c) {
   return unsigned(kStages * (kBM * (kBK + 8) + kBK * (c.bn + 8)) * 2);
 }
 
-std::string small_m_gemm_source(const std::set<std::string>& symbols) {
-  if (symbols.empty()) return "";
+std::string small_m_gemm_instance(const std::string& type, const SmallMGemm& c) {
+  return fmt::format("BRRR_GEMM_SK({}, {}, {}, {})\n", type,
+                     type == "bf16" ? "brrr_bf16" : "brrr_f16", c.bn, c.splits);
+}
+
+std::string small_m_gemm_source(const std::set<std::string>& instances) {
+  if (instances.empty()) return "";
   std::string s = "#include \"backend/cuda/device/gemm_small_m.cuh\"\n";
-  for (const std::string& sym : symbols) {
-    // brrr_gemm_sk_<type>_n<BN>_s<S>: all three come from small_m_gemm_symbol, never a model.
-    unsigned bn = 0, splits = 0;
-    char type[8] = {};
-    BRRR_ASSERT(std::sscanf(sym.c_str(), "brrr_gemm_sk_%4[bf16]_n%u_s%u", type, &bn, &splits) == 3,
-                "bad small-M GEMM kernel name");
-    s += fmt::format("BRRR_GEMM_SK({0}, {1}, {2}, {3})\n", type,
-                     std::string(type) == "bf16" ? "brrr_bf16" : "brrr_f16", bn, splits);
-  }
+  for (const std::string& line : instances) s += line;
   return s;
 }
 

@@ -30,7 +30,9 @@ SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, i
 std::string small_m_gemm_symbol(const std::string& type, const SmallMGemm& c);
 unsigned small_m_gemm_smem_bytes(const SmallMGemm& c);
 
-// A module part instantiating the named kernels ("" for none).
-std::string small_m_gemm_source(const std::set<std::string>& symbols);
+// The module line that instantiates the kernel small_m_gemm_symbol(type, c) names, and a module
+// part made of such lines ("" for none).
+std::string small_m_gemm_instance(const std::string& type, const SmallMGemm& c);
+std::string small_m_gemm_source(const std::set<std::string>& instances);
 
 }  // namespace brrr::cuda
