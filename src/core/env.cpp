@@ -45,6 +45,10 @@ const Switch kSwitches[] = {
      "CUDA (experimental, slower than cuBLASLt so far): 16-bit GEMMs of few rows (a transformer at "
      "batch 1) whose cuBLASLt tiles would leave most SMs idle run as brrr's split-K cluster "
      "kernel: 1 where that applies, 2 wherever it can run (K and N multiples of 8), 0 never"},
+    {"BRRR_CUDA_PDL", Kind::Int, "1", "", 0, 1,
+     "CUDA (Hopper and newer): 1 launches brrr's own kernels (fused, attention, the padded rows' "
+     "copy) with programmatic dependent launch, so each is scheduled while the kernel before it "
+     "drains and waits on the device for its results; 0 launches them after it completes"},
     {"BRRR_GEMM_PAD_N", Kind::Int, "1", "", 0, 2,
      "CUDA: a GEMM whose output rows would not be 16-byte aligned (GPT-2's 50257 logits): 1 "
      "runs on zero-padded weights into aligned rows, then copies the real columns out; 2 reads "

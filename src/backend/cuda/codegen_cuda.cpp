@@ -129,7 +129,7 @@ class KernelEmitter {
     std::string body = k_.has_reduction() ? emit_rows() : (flat() ? emit_flat() : emit_strided());
     std::string s = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n",
                                 launch_.block.x * launch_.block.y, launch_.symbol, params);
-    s += body + "}\n\n";
+    s += "  brrr_grid_wait();\n" + body + "}\n\n";
     *launch = launch_;
     return s;
   }

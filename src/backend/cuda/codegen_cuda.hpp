@@ -48,7 +48,8 @@ CudaSource generate_cuda(const Graph& g, const plan::Plan& p, const CudaCodegenO
 // brrr_gelu_erf_f32, brrr_gelu_erf_bf16, brrr_gelu_erf_f16; and the Conv epilogue
 // brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n); the channel scale
 // brrr_channel_scale(x, s, y, hw, n) (y = x * s[i / hw]); and the row reduction
-// brrr_row_mean(x, y, rows, cols, scale) (y[r] = scale * sum of row r; one warp per row).
+// brrr_row_mean(x, y, rows, cols, scale) (y[r] = scale * sum of row r; one warp per row);
+// the padded GEMM rows' copy brrr_unpad_rows_16 / _32(src, dst, rows, width, pitch).
 std::string helper_kernels_source();
 
 }  // namespace brrr::cuda

@@ -21,6 +21,7 @@
 
 #include "backend/cuda/cuda_executor_impl.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
+#include "core/env.hpp"
 #include "passes/plan_memory.hpp"
 
 namespace brrr::cuda {
@@ -68,6 +69,12 @@ bool CudaExecutor::Impl::open_dnn() {
 Dim3 CudaExecutor::Impl::helper_grid(int64_t items, int64_t per_block) const {
   int64_t b = std::min<int64_t>((items + per_block - 1) / per_block, int64_t(dev.info().sm_count) * 32);
   return Dim3{unsigned(std::max<int64_t>(b, 1)), 1, 1};
+}
+
+void CudaExecutor::Impl::launch_own(const Function& f, Dim3 grid, Dim3 block, unsigned shared,
+                                    void** args) {
+  if (pdl) launch_dependent(f, grid, block, shared, stream, args);
+  else launch(f, grid, block, shared, stream, args);
 }
 
 void CudaExecutor::Impl::launch_helper(const Function& f, std::vector<DevPtr> ptrs, int64_t n) {
@@ -213,6 +220,7 @@ void CudaExecutor::Impl::build() {
   // time and the GEMM chains, compiled side by side (each NVRTC run is its own process) and
   // cached one by one; compile_ms is the wall time of them all.
   DeviceInfo info = dev.info();
+  pdl = info.cc_major >= 9 && env::integer("BRRR_CUDA_PDL") == 1;
   CudaCodegenOptions co;
   co.sm_count = info.sm_count;
   src = generate_cuda(g, plan, co);
@@ -284,7 +292,7 @@ void CudaExecutor::Impl::exec(size_t i) {
   switch (s.type) {
     case Step::Kernel: {
       LaunchStep& l = s.launch();
-      launch(l.fn, l.grid, l.block, 0, stream, l.argp.data());
+      launch_own(l.fn, l.grid, l.block, 0, l.argp.data());
       return;
     }
     case Step::Copy: exec_copy(s.copy(), s.what); return;
@@ -352,10 +360,11 @@ std::vector<Tensor> CudaExecutor::run(const std::map<std::string, Tensor>& input
 
 std::string CudaExecutor::summary() const {
   const Impl& m = *impl_;
-  std::string s = fmt::format("cuda: {} ({}), module {} ({}), CUDA graph {}\n", m.dev.info().name,
-                              m.dev.info().arch(), m.from_cache ? "from cache" : "compiled",
+  std::string s = fmt::format("cuda: {} ({}), module {} ({}), CUDA graph {}, brrr kernels launched {}\n",
+                              m.dev.info().name, m.dev.info().arch(),
+                              m.from_cache ? "from cache" : "compiled",
                               m.from_cache ? "NVRTC cache" : fmt::format("{:.0f} ms", m.compile_ms),
-                              m.graph_status);
+                              m.graph_status, m.pdl ? "dependent (PDL)" : "after the previous kernel");
   for (size_t i = 0; i < m.steps.size(); ++i) {
     switch (m.steps[i].type) {
       case Step::Kernel: s += m.kernel_summary(i); break;

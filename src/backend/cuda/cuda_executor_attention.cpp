@@ -234,7 +234,7 @@ void CudaExecutor::Impl::exec_attention(AttentionStep& a) {
     a.sdpa->run(p(x.q), p(x.k), p(x.v), p(x.mask), p(x.out), conv_ws);
     return;
   }
-  launch(a.fn, a.grid, a.block, 0, stream, a.argp.data());
+  launch_own(a.fn, a.grid, a.block, 0, a.argp.data());
 }
 
 std::string CudaExecutor::Impl::attention_summary(size_t i) const {

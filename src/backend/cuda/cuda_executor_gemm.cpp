@@ -243,6 +243,7 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
     if (gm.n_real && vbias >= 0) bias = pad_columns(bias.reshape({1, gm.n_real}), gm.shape.n);
     gm.bias = upload(bias, who + (vbias >= 0 ? " bias" : " zero bias"));
   }
+  if (gm.n_real) gm.unpad_fn = module->function(eb == 2 ? "brrr_unpad_rows_16" : "brrr_unpad_rows_32");
   if (gm.post_act) gm.post_fn = module->function("brrr_conv_epilogue");
   const char* t16 = et == DType::bf16 ? "bf16" : "f16";
   if (cast) {
@@ -317,9 +318,10 @@ void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
   else lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, what);
   if (m.c_dst) launch_helper(m.cvt_out, {m.c, m.c_dst}, m.nc);
   if (m.n_real) {  // the real columns of the padded rows
-    const size_t eb = element_bytes(m.prec);
-    copy_2d_d2d(m.c_out, size_t(m.n_real) * eb, m.c, size_t(m.shape.n) * eb,
-                size_t(m.n_real) * eb, size_t(m.shape.m), stream, what + " (padded rows)");
+    DevPtr src = m.c, dst = m.c_out;
+    int64_t rows = m.shape.m, width = m.n_real, pitch = m.shape.n;
+    void* a[] = {&src, &dst, &rows, &width, &pitch};
+    launch_own(m.unpad_fn, helper_grid(rows * width / 8, 256), {256, 1, 1}, 0, a);
   }
   const DevPtr out = m.c_dst ? m.c_dst : m.c_out ? m.c_out : m.c;
   if (m.gelu_erf) launch_helper(m.gelu_fn, {out}, m.nc);

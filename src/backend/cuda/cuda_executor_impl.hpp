@@ -55,6 +55,7 @@ struct GemmStep {
   // c_out, the graph's buffer (0: no padding).
   int64_t n_real = 0;
   DevPtr c_out = 0;
+  Function unpad_fn;  // brrr_unpad_rows_16 / _32: the copy out of the padded rows
   bool gelu_erf = false;
   // Activations cuBLASLt has no epilogue for (hardswish 2, hardsigmoid 3, clip 4; float32
   // output): brrr_conv_epilogue's activation in place after the GEMM.
@@ -217,6 +218,8 @@ struct CudaExecutor::Impl {
   std::vector<Tensor> last_outputs;
   double compile_ms = 0;
   bool from_cache = false;
+  // brrr's own kernels launch with programmatic dependent launch (BRRR_CUDA_PDL, sm_90+).
+  bool pdl = false;
   std::unique_ptr<Module> spin_module;  // profile(): the gate kernel, compiled on first use
   Function spin;
   std::unique_ptr<CudnnContext> dnn;  // opened at the first Conv or pool
@@ -251,6 +254,8 @@ struct CudaExecutor::Impl {
   Dim3 helper_grid(int64_t items, int64_t per_block) const;
   // A grid-striding helper kernel f(ptrs..., n) of 256-thread blocks.
   void launch_helper(const Function& f, std::vector<DevPtr> ptrs, int64_t n);
+  // One of brrr's own kernels (each starts with brrr_grid_wait()): a dependent launch when pdl.
+  void launch_own(const Function& f, Dim3 grid, Dim3 block, unsigned shared, void** args);
 
   // GEMMs and GEMM chains (cuda_executor_gemm.cpp).
   std::string gemm_plan(const plan::Kernel& k, GemmStep* gm);

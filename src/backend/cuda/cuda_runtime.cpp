@@ -253,4 +253,21 @@ void launch(const Function& f, Dim3 grid, Dim3 block, unsigned shared_bytes, con
           "launch kernel " + f.name());
 }
 
+void launch_dependent(const Function& f, Dim3 grid, Dim3 block, unsigned shared_bytes,
+                      const Stream& s, void** args) {
+  BRRR_CHECK(f.get() != nullptr, "launch of an empty kernel handle");
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = grid.x, cfg.gridDimY = grid.y, cfg.gridDimZ = grid.z;
+  cfg.blockDimX = block.x, cfg.blockDimY = block.y, cfg.blockDimZ = block.z;
+  cfg.sharedMemBytes = shared_bytes;
+  cfg.hStream = s.get();
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  BRRR_CU(driver().cuLaunchKernelEx(&cfg, f.get(), args, nullptr), "launch (dependent) kernel " + f.name());
+}
+
 }  // namespace brrr::cuda

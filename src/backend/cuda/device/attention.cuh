@@ -53,6 +53,7 @@ static __device__ __forceinline__ float brrr_attn_warp_sum(float v) {
 
 template <class T>
 static __device__ __forceinline__ void brrr_attention_t(const brrr_attn_args& a) {
+  brrr_grid_wait();  // launched dependent on the kernel before it (prelude.cuh)
   // Q rows and K rows (padded a column: lane j reads row j, so rows must not share banks) and V.
   __shared__ float qs[BRRR_ATTN_BQ][BRRR_ATTN_MAXD];
   __shared__ float ks[BRRR_ATTN_BK][BRRR_ATTN_MAXD + 1];
@@ -198,6 +199,7 @@ static __device__ __forceinline__ unsigned brrr_attn_pair(const unsigned short* 
 
 template <class T, int D>
 static __device__ __forceinline__ void brrr_attention_mma_t(const brrr_attn_args& a) {
+  brrr_grid_wait();  // launched dependent on the kernel before it (prelude.cuh)
   // Rows padded by 8 elements (16 bytes) so the quads' word loads spread over the banks.
   __shared__ __align__(16) unsigned short qs[BRRR_ATTN_MMA_BQ][D + 8];
   __shared__ __align__(16) unsigned short ks[BRRR_ATTN_MMA_BK][D + 8];
@@ -400,6 +402,7 @@ static __device__ __forceinline__ float brrr_attn_ex2(float x) {
 template <class T, int D>
 static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_args& a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  brrr_grid_wait();  // launched dependent on the kernel before it (prelude.cuh)
   constexpr int BK = D == 64 ? 64 : 32;  // keys per tile: 2 stages of K and V stay under 48 KB
   constexpr int LD = D + 8;              // row pitch in elements
   constexpr int kChunks = BK * D / 8;    // 16-byte pieces of one K (or V) tile

@@ -46,6 +46,48 @@ static __device__ __forceinline__ void brrr_gelu_erf_inplace(T* __restrict__ a, 
 extern "C" __global__ void brrr_gelu_erf_f32(float* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<float, 4>(a, n); }
 extern "C" __global__ void brrr_gelu_erf_bf16(brrr_bf16* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<brrr_bf16, 8>(a, n); }
 extern "C" __global__ void brrr_gelu_erf_f16(brrr_f16* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<brrr_f16, 8>(a, n); }
+// The real columns of a GEMM's padded rows (BRRR_GEMM_PAD_N=1): dst [rows, width] contiguous
+// from src [rows, pitch]. GPT-2's logits rows of 50257 16-bit values start at 2-byte aligned
+// addresses, which no 16-byte access (and no fast cuBLASLt kernel) can write; here each thread
+// gathers the V elements of one 16-byte piece of dst with scalar loads (contiguous across a warp,
+// served by L1) and writes it with one store. cuMemcpy2D on that geometry moved about half of the
+// copy bandwidth.
+template <class T>
+static __device__ __forceinline__ void brrr_unpad_rows_t(const T* __restrict__ src, T* __restrict__ dst,
+                                                         i64 rows, i64 width, i64 pitch) {
+  brrr_grid_wait();  // launched dependent on the GEMM (prelude.cuh)
+  const int V = 16 / sizeof(T);
+  const i64 n = rows * width, stride = (i64)gridDim.x * blockDim.x;
+  const i64 t0 = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  i64 head = 0;
+  if ((reinterpret_cast<unsigned long long>(dst) & 15) == 0) {
+    head = n / V * V;
+    for (i64 u = t0; u < n / V; u += stride) {
+      const i64 e = u * V;
+      i64 r = e / width, c = e - r * width;
+      union { uint4 v; T s[16 / sizeof(T)]; } w;
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        while (c >= width) { ++r; c -= width; }
+        w.s[q] = src[r * pitch + c];
+        ++c;
+      }
+      *reinterpret_cast<uint4*>(dst + e) = w.v;
+    }
+  }
+  for (i64 e = head + t0; e < n; e += stride) {
+    const i64 r = e / width;
+    dst[e] = src[r * pitch + (e - r * width)];
+  }
+}
+extern "C" __global__ void brrr_unpad_rows_16(const unsigned short* __restrict__ src, unsigned short* __restrict__ dst,
+                                              i64 rows, i64 width, i64 pitch) {
+  brrr_unpad_rows_t(src, dst, rows, width, pitch);
+}
+extern "C" __global__ void brrr_unpad_rows_32(const unsigned* __restrict__ src, unsigned* __restrict__ dst,
+                                              i64 rows, i64 width, i64 pitch) {
+  brrr_unpad_rows_t(src, dst, rows, width, pitch);
+}
 // Pools cuDNN cannot express (a ceil_mode window past the end, asymmetric pads, dilations,
 // 16-bit data, or no cuDNN): one thread per output over [planes, D, H, W] (1-D and 2-D pools
 // padded to 3-D), with the reference's taps and order (src/ops/pooling.cpp): max keeps the

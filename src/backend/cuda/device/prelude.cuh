@@ -6,6 +6,15 @@
 #pragma once
 #include "brrr/scalar_ops.h"
 typedef long long i64;
+// Programmatic dependent launch (launch_dependent in cuda_runtime.hpp): the first thing each of
+// brrr's kernels does, before any load or store, is wait until the kernel before it in the
+// stream has finished and its writes are visible. A no-op when launched the ordinary way, and
+// compiled out below sm_90.
+static __device__ __forceinline__ void brrr_grid_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 struct brrr_bf16 { unsigned short x; };
 struct brrr_f16 { unsigned short x; };
 static __device__ __forceinline__ float brrr_ld(const float* p) { return *p; }
