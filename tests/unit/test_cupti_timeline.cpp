@@ -64,6 +64,25 @@ TEST(CuptiTimeline, MapsARunToStepsByOrder) {
   EXPECT_NEAR(busy, 0.047, 1e-12);
 }
 
+// Dependent launches (BRRR_CUDA_PDL): the fused kernel after the GEMM starts 6 us before the
+// GEMM ends and waits; its time is what it adds after the GEMM, so the steps and the gaps still
+// add up to the span of the run.
+TEST(CuptiTimeline, ADependentKernelCountsFromTheEndOfThePreviousOne) {
+  StepSignature sig = {{"sm90_gemm"}, {"fused_1_layernorm"}, {"fused_2_add"}};
+  std::vector<GpuActivity> run = {act(1000, 1020, "sm90_gemm"), act(1014, 1025, "fused_1_layernorm"),
+                                  act(1026, 1030, "fused_2_add")};
+  std::vector<StepTiming> t;
+  std::string why;
+  ASSERT_TRUE(map_run(run, sig, &t, &why)) << why;
+  EXPECT_NEAR(t[0].time_ms, 0.020, 1e-12);
+  EXPECT_NEAR(t[1].start_ms, 0.020, 1e-12);
+  EXPECT_NEAR(t[1].time_ms, 0.005, 1e-12);
+  EXPECT_NEAR(t[2].start_ms, 0.026, 1e-12);
+  double busy = 0;
+  for (const auto& s : t) busy += s.time_ms;
+  EXPECT_NEAR(busy, 0.029, 1e-12);  // of a 30 us span: one 1 us gap
+}
+
 TEST(CuptiTimeline, ScalesGapsToTheUntracedWallKeepingEachStep) {
   std::vector<GpuActivity> run = {act(1000, 1010, "fused_0_add"), act(1012, 1042, "sm90_gemm"),
                                   act(1043, 1048, "splitk_reduce"), act(1050, 1052, "[memcpy]")};

@@ -53,7 +53,10 @@ bool map_run(const std::vector<GpuActivity>& run, const StepSignature& signature
                              at, r.name, i, signature[i][k]);
         return false;
       }
-      const double s = double(r.start_ns - origin) * 1e-6, e = double(r.end_ns - origin) * 1e-6;
+      // A kernel launched dependent (BRRR_CUDA_PDL) can start before the one before it ends and
+      // waits on the device: on one stream its time is what it adds past that end.
+      const double e = double(r.end_ns - origin) * 1e-6;
+      const double s = std::min(e, std::max(double(r.start_ns - origin) * 1e-6, at ? end_ms : 0.0));
       if (k == 0) t.start_ms = s;
       t.time_ms += e - s;
       end_ms = std::max(end_ms, e);
