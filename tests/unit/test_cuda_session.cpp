@@ -345,6 +345,7 @@ TEST(CudaSession, DependentLaunchesMatchOrdinaryOnes) {
         Session s = check(b.g, cuda_opts("fp32", graphs), t == DType::f32 ? 1e-5 : 2e-2);
         const bool dependent = s.plan_summary().find("launched dependent (PDL)") != std::string::npos;
         if (std::string(mode) == "0") EXPECT_FALSE(dependent) << s.plan_summary();
+        if (graphs) EXPECT_NE(s.plan_summary().find("CUDA graph on"), std::string::npos) << s.plan_summary();
         for (int r = 0; r < 5; ++r) {
           std::vector<Tensor> got = s.run(in);
           if (want.empty()) want = got;
