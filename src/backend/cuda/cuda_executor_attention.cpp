@@ -14,8 +14,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
+#include "backend/cuda/cuda_graph.hpp"
 #include "core/env.hpp"
 
 namespace brrr::cuda {
@@ -146,10 +148,13 @@ void CudaExecutor::Impl::plan_cudnn_attention(const plan::AttentionDesc& d, Atte
 }
 
 // cuDNN's engine or the flash kernel, whichever runs this geometry faster here: each timed once
-// at setup on the step's own buffers (3 rounds of 20 launches after 3 warm-ups, alternating, the
-// best round each), the choice shared by the steps of one geometry. cuDNN wins at BERT-base's,
-// GPT-2's and ViT's shapes by 1.4-3x; the flash kernel won Llama-1B's grouped-query heads at
-// batch 1 (1.745 against 1.680 ms for the model).
+// at setup on the step's own buffers (3 rounds of 20 calls after a warm-up, alternating, the best
+// round each), the choice shared by the steps of one geometry. The 20 calls are one CUDA graph,
+// as the model runs them: timed as eager launches, the ~4 us host cost of each launch hid the
+// difference (BERT-base b1 on an H200 timed cuDNN at 12.5 us against the flash kernel's 11.0 us,
+// so the flash kernel ran, and the model took 465 us instead of 418 us with cuDNN's engine).
+// cuDNN wins at BERT-base's, GPT-2's and ViT's shapes by 1.4-3x; the flash kernel won Llama-1B's
+// grouped-query heads at batch 1 (1.745 against 1.680 ms for the model).
 void CudaExecutor::Impl::choose_attention(AttentionStep& a) {
   auto it = attention_timings.find(a.sdpa_key);
   if (it == attention_timings.end()) {
@@ -159,14 +164,28 @@ void CudaExecutor::Impl::choose_attention(AttentionStep& a) {
       if (dnn)
         a.sdpa->run(p(x.q), p(x.k), p(x.v), p(x.mask), p(x.out), conv_ws);
       else
-        launch(a.fn, a.grid, a.block, 0, stream, a.argp.data());
+        launch_own(a.fn, a.grid, a.block, 0, a.argp.data());
     };
     constexpr int kReps = 20;
-    auto time_us = [&](bool dnn) {
-      Event e0, e1;
-      for (int i = 0; i < 3; ++i) run(dnn);
-      e0.record(stream);
+    auto reps = [&](bool dnn) {
       for (int i = 0; i < kReps; ++i) run(dnn);
+    };
+    run(true);  // once each outside the capture: a library's first call may set itself up
+    run(false);
+    std::optional<CudaGraph> g_dnn, g_own;  // none when capture fails: eager launches instead
+    try {
+      g_dnn.emplace(CudaGraph::capture(stream, [&] { reps(true); }, "cuDNN attention timing"));
+      g_own.emplace(CudaGraph::capture(stream, [&] { reps(false); }, "flash attention timing"));
+    } catch (const Error&) {
+      g_dnn.reset();
+      g_own.reset();
+    }
+    auto time_us = [&](bool dnn) {
+      const std::optional<CudaGraph>& g = dnn ? g_dnn : g_own;
+      Event e0, e1;
+      if (g) g->replay(stream); else reps(dnn);  // warm-up
+      e0.record(stream);
+      if (g) g->replay(stream); else reps(dnn);
       e1.record(stream);
       e1.synchronize();
       return double(Event::elapsed_ms(e0, e1)) * 1e3 / kReps;
