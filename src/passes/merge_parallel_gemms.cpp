@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sys/mman.h>
 
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
@@ -99,6 +100,18 @@ bool read_as_gemm_view(const Graph& g, const std::vector<std::vector<int>>& uses
   return true;
 }
 
+// Maps the pages of [p, p + n) in one call where Linux can (5.14+): a weight used in place from
+// the mapped ONNX file faults in 4 KiB at a time otherwise (Llama-1B's gate/up, 1.1 GB copied
+// here at build: 1.05 -> 0.66 s on a 2-core VM, with huge pages for the copy, Tensor::empty).
+void prefault(const void* p, size_t n) {
+#ifdef MADV_POPULATE_READ
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(4095);
+  ::madvise(reinterpret_cast<void*>(lo), reinterpret_cast<uintptr_t>(p) + n - lo, MADV_POPULATE_READ);
+#else
+  (void)p, (void)n;
+#endif
+}
+
 // The parts' weights side by side ([K, sum N]), or their biases end to end.
 Tensor concat_columns(const Graph& g, const std::vector<Part>& parts, bool bias) {
   const Tensor& first = g.value(bias ? parts[0].bias : parts[0].weight).constant;
@@ -112,6 +125,7 @@ Tensor concat_columns(const Graph& g, const std::vector<Part>& parts, bool bias)
   for (const Part& p : parts) {
     Tensor src = g.value(bias ? p.bias : p.weight).constant.contiguous();
     const char* s = static_cast<const char*>(src.raw());
+    prefault(s, src.nbytes());
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(dst + (size_t(r * total + col)) * es, s + size_t(r * p.n) * es, size_t(p.n) * es);
     col += p.n;
