@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "backend/executor.hpp"
@@ -128,6 +129,40 @@ TEST(MergeGemms, ThreeProjectionsBecomeOneMatMulOnTheConcatenatedWeights) {
   infer_shapes(orig, io);
   std::map<std::string, Tensor> in{{"x", rnd({1, 8, 32}, 9)}};
   brrr_test::expect_outputs_close(run_reference(g, in), run_reference(orig, in), 1e-5, 1e-5, "");
+}
+
+// Weights of tens of MB are concatenated by bands of rows on several threads (where there are
+// cores): 2048 x (4096 + 4096 + 1024) float32, 75 MB; the merged weight must hold every part's
+// columns exactly.
+TEST(MergeGemms, LargeWeightsAreConcatenatedExactly) {
+  const int64_t K = 2048;
+  const std::vector<int64_t> ns = {4096, 4096, 1024};
+  GraphBuilder b;
+  int x = b.input("x", {1, 8, K});
+  std::vector<Tensor> w;
+  for (size_t i = 0; i < ns.size(); ++i) {
+    w.push_back(rnd({K, ns[i]}, unsigned(20 + i)));
+    int y = b.node("MatMul", {x, b.constant("w" + std::to_string(i), w.back())});
+    b.output(transpose(b, reshape(b, y, {1, 8, ns[i] / 64, 64}), {0, 2, 1, 3}));
+  }
+  Graph g = b.g;
+  InferOptions io;
+  infer_shapes(g, io);
+  ASSERT_TRUE(merge_parallel_gemms(g, false));
+  int merged = -1;
+  for (const Node& n : g.nodes)
+    if (n.op == "MatMul" && g.value(n.inputs[1]).constant.defined()) merged = n.inputs[1];
+  ASSERT_GE(merged, 0);
+  const Tensor& m = g.value(merged).constant;
+  ASSERT_EQ(m.shape(), (Shape{K, 9216}));
+  int64_t col = 0, bad = 0;
+  for (size_t i = 0; i < ns.size(); ++i) {
+    for (int64_t r = 0; r < K; ++r)
+      bad += std::memcmp(m.data<float>() + r * 9216 + col, w[i].data<float>() + r * ns[i],
+                         size_t(ns[i]) * sizeof(float)) != 0;
+    col += ns[i];
+  }
+  EXPECT_EQ(bad, 0) << "rows that differ";
 }
 
 TEST(MergeGemms, CpuReadsThePartsThroughGemmViews) {
