@@ -73,8 +73,7 @@ Dim3 CudaExecutor::Impl::helper_grid(int64_t items, int64_t per_block) const {
 
 void CudaExecutor::Impl::launch_own(const Function& f, Dim3 grid, Dim3 block, unsigned shared,
                                     void** args) {
-  if (pdl) launch_dependent(f, grid, block, shared, stream, args);
-  else launch(f, grid, block, shared, stream, args);
+  launch(f, grid, block, shared, stream, args, pdl);
 }
 
 void CudaExecutor::Impl::launch_helper(const Function& f, std::vector<DevPtr> ptrs, int64_t n) {

@@ -244,19 +244,16 @@ int Function::local_bytes() const {
 }
 
 void launch(const Function& f, Dim3 grid, Dim3 block, unsigned shared_bytes, const Stream& s,
-            void** args) {
+            void** args, bool dependent) {
   BRRR_CHECK(f.get() != nullptr, "launch of an empty kernel handle");
   // An empty grid (a zero-size tensor) has no work; cuLaunchKernel would reject it.
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
-  BRRR_CU(driver().cuLaunchKernel(f.get(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                  shared_bytes, s.get(), args, nullptr),
-          "launch kernel " + f.name());
-}
-
-void launch_dependent(const Function& f, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                      const Stream& s, void** args) {
-  BRRR_CHECK(f.get() != nullptr, "launch of an empty kernel handle");
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+  if (!dependent) {
+    BRRR_CU(driver().cuLaunchKernel(f.get(), grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                    shared_bytes, s.get(), args, nullptr),
+            "launch kernel " + f.name());
+    return;
+  }
   CUlaunchAttribute attr{};
   attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
   attr.value.programmaticStreamSerializationAllowed = 1;
@@ -267,7 +264,7 @@ void launch_dependent(const Function& f, Dim3 grid, Dim3 block, unsigned shared_
   cfg.hStream = s.get();
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  BRRR_CU(driver().cuLaunchKernelEx(&cfg, f.get(), args, nullptr), "launch (dependent) kernel " + f.name());
+  BRRR_CU(driver().cuLaunchKernelEx(&cfg, f.get(), args, nullptr), "launch kernel (dependent) " + f.name());
 }
 
 }  // namespace brrr::cuda

@@ -188,13 +188,11 @@ class ModuleSet {
 };
 
 // cuLaunchKernel with the argument pointers; checks the launch and names the kernel on failure.
-// The same with programmatic dependent launch (sm_90+): the kernel may be scheduled while the one
+// `dependent`: programmatic dependent launch (sm_90+), the kernel may be scheduled while the one
 // before it in the stream is still running, so it must call brrr_grid_wait() (prelude.cuh)
 // before it touches memory; that returns once the previous kernel has finished and its writes
-// are visible. Only for brrr's own kernels, which all do.
-void launch_dependent(const Function& f, Dim3 grid, Dim3 block, unsigned shared_bytes,
-                      const Stream& s, void** args);
+// are visible. Only for brrr's own kernels that do.
 void launch(const Function& f, Dim3 grid, Dim3 block, unsigned shared_bytes, const Stream& s,
-            void** args);
+            void** args, bool dependent = false);
 
 }  // namespace brrr::cuda

@@ -6,7 +6,7 @@
 #pragma once
 #include "brrr/scalar_ops.h"
 typedef long long i64;
-// Programmatic dependent launch (launch_dependent in cuda_runtime.hpp): the first thing each of
+// Programmatic dependent launch (launch(..., dependent) in cuda_runtime.hpp): the first thing each of
 // brrr's kernels does, before any load or store, is wait until the kernel before it in the
 // stream has finished and its writes are visible. A no-op when launched the ordinary way, and
 // compiled out below sm_90.
