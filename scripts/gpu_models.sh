@@ -16,6 +16,8 @@
 #   BATCHES    "bert_base=1,32;gpt2=1" (default: 1 and the large batch above)
 #   TORCH_MODES eager,compile,reduce-overhead (default; empty for none)
 #   ROUNDS (3)  REPS (50, brrr runs per measurement)  SMALL=1 (shrunken models, a quick test)
+#   LARGE_BATCH=1  reference data at each model's large batch too, so --check runs at both batches
+#   CHECK_JOBS (1) --check runs at a time   NO_TIME=1  checks only (no timing phase)
 #   BUDGET_S   seconds for the whole call (default 480); timing stops starting new work past it
 #   SUITE      export folder (default /tmp/brrr_suite; kept when it already holds an export)
 # Device time, full size: build ~1-2 min (export runs beside it), then per export a check
@@ -35,8 +37,11 @@ BATCHES=${BATCHES:-}
 TORCH_MODES=${TORCH_MODES-eager,compile,reduce-overhead}
 SUITE=${SUITE:-/tmp/brrr_suite}
 BUDGET_S=${BUDGET_S:-480}
-SMALL_ARG=()
-[ "${SMALL:-0}" = 1 ] && SMALL_ARG=(--small)
+EXPORT_ARGS=()
+[ "${SMALL:-0}" = 1 ] && EXPORT_ARGS=(--small)
+[ "${LARGE_BATCH:-0}" = 1 ] && EXPORT_ARGS+=(--large-batch)
+TIME_ARG=()
+[ "${NO_TIME:-0}" = 1 ] && TIME_ARG=(--no-time)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
 python3 -c 'import torch, transformers, torchvision, onnx; print("torch", torch.__version__,
 "transformers", transformers.__version__, "torchvision", torchvision.__version__, "onnx",
@@ -44,10 +49,10 @@ onnx.__version__, "cuda", torch.cuda.is_available())' || exit 1
 
 # The export is CPU work, and so is the build: run them side by side.
 PYTHONUNBUFFERED=1 python3 scripts/models/export.py --out "$SUITE" --models "$MODELS" \
-  --dtypes "$DTYPES" --exporters "$EXPORTERS" --no-verify --threads 8 "${SMALL_ARG[@]}" \
+  --dtypes "$DTYPES" --exporters "$EXPORTERS" --no-verify --threads 8 "${EXPORT_ARGS[@]}" \
   > "$OUT/export.log" 2>&1 &
 EXPORT=$!
-TARGETS=brrr_cli
+TARGETS=${TARGETS:-brrr_cli}
 # shellcheck source=scripts/gpu_build.sh
 source scripts/gpu_build.sh  # sets B and the library paths brrr runs with
 phase "built"
@@ -60,6 +65,7 @@ LEFT=$(( BUDGET_S - ($(date +%s) - T0) ))
 PYTHONUNBUFFERED=1 timeout $(( LEFT + 60 )) python3 scripts/models/gpu_bench.py --suite "$SUITE" \
   --brrr "$B/brrr" --backend cuda --models "$MODELS" --dtypes "$DTYPES" --exporters "$EXPORTERS" \
   --precisions "$PRECISIONS" --batches "$BATCHES" --torch-modes "$TORCH_MODES" \
-  --rounds "${ROUNDS:-3}" --reps "${REPS:-50}" --budget "$LEFT" --json "$OUT/models.json" 2>&1 |
+  --rounds "${ROUNDS:-3}" --reps "${REPS:-50}" --budget "$LEFT" --json "$OUT/models.json" \
+  --check-jobs "${CHECK_JOBS:-1}" "${TIME_ARG[@]}" 2>&1 |
   grep -v -i warn | tee "$OUT/models.log"
 phase "total"

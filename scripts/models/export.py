@@ -5,7 +5,8 @@ TorchScript exporter (opset 17) and the dynamo exporter (opset 18).
 
 Every export has a dynamic batch dim (named "batch") and model-zoo reference data at --batch:
 OUT/<model>_<dtype>_<exporter>/model.onnx (weights over 2 GB in model.onnx.data next to it),
-test_data_set_0/input_0.pb and output_0.pb, and manifest.json (what was built, for the drivers
+test_data_set_0/input_0.pb and output_0.pb (with --large-batch also test_data_set_1 at the
+model's large batch, suite.BIG_BATCH, other seeded inputs), and manifest.json (what was built, for the drivers
 that rebuild the same PyTorch model). The reference output is PyTorch's fp32 result, also for the
 bf16 exports, so that `brrr run --check` compares 16-bit results with fp32 truth; a bf16 model's
 float input is the fp32 input rounded to bf16, and the fp32 reference is computed on that rounded
@@ -201,16 +202,26 @@ def export_model(spec, a, ready, rows):
     nparams = sum(p.numel() for p in base.parameters())
     log(f"== {spec.name}: {nparams / 1e6:.1f} M parameters, built in {time.time() - t:.1f} s"
         + (" (small)" if a.small else "") + (f" ({a.llama_layers} layers)" if kw else ""))
-    x32 = spec.inputs(a.batch, vocab)
-    refs = {}  # reference input dtype -> (input, fp32 output), computed once per input
+    # Reference sets: (batch, fp32 inputs); the large batch's inputs differ per batch element.
+    sets = [(a.batch, spec.inputs(a.batch, vocab))]
+    if a.large_batch and suite.BIG_BATCH.get(spec.name, a.batch) != a.batch:
+        sets.append((suite.BIG_BATCH[spec.name], spec.inputs(suite.BIG_BATCH[spec.name], vocab,
+                                                             seed=2)))
+    refs = {}  # (set, reference input dtype) -> (input, fp32 output), computed once per input
     for dtype in a.dtypes:
         tdt = suite.DTYPES[dtype]
-        x = x32 if spec.kind == "text" else x32.to(tdt)
-        key = str(x.dtype)
-        if key not in refs:
-            with torch.no_grad():
-                refs[key] = (x, base(x if spec.kind == "text" else x.float()).float())
-        ref = refs[key][1]
+        data = []  # (batch, input, fp32 output) per set
+        for i, (b, x32) in enumerate(sets):
+            x = x32 if spec.kind == "text" else x32.to(tdt)
+            key = (i, str(x.dtype))
+            if key not in refs:
+                t = time.time()
+                with torch.no_grad():
+                    refs[key] = (x, base(x if spec.kind == "text" else x.float()).float())
+                if i:
+                    log(f"   reference at batch {b} ({x.dtype}) in {time.time() - t:.1f} s")
+            data.append((b, *refs[key]))
+        x, ref = data[0][1], data[0][2]
         model = base if dtype == "fp32" else copy.deepcopy(base).to(tdt)
         big = param_bytes(model) > TWO_GB * 0.9
         ex = spec.inputs(2, vocab)  # export at batch 2: dynamo specializes a dim of size 1
@@ -231,10 +242,13 @@ def export_model(spec, a, ready, rows):
                         model, ex, path, spec, big)
                 secs = time.time() - t
                 check_onnx(path, spec)
-                td = os.path.join(d, "test_data_set_0")
-                os.makedirs(td)
-                write_pb(os.path.join(td, "input_0.pb"), x, spec.input_name)
-                write_pb(os.path.join(td, "output_0.pb"), ref, spec.output)
+                check_sets = {}
+                for i, (b, xi, ri) in enumerate(data):
+                    td = os.path.join(d, f"test_data_set_{i}")
+                    os.makedirs(td)
+                    write_pb(os.path.join(td, "input_0.pb"), xi, spec.input_name)
+                    write_pb(os.path.join(td, "output_0.pb"), ri, spec.output)
+                    check_sets[f"test_data_set_{i}"] = b
                 status = "ok"
                 if a.verify and dtype == "fp32":
                     err, scale = verify_ort(path, spec, x, ref, vocab)
@@ -248,7 +262,8 @@ def export_model(spec, a, ready, rows):
                                            vocab=vocab),
                                 output=dict(name=spec.output, shape=list(ref.shape),
                                             reference="pytorch fp32"),
-                                batch_dim="batch", export_s=round(secs, 1),
+                                batch_dim="batch", check_sets=check_sets,
+                                export_s=round(secs, 1),
                                 external_data=os.path.exists(path + ".data"))
                 with open(os.path.join(d, "manifest.json"), "w") as f:
                     json.dump(manifest, f, indent=1)
@@ -268,7 +283,7 @@ def export_model(spec, a, ready, rows):
         if model is not base:
             del model
             gc.collect()
-    del base, refs
+    del base, refs, sets
     gc.collect()
 
 
@@ -299,6 +314,8 @@ def main():
     ap.add_argument("--dtypes", type=csv(list(suite.DTYPES)), default=list(suite.DTYPES))
     ap.add_argument("--exporters", type=csv(suite.EXPORTERS), default=suite.EXPORTERS)
     ap.add_argument("--batch", type=int, default=1, help="batch of the reference data (default 1)")
+    ap.add_argument("--large-batch", action="store_true",
+                    help="also reference data at each model's large batch (test_data_set_1)")
     ap.add_argument("--small", action="store_true",
                     help="shrink every model (2 layers, hidden 128) for quick tests")
     ap.add_argument("--llama-layers", type=int, default=0,

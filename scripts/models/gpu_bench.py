@@ -2,9 +2,10 @@
 """brrr against PyTorch on the model suite (the exports of scripts/models/export.py).
 
 Two phases, each timed:
-1. check: `brrr run MODEL --data test_data_set_0 --check --backend B` on every selected export
-   (batch 1): PASS/FAIL, the check lines, the kernels that ran on the host (the CUDA executor's
-   "runs on the host" notes) and the compile time.
+1. check: `brrr run MODEL --data test_data_set_N --check --backend B` on every selected export
+   and each of its reference sets (batch 1, and the large batch for exports made with
+   --large-batch): PASS/FAIL, the check lines, the kernels that ran on the host (the CUDA
+   executor's "runs on the host" notes) and the compile time; --check-jobs runs several at once.
 2. time: for every model, dtype and batch, rounds in which brrr (one run per export) and PyTorch
    eager, torch.compile and torch.compile(mode="reduce-overhead") (the same seeded model rebuilt
    from the export's manifest) take turns, so that clocks and the power cap move all of them
@@ -26,12 +27,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import suite  # noqa: E402
 
-# The large batch of each model (issue 16); batch 1 is always timed too.
-BIG_BATCH = {"bert_base": 32, "gpt2": 16, "resnet50": 64, "vit_b_16": 32, "llama_1b": 8}
+BIG_BATCH = suite.BIG_BATCH  # the large batch of each model; batch 1 is always timed too
 T0 = time.time()
 
 
@@ -110,9 +111,15 @@ def precision_args(prec):
     return ["--precision", prec] if prec else []
 
 
-def brrr_check(a, path, prec):
-    """`brrr run --check` at batch 1: result, error summary, host kernels, compile ms."""
-    td = os.path.join(path, "test_data_set_0")
+def check_sets(path, man):
+    """{reference set folder: its batch} of one export (older exports: test_data_set_0 alone)."""
+    sets = man.get("check_sets") or {"test_data_set_0": man["input"]["shape"][0]}
+    return {k: b for k, b in sets.items() if os.path.isdir(os.path.join(path, k))}
+
+
+def brrr_check(a, path, prec, td):
+    """`brrr run --check` on one reference set: result, error summary, host kernels, compile ms."""
+    td = os.path.join(path, td)
     cmd = [a.brrr, "run", os.path.join(path, "model.onnx"), "--data", td, "--check",
            "--backend", a.backend, "--reps", "3"] + precision_args(prec) + \
         (["--threads", str(a.threads)] if a.backend == "cpu" else [])
@@ -288,7 +295,7 @@ def time_group(a, model, dtype, exps, batches, use_bench, rows, checks):
             row = dict(model=model, dtype=dtype, exporter=exporter, batch=batch,
                        brrr_ms=statistics.median(b) if b else None,
                        brrr_error=berr.get(exporter), brrr_runs=b, torch_ms=tmed,
-                       torch_runs=tt, **(checks.get((model, dtype, exporter)) or {}))
+                       torch_runs=tt, **(checks.get((model, dtype, exporter, batch)) or {}))
             st = bstart[exporter]
             row["cold_compile_ms"] = statistics.median([c for c, _ in st]) if st else None
             row["warm_load_ms"] = statistics.median([w for _, w in st]) if st else None
@@ -362,6 +369,8 @@ def main():
     ap.add_argument("--budget", type=float, default=1e9, help="seconds; later work is skipped")
     ap.add_argument("--check-timeout", type=int, default=300)
     ap.add_argument("--time-timeout", type=int, default=300)
+    ap.add_argument("--check-jobs", type=int, default=1,
+                    help="brrr --check runs at a time (their compile times then overlap)")
     ap.add_argument("--no-check", action="store_true", help="skip the --check phase")
     ap.add_argument("--no-time", action="store_true", help="skip the timing phase")
     ap.add_argument("--json", help="write every row here")
@@ -379,15 +388,22 @@ def main():
     exps = find_exports(a.suite, a.models, a.dtypes, a.exporters, a.precisions)
     if not exps:
         sys.exit(f"gpu_bench.py: no exports under {a.suite} for the selection")
-    checks = {}
+    checks = {}  # (model, label, exporter, batch) -> check result
     if not a.no_check:
-        log(f"== check phase: {len(exps)} exports, brrr run --check --backend {a.backend}")
-        for (m, d, e, path, man, prec) in exps:
-            c = brrr_check(a, path, prec)
-            checks[(m, d, e)] = c
-            log(f"  {m} {d} {e}: {c['result']} {c['check']} host kernels {c['host_kernels']}"
-                f"{' ' + ','.join(c['host_ops']) if c['host_ops'] else ''} compile "
-                f"{fmt(c['compile_ms'], 0)} ms ({since()})")
+        work = [(m, d, e, path, prec, td, b) for (m, d, e, path, man, prec) in exps
+                for td, b in check_sets(path, man).items()]
+        log(f"== check phase: {len(work)} reference sets of {len(exps)} exports, brrr run --check "
+            f"--backend {a.backend}, {a.check_jobs} at a time")
+
+        def one(w):
+            (m, d, e, path, prec, td, b) = w
+            return w, brrr_check(a, path, prec, td)
+        with ThreadPoolExecutor(max_workers=max(1, a.check_jobs)) as pool:
+            for (m, d, e, path, prec, td, b), c in pool.map(one, work):
+                checks[(m, d, e, b)] = c
+                log(f"  {m} {d} {e} b{b}: {c['result']} {c['check']} host kernels "
+                    f"{c['host_kernels']}{' ' + ','.join(c['host_ops']) if c['host_ops'] else ''}"
+                    f" compile {fmt(c['compile_ms'], 0)} ms ({since()})")
         log(f"== check phase done at {since()}")
     rows = []
     if not a.no_time:
@@ -408,8 +424,8 @@ def main():
                     time_group(a, m, d, group, batches[m], use_bench, rows, checks)
         log(f"== time phase done at {since()}")
     else:
-        rows = [dict(model=m, dtype=d, exporter=e, batch=1, brrr_ms=None, torch_ms={},
-                     ratios={}, **checks[(m, d, e)]) for (m, d, e, _, _, _) in exps]
+        rows = [dict(model=m, dtype=d, exporter=e, batch=b, brrr_ms=None, torch_ms={}, ratios={},
+                     **c) for (m, d, e, b), c in checks.items()]
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1, default=str)

@@ -134,6 +134,8 @@ SPECS = {
 }
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+# The large batch of each model (issue 16): timed, and checked with --large-batch exports.
+BIG_BATCH = {"bert_base": 32, "gpt2": 16, "resnet50": 64, "vit_b_16": 32, "llama_1b": 8}
 EXPORTERS = ["torchscript", "dynamo"]
 
 

@@ -1,5 +1,7 @@
 #include "brrr/tensor.hpp"
 #include "core/env.hpp"
+#include "core/pages.hpp"
+#include "core/parallel.hpp"
 
 #include <array>
 #include <cstdlib>
@@ -163,22 +165,29 @@ Tensor Tensor::cast(DType to) const {
     const S* s = src.data<S>();
     dispatch_dtype(to, [&]<typename D>() {
       D* d = out.data<D>();
-      for (int64_t i = 0; i < n; ++i) {
-        if constexpr (std::is_same_v<D, bool>) {
-          d[i] = compute_t<S>(s[i]) != compute_t<S>(0);
-        } else if constexpr (std::is_same_v<D, f16> || std::is_same_v<D, bf16>) {
-          d[i] = D(float(compute_t<S>(s[i])));
-        } else if constexpr (std::is_floating_point_v<compute_t<S>> && std::is_integral_v<D>) {
-          // Float to int: truncate toward zero; out-of-range and NaN saturate rather than UB.
-          double v = double(compute_t<S>(s[i]));
-          if (v != v) d[i] = 0;
-          else if (v >= double(std::numeric_limits<D>::max())) d[i] = std::numeric_limits<D>::max();
-          else if (v <= double(std::numeric_limits<D>::min())) d[i] = std::numeric_limits<D>::min();
-          else d[i] = D(v);
-        } else {
-          d[i] = D(compute_t<S>(s[i]));
+      // Large casts (a whole model's weights to 16 bits: 1.2 billion for Llama-1B) by bands on
+      // several threads, each mapping its part of a source read in place from the model file.
+      const size_t bytes = size_t(n) * (sizeof(S) + sizeof(D));
+      for_bands(n, bytes, size_t(8) << 20, [&](int64_t i0, int64_t i1) {
+        if (size_t(i1 - i0) * sizeof(S) >= (size_t(1) << 20))
+          prefault_for_reading(s + i0, size_t(i1 - i0) * sizeof(S));
+        for (int64_t i = i0; i < i1; ++i) {
+          if constexpr (std::is_same_v<D, bool>) {
+            d[i] = compute_t<S>(s[i]) != compute_t<S>(0);
+          } else if constexpr (std::is_same_v<D, f16> || std::is_same_v<D, bf16>) {
+            d[i] = D(float(compute_t<S>(s[i])));
+          } else if constexpr (std::is_floating_point_v<compute_t<S>> && std::is_integral_v<D>) {
+            // Float to int: truncate toward zero; out-of-range and NaN saturate rather than UB.
+            double v = double(compute_t<S>(s[i]));
+            if (v != v) d[i] = 0;
+            else if (v >= double(std::numeric_limits<D>::max())) d[i] = std::numeric_limits<D>::max();
+            else if (v <= double(std::numeric_limits<D>::min())) d[i] = std::numeric_limits<D>::min();
+            else d[i] = D(v);
+          } else {
+            d[i] = D(compute_t<S>(s[i]));
+          }
         }
-      }
+      });
     });
   });
   return out;

@@ -3,6 +3,7 @@
 // and the values that must stay float32 (ONNX's float inputs, integer results computed in floats).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -133,6 +134,36 @@ TEST(ConvertPrecision, Float16ClampsConstantsToItsRange) {
   ASSERT_EQ(got.size(), 1u);
   for (int64_t i = 0; i < 4; ++i) EXPECT_TRUE(std::isfinite(got[0].data<float>()[i])) << i;
   EXPECT_EQ(got[0].data<float>()[0], 0.0f);
+}
+
+// A large weight is cast by bands on several threads in one pass: every element equals the
+// clamped, rounded float16 of its float32 value (NaN stays NaN, beyond 65504 clamps).
+TEST(ConvertPrecision, LargeFloat16ConstantsAreClampedAndRoundedExactly) {
+  const int64_t n = (int64_t(3) << 20) + 5;
+  std::vector<float> w(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    w[size_t(i)] = i % 997 == 0   ? std::numeric_limits<float>::quiet_NaN()
+                   : i % 991 == 0 ? -1e9f
+                                  : std::cos(float(i)) * float(1 + i % 70000);
+  GraphBuilder b;
+  int x = b.input("x", {n});
+  int c = b.constant("w", Tensor::from_vector<float>({n}, w));
+  b.output(b.node("Mul", {x, c}));
+  Compiled comp = compile(b.g, plan::Target::reference(), {});
+  Graph g = comp.graph;
+  convert_precision(g, DType::f16, InferOptions{}.fold_budget_bytes);
+  const Tensor* got = nullptr;
+  for (const Value& v : g.values)
+    if (v.constant.defined() && v.constant.numel() == n) got = &v.constant;
+  ASSERT_NE(got, nullptr);
+  ASSERT_EQ(got->dtype(), DType::f16);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float wi = w[size_t(i)];
+    const float e = std::isnan(wi) ? wi : std::clamp(wi, -65504.f, 65504.f);
+    bad += got->data<f16>()[i].bits != f16(e).bits;
+  }
+  EXPECT_EQ(bad, 0);
 }
 
 // The pipeline runs the pass only where the target stores 16-bit models (CUDA), and a graph

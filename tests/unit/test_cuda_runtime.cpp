@@ -65,6 +65,31 @@ TEST(CudaRuntime, CopyRoundTrip) {
   EXPECT_EQ(h, back);
 }
 
+// Weights go to the device through two pinned buffers refilled in turn: many chunks (more than
+// two, so each buffer is reused while the other's copy may still run), a partial last chunk,
+// and several copies through one stager, each landing exactly.
+TEST(CudaRuntime, StagedUploadCopiesExactly) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  test_device();
+  Stream s;
+  const size_t n = (size_t(40) << 20) / 4 + 333;  // 40 MB and a tail: 11 chunks of 4 MB
+  std::vector<float> h(n), back(n, -1.f), h2(n / 3), back2(n / 3, -1.f);
+  for (size_t i = 0; i < n; ++i) h[i] = std::sin(float(i)) * 3.f + float(i % 977);
+  for (size_t i = 0; i < h2.size(); ++i) h2[i] = float(i) * 0.5f;
+  DeviceBuffer a(n * 4, "a"), b(h2.size() * 4, "b");
+  memset_u32(a.ptr(), 0x7fc00000u, n, s, "poison a");
+  {
+    StagedUpload up(size_t(4) << 20);
+    up.copy(a.ptr(), h.data(), n * 4, s, "a");
+    up.copy(b.ptr(), h2.data(), h2.size() * 4, s, "b");
+  }  // the stager waits for its copies before freeing its buffers
+  copy_d2h(back.data(), a.ptr(), n * 4, s, "a");
+  copy_d2h(back2.data(), b.ptr(), h2.size() * 4, s, "b");
+  s.synchronize();
+  EXPECT_EQ(h, back);
+  EXPECT_EQ(h2, back2);
+}
+
 TEST(CudaRuntime, ArenaChecksBounds) {
   BRRR_REQUIRE_CUDA_DEVICE();
   test_device();

@@ -21,6 +21,7 @@
 
 #include "backend/cuda/cuda_executor_impl.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
+#include "brrr/passes.hpp"
 #include "core/env.hpp"
 #include "passes/plan_memory.hpp"
 
@@ -28,14 +29,16 @@ namespace brrr::cuda {
 
 using plan::KernelKind;
 
-namespace {
-
-
-}  // namespace
-
 DevPtr CudaExecutor::Impl::upload(const Tensor& t, const std::string& what) {
   Tensor c = t.contiguous();
   owned.emplace_back(std::max<size_t>(c.nbytes(), 256), what);
+  // Large weights (Llama-1B: 2.5 GB, most of it read in place from the mapped model file) go
+  // through pinned buffers filled by several threads; the staging lives until the build's end.
+  if (c.nbytes() >= (size_t(16) << 20)) {
+    if (!staged) staged = std::make_unique<StagedUpload>();
+    staged->copy(owned.back().ptr(), c.raw(), c.nbytes(), stream, what);
+    return owned.back().ptr();
+  }
   copy_h2d(owned.back().ptr(), c.raw(), c.nbytes(), stream, what);
   return owned.back().ptr();
 }
@@ -125,6 +128,15 @@ std::string CudaExecutor::Impl::device_step(const plan::Kernel& k, Step* s) {
 }
 
 void CudaExecutor::Impl::build() {
+  // BRRR_DEBUG=1: how long each stage of the build took, after the compile pipeline's passes.
+  auto t_stage = std::chrono::steady_clock::now();
+  auto stage = [&t_stage](const char* what) {
+    auto now = std::chrono::steady_clock::now();
+    if (debug_level() >= 1)
+      fmt::print(stderr, "brrr: build {:<14} {:9.1f} ms\n", what,
+                 std::chrono::duration<double, std::milli>(now - t_stage).count());
+    t_stage = now;
+  };
   const int nk = int(plan.kernels.size());
   steps.resize(size_t(nk));
   // Each kernel's step kind first: the plan says which kernels run on the host (Kernel::host);
@@ -154,10 +166,12 @@ void CudaExecutor::Impl::build() {
         if (o >= 0) k.outputs.push_back(o);
   }
   for (const auto& note : host_notes) std::fprintf(stderr, "brrr cuda: %s\n", note.c_str());
+  stage("cuda steps");
   std::string chain_src = find_gemm_chains();
   std::string small_m_src = find_small_m_gemms();
   choose_layouts();
   tune_convs();
+  stage("cuda layouts");
 
   // Memory: graph inputs and outputs own buffers; intermediates share the arena.
   slot.assign(g.values.size(), 0);
@@ -214,6 +228,7 @@ void CudaExecutor::Impl::build() {
   }
   for (size_t v = 0; v < alias_of.size(); ++v)
     if (alias_of[v] >= 0) slot[v] = slot[size_t(alias_of[v])];
+  stage("cuda constants");
 
   // The model's NVRTC modules: the helpers, the attention kernels, the fused kernels a few at a
   // time and the GEMM chains, compiled side by side (each NVRTC run is its own process) and
@@ -250,6 +265,7 @@ void CudaExecutor::Impl::build() {
     else if (s.type == Step::Attention && s.attention().sdpa)
       ws_bytes = std::max(ws_bytes, s.attention().sdpa->workspace_bytes());
   if (ws_bytes) conv_ws = alloc(ws_bytes, "cuDNN workspace");
+  stage("cuda modules");
 
   for (int i = 0; i < nk; ++i) {
     Step& s = steps[size_t(i)];
@@ -268,6 +284,8 @@ void CudaExecutor::Impl::build() {
   }
   setup_chains();
   stream.synchronize("uploading weights");
+  staged.reset();
+  stage("cuda setup");
 
   bool graphs = opts.graphs;
   if (!graphs) graph_status = "off (disabled by option or BRRR_DISABLE_GRAPHS)";
@@ -284,6 +302,7 @@ void CudaExecutor::Impl::build() {
       std::fprintf(stderr, "brrr cuda: CUDA graph disabled: %s\n", e.what());
     }
   }
+  stage("cuda graph");
 }
 
 void CudaExecutor::Impl::exec(size_t i) {

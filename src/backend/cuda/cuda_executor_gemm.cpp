@@ -12,6 +12,7 @@
 #include "backend/cuda/gemm_small_m.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "core/env.hpp"
+#include "core/parallel.hpp"
 
 namespace brrr::cuda {
 
@@ -28,28 +29,31 @@ Tensor host_cast(const Tensor& src, DType to, bool transpose) {
   if (transpose) std::swap(os[os.size() - 2], os[os.size() - 1]);
   Tensor out = Tensor::empty(to, os);
   int64_t n = c.numel(), cols = s.empty() ? 1 : s.back(), rows = s.size() < 2 ? 1 : s[s.size() - 2];
+  const DType from = c.dtype();
+  if (from != DType::f32 && from != DType::bf16 && from != DType::f16)
+    fail("GEMM operand of type {} cannot be cast", dtype_name(from));
+  BRRR_ASSERT(to == DType::f32 || to == DType::bf16 || to == DType::f16, "bad cast target");
+  const void* in = c.raw();
+  void* o = out.raw();
   auto read = [&](int64_t i) -> float {
-    switch (c.dtype()) {
-      case DType::f32: return c.data<float>()[i];
-      case DType::bf16: return float(c.data<bf16>()[i]);
-      case DType::f16: return float(c.data<f16>()[i]);
-      default: fail("GEMM operand of type {} cannot be cast", dtype_name(c.dtype()));
-    }
+    return from == DType::f32 ? static_cast<const float*>(in)[i]
+           : from == DType::bf16 ? float(static_cast<const bf16*>(in)[i])
+                                 : float(static_cast<const f16*>(in)[i]);
   };
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t j = i;
-    if (transpose) {  // out[b, k, n] = in[b, n, k]
-      int64_t b = i / (rows * cols), r = (i / cols) % rows, q = i % cols;
-      j = b * rows * cols + q * rows + r;
+  // By bands on several threads: a large model's transposed or cast weights take seconds on one.
+  for_bands(n, c.nbytes() + out.nbytes(), size_t(8) << 20, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t j = i;
+      if (transpose) {  // out[b, k, n] = in[b, n, k]
+        int64_t b = i / (rows * cols), r = (i / cols) % rows, q = i % cols;
+        j = b * rows * cols + q * rows + r;
+      }
+      float v = read(i);
+      if (to == DType::f32) static_cast<float*>(o)[j] = v;
+      else if (to == DType::bf16) static_cast<bf16*>(o)[j] = bf16(v);
+      else static_cast<f16*>(o)[j] = f16(v);
     }
-    float v = read(i);
-    switch (to) {
-      case DType::f32: out.data<float>()[j] = v; break;
-      case DType::bf16: out.data<bf16>()[j] = bf16(v); break;
-      case DType::f16: out.data<f16>()[j] = f16(v); break;
-      default: BRRR_ASSERT(false, "bad cast target");
-    }
-  }
+  });
   return out;
 }
 

@@ -246,6 +246,7 @@ struct CudaExecutor::Impl {
   void exec(size_t i);
   void exec_all(bool use_graph);
   void bind(const std::map<std::string, Tensor>& inputs);
+  std::unique_ptr<StagedUpload> staged;  // upload()'s pinned buffers, while the build runs
   DevPtr upload(const Tensor& t, const std::string& what);
   DevPtr alloc(size_t bytes, const std::string& what);
   DevPtr slot_of(int v, const char* what) const;  // v's device buffer (0 for v < 0)

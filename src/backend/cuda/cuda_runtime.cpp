@@ -1,11 +1,15 @@
 #include "backend/cuda/cuda_runtime.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>
 
 #include "backend/cuda/driver_api.hpp"
 #include "brrr/error.hpp"
+#include "core/pages.hpp"
+#include "core/parallel.hpp"
 
 namespace brrr::cuda {
 
@@ -167,6 +171,38 @@ void copy_h2d(DevPtr dst, const void* src, std::size_t bytes, const Stream& s,
   if (bytes == 0) return;  // a zero-size tensor: its buffer may be a null pointer
   BRRR_CU(driver().cuMemcpyHtoDAsync(dst, src, bytes, s.get()), "copy to device: " + what);
 }
+StagedUpload::StagedUpload(std::size_t chunk_bytes) : chunk_(chunk_bytes) {
+  for (void*& b : buf_)
+    if (driver().cuMemHostAlloc(&b, chunk_, 0) != CUDA_SUCCESS) b = nullptr;
+}
+
+StagedUpload::~StagedUpload() {
+  for (int i = 0; i < 2; ++i) {
+    if (busy_[i]) driver().cuEventSynchronize(done_[i].get());  // the copy engine still reads it
+    if (buf_[i]) driver().cuMemFreeHost(buf_[i]);
+  }
+}
+
+void StagedUpload::copy(DevPtr dst, const void* src, std::size_t bytes, const Stream& s,
+                        const std::string& what) {
+  if (!buf_[0] || !buf_[1]) return copy_h2d(dst, src, bytes, s, what);
+  const char* from = static_cast<const char*>(src);
+  for (std::size_t off = 0; off < bytes; off += chunk_) {
+    const int b = next_;
+    next_ ^= 1;
+    const std::size_t n = std::min(chunk_, bytes - off);
+    if (busy_[b]) done_[b].synchronize();
+    char* to = static_cast<char*>(buf_[b]);
+    for_bands(int64_t(n), n, std::size_t(8) << 20, [&](int64_t i0, int64_t i1) {
+      prefault_for_reading(from + off + size_t(i0), size_t(i1 - i0));
+      std::memcpy(to + i0, from + off + size_t(i0), size_t(i1 - i0));
+    });
+    BRRR_CU(driver().cuMemcpyHtoDAsync(dst + off, to, n, s.get()), "copy to device: " + what);
+    done_[b].record(s);
+    busy_[b] = true;
+  }
+}
+
 void copy_d2h(void* dst, DevPtr src, std::size_t bytes, const Stream& s, const std::string& what) {
   if (bytes == 0) return;
   BRRR_CU(driver().cuMemcpyDtoHAsync(dst, src, bytes, s.get()), "copy to host: " + what);

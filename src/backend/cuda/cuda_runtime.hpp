@@ -128,6 +128,27 @@ class Arena {
   std::string what_;
 };
 
+// Large host-to-device copies (model weights at load) through two pinned staging buffers: host
+// threads copy a band of the pageable source (often the mapped model file) into one buffer while
+// the copy engine drains the other, instead of the driver's own staging of pageable memory on
+// one thread. Without pinned memory (the allocation refused) it copies as copy_h2d does. The
+// source must stay valid until the last copy's stream work is done or this object is destroyed.
+class StagedUpload {
+ public:
+  explicit StagedUpload(std::size_t chunk_bytes = std::size_t(64) << 20);
+  ~StagedUpload();
+  StagedUpload(const StagedUpload&) = delete;
+  StagedUpload& operator=(const StagedUpload&) = delete;
+  void copy(DevPtr dst, const void* src, std::size_t bytes, const Stream& s, const std::string& what);
+
+ private:
+  std::size_t chunk_;
+  void* buf_[2] = {nullptr, nullptr};
+  Event done_[2];
+  bool busy_[2] = {false, false};
+  int next_ = 0;
+};
+
 // Stream-ordered copies; `what` names the buffer in error messages.
 void copy_h2d(DevPtr dst, const void* src, std::size_t bytes, const Stream& s,
               const std::string& what);

@@ -17,7 +17,7 @@ namespace brrr::cuda {
   X(cuCtxSynchronize) X(cuGetErrorName)                                                       \
   X(cuGetErrorString) X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpyHtoDAsync)        \
   X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpy2DAsync) X(cuMemsetD8Async)            \
-  X(cuMemsetD32Async)                                                                         \
+  X(cuMemsetD32Async) X(cuMemHostAlloc) X(cuMemFreeHost)                                     \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate)               \
   X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)             \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)         \
