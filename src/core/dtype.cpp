@@ -1,6 +1,14 @@
 #include "brrr/dtype.hpp"
 
+#include <algorithm>
 #include <cmath>
+
+#include "core/f16_convert.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define BRRR_F16C 1
+#endif
 
 namespace brrr {
 
@@ -50,6 +58,39 @@ f16::operator float() const {
   }
   std::memcpy(&out, &u, 4);
   return out;
+}
+
+namespace {
+
+void f32_to_f16_scalar(const float* src, f16* dst, int64_t n, bool saturate) {
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = f16(saturate ? std::clamp(src[i], -65504.0f, 65504.0f) : src[i]);  // NaN passes
+}
+
+#ifdef BRRR_F16C
+__attribute__((target("avx,f16c"))) void f32_to_f16_f16c(const float* src, f16* dst, int64_t n,
+                                                          bool saturate) {
+  const __m256 lo = _mm256_set1_ps(-65504.0f), hi = _mm256_set1_ps(65504.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(src + i);
+    // max/min return their second operand when either is NaN: NaN passes through the clamp.
+    if (saturate) v = _mm256_min_ps(hi, _mm256_max_ps(lo, v));
+    const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+  f32_to_f16_scalar(src + i, dst + i, n - i, saturate);
+}
+#endif
+
+}  // namespace
+
+void f32_to_f16(const float* src, f16* dst, int64_t n, bool saturate) {
+#ifdef BRRR_F16C
+  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  if (f16c) return f32_to_f16_f16c(src, dst, n, saturate);
+#endif
+  f32_to_f16_scalar(src, dst, n, saturate);
 }
 
 size_t dtype_size(DType t) {

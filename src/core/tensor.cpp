@@ -1,5 +1,6 @@
 #include "brrr/tensor.hpp"
 #include "core/env.hpp"
+#include "core/f16_convert.hpp"
 #include "core/pages.hpp"
 #include "core/parallel.hpp"
 
@@ -171,6 +172,10 @@ Tensor Tensor::cast(DType to) const {
       for_bands(n, bytes, size_t(8) << 20, [&](int64_t i0, int64_t i1) {
         if (size_t(i1 - i0) * sizeof(S) >= (size_t(1) << 20))
           prefault_for_reading(s + i0, size_t(i1 - i0) * sizeof(S));
+        if constexpr (std::is_same_v<S, float> && std::is_same_v<D, f16>) {
+          f32_to_f16(s + i0, d + i0, i1 - i0, /*saturate=*/false);
+          return;
+        }
         for (int64_t i = i0; i < i1; ++i) {
           if constexpr (std::is_same_v<D, bool>) {
             d[i] = compute_t<S>(s[i]) != compute_t<S>(0);

@@ -19,6 +19,7 @@
 #include "brrr/error.hpp"
 #include "brrr/op.hpp"
 #include "brrr/passes.hpp"
+#include "core/f16_convert.hpp"
 #include "core/pages.hpp"
 #include "core/parallel.hpp"
 
@@ -62,7 +63,7 @@ Tensor to_16bit(const Tensor& t, DType to) {
   const int64_t n = c.numel();
   for_bands(n, size_t(n) * 6, size_t(8) << 20, [&](int64_t i0, int64_t i1) {
     if (size_t(i1 - i0) * 4 >= (size_t(1) << 20)) prefault_for_reading(s + i0, size_t(i1 - i0) * 4);
-    for (int64_t i = i0; i < i1; ++i) d[i] = f16(std::clamp(s[i], -65504.0f, 65504.0f));
+    f32_to_f16(s + i0, d + i0, i1 - i0, /*saturate=*/true);
   });
   return out;
 }
