@@ -134,6 +134,9 @@ const Switch kSwitches[] = {
      "CPU: generated kernels vectorize with the compiler's default width, not 512-bit"},
     {"BRRR_VIEW_CLONES", Kind::Flag, "0", "", 0, 0,
      "CPU: a view read by several view chains into MatMuls is cloned per chain (no copy kernel)"},
+    {"BRRR_NO_GEMM_TRANSPOSED_WEIGHTS", Kind::Flag, "0", "", 0, 0,
+     "CUDA: a MatMul on Transpose(constant) (the dynamo export's tied lm_head) runs the "
+     "Transpose as a kernel on every call instead of uploading the weight transposed"},
     {"BRRR_NO_MERGE_GEMMS", Kind::Flag, "0", "", 0, 0,
      "MatMuls on one activation (Q, K, V) stay separate GEMMs"},
     {"BRRR_CUDA_MERGE_GEMMS", Kind::Int, "1", "", 0, 1,

@@ -483,7 +483,8 @@ class Fuser {
 
   Plan run() {
     if (opts_.enable && target_.attention_max_head_dim > 0) find_attention_blocks();
-    if (opts_.enable && target_.gemm_strided_operands) find_strided_operands();
+    if (opts_.enable && (target_.gemm_strided_operands || target_.gemm_transposed_constant_b))
+      find_strided_operands();
     if (opts_.enable && target_.gemm_operand_views) find_operand_views();
     for (size_t k = 0; k < g_.nodes.size(); ++k) place(int(k));
     if (lazy_on()) materialize_pending();
@@ -1210,6 +1211,7 @@ class Fuser {
 
   // Transposes of the last two axes whose only reader is a library MatMul/Gemm: the GEMM reads
   // their input with swapped strides (describe_gemm flips trans_a / trans_b), so no copy runs.
+  // With gemm_transposed_constant_b alone (CUDA), only a constant B's 2-D Transpose.
   void find_strided_operands() {
     const TypeSet ts{opts_.float16, opts_.booleans};
     for (size_t m = 0; m < g_.nodes.size(); ++m) {
@@ -1226,6 +1228,9 @@ class Fuser {
         const Node& tr = g_.nodes[size_t(t)];
         if (op_id(tr) != OpId::Transpose || !tr.domain.empty() || tr.inputs.empty() || tr.inputs[0] < 0 ||
             !float_ok(g_.value(tr.inputs[0]).dtype, {ts.float16, false}))
+          continue;
+        if (!target_.gemm_strided_operands &&
+            (slot != 1 || !g_.value(tr.inputs[0]).constant.defined() || g_.value(v).shape.size() != 2))
           continue;
         const size_t r = g_.value(v).shape.size();
         std::vector<int64_t> perm;

@@ -131,6 +131,7 @@ Target Target::cuda() {
   // bf16 on an H200: 610 -> 494 us at batch 1, 2.50 -> 2.25 ms at batch 32 (without attention).
   t.merge_gemms = env::integer("BRRR_CUDA_MERGE_GEMMS") && !env::flag("BRRR_NO_MERGE_GEMMS");
   t.merge_gemms_any_reader = true;
+  t.gemm_transposed_constant_b = !env::flag("BRRR_NO_GEMM_TRANSPOSED_WEIGHTS");
   t.lazy_views = !env::flag("BRRR_NO_LAZY_VIEWS");
   t.rotary_halves = t.lazy_views && !env::flag("BRRR_NO_ROTARY_HALVES");
   return t;

@@ -39,6 +39,11 @@ struct Target {
   // A Transpose of the last two axes feeding only a MatMul/Gemm is read through the GEMM's
   // strides (oneDNN memory descriptors), not copied first.
   bool gemm_strided_operands = false;
+  // ... of a constant B alone (CUDA: the weight is transposed once, on the host at upload): the
+  // dynamo exporter writes a tied lm_head as MatMul(x, Transpose(embedding)), which ran a
+  // transpose of the whole table on every call (Llama-1B: 262 M elements) and then a GEMM on a
+  // runtime B that cannot be padded to aligned rows (GPT-2's 50257 columns).
+  bool gemm_transposed_constant_b = false;
   // Reshapes, Transposes (any permutation) and scalar Muls feeding only a MatMul are read
   // through its operand's strides and a scale on its product (plan/operand_view.hpp; the CPU's
   // oneDNN; BRRR_NO_GEMM_VIEWS=1 turns it off).

@@ -53,6 +53,35 @@ Graph conv_graph(DType t, bool bias_relu) {
   return b.g;
 }
 
+// The dynamo exporter's tied lm_head, MatMul(x, Transpose(embedding)): on CUDA the GEMM reads the
+// constant table transposed (trans_b, uploaded once), so no kernel runs the Transpose; a
+// Transpose of a runtime B, or of A, stays a kernel (CUDA's GEMM transposes only constants).
+TEST(CudaPlan, TransposedConstantWeightIsTheGemmsTransposedB) {
+  GraphBuilder b;
+  int ids = b.input("ids", {1, 8}, DType::i64);
+  // Past the constant folder's budget (4 MB), as real tables are: a small one is folded.
+  int E = b.constant("E", Tensor::zeros(DType::bf16, {2100, 1024}));
+  int h = b.node("Gather", {E, ids});
+  int et = b.node("Transpose", {E}, {{"perm", std::vector<int64_t>{1, 0}}});
+  b.output(b.node("MatMul", {h, et}));
+  int x = b.input("x", {12, 1024}, DType::bf16);
+  int xt = b.node("Transpose", {x}, {{"perm", std::vector<int64_t>{1, 0}}});
+  b.output(b.node("MatMul", {h, b.node("Relu", {xt})}));
+  Compiled c = plan_for(b.g, Target::cuda());
+  int gemms = 0, transposes = 0;
+  for (const plan::Kernel& k : c.plan.kernels) {
+    for (int n : k.nodes) transposes += c.graph.nodes[size_t(n)].op == "Transpose" && k.nodes.size() == 1;
+    if (const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(k)) {
+      if (!d->trans_b) continue;
+      ++gemms;
+      EXPECT_TRUE(c.graph.value(d->b).constant.defined());
+      EXPECT_EQ(c.graph.value(d->b).shape, (Shape{2100, 1024}));
+    }
+  }
+  EXPECT_EQ(gemms, 1) << c.plan.print(c.graph);
+  EXPECT_EQ(transposes, 0);  // the runtime one is fused into the Relu's kernel, not the GEMM
+}
+
 // bf16 and fp16 Conv are cuDNN library kernels on CUDA (with their epilogue), and oneDNN ones on
 // the CPU where it has oneDNN (which may still refuse a case at build: then its reference kernel).
 TEST(CudaPlan, SixteenBitConvIsALibraryKernel) {

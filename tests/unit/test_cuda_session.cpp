@@ -285,6 +285,37 @@ TEST(CudaSession, PaddedGemmRowsMatchTheReference) {
   }
 }
 
+// A tied lm_head as the dynamo exporter writes it: the embedding table is read by a Gather and,
+// transposed, by the logits MatMul. The GEMM reads the table transposed once at upload (no
+// Transpose kernel per call), with an odd vocabulary (padded rows) and an aligned one, 16-bit
+// and float32; BRRR_NO_GEMM_TRANSPOSED_WEIGHTS=1 runs the Transpose as a kernel again.
+TEST(CudaSession, TiedTransposedWeightIsUploadedTransposed) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  for (const char* off : {"0", "1"})
+  for (int64_t vocab : {32771, 32768})  // past the constant folder's 4 MB, as real tables are
+  for (DType t : {DType::bf16, DType::f32}) {
+    brrr_test::EnvVar env("BRRR_NO_GEMM_TRANSPOSED_WEIGHTS", off);
+    SCOPED_TRACE(std::string(dtype_name(t)) + " vocab " + std::to_string(vocab) + " off " + off);
+    GraphBuilder b;
+    int ids = b.input("ids", {2, 5}, DType::i64);
+    int E = b.constant("E", rnd({vocab, 80}, t, -0.5f, 0.5f));
+    int h = b.node("Gather", {E, ids});
+    int et = b.node("Transpose", {E}, {{"perm", std::vector<int64_t>{1, 0}}});
+    b.output(b.node("MatMul", {h, et}));
+    std::map<std::string, Tensor> in;
+    Tensor idt = Tensor::empty(DType::i64, {2, 5});
+    for (int64_t i = 0; i < 10; ++i) idt.data<int64_t>()[i] = (i * 37) % vocab;
+    in["ids"] = idt;
+    Session s(b.g, cuda_opts("fp32"));
+    std::vector<Tensor> got = s.run(in);
+    brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), t == DType::f32 ? 1e-5 : 2e-2,
+                                  s.plan_summary());
+    brrr_test::expect_same_bytes(got, s.run(in));
+    const bool kernel = s.plan_summary().find("_transpose") != std::string::npos;
+    EXPECT_EQ(kernel, std::string(off) == "1") << s.plan_summary();
+  }
+}
+
 // The small-M split-K cluster GEMM (device/gemm_small_m.cuh) against the reference: one and two
 // row tiles, column tails, 64- and 128-column tiles, K from one step to 48 (cluster sizes 1 to
 // 8), every epilogue, bf16 and fp16. BRRR_SMALL_M_GEMM=2 runs it wherever it can; 0 (the
