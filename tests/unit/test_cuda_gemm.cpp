@@ -6,6 +6,7 @@
 #include <random>
 
 #include "backend/cuda/cublaslt_gemm.hpp"
+#include "backend/cuda/cuda_executor_impl.hpp"
 #include "brrr/error.hpp"
 #include "brrr/scalar_ops.h"
 #include "cuda_test_util.hpp"
@@ -131,6 +132,47 @@ TEST(CudaGemmErrors, MissingBiasAndBadShape) {
   EXPECT_THROW(lt.run(GemmPrecision::kFp32, GemmEpilogue::kNone, {0, 8, 8}, buf.ptr(), buf.ptr(),
                       buf.ptr(), 0, s, "empty"),
                brrr::Error);
+}
+
+
+// GEMM weights as uploaded (host_cast, no device needed): a cast, and a transpose of the last two
+// axes by tiles on several threads, of shapes that do and do not fill whole tiles (batched too),
+// equal the element-by-element result; the same type is moved as bits (NaN payloads kept).
+TEST(CudaHostCast, TransposesAndCastsEveryElement) {
+  using brrr::DType;
+  using brrr::Tensor;
+  for (brrr::Shape s : {brrr::Shape{3, 70, 130}, brrr::Shape{1000, 3000}, brrr::Shape{64, 64}})
+    for (DType from : {DType::f32, DType::bf16, DType::f16})
+      for (DType to : {DType::f32, DType::bf16, DType::f16}) {
+        const int64_t rows = s[s.size() - 2], cols = s.back(), n = brrr::shape_numel(s);
+        Tensor x = Tensor::empty(from, s);
+        for (int64_t i = 0; i < n; ++i) {
+          const float v = std::sin(float(i) * 0.37f) * 100.f;
+          if (from == DType::f32) x.data<float>()[i] = v;
+          else if (from == DType::bf16) x.data<brrr::bf16>()[i] = brrr::bf16(v);
+          else x.data<brrr::f16>()[i] = brrr::f16(v);
+        }
+        if (from == DType::bf16) x.data<brrr::bf16>()[5].bits = 0x7f81;  // a NaN with a payload
+        Tensor t = host_cast(x, to, true), c = host_cast(x, to, false);
+        ASSERT_EQ(t.shape()[t.rank() - 2], cols);
+        auto at = [](const Tensor& u, int64_t i) -> float {
+          return u.dtype() == DType::f32 ? u.data<float>()[i]
+                 : u.dtype() == DType::bf16 ? float(u.data<brrr::bf16>()[i])
+                                             : float(u.data<brrr::f16>()[i]);
+        };
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t b = i / (rows * cols), r = i / cols % rows, q = i % cols;
+          const int64_t j = b * rows * cols + q * rows + r;
+          const float e = at(c, i), got = at(t, j);
+          bad += !(got == e || (std::isnan(got) && std::isnan(e)));
+        }
+        EXPECT_EQ(bad, 0) << brrr::shape_str(s) << " " << brrr::dtype_name(from) << " -> "
+                          << brrr::dtype_name(to);
+        if (from == to && from == DType::bf16) {
+          EXPECT_EQ(t.data<brrr::bf16>()[5 * rows].bits, 0x7f81);
+        }
+      }
 }
 
 #else

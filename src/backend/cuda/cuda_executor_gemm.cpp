@@ -16,8 +16,6 @@
 
 namespace brrr::cuda {
 
-namespace {
-
 // Host copy of a float32 tensor in the GEMM's element type (optionally transposed, [K,N] <- [N,K]).
 Tensor host_cast(const Tensor& src, DType to, bool transpose) {
   Tensor c = src.contiguous();
@@ -54,22 +52,38 @@ Tensor host_cast(const Tensor& src, DType to, bool transpose) {
     });
     return out;
   }
-  // out[b, q, r] = in[b, r, q], by 32 x 32 tiles so that reads and writes both stay in a few
-  // cache lines; the bands are runs of 32 input rows.
-  constexpr int64_t T = 32;
+  // out[b, q, r] = in[b, r, q], by 64 x 64 tiles so that reads and writes both stay in a few
+  // cache lines; the bands are runs of 64 input rows. The same type is moved as raw bits (a
+  // 16-bit model's tied lm_head: 262 M elements of Llama-1B, 2.9 s on 2 threads through floats
+  // with 4 KiB pages faulted in, 0.42 s as bits in a page-faulted buffer, in a stand-alone test).
+  constexpr int64_t T = 64;
   const int64_t batches = rows * cols != 0 ? n / (rows * cols) : 0, row_tiles = (rows + T - 1) / T;
-  for_bands(batches * row_tiles, bytes, size_t(8) << 20, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t b = t / row_tiles, r0 = t % row_tiles * T, r1 = std::min(rows, r0 + T);
-      const int64_t base = b * rows * cols;
-      for (int64_t q0 = 0; q0 < cols; q0 += T)
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t q = q0; q < std::min(cols, q0 + T); ++q)
-            write(base + q * rows + r, read(base + r * cols + q));
-    }
-  });
+  auto tiles = [&](auto move) {
+    for_bands(batches * row_tiles, bytes, size_t(8) << 20, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t b = t / row_tiles, r0 = t % row_tiles * T, r1 = std::min(rows, r0 + T);
+        const int64_t base = b * rows * cols;
+        for (int64_t q0 = 0; q0 < cols; q0 += T)
+          for (int64_t r = r0; r < r1; ++r)
+            for (int64_t q = q0; q < std::min(cols, q0 + T); ++q)
+              move(base + q * rows + r, base + r * cols + q);
+      }
+    });
+  };
+  if (from == to && dtype_size(to) == 2)
+    tiles([u = static_cast<const uint16_t*>(in), w = static_cast<uint16_t*>(o)](int64_t j, int64_t i) {
+      w[j] = u[i];
+    });
+  else if (from == to)
+    tiles([u = static_cast<const uint32_t*>(in), w = static_cast<uint32_t*>(o)](int64_t j, int64_t i) {
+      w[j] = u[i];
+    });
+  else
+    tiles([&](int64_t j, int64_t i) { write(j, read(i)); });
   return out;
 }
+
+namespace {
 
 // [rows, cols] -> [rows, cols_pad], the new columns zero (any element type).
 Tensor pad_columns(const Tensor& t, int64_t cols_pad) {

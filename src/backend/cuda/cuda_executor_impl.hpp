@@ -40,6 +40,11 @@ struct CopyStep {
 };
 
 // A MatMul / Gemm on cuBLASLt (or, with its neighbours, in a GEMM chain).
+// A GEMM weight as it is uploaded: in `to` (float32, bfloat16 or float16), and with its last two
+// axes swapped when `transpose` (B stored [N, K]); the tensor itself when nothing changes. By
+// bands on several threads (cuda_executor_gemm.cpp).
+Tensor host_cast(const Tensor& src, DType to, bool transpose);
+
 struct GemmStep {
   GemmPrecision prec = GemmPrecision::kFp32;
   GemmEpilogue epi = GemmEpilogue::kNone;
