@@ -40,7 +40,7 @@ struct Comparison {
   bool pass = false;
   std::string problem;     // dtype or shape mismatch; empty when the values were compared
   double max_abs = 0;      // max |got - expected| over finite pairs
-  double max_rel = 0;      // max |got - expected| / max(|expected|, tiny)
+  double max_rel = 0;      // max |got - expected| / |expected| where |expected| >= 1e-3 max|exp|
   double rel_l2 = 0;       // ||got - expected|| / ||expected|| over finite pairs (norm 1 if zero)
   double scale = 1;        // S used for atol (1 when scale_atol is off); max|exp| when it is on
   int64_t mismatches = 0;  // elements outside the criterion (non-finite mismatches included)

@@ -255,7 +255,7 @@ bool check_output(size_t i, const std::string& name, const Tensor& got, const Te
   }
   std::printf(
       "check %zu '%s': %s  rel L2 err %.3g, max abs err %.3g (%.3g of max|exp| %.3g), max rel "
-      "err %.3g  [%s criterion%s: %s]\n",
+      "err %.3g (where |exp| >= 1e-3 max|exp|)  [%s criterion%s: %s]\n",
       i, name.c_str(), c.pass ? "PASS" : "FAIL", c.rel_l2, c.max_abs, c.max_abs / c.scale, c.scale,
       c.max_rel, precision.c_str(), tol.l2 < 0 ? " (--rtol/--atol)" : "",
       criterion_str(expected, tol, c).c_str());

@@ -296,6 +296,17 @@ TEST(CliCheck, OutputPrecisionIsTheCoarsest) {
   EXPECT_EQ(cli::coarser_precision("fp16", "tf32"), "fp16");
 }
 
+// The max relative error counts only elements whose |expected| is at least a thousandth of
+// max|exp|: an error of 1e-6 on an expected 1e-30 (logits near zero) read 1e+24 before.
+TEST(CliCheck, MaxRelativeErrorSkipsNearZeroExpectedValues) {
+  Tensor expected = Tensor::from_vector<float>({4}, {4.0f, 1e-30f, -2.0f, 0.001f});
+  Tensor got = Tensor::from_vector<float>({4}, {4.004f, 1e-6f, -2.0f, 0.002f});
+  cli::Comparison c = cli::compare_tensors(got, expected, cli::default_tolerance("bf16"));
+  EXPECT_TRUE(c.pass);
+  EXPECT_NEAR(c.max_rel, 1e-3, 1e-6);  // 4.004 vs 4; 0.002 vs 0.001 (under 0.004) is left out
+  EXPECT_NEAR(c.max_abs, 0.004, 1e-6);  // the absolute error still counts every element
+}
+
 // Bool and integer outputs: exact, whatever the tolerance.
 TEST(CliCheck, BoolAndIntegersAreExact) {
   Tensor a = Tensor::from_vector<bool>({3}, {true, false, true});
