@@ -1534,7 +1534,8 @@ class Fuser {
     // A 16-bit result with a bias takes the erf GELU as the library's tanh-form GELU epilogue
     // (Target::gemm_gelu_erf_as_tanh_16bit: the two differ by at most 4.8e-4).
     const DType rt = g_.value(cur).dtype;
-    const bool erf_as_tanh = target_.gemm_gelu_erf_as_tanh_16bit && (G.k.bias >= 0 || has_c) &&
+    const bool erf_as_tanh = target_.gemm_gelu_erf_as_tanh_16bit &&
+                             (G.k.bias >= 0 || has_c || target_.gemm_gelu_without_bias) &&
                              G.k.sum < 0 && (rt == DType::bf16 || rt == DType::f16);
     if (erf_as_tanh && !post_ops) {
       // Also through a Reshape that keeps the rows (GPT-2's Conv1D: a 2-D Gemm, then its 3-D

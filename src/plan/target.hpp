@@ -83,6 +83,11 @@ struct Target {
   // Conv1D: a 2-D Gemm, then its 3-D view); the GEMM then writes the Reshape's value
   // (BRRR_CUDA_GELU_RESHAPE=0: off; GPT-2 small bf16 on the H200: 548 -> 480 us at batch 1).
   bool gemm_gelu_through_reshape = false;
+  // ... also on a GEMM with no bias (the executor adds a zero bias for cuBLASLt's GELU_BIAS): the
+  // dynamo export of a model whose biases are zero drops them (GPT-2 with random init: its
+  // c_fc GELU ran as a kernel of its own per layer, 1.14x torch.compile at batch 16). Opt-in
+  // (BRRR_CUDA_GELU_NO_BIAS=1) until a device run measures it.
+  bool gemm_gelu_without_bias = false;
   // Scaled dot-product attention (Q.K^T, scale, masks, softmax, P.V, with the head split and
   // merge as views) as one kernel for head dims up to this (plan/attention.hpp; CUDA's
   // device/attention.cuh; on unless BRRR_FUSED_ATTENTION=0). 0: no fused attention.

@@ -366,11 +366,12 @@ TEST(GeluEpilogue, CudaTakesTheErfGeluIntoSixteenBitGemmsOnly) {
 
 // GPT-2's MLP as its exports write it, in type t: a 2-D Gemm (Conv1D's addmm), the Reshape back
 // to [1, S, N], then the tanh GELU in eight nodes.
-Graph gpt2_gemm_gelu(DType t) {
+Graph gpt2_gemm_gelu(DType t, bool bias = true) {
   GraphBuilder b;
   auto c = [&](float v) { return b.constant("c" + std::to_string(b.count), Tensor::scalar<float>(v).cast(t)); };
   int x = b.input("x", {8, 32}, t);
-  int y = b.node("Gemm", {x, b.constant("w", rnd({32, 48}, 7, t)), b.constant("b", rnd({48}, 8, t))});
+  int w = b.constant("w", rnd({32, 48}, 7, t));
+  int y = bias ? b.node("Gemm", {x, w, b.constant("b", rnd({48}, 8, t))}) : b.node("Gemm", {x, w});
   int v = b.node("Reshape", {y, b.constant("shape", Tensor::from_vector<int64_t>({3}, {1, 8, 48}))});
   int half = b.node("Mul", {v, c(0.5f)});
   int cube = b.node("Mul", {b.node("Pow", {v, c(3.f)}), c(0.044715f)});
@@ -411,6 +412,23 @@ TEST(GeluEpilogue, CudaTakesGpt2sGeluThroughTheRowReshape) {
   EXPECT_EQ(off.plan.kernels[0].activation, "") << off.plan.print(off.graph);
 }
 
+// The dynamo export of GPT-2 with zero biases: a Gemm without C, then the Reshape and the tanh
+// GELU. With BRRR_CUDA_GELU_NO_BIAS=1 the GELU joins the GEMM (a zero bias in the executor);
+// by default it stays a kernel of its own.
+TEST(GeluEpilogue, CudaTakesTheGeluOfAGemmWithoutBiasWhenAsked) {
+  brrr_test::EnvVar reshape("BRRR_CUDA_GELU_RESHAPE", "1");
+  for (const char* on : {"0", "1"}) {
+    brrr_test::EnvVar flag("BRRR_CUDA_GELU_NO_BIAS", on);
+    Compiled c = compile(gpt2_gemm_gelu(DType::bf16, false), plan::Target::cuda(), {});
+    ASSERT_FALSE(c.plan.kernels.empty());
+    const bool fused = std::string(on) == "1";
+    EXPECT_EQ(c.plan.kernels[0].activation, fused ? "gelu_tanh" : "") << c.plan.print(c.graph);
+    size_t computing = 0;
+    for (const plan::Kernel& k : c.plan.kernels) computing += k.kind != plan::KernelKind::Copy;
+    EXPECT_EQ(computing, fused ? 1u : 2u) << c.plan.print(c.graph);
+  }
+}
+
 // On the device: the tanh epilogue's bf16 result equals the reference's erf GELU within bf16's
 // tolerance.
 TEST(GeluEpilogue, CudaDeviceMatchesTheReference) {
@@ -434,6 +452,12 @@ TEST(GeluEpilogue, CudaDeviceMatchesTheReference) {
   EXPECT_EQ(s2.plan_summary().find("host"), std::string::npos) << s2.plan_summary();
   EXPECT_EQ(s2.num_kernels("library"), 1) << s2.plan_summary();
   brrr_test::expect_outputs_close(s2.run(in2), run_reference(reference_graph(gpt2), in2), 2e-2, 2e-2, s2.plan_summary());
+  brrr_test::EnvVar no_bias("BRRR_CUDA_GELU_NO_BIAS", "1");  // the GEMM's epilogue on a zero bias
+  Graph nb = gpt2_gemm_gelu(DType::bf16, false);
+  Session s3(nb, o);
+  EXPECT_EQ(s3.num_kernels("library"), 1) << s3.plan_summary();
+  EXPECT_EQ(s3.num_kernels("fused"), 0) << s3.plan_summary();
+  brrr_test::expect_outputs_close(s3.run(in2), run_reference(reference_graph(nb), in2), 2e-2, 2e-2, s3.plan_summary());
 #endif
 }
 
