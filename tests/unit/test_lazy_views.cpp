@@ -148,7 +148,9 @@ TEST(LazyViews, CpuOptInMatchesTheReference) {
     }
     brrr_test::EnvVar on("BRRR_CPU_LAZY_VIEWS", "1");
     Session s(llama_glue(dt), so);
-    EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
+    // Without avx512_bf16 or AMX oneDNN takes no bf16 matmul: those run as reference kernels.
+    if (dt == DType::f32 || plan::cpu_precision_refusal("bf16").empty())
+      EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
     EXPECT_LT(s.num_kernels("fused") + s.num_kernels("copy") + s.num_kernels("library"), before)
         << s.plan_summary();
     std::vector<Tensor> got = s.run(some_ids());
