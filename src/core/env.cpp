@@ -57,8 +57,8 @@ const Switch kSwitches[] = {
     {"BRRR_CUDA_GELU_RESHAPE", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 lets a GELU reach a 16-bit GEMM's epilogue through a Reshape that keeps the rows "
      "(GPT-2's MLP); 0 keeps it a kernel of its own"},
-    {"BRRR_CUDA_GELU_NO_BIAS", Kind::Int, "0", "", 0, 1,
-     "CUDA (opt-in, not yet measured on a device): 1 lets a GELU reach a 16-bit GEMM's epilogue "
+    {"BRRR_CUDA_GELU_NO_BIAS", Kind::Int, "1", "", 0, 1,
+     "CUDA: 1 lets a GELU reach a 16-bit GEMM's epilogue "
      "when the GEMM has no bias (a zero bias is added; the dynamo export of a model whose biases "
      "are zero); 0 keeps it a kernel of its own"},
     {"BRRR_CONV_TUNE", Kind::Int, "0", "", 0, 1,

@@ -118,7 +118,7 @@ Target Target::cuda() {
   t.storage_16bit = true;
   t.gemm_gelu_erf_as_tanh_16bit = !env::flag("BRRR_NO_GEMM_GELU_16BIT");
   t.gemm_gelu_through_reshape = env::integer("BRRR_CUDA_GELU_RESHAPE") == 1;
-  t.gemm_gelu_without_bias = env::integer("BRRR_CUDA_GELU_NO_BIAS") == 1;
+  t.gemm_gelu_without_bias = env::integer("BRRR_CUDA_GELU_NO_BIAS") != 0;
   // On by default (BRRR_FUSED_ATTENTION=0 turns it off): with the Q/K/V merge, BERT-base bf16 on
   // an H200 ran 494 -> 434 us at batch 1 and 2.245 -> 1.642 ms at batch 32 (the merge alone
   // against both; scripts/gpu_tools/config_check.sh, docs/CUDA.md), and BERT-base and GPT-2 pass

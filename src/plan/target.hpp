@@ -85,8 +85,8 @@ struct Target {
   bool gemm_gelu_through_reshape = false;
   // ... also on a GEMM with no bias (the executor adds a zero bias for cuBLASLt's GELU_BIAS): the
   // dynamo export of a model whose biases are zero drops them (GPT-2 with random init: its
-  // c_fc GELU ran as a kernel of its own per layer, 1.14x torch.compile at batch 16). Opt-in
-  // (BRRR_CUDA_GELU_NO_BIAS=1) until a device run measures it.
+  // c_fc GELU ran as a kernel of its own per layer; on the H200, bf16: 481 -> 433 us at batch 1,
+  // 1.509 -> 1.225 ms at batch 16). BRRR_CUDA_GELU_NO_BIAS=0 turns it off.
   bool gemm_gelu_without_bias = false;
   // Scaled dot-product attention (Q.K^T, scale, masks, softmax, P.V, with the head split and
   // merge as views) as one kernel for head dims up to this (plan/attention.hpp; CUDA's

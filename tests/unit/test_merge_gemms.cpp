@@ -413,9 +413,9 @@ TEST(GeluEpilogue, CudaTakesGpt2sGeluThroughTheRowReshape) {
 }
 
 // The dynamo export of GPT-2 with zero biases: a Gemm without C, then the Reshape and the tanh
-// GELU. With BRRR_CUDA_GELU_NO_BIAS=1 the GELU joins the GEMM (a zero bias in the executor);
-// by default it stays a kernel of its own.
-TEST(GeluEpilogue, CudaTakesTheGeluOfAGemmWithoutBiasWhenAsked) {
+// GELU. The GELU joins the GEMM (a zero bias in the executor); with BRRR_CUDA_GELU_NO_BIAS=0 it
+// stays a kernel of its own.
+TEST(GeluEpilogue, CudaTakesTheGeluOfAGemmWithoutBias) {
   brrr_test::EnvVar reshape("BRRR_CUDA_GELU_RESHAPE", "1");
   for (const char* on : {"0", "1"}) {
     brrr_test::EnvVar flag("BRRR_CUDA_GELU_NO_BIAS", on);
