@@ -8,6 +8,7 @@
 #include "backend/cpu/library.hpp"
 #include "brrr/reference.hpp"
 #include "dnnl_flag.hpp"
+#include "env_var.hpp"
 #include "expect_outputs.hpp"
 #include "brrr/passes.hpp"
 #include "brrr/session.hpp"
@@ -151,6 +152,46 @@ TEST(CpuMatMul, ExportedErfGeluIsAPostOp) {
                       : b.node("Mul", {b.node("Mul", {h, b.scalar(0.5f)}), one_plus});
     b.output(y);
     expect_one_library_kernel(b.g);
+  }
+}
+
+// A weight row pitch that is a multiple of 4 KiB is padded by 64 bytes (cache-set conflicts);
+// other pitches, few rows, and the switch off keep it.
+TEST(CpuMatMul, WeightPitchPaddedOffMultiplesOf4KiB) {
+  EXPECT_EQ(cpu::padded_weight_pitch(768, 3072, 4), 3088);  // BERT's MLP up-projection
+  EXPECT_EQ(cpu::padded_weight_pitch(768, 1024, 4), 1040);
+  EXPECT_EQ(cpu::padded_weight_pitch(2048, 2048, 2), 2080);  // 16-bit: 4 KiB is 2048 elements
+  EXPECT_EQ(cpu::padded_weight_pitch(768, 768, 4), 768);
+  EXPECT_EQ(cpu::padded_weight_pitch(768, 2304, 4), 2304);
+  EXPECT_EQ(cpu::padded_weight_pitch(768, 1536, 2), 1536);
+  EXPECT_EQ(cpu::padded_weight_pitch(32, 3072, 4), 3072);  // few rows
+  brrr_test::EnvVar off("BRRR_NO_WEIGHT_PITCH_PAD", "1");
+  EXPECT_EQ(cpu::padded_weight_pitch(768, 3072, 4), 3072);
+}
+
+// The padded pitch in a model: MatMul + bias + erf GELU on a [128, 1024] weight, as the first
+// row of the README's BERT MLP, equal to the reference with the pad and without.
+TEST(CpuMatMul, PaddedWeightPitchMatchesTheReference) {
+  for (const char* off : {"0", "1"}) {
+    brrr_test::EnvVar flag("BRRR_NO_WEIGHT_PITCH_PAD", off);
+    for (bool transposed : {false, true}) {
+      GraphBuilder b;
+      int x = b.input("x", {2, 70, 128});
+      int w = transposed ? b.node("Transpose", {b.constant("w", rnd({1024, 128}, 30))},
+                                  {{"perm", std::vector<int64_t>{1, 0}}})
+                         : b.constant("w", rnd({128, 1024}, 30));
+      int h = b.node("Add", {b.node("MatMul", {x, w}), b.constant("bias", rnd({1024}, 31))});
+      int one_plus = b.node("Add", {b.node("Erf", {b.node("Div", {h, b.scalar(1.41421356f)})}),
+                                    b.scalar(1.f)});
+      b.output(b.node("Mul", {b.node("Mul", {h, one_plus}), b.scalar(0.5f)}));
+      std::map<std::string, Tensor> in{{"x", rnd({2, 70, 128}, 32)}};
+      Session s(b.g, SessionOptions{});
+      std::vector<Tensor> got;
+      for (int r = 0; r < 2; ++r) got = s.run(in);
+      brrr_test::expect_outputs_close(got, run_reference(s.graph(), in), 1e-4, 1e-4,
+                                      s.plan_summary());
+      if (brrr_test::kDnnl) EXPECT_GE(s.num_kernels("library"), 1) << s.plan_summary();
+    }
   }
 }
 

@@ -79,6 +79,13 @@ bool blocked_layouts_enabled();
 // BRRR_DISABLE_WINOGRAD is set to something other than "0".
 bool winograd_enabled();
 
+// The row pitch, in elements, of a prepacked plain weight of `rows` rows of `pitch` elements of
+// `esize` bytes: padded by 64 bytes when the pitch is a multiple of 4 KiB and there are 64 rows
+// or more (BRRR_NO_WEIGHT_PITCH_PAD=1: never), else `pitch`. Rows 4 KiB apart fall into the same
+// cache sets: on an AVX2 EPYC, 2 threads, oneDNN 2.6's gemm:jit ran [197,768]x[768,3072] at 55
+// GFLOP/s and at 71 with the pitch padded (N = 1024, 2048, 4096 alike; 768, 1536, 2304 not).
+int64_t padded_weight_pitch(int64_t rows, int64_t pitch, size_t esize);
+
 // A ready-to-run primitive for a Library kernel, or nullptr when the library cannot do this case
 // (the session then runs the kernel's nodes with their reference kernels).
 std::unique_ptr<LibraryKernel> make_library_kernel(const Graph& g, const plan::Kernel& k,

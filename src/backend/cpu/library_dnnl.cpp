@@ -8,8 +8,8 @@
 
 #ifdef BRRR_HAVE_DNNL
 #include "backend/cpu/dnnl_util.hpp"
-#include "core/env.hpp"
 #endif
+#include "core/env.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -18,6 +18,12 @@
 #include <vector>
 
 namespace brrr::cpu {
+
+int64_t padded_weight_pitch(int64_t rows, int64_t pitch, size_t esize) {
+  if (rows < 64 || (int64_t(esize) * pitch) % 4096 != 0 || env::flag("BRRR_NO_WEIGHT_PITCH_PAD"))
+    return pitch;
+  return pitch + int64_t(64 / esize);
+}
 
 #ifdef BRRR_HAVE_DNNL
 namespace {
@@ -154,6 +160,23 @@ dnnl::memory pack_weights(const Graph& g, int v, const void* data, const dnnl::m
   return packed;
 }
 
+// The plain layout `md` (a prepacked weight oneDNN chose as rows, no inner blocks) with the row
+// pitch padded_weight_pitch gives, or `md` itself.
+dnnl::memory::desc pitch_padded(const dnnl::memory::desc& md, size_t esize) {
+  const dnnl_memory_desc_t& c = md.data;
+  if (c.format_kind != dnnl_blocked || c.ndims != 2 || c.format_desc.blocking.inner_nblks != 0)
+    return md;
+  const dnnl_dims_t& st = c.format_desc.blocking.strides;
+  const int outer = st[0] >= st[1] ? 0 : 1, inner = 1 - outer;
+  if (st[inner] != 1 || st[outer] != c.dims[inner]) return md;
+  const int64_t pitch = padded_weight_pitch(c.dims[outer], st[outer], esize);
+  if (pitch == st[outer]) return md;
+  dims strides(2);
+  strides[inner] = 1;
+  strides[outer] = pitch;
+  return dnnl::memory::desc(dims(c.dims, c.dims + 2), md.data_type(), strides);
+}
+
 }  // namespace
 
 SharedPacks::SharedPacks() : impl_(std::make_unique<Impl>()), prev_(t_packs) { t_packs = impl_.get(); }
@@ -256,6 +279,18 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
       pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(asrc, bany, biasmd, omd), attr, engine());
     } else {
       pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(asrc, bany, omd), attr, engine());
+    }
+    if (prepack) {
+      const dnnl::memory::desc padded = pitch_padded(pd.weights_desc(), math == dt::f32 ? 4 : 2);
+      if (padded != pd.weights_desc()) {
+        try {
+          pd = vbias >= 0 ? dnnl::matmul::primitive_desc(
+                                dnnl::matmul::desc(asrc, padded, biasmd, omd), attr, engine())
+                          : dnnl::matmul::primitive_desc(dnnl::matmul::desc(asrc, padded, omd),
+                                                         attr, engine());
+        } catch (const dnnl::error&) {  // no kernel takes that pitch: the chosen layout stays
+        }
+      }
     }
     if (narrow && is_reference_impl(pd)) return nullptr;  // no fast narrow kernel: float32
     // 16-bit data without a fast kernel: still oneDNN's reference matmul (float32 accumulation),
