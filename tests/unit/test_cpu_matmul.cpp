@@ -169,8 +169,9 @@ TEST(CpuMatMul, WeightPitchPaddedOffMultiplesOf4KiB) {
   EXPECT_EQ(cpu::padded_weight_pitch(768, 3072, 4), 3072);
 }
 
-// The padded pitch in a model: MatMul + bias + erf GELU on a [128, 1024] weight, as the first
-// row of the README's BERT MLP, equal to the reference with the pad and without.
+// The padded pitch in a model: MatMul + bias + erf GELU (an MLP up-projection) on a [128, 1024]
+// weight (a 4 KiB fp32 pitch), stored as is and transposed, equal to the reference with the pad
+// and without.
 TEST(CpuMatMul, PaddedWeightPitchMatchesTheReference) {
   for (const char* off : {"0", "1"}) {
     brrr_test::EnvVar flag("BRRR_NO_WEIGHT_PITCH_PAD", off);

@@ -276,18 +276,19 @@ std::unique_ptr<DnnlMatMul> make_matmul(const Graph& g, const plan::GemmDesc* d,
       dims bias_d(r, 1);
       bias_d[r - 1] = os.back();
       biasmd = dnnl::memory::desc(bias_d, store, strides_of(bias_d, false));
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(asrc, bany, biasmd, omd), attr, engine());
-    } else {
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(asrc, bany, omd), attr, engine());
     }
+    auto matmul_pd = [&](const dnnl::memory::desc& weights) {
+      return vbias >= 0 ? dnnl::matmul::primitive_desc(
+                              dnnl::matmul::desc(asrc, weights, biasmd, omd), attr, engine())
+                        : dnnl::matmul::primitive_desc(dnnl::matmul::desc(asrc, weights, omd),
+                                                       attr, engine());
+    };
+    pd = matmul_pd(bany);
     if (prepack) {
       const dnnl::memory::desc padded = pitch_padded(pd.weights_desc(), math == dt::f32 ? 4 : 2);
       if (padded != pd.weights_desc()) {
         try {
-          pd = vbias >= 0 ? dnnl::matmul::primitive_desc(
-                                dnnl::matmul::desc(asrc, padded, biasmd, omd), attr, engine())
-                          : dnnl::matmul::primitive_desc(dnnl::matmul::desc(asrc, padded, omd),
-                                                         attr, engine());
+          pd = matmul_pd(padded);
         } catch (const dnnl::error&) {  // no kernel takes that pitch: the chosen layout stays
         }
       }
