@@ -297,9 +297,10 @@ void run_doctor(const DoctorArgs& a) {
       if (dopts.precision_refusal.empty()) dopts.precision_refusal = e.what();
     }
   }
-  // On the CPU each precision's library kernels are timed alone in the plan profiled (fused or
-  // not), for the faster-units price (--compare checks its own: the fused plan's).
-  if (a.backend == "cpu" && a.precision == "fp32" && !a.compare)
+  // Each precision's library kernels are timed alone in the plan profiled (fused or not), for the
+  // faster-units price (--compare checks its own: the fused plan's): on the CPU one by one, on the
+  // GPU on the device's timeline of that plan.
+  if (a.backend != "reference" && a.precision == "fp32" && !a.compare)
     for (const auto& prec : dopts.precisions) {
       try {
         Prepared u = prepare(loaded, opts, a.backend, fused ? 1 : 0, threads, prec);

@@ -125,6 +125,79 @@ TEST(DoctorCudaRules, StaticPlanIsInEffectWhenTheRunIsAGraph) {
     }
 }
 
+// On the device's own timeline (CUPTI) a kernel's time holds no launch: a CUDA graph keeps the
+// kernel times and turns the idle gaps into at most one probed graph-node time per GPU activity.
+TEST(DoctorCudaRules, StaticPlanOnTheDeviceTimelineKeepsKernelTimesAndPricesGraphNodes) {
+  Ceilings c = h200_like();
+  RunProfile p;
+  p.backend = "cuda";
+  p.timing_source = "CUPTI activity records of the eager runs";
+  for (int i = 0; i < 10; ++i) p.kernels.push_back(rec("fused", 100, 4096, 0.003));
+  p.kernels[0].kind = "library";
+  p.kernels[0].gpu_activities = 3;  // a library call of three kernels: three graph nodes
+  p.wall_ms = 0.06;                 // 0.03 ms of kernels, 0.03 ms of idle gaps
+  auto static_plan = [&](const Report& r) {
+    for (const auto& rm : r.remedies)
+      if (rm.name == "static_plan") return rm;
+    ADD_FAILURE() << "no static_plan remedy";
+    return Remedy{};
+  };
+  Remedy s = static_plan(diagnose(p, c));
+  EXPECT_FALSE(s.in_effect);
+  // 12 nodes at 0.5 us keep 0.006 ms of the 0.03 ms of gaps: the kernels' own 0.03 ms stays.
+  EXPECT_NEAR(s.gain_ms, 0.03 - 12 * 0.0005, 1e-9);
+  EXPECT_NEAR(s.predicted_ms, 0.03 + 0.006, 1e-9);
+  EXPECT_NE(s.detail.find("12 GPU activities"), std::string::npos) << s.detail;
+  // Gaps already below a graph node each: nothing to gain (not the launch costs again).
+  p.wall_ms = 0.033;
+  EXPECT_NEAR(static_plan(diagnose(p, c)).gain_ms, 0, 1e-12);
+  // Timed from the host (the event fallback) each kernel holds its launch, which a graph replaces.
+  p.timing_source = "CUDA events (fallback: no CUPTI)";
+  for (auto& k : p.kernels) k.time_ms = 0.01;
+  p.wall_ms = 0.13;
+  EXPECT_NEAR(static_plan(diagnose(p, c)).gain_ms, 10 * (0.0037 - 0.0005) + 0.03, 1e-9);
+}
+
+// At a 16-bit precision the GPU stores the whole model in 16 bits: a float32 library GEMM moves
+// to the Tensor Cores (priced at its time in the 16-bit plan where that was timed), and a
+// memory-bound generated kernel moves half its bytes.
+TEST(DoctorCudaRules, SixteenBitPrecisionHalvesTheMemoryBoundKernelsAndPricesGemmsAtTheirTwin) {
+  Ceilings c = h200_like();
+  c.peak_gflops.erase("tf32");
+  c.peak_gflops.erase("fp16");
+  RunProfile p;
+  p.backend = "cuda";
+  p.timing_source = "CUPTI activity records of the CUDA-graph replays";
+  KernelRecord gemm = rec("library", 2.0 * 512 * 4096 * 4096, 4096.0 * 4096 * 4, 0.8);
+  gemm.name = "k0_matmul";
+  gemm.ops = {"MatMul"};
+  gemm.nodes = {"mm"};
+  gemm.precision = "fp32";
+  gemm.graph_node = true;
+  KernelRecord add = rec("fused", 1e6, 400e6, 0.2);  // 400 MB at 4 TB/s: 0.1 ms, memory-bound
+  add.name = "k1_add";
+  add.nodes = {"add"};
+  add.graph_node = true;
+  p.kernels = {gemm, add};
+  p.wall_ms = 1.0;
+  DoctorOptions o;
+  o.precisions = {"bf16"};
+  KernelRecord twin = gemm;
+  twin.precision = "bf16";
+  twin.samples_ms = {0.1, 0.1, 0.1};
+  twin.time_ms = 0.1;
+  o.unit_kernels["bf16"] = {twin};
+  Report r = diagnose(p, c, o);
+  const Remedy* u = nullptr;
+  for (const auto& rm : r.remedies)
+    if (rm.name == "faster_units") u = &rm;
+  ASSERT_NE(u, nullptr);
+  // The GEMM: 0.8 -> 0.1 ms; the add: half of its 0.2 ms less its 0.5 us node.
+  EXPECT_NEAR(u->gain_ms, 0.7 + 0.5 * (0.2 - 0.0005), 1e-9);
+  EXPECT_EQ(u->action, "--precision bf16");
+  EXPECT_NE(u->detail.find("1 memory-bound kernel stores 16 bits"), std::string::npos) << u->detail;
+}
+
 TEST(DoctorCudaRules, CeilingsJsonKeepsTheGpuFields) {
   Ceilings c = h200_like();
   Ceilings d = ceilings_from_json(ceilings_to_json(c));

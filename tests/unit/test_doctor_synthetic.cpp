@@ -618,15 +618,17 @@ TEST(DoctorRemedies, FasterUnitsUsesFastestAcceptedPrecision) {
   EXPECT_EQ(u.kernels, (std::vector<std::string>{"gemm"}));
   EXPECT_NE(u.detail.find("not library GEMMs"), std::string::npos) << u.detail;
   EXPECT_EQ(r.verdict.regime, Regime::compute);
-  // A float32 library conv takes TF32 math under any --precision but fp32 (cuDNN): at 2 TFLOP/s
-  // its 2 ms floor halves.
+  // A float32 library conv moves with the model to 16 bits (cuDNN's bf16 convs) like the GEMM;
+  // at tf32 it takes TF32 math: at 2 TFLOP/s the 2 ms floors halve.
   auto conv = gemm;
   conv.name = "conv";
   conv.ops = {"Conv"};
   p.kernels.push_back(conv);
   p.wall_ms += 4.0;
   Report rc = diagnose(p, c, {.precisions = {"bf16"}});
-  EXPECT_NEAR(find(rc.remedies, "faster_units").gain_ms, (4.0 - fixed) * (0.75 + 0.5), 1e-9);
+  EXPECT_NEAR(find(rc.remedies, "faster_units").gain_ms, (4.0 - fixed) * (0.75 + 0.75), 1e-9);
+  Report rt = diagnose(p, c, {.precisions = {"tf32"}});
+  EXPECT_NEAR(find(rt.remedies, "faster_units").gain_ms, (4.0 - fixed) * (0.5 + 0.5), 1e-9);
   p.kernels.pop_back();
   p.wall_ms -= 4.0;
   // The CPU's validation accepts no precision: no faster unit, and the action says why.

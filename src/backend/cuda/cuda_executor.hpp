@@ -41,6 +41,11 @@ class CudaExecutor final : public Executor {
   RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps) override;
   std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
                                 const std::function<void()>& between) override;
+  // On the device's timeline (CUPTI) each kernel's time is its own, not shared with the host or
+  // other kernels: the profile's kernels are those times. Without CUPTI: none (event-timed eager
+  // launches hold launch costs that would price a remedy wrongly).
+  std::vector<KernelRecord> time_library_kernels_alone(const std::map<std::string, Tensor>& inputs,
+                                                       int reps) override;
   std::string summary() const override;
   MemoryStats memory() const override;
   bool graph_active() const;
