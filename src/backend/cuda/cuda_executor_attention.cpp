@@ -24,7 +24,7 @@ namespace brrr::cuda {
 
 namespace {
 
-constexpr int kRowsPerBlock = 16;     // BRRR_ATTN_BQ
+constexpr int kRowsPerBlock = 8;      // BRRR_ATTN_BQ
 constexpr int kThreads = 128;         // BRRR_ATTN_WARPS warps
 constexpr int kMmaRowsPerBlock = 32;  // BRRR_ATTN_MMA_BQ
 constexpr int kMmaThreads = 64;       // BRRR_ATTN_MMA_WARPS warps
