@@ -12,6 +12,7 @@
 
 #include "backend/cuda/cudnn_api.hpp"
 #include "backend/cuda/cudnn_conv.hpp"
+#include "core/env.hpp"
 
 // The frontend calls cuDNN through the library brrr loaded (cudnn_api.cpp), never a link-time
 // libcudnn: with dynamic loading it resolves every backend symbol from this handle.
@@ -126,6 +127,14 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::make(const CudnnContext& ctx, const SdpaGe
     if (w = check(gr.build_operation_graph(impl->handle), "operation graph"); !w.empty()) return no(w);
     if (w = check(gr.create_execution_plans({fe::HeurMode_t::A}), "heuristics"); !w.empty())
       return no(w);
+    // An engine that compiles at run time runs NVRTC in this process, and NVRTC in a process
+    // that drives the GPU damages libcuda's small-object allocator: the crash shows at a later
+    // module load (docs/CUDA.md, issue 14; brrr's own kernels compile in a forked child for that
+    // reason). On the H200 `brrr doctor --compare` crashed there 3 times in 8 runs, in
+    // cuLibraryLoadData right after cuDNN built its SDPA engine. Such engines are left out unless
+    // BRRR_CUDNN_RUNTIME_COMPILED=1.
+    if (env::integer("BRRR_CUDNN_RUNTIME_COMPILED") == 0)
+      gr.deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
     if (w = check(gr.check_support(impl->handle), "support"); !w.empty()) return no(w);
     if (w = check(gr.build_plans(impl->handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "plan");
         !w.empty())
