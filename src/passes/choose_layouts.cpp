@@ -34,12 +34,12 @@ cpu::Layouts choose_layouts(const Graph& g, const plan::Plan& p) {
   if (cpu::blocked_layouts_enabled())
     for (size_t v = 0; v < nv; ++v)
       if (layouts[v] == cpu::kNHWC &&
-          (!unpadded[v] || g.values[v].shape[1] % cpu::kChannelBlock == 0))
-        layouts[v] = cpu::kBlocked16;
+          (!unpadded[v] || g.values[v].shape[1] % cpu::channel_block() == 0))
+        layouts[v] = cpu::kBlocked;
   // Values tied to one layout share it: the blocked ones step down to NHWC where a member cannot
   // be blocked, then NHWC ones to NCHW where a member cannot be NHWC (H*W == 1 values are the same
   // bytes in every layout).
-  for (char from : {cpu::kBlocked16, cpu::kNHWC})
+  for (char from : {cpu::kBlocked, cpu::kNHWC})
     for (bool changed = true; changed;) {
       changed = false;
       for (const auto& t : ties) {

@@ -86,7 +86,7 @@ class CpuExecutor final : public Executor {
   std::vector<bool> aliased;  // per kernel: a copy whose output is its input's buffer (no work)
   int num_aliased = 0;
   int num_nhwc = 0;     // values stored NHWC between library kernels
-  int num_blocked = 0;  // ...and channel-blocked (nChw16c)
+  int num_blocked = 0;  // ...and channel-blocked (nChw16c or nChw8c)
   Layouts layouts;      // per value (choose_layouts)
 
   void build();
@@ -166,7 +166,7 @@ void CpuExecutor::add_twin(size_t i) {
 void CpuExecutor::choose_layouts() {
   layouts = brrr::choose_layouts(g, plan);
   num_nhwc = int(std::count(layouts.begin(), layouts.end(), cpu::kNHWC));
-  num_blocked = int(std::count(layouts.begin(), layouts.end(), cpu::kBlocked16));
+  num_blocked = int(std::count(layouts.begin(), layouts.end(), cpu::kBlocked));
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const plan::Kernel& k = plan.kernels[i];
     if (k.kind != KernelKind::Library) continue;
@@ -673,8 +673,8 @@ std::string CpuExecutor::summary() const {
                      num_aliased);
   if (num_nhwc) s += fmt::format("layout: {} value(s) kept NHWC between library kernels\n", num_nhwc);
   if (num_blocked)
-    s += fmt::format("layout: {} value(s) kept channel-blocked (nChw16c) between library kernels\n",
-                     num_blocked);
+    s += fmt::format("layout: {} value(s) kept channel-blocked (nChw{}c) between library kernels\n",
+                     num_blocked, cpu::channel_block());
   if (const PlanBinaries* pb = opts.plan_binaries.get(); pb && !pb->record)
     s += fmt::format("plan file: {} generated module(s) and {} packed weight(s) taken from it\n",
                      pb->modules_used, pb->weights_used);

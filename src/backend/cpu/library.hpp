@@ -54,22 +54,27 @@ class LibraryKernel {
 
 // Rank-4 activations between library kernels may be stored in another layout than the graph's
 // NCHW, so that a chain of convs and pools needs no reorders: NHWC (what oneDNN's brgconv kernels
-// use), or channel-blocked nChw16c ([N][ceil(C/16)][H][W][16], ONNX Runtime's NCHWc), on which
-// oneDNN has its AVX-512 direct, 1x1 and Winograd convolutions. layouts[v] is the Layout of value
-// v; empty means all NCHW. Values with H*W == 1 are the same bytes in all three. A blocked value
-// whose C is not a multiple of 16 is padded with zero channels (oneDNN's own convention).
-enum Layout : char { kNCHW = 0, kNHWC = 1, kBlocked16 = 2 };  // in order of preference
-constexpr int64_t kChannelBlock = 16;
+// use), or channel-blocked nChw<B>c ([N][ceil(C/B)][H][W][B], ONNX Runtime's NCHWc), on which
+// oneDNN has its direct, 1x1 and (AVX-512) Winograd convolutions: B = channel_block(), 16 with
+// AVX-512, 8 with AVX2 (oneDNN 2.6's jit:avx2 convs take nChw8c and nothing else fast: from NHWC
+// each ResNet-50 conv reordered its input and output, 122 reorders, 15.9 of ~140 ms a run, on a
+// 2-core AVX2 EPYC). layouts[v] is the Layout of value v; empty means all NCHW. Values with
+// H*W == 1 are the same bytes in all three. A blocked value whose C is not a multiple of B is
+// padded with zero channels (oneDNN's own convention).
+enum Layout : char { kNCHW = 0, kNHWC = 1, kBlocked = 2 };  // in order of preference
+constexpr int64_t kMaxChannelBlock = 16;
+// The channels of a block of the blocked layout on this CPU: 16 or 8.
+int64_t channel_block();
 using Layouts = std::vector<char>;
 inline char layout_of(const Layouts& l, int v) {
   return v >= 0 && size_t(v) < l.size() ? l[size_t(v)] : char(kNCHW);
 }
 inline bool is_nhwc(const Layouts& l, int v) { return layout_of(l, v) == kNHWC; }
-inline bool is_blocked(const Layouts& l, int v) { return layout_of(l, v) == kBlocked16; }
+inline bool is_blocked(const Layouts& l, int v) { return layout_of(l, v) == kBlocked; }
 // Bytes of value v's buffer in its layout (blocked channels padded to whole blocks).
 size_t value_bytes(const Graph& g, int v, const Layouts& l);
 
-// Whether to use channel-blocked layouts: with oneDNN on a CPU with AVX-512, unless
+// Whether to use channel-blocked layouts: with oneDNN on a CPU with AVX-512 or AVX2, unless
 // BRRR_CONV_LAYOUT is "nhwc" or "plain" (for comparison); BRRR_CONV_LAYOUT=blocked forces them.
 bool blocked_layouts_enabled();
 

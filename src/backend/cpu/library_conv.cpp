@@ -69,9 +69,11 @@ class DnnlConv : public LibraryKernel {
   }
 };
 
+tag blocked_tag() { return channel_block() == 16 ? tag::nChw16c : tag::nChw8c; }
+
 tag user_tag(const Layouts& l, int v) {
   char t = layout_of(l, v);
-  return t == kNHWC ? tag::nhwc : t == kBlocked16 ? tag::nChw16c : tag::nchw;
+  return t == kNHWC ? tag::nhwc : t == kBlocked ? blocked_tag() : tag::nchw;
 }
 
 // oneDNN's reference implementations are orders of magnitude slower than its jit ones.
@@ -111,8 +113,8 @@ std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d
   // is slower here); a blocked input too, unless the output is not blocked (then the input is
   // reordered for the NHWC kernel). Otherwise oneDNN chooses and the ports reorder.
   bool blocked = is_blocked(layouts, vout);
-  tag src_tag = plain ? tag::nchw : blocked && is_blocked(layouts, vx) ? tag::nChw16c : tag::any;
-  tag dst_tag = plain ? tag::nchw : blocked ? tag::nChw16c : tag::any;
+  tag src_tag = plain ? tag::nchw : blocked && is_blocked(layouts, vx) ? blocked_tag() : tag::any;
+  tag dst_tag = plain ? tag::nchw : blocked ? blocked_tag() : tag::any;
   try {
     dnnl::memory::desc xmd(xd, store, user_tag(layouts, vx)),
         omd(od, store, user_tag(layouts, vout));
@@ -206,13 +208,21 @@ std::unique_ptr<LibraryKernel> make_dnnl_conv(const Graph& g, const plan::Kernel
   return make_conv(g, d, layouts, dt::f32);
 }
 
+namespace {
+// dnnl_cpu_isa_<isa>'s bits are set in every ISA oneDNN dispatches to that extends it.
+bool has_isa(unsigned isa) { return (unsigned(dnnl_get_effective_cpu_isa()) & isa) == isa; }
+}  // namespace
+
 bool blocked_layouts_enabled() {
   std::string l = env::text("BRRR_CONV_LAYOUT");
   if (l == "nhwc" || l == "plain") return false;
   if (l == "blocked") return true;
-  // dnnl_cpu_isa_avx512_core's bits: set in every AVX-512 (core) ISA oneDNN dispatches to.
-  constexpr unsigned kAvx512Core = dnnl_cpu_isa_avx512_core;
-  return (unsigned(dnnl_get_effective_cpu_isa()) & kAvx512Core) == kAvx512Core;
+  return has_isa(dnnl_cpu_isa_avx512_core) || has_isa(dnnl_cpu_isa_avx2);
+}
+
+int64_t channel_block() {
+  static const int64_t b = has_isa(dnnl_cpu_isa_avx512_core) ? 16 : 8;
+  return b;
 }
 
 bool winograd_enabled() {
@@ -236,9 +246,9 @@ struct Addr {
   char l;
   int64_t operator()(int64_t n, int64_t c, int64_t h, int64_t w) const {
     if (l == kNHWC) return ((n * H + h) * W + w) * C + c;
-    if (l == kBlocked16) {
-      int64_t cb = (C + kChannelBlock - 1) / kChannelBlock;
-      return (((n * cb + c / kChannelBlock) * H + h) * W + w) * kChannelBlock + c % kChannelBlock;
+    if (l == kBlocked) {
+      const int64_t B = channel_block(), cb = (C + B - 1) / B;
+      return (((n * cb + c / B) * H + h) * W + w) * B + c % B;
     }
     return ((n * C + c) * H + h) * W + w;
   }
@@ -320,7 +330,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel
   try {
     dnnl::memory::desc xmd(xd, dt::f32, user_tag(layouts, vx)),
         omd(od, dt::f32, user_tag(layouts, vout));
-    // oneDNN pools between two layouts (NCHW in, nChw16c out: a generated kernel feeds a pool
+    // oneDNN pools between two layouts (NCHW in, blocked out: a generated kernel feeds a pool
     // whose consumer is blocked) only with its reference kernel, 20-90 ms on squeezenet1_1's pools
     // planned one kernel per op; the input is reordered to the output's layout first instead.
     const dnnl::memory::desc pool_x =

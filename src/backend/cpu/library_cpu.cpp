@@ -57,7 +57,7 @@ class RowMeanKernel : public LibraryKernel {
   float scale = 1;
 
   int64_t channels = 0, images = 0;  // NHWC input: [images, cols, channels]
-  bool blocked = false;              // ...or blocked: [images, channels / 16, cols, 16]
+  bool blocked = false;              // ...or blocked: [images, channels / B, cols, B]
   bool par = false;                  // big enough to split over the pool's threads
 
   // Loops over units, on the pool when `par`; every output sums its inputs in the same order
@@ -73,13 +73,13 @@ class RowMeanKernel : public LibraryKernel {
   void run(void* const* slots) override {
     const float* x = static_cast<const float*>(slots[in]);
     float* y = static_cast<float*>(slots[out]);
-    if (blocked) {  // a row of 16 lanes per pixel of each (image, channel block)
-      constexpr int64_t B = kChannelBlock;
+    if (blocked) {  // a row of B lanes per pixel of each (image, channel block)
+      const int64_t B = channel_block();
       const int64_t nb = (channels + B - 1) / B;
       units(images * nb, [&](int64_t lo, int64_t hi) {
         for (int64_t ib = lo; ib < hi; ++ib) {
           const float* xb = x + ib * cols * B;
-          float acc[B] = {};
+          float acc[kMaxChannelBlock] = {};
           for (int64_t p = 0; p < cols; ++p)
 #pragma omp simd
             for (int64_t c = 0; c < B; ++c) acc[c] += xb[p * B + c];
@@ -142,24 +142,21 @@ class ChannelScaleKernel : public LibraryKernel {
     float* yp = static_cast<float*>(slots[out]);
     // (image, row) pairs split over the threads: a row is one pixel's channels (NHWC), one
     // channel's pixels (NCHW) or one channel block's pixels (blocked).
-    const bool nhwc = layout == kNHWC, blocked = layout == kBlocked16;
-    int64_t per = nhwc      ? pixels
-                  : blocked ? (channels + kChannelBlock - 1) / kChannelBlock
-                            : channels;
-    int64_t len = nhwc ? channels : blocked ? pixels * kChannelBlock : pixels;
+    const bool nhwc = layout == kNHWC, blocked = layout == kBlocked;
+    const int64_t B = channel_block();
+    int64_t per = nhwc ? pixels : blocked ? (channels + B - 1) / B : channels;
+    int64_t len = nhwc ? channels : blocked ? pixels * B : pixels;
     auto body = [&](int64_t lo, int64_t hi) {
       for (int64_t ir = lo; ir < hi; ++ir) {
         int64_t i = ir / per, r = ir % per;
         const float* xr = xp + ir * len;
         float* yr = yp + ir * len;
         if (blocked) {  // padding lanes (past the last channel) are scaled by 0: they stay 0
-          float si[kChannelBlock] = {};
-          for (int64_t c = 0; c < kChannelBlock && r * kChannelBlock + c < channels; ++c)
-            si[c] = sp[i * channels + r * kChannelBlock + c];
+          float si[kMaxChannelBlock] = {};
+          for (int64_t c = 0; c < B && r * B + c < channels; ++c) si[c] = sp[i * channels + r * B + c];
           for (int64_t p = 0; p < pixels; ++p)
 #pragma omp simd
-            for (int64_t c = 0; c < kChannelBlock; ++c)
-              yr[p * kChannelBlock + c] = xr[p * kChannelBlock + c] * si[c];
+            for (int64_t c = 0; c < B; ++c) yr[p * B + c] = xr[p * B + c] * si[c];
         } else if (nhwc) {
           const float* si = sp + i * channels;
 #pragma omp simd
@@ -235,7 +232,7 @@ std::unique_ptr<LibraryKernel> make_cpu_kernel(const Graph& g, const plan::Kerne
       const Value& iv = g.value(v);
       if (iv.dtype != ov.dtype || iv.shape.size() != ov.shape.size()) return nullptr;
       if (is_blocked(layouts, vout) &&
-          (d->axis != 1 || !is_blocked(layouts, v) || iv.shape[1] % kChannelBlock))
+          (d->axis != 1 || !is_blocked(layouts, v) || iv.shape[1] % channel_block()))
         return nullptr;
       size_t chunk = size_t(shape_numel(iv.shape) / std::max<int64_t>(kern->outer, 1)) * es;
       if (shape_numel(iv.shape) == 0) continue;
@@ -316,7 +313,7 @@ bool spatial4(const Graph& g, int v) {
 size_t value_bytes(const Graph& g, int v, const Layouts& l) {
   const Value& val = g.value(v);
   Shape s = val.shape;
-  if (is_blocked(l, v)) s[1] = (s[1] + kChannelBlock - 1) / kChannelBlock * kChannelBlock;
+  if (is_blocked(l, v)) s[1] = (s[1] + channel_block() - 1) / channel_block() * channel_block();
   return size_t(shape_numel(s)) * dtype_size(val.dtype);
 }
 
