@@ -132,6 +132,7 @@ enum class LibraryKind : uint8_t {
 enum class Activation {
   None, Relu, GeluErf, GeluTanh, HardSwish, HardSigmoid, Clip,
   Sigmoid, Tanh,  // GEMMs on targets with gemm_post_ops (the CPU)
+  Silu,           // x * sigmoid(x) (two nodes: Sigmoid and Mul); convs with conv_sigmoid_silu
   Other
 };
 

@@ -117,6 +117,9 @@ const Switch kSwitches[] = {
     {"BRRR_CUPTI_LIB", Kind::Path, "", "", 0, 0,
      "CUDA: the CUPTI library the doctor's profile loads (default: searched in the toolkit)"},
     {"BRRR_DISABLE_WINOGRAD", Kind::Flag, "0", "", 0, 0, "CPU: no Winograd 3x3 convs"},
+    {"BRRR_NO_CONV_SILU", Kind::Flag, "0", "", 0, 0,
+     "CPU: a conv's Sigmoid, or its x * sigmoid(x) (SiLU), runs as a generated kernel, not as "
+     "oneDNN's logistic or swish post-op"},
     {"BRRR_CONV_LAYOUT", Kind::Enum, "", "nhwc|blocked|plain", 0, 0,
      "CPU: activation layout between library kernels (default: by CPU)"},
     {"BRRR_NO_NHWC", Kind::Flag, "0", "", 0, 0, "CPU: every activation NCHW"},
@@ -125,10 +128,10 @@ const Switch kSwitches[] = {
     {"BRRR_NO_WEIGHT_PITCH_PAD", Kind::Flag, "0", "", 0, 0,
      "CPU: prepacked plain weights keep a row pitch that is a multiple of 4 KiB (not padded by "
      "64 bytes)"},
-    {"BRRR_CPU_FUSED_ATTENTION", Kind::Int, "0", "", 0, 1,
-     "CPU (opt-in: not yet faster than the unfused GEMMs): 1 runs float32 scaled dot-product "
-     "attention (Q.K^T, masks, softmax, P.V) as one kernel; 0 as two GEMMs around a softmax "
-     "kernel"},
+    {"BRRR_CPU_FUSED_ATTENTION", Kind::Int, "2", "", 0, 2,
+     "CPU: float32 scaled dot-product attention (Q.K^T, masks, softmax, P.V) as one kernel: 2 "
+     "where the keys are many (the scores outgrow the caches), 1 always, 0 never (two GEMMs "
+     "around a softmax kernel)"},
     {"BRRR_NO_GEMM_VIEWS", Kind::Flag, "0", "", 0, 0,
      "CPU: Reshape / Transpose / scalar Mul before a MatMul run as their own kernels"},
     {"BRRR_NO_GEMM_VIEWS_16BIT", Kind::Flag, "0", "", 0, 0,

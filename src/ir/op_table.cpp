@@ -63,6 +63,7 @@ std::string_view activation_name(Activation a) {
     case Activation::Clip: return "clip";
     case Activation::Sigmoid: return "sigmoid";
     case Activation::Tanh: return "tanh";
+    case Activation::Silu: return "silu";
     case Activation::Other: break;
   }
   return "?";

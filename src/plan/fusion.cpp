@@ -1128,6 +1128,7 @@ class Fuser {
     auto free = [&](int n) { return !absorbed_.count(n); };
     for (AttentionMatch& m : find_attention(g_, target_.attention_max_head_dim, free)) {
       if (m.desc.dtype != DType::f32 && !target_.attention_16bit) continue;
+      if (m.desc.seq_k < target_.attention_min_keys) continue;
       const int last = m.nodes.back();
       for (int n : m.nodes)
         if (n != last) absorbed_.insert(n);
@@ -1178,11 +1179,13 @@ class Fuser {
         c = sole_consumer(cur);
       }
     }
+    if (target_.conv_sigmoid_silu && absorb_conv_silu(G, gi, cur)) return;
     if (c < 0 || !g_.nodes[c].domain.empty()) return;
     const Node& act = g_.nodes[c];
     Kernel& k = G.k;
     const Activation a = activation_of(act);  // the ones a conv's eltwise post-op takes
-    if (a == Activation::Relu || a == Activation::HardSwish) {
+    if (a == Activation::Relu || a == Activation::HardSwish ||
+        (a == Activation::Sigmoid && target_.conv_sigmoid_silu)) {
       k.activation = activation_name(a);
     } else if (a == Activation::HardSigmoid) {
       k.activation = activation_name(a);
@@ -1207,6 +1210,35 @@ class Fuser {
     k.nodes.push_back(c);
     absorbed_.insert(c);
     kernel_of_value_[act.outputs[0]] = gi;
+  }
+
+  // y * Sigmoid(y) on the conv's output y (either operand order), where y and the Sigmoid have
+  // no other reader: the conv's SiLU epilogue.
+  bool absorb_conv_silu(Group& G, int gi, int y) {
+    if (consumers_[y].size() != 2 ||
+        std::find(g_.outputs.begin(), g_.outputs.end(), y) != g_.outputs.end())
+      return false;
+    for (int first : {0, 1}) {
+      const int si = consumers_[y][size_t(first)], mi = consumers_[y][size_t(1 - first)];
+      const Node &sig = g_.nodes[size_t(si)], &mul = g_.nodes[size_t(mi)];
+      if (activation_of(sig) != Activation::Sigmoid || op_id(mul) != OpId::Mul || sig.outputs.empty() ||
+          mul.inputs.size() != 2 || mul.outputs.empty())
+        continue;
+      const int s = sig.outputs[0];
+      const bool pair = (mul.inputs[0] == y && mul.inputs[1] == s) ||
+                        (mul.inputs[0] == s && mul.inputs[1] == y);
+      if (!pair || sole_consumer(s) != mi || shape(mul.outputs[0]) != shape(y) ||
+          g_.value(mul.outputs[0]).dtype != g_.value(y).dtype)
+        continue;
+      G.k.activation = activation_name(Activation::Silu);
+      for (int n : {si, mi}) {
+        G.k.nodes.push_back(n);
+        absorbed_.insert(n);
+        kernel_of_value_[g_.nodes[size_t(n)].outputs[0]] = gi;
+      }
+      return true;
+    }
+    return false;
   }
 
   // Transposes of the last two axes whose only reader is a library MatMul/Gemm: the GEMM reads

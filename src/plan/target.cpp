@@ -14,6 +14,7 @@ Target Target::cpu(bool onednn) {
   // As before Targets: the CPU splits convs over concats whether or not oneDNN fuses the sums.
   t.partial_convs = true;
   t.gemm_post_ops = onednn;
+  t.conv_sigmoid_silu = onednn && !env::flag("BRRR_NO_CONV_SILU");
   t.gemm_strided_operands = onednn;
   t.gemm_operand_views = onednn && !env::flag("BRRR_NO_GEMM_VIEWS");
   // ViT-B/16 stored in bf16 ran a copy kernel per head split and merge before (Transpose,
@@ -40,10 +41,14 @@ Target Target::cpu(bool onednn) {
   t.generated_casts = true;
   t.generated_views = true;
   t.library_gather = true;
-  // Opt-in (BRRR_CPU_FUSED_ATTENTION=1): scaled dot-product attention as one kernel
-  // (backend/cpu/library_attention.cpp) on float32 data. Not yet faster than Q.K^T, the softmax
-  // and P.V as three kernels (BERT-base, one thread: 0.65-0.73 against 0.62 ms per layer).
-  if (env::integer("BRRR_CPU_FUSED_ATTENTION")) t.attention_max_head_dim = 128;
+  // Scaled dot-product attention as one kernel (backend/cpu/library_attention.cpp) on float32
+  // data where the keys are many (BRRR_CPU_FUSED_ATTENTION=2, the default; 1 always, 0 never):
+  // there the unfused plan writes and reads a [heads, seq, seq] score tensor that outgrows the
+  // caches. At seq 128 it is not faster than Q.K^T, the softmax and P.V as three kernels
+  // (BERT-base, one thread: 0.65-0.73 against 0.62 ms per layer); see README for the crossover.
+  const int64_t fused_attention = env::integer("BRRR_CPU_FUSED_ATTENTION");
+  if (fused_attention) t.attention_max_head_dim = 128;
+  if (fused_attention == 2) t.attention_min_keys = kCpuAttentionMinKeys;
   // Opt-in on the CPU (BRRR_CPU_LAZY_VIEWS=1), on by default on CUDA: the CPU's copies of
   // intermediates are aliases already, and its plans were tuned without them.
   t.lazy_views = env::flag("BRRR_CPU_LAZY_VIEWS");

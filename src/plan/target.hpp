@@ -10,6 +10,9 @@
 
 namespace brrr::plan {
 
+// The CPU fuses attention blocks with at least this many keys by default (Target::cpu).
+inline constexpr int64_t kCpuAttentionMinKeys = 512;
+
 struct Target {
   std::string name = "cpu";  // "cpu", "cuda" or "reference"
   // False: the reference executor runs the typed graph node by node; the pipeline stops after
@@ -92,6 +95,8 @@ struct Target {
   // merge as views) as one kernel for head dims up to this (plan/attention.hpp; CUDA's
   // device/attention.cuh; on unless BRRR_FUSED_ATTENTION=0). 0: no fused attention.
   int64_t attention_max_head_dim = 0;
+  // ... and at least this many keys (seq_k); 0: any.
+  int64_t attention_min_keys = 0;
   // sink_row_transposes: a Transpose of rows before a MatMul with a constant weight moves after
   // it (and its bias) where views read the product, so the fused attention reads q, k and v
   // through it (CUDA with fused attention; BRRR_NO_SINK_TRANSPOSES=1 turns it off).
@@ -99,6 +104,9 @@ struct Target {
   // patchify_convs: a Conv that tiles its input (strides equal to the kernel) runs as a GEMM on
   // its patches (CUDA; BRRR_NO_PATCH_GEMM=1 keeps it a Conv).
   bool patchify_convs = false;
+  // A conv's epilogue may end in Sigmoid, or in x * sigmoid(x) (SiLU: EfficientNet's and the
+  // YOLOs' activation, exported as Sigmoid and Mul): oneDNN's logistic and swish post-ops (CPU).
+  bool conv_sigmoid_silu = false;
   // ...on 16-bit data too (CUDA); else float32 attention only (the CPU's kernel).
   bool attention_16bit = false;
 

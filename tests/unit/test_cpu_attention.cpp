@@ -14,6 +14,7 @@
 #include "dnnl_flag.hpp"
 #include "env_var.hpp"
 #include "expect_outputs.hpp"
+#include "plan/target.hpp"
 #include "random_tensor.hpp"
 
 namespace brrr {
@@ -24,7 +25,7 @@ using namespace attention_test;
 // Runs the block on `threads` threads twice and compares with the reference; returns the number
 // of attention kernels in the plan.
 int check(const Spec& spec, int threads, const char* fused = "1") {
-  brrr_test::EnvVar on("BRRR_CPU_FUSED_ATTENTION", fused);  // opt-in
+  brrr_test::EnvVar on("BRRR_CPU_FUSED_ATTENTION", fused);
   Graph g = attention(spec);
   std::mt19937 rng(5);
   std::map<std::string, Tensor> in;
@@ -81,6 +82,17 @@ TEST(CpuAttention, SwitchOff) {
   Spec s;
   s.heads = 2, s.seq = 20, s.dim = 16, s.mask = Mask::Add;
   EXPECT_EQ(check(s, 2, "0"), 0);
+}
+
+// By default (2) the CPU fuses a block only where its keys are many (Whisper's encoder: 1500):
+// at BERT's 128 the unfused GEMMs are as fast, and the plan keeps them.
+TEST(CpuAttention, DefaultFusesLongSequencesOnly) {
+  Spec s;
+  s.heads = 2, s.dim = 16, s.mask = Mask::None;
+  s.seq = plan::kCpuAttentionMinKeys - 1;
+  EXPECT_EQ(check(s, 2, "2"), 0);
+  s.seq = plan::kCpuAttentionMinKeys;
+  EXPECT_EQ(check(s, 2, "2"), 1);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ namespace {
 using brrr_test::expect_reference_contractions;
 using brrr_test::kDnnl;
 using brrr_test::kNoDnnl;
+using I = std::vector<int64_t>;
 
 Tensor rnd(const Shape& s, float lo = -1.f, float hi = 1.f) {
   static std::mt19937 rng(1234);
@@ -202,19 +203,92 @@ TEST(CpuConv, LibraryKernelsTimedAlone) {
   brrr_test::expect_outputs_close(s.run(in), before, 0, 0, s.plan_summary());
 }
 
-// A 1-D conv is planned as a library kernel with its residual sum and ReLU, but oneDNN's conv
-// here takes 2-D only: it runs on the reference kernel, and the plan claims no fused epilogue.
-TEST(CpuConv, ReferenceFallbackShowsNoEpilogue) {
+// 1-D convs (Whisper's audio front end: [1, 80, 3000] -> 384 channels, k 3, then stride 2) and
+// 3-D convs run on oneDNN with their epilogue, as 2-D ones do; before, they ran on the reference
+// kernel (Whisper's two convs 1.1 s of a 2.6 s run).
+void run_conv_nd(const Shape& x, const Shape& w, std::map<std::string, AttrValue> at) {
+  SCOPED_TRACE(fmt::format("x {} w {}", shape_str(x), shape_str(w)));
   GraphBuilder b;
-  int x = b.input("x", {1, 4, 10});
-  int r = b.node("Tanh", {b.input("r", {1, 4, 10})});
-  int y = b.node("Conv", {x, b.constant("w", rnd({4, 4, 3})), b.constant("b", rnd({4}))},
-                 {{"pads", std::vector<int64_t>{1, 1}}});
-  b.output(b.node("Relu", {b.node("Add", {r, y})}));
+  int y = b.node("Conv", {b.input("x", x), b.constant("w", rnd(w)), b.constant("b", rnd({w[0]}))},
+                 at);
+  b.output(b.node("Relu", {y}));
   Session s = check(b.g);
-  EXPECT_EQ(s.num_kernels("library"), 0) << s.plan_summary();
-  for (const char* claim : {"+bias", "+sum", "+relu"})
-    EXPECT_EQ(s.plan_summary().find(claim), std::string::npos) << claim << "\n" << s.plan_summary();
+  if (!kDnnl) return expect_reference_contractions(s);
+  EXPECT_EQ(s.num_kernels(), 1) << s.plan_summary();
+  EXPECT_EQ(s.num_kernels("library"), 1) << s.plan_summary();
+  EXPECT_NE(s.plan_summary().find("+relu"), std::string::npos) << s.plan_summary();
+}
+
+TEST(CpuConv, OneDimensional) {
+  run_conv_nd({1, 8, 30}, {16, 8, 3}, {{"pads", I{1, 1}}});
+  run_conv_nd({2, 16, 31}, {16, 16, 3}, {{"pads", I{1, 1}}, {"strides", I{2}}});
+  run_conv_nd({1, 12, 25}, {6, 4, 5}, {{"group", int64_t(3)}, {"dilations", I{2}}, {"pads", I{0, 3}}});
+}
+
+TEST(CpuConv, ThreeDimensional) {
+  run_conv_nd({1, 4, 6, 7, 8}, {8, 4, 3, 3, 3}, {{"pads", I{1, 1, 1, 1, 1, 1}}});
+  run_conv_nd({1, 6, 5, 9, 8}, {4, 3, 1, 3, 2},
+              {{"group", int64_t(2)}, {"strides", I{1, 2, 2}}, {"pads", I{0, 1, 0, 0, 1, 1}}});
+}
+
+// A 1-D conv with its residual sum and ReLU is one library kernel; with weights computed at run
+// time it runs on the reference kernel, and the plan then claims no fused epilogue.
+TEST(CpuConv, OneDimensionalResidualAndReferenceFallback) {
+  for (bool computed : {false, true}) {
+    SCOPED_TRACE(computed ? "computed weights" : "constant weights");
+    GraphBuilder b;
+    int x = b.input("x", {1, 4, 10});
+    int r = b.node("Tanh", {b.input("r", {1, 4, 10})});
+    int w = computed ? b.node("Tanh", {b.input("w", {4, 4, 3})}) : b.constant("w", rnd({4, 4, 3}));
+    int y = b.node("Conv", {x, w, b.constant("b", rnd({4}))}, {{"pads", I{1, 1}}});
+    b.output(b.node("Relu", {b.node("Add", {r, y})}));
+    Session s = check(b.g);
+    if (kDnnl && !computed) {
+      for (const char* claim : {"+sum", "+relu"})
+        EXPECT_NE(s.plan_summary().find(claim), std::string::npos) << claim << "\n" << s.plan_summary();
+      continue;
+    }
+    EXPECT_EQ(s.num_kernels("library"), 0) << s.plan_summary();
+    for (const char* claim : {"+bias", "+sum", "+relu"})
+      EXPECT_EQ(s.plan_summary().find(claim), std::string::npos) << claim << "\n" << s.plan_summary();
+  }
+}
+
+// SiLU after a conv (EfficientNet, the YOLOs: exported as Sigmoid and Mul, either operand
+// order) and a plain Sigmoid join the conv as oneDNN's swish and logistic post-ops; with another
+// reader of the conv's output or of the Sigmoid, they stay a generated kernel.
+TEST(CpuConv, SiluAndSigmoidEpilogues) {
+  for (int form = 0; form < 5; ++form) {
+    SCOPED_TRACE(form);
+    GraphBuilder b;
+    int y = b.node("Conv", {b.input("x", {1, 8, 9, 11}), b.constant("w", rnd({16, 8, 3, 3})),
+                            b.constant("b", rnd({16}))},
+                   {{"pads", I{1, 1, 1, 1}}});
+    int s = b.node("Sigmoid", {y});
+    if (form == 0) b.output(b.node("Mul", {y, s}));
+    if (form == 1) b.output(b.node("Mul", {s, y}));
+    if (form == 2) b.output(s);
+    if (form == 3) b.output(b.node("Mul", {y, s})), b.output(b.node("Relu", {y}));
+    if (form == 4) b.output(b.node("Mul", {y, s})), b.output(b.node("Neg", {s}));
+    Session s1 = check(b.g);
+    if (!kDnnl) {
+      expect_reference_contractions(s1);
+      continue;
+    }
+    const std::string plan = s1.plan_summary();
+    EXPECT_EQ(s1.num_kernels("library"), 1) << plan;
+    if (form <= 2) {
+      EXPECT_EQ(s1.num_kernels(), 1) << plan;
+      EXPECT_NE(plan.find(form == 2 ? "+sigmoid" : "+silu"), std::string::npos) << plan;
+    } else {
+      EXPECT_EQ(plan.find("+silu"), std::string::npos) << plan;
+      EXPECT_GE(s1.num_kernels(), 2) << plan;
+    }
+    brrr_test::EnvVar off("BRRR_NO_CONV_SILU", "1");
+    Session s2 = check(b.g);
+    EXPECT_EQ(s2.plan_summary().find("+silu"), std::string::npos) << s2.plan_summary();
+    EXPECT_EQ(s2.plan_summary().find("+sigmoid"), std::string::npos) << s2.plan_summary();
+  }
 }
 
 // The conv output feeds two consumers: no epilogue folds, both read the same buffer.
@@ -240,7 +314,6 @@ void run_pool(const std::string& op, Shape x, std::map<std::string, AttrValue> a
     expect_reference_contractions(s);
 }
 
-using I = std::vector<int64_t>;
 TEST(CpuPool, MaxPool) {
   run_pool("MaxPool", {1, 8, 13, 13}, {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}});
   run_pool("MaxPool", {2, 3, 12, 10},

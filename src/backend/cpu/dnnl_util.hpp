@@ -87,6 +87,7 @@ inline bool append_activation(dnnl::post_ops& po, const plan::Epilogue& e) {
     case Act::HardSwish: po.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f); return true;
     case Act::Sigmoid: po.append_eltwise(1.f, A::eltwise_logistic, 0.f, 0.f); return true;
     case Act::Tanh: po.append_eltwise(1.f, A::eltwise_tanh, 0.f, 0.f); return true;
+    case Act::Silu: po.append_eltwise(1.f, A::eltwise_swish, 1.f, 0.f); return true;
     case Act::Clip: po.append_eltwise(1.f, A::eltwise_clip, e.alpha, e.beta); return true;
     case Act::HardSigmoid:  // max(0, min(1, alpha*x + beta))
       po.append_eltwise(1.f, A::eltwise_linear, e.alpha, e.beta);

@@ -1,4 +1,5 @@
-// oneDNN convolution (f32, or bf16 / f16 data) and pooling (f32), 2-D, NCHW at the graph boundary. Conv weights are
+// oneDNN convolution (f32, or bf16 / f16 data; 1-D, 2-D and 3-D) and pooling (f32, 2-D), NCHW at
+// the graph boundary. Conv weights are
 // reordered once, at plan build, into the layout oneDNN picks; activations are stored in the
 // layout the session chose for them (NCHW, NHWC or channel-blocked, library.hpp) and reordered in
 // and out per call only where the chosen implementation wants another one.
@@ -76,6 +77,14 @@ tag user_tag(const Layouts& l, int v) {
   return t == kNHWC ? tag::nhwc : t == kBlocked ? blocked_tag() : tag::nchw;
 }
 
+// The plain tags of a conv with `nsp` spatial dims (1-3): activations, weights, grouped weights.
+// Only 2-D activations are ever NHWC or blocked (choose_layouts relayouts rank-4 values only).
+tag plain_tag(size_t nsp) { return nsp == 1 ? tag::ncw : nsp == 3 ? tag::ncdhw : tag::nchw; }
+tag weight_tag(size_t nsp, bool grouped) {
+  if (grouped) return nsp == 1 ? tag::goiw : nsp == 3 ? tag::goidhw : tag::goihw;
+  return nsp == 1 ? tag::oiw : nsp == 3 ? tag::oidhw : tag::oihw;
+}
+
 // oneDNN's reference implementations are orders of magnitude slower than its jit ones.
 bool is_reference_impl(const char* info) {
   return std::strncmp(info, "ref", 3) == 0;
@@ -93,19 +102,24 @@ std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d
                                          const Layouts& layouts, dt math, dt store = dt::f32) {
   const int vx = d->x, vw = d->w, vout = d->out, vb = d->epi.bias;
   const Shape &xs = g.value(vx).shape, &ws = g.value(vw).shape, &os = g.value(vout).shape;
-  if (xs.size() != 4 || ws.size() != 4 || os.size() != 4) return nullptr;
+  // 1-D (Whisper's and wav2vec's audio front ends), 2-D and 3-D convs: oneDNN takes all three.
+  const size_t rank = xs.size(), nsp = rank - 2;
+  if (rank < 3 || rank > 5 || ws.size() != rank || os.size() != rank) return nullptr;
   const int64_t G = d->groups;
   if (G < 1 || xs[1] % G || ws[0] % G || ws[1] * G != xs[1]) return nullptr;
   const ops::Window& w = d->window;
-  if (w.out[0] != os[2] || w.out[1] != os[3]) return nullptr;
-  dims xd(xs.begin(), xs.end()), od(os.begin(), os.end());
-  dims wd = G == 1 ? dims{ws[0], ws[1], ws[2], ws[3]} : dims{G, ws[0] / G, ws[1], ws[2], ws[3]};
-  dims strides = {w.s[0], w.s[1]}, dil = {w.d[0] - 1, w.d[1] - 1};
-  dims pl = {w.pb[0], w.pb[1]}, pr = {w.pe[0], w.pe[1]};
-  // oneDNN wants the right pad that makes its output size formula land on ours.
-  for (int i = 0; i < 2; ++i) {
-    int64_t dk = (ws[2 + i] - 1) * w.d[size_t(i)] + 1;
-    pr[size_t(i)] = (od[size_t(2 + i)] - 1) * strides[size_t(i)] + dk - xd[size_t(2 + i)] - pl[size_t(i)];
+  if (w.out.size() != nsp || w.s.size() != nsp || w.d.size() != nsp || w.pb.size() != nsp)
+    return nullptr;
+  for (size_t i = 0; i < nsp; ++i)
+    if (w.out[i] != os[2 + i]) return nullptr;
+  dims xd(xs.begin(), xs.end()), od(os.begin(), os.end()), wd(ws.begin(), ws.end());
+  if (G > 1) wd[0] /= G, wd.insert(wd.begin(), G);
+  dims strides(nsp), dil(nsp), pl(nsp), pr(nsp);
+  for (size_t i = 0; i < nsp; ++i) {
+    strides[i] = w.s[i], dil[i] = w.d[i] - 1, pl[i] = w.pb[i];
+    // oneDNN wants the right pad that makes its output size formula land on ours.
+    int64_t dk = (ws[2 + i] - 1) * w.d[i] + 1;
+    pr[i] = (od[2 + i] - 1) * strides[i] + dk - xd[2 + i] - pl[i];
   }
   const Tensor& wconst = g.value(vw).constant;
   bool plain = env::text("BRRR_CONV_LAYOUT") == "plain";  // NCHW activations (for comparison)
@@ -113,12 +127,14 @@ std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d
   // is slower here); a blocked input too, unless the output is not blocked (then the input is
   // reordered for the NHWC kernel). Otherwise oneDNN chooses and the ports reorder.
   bool blocked = is_blocked(layouts, vout);
-  tag src_tag = plain ? tag::nchw : blocked && is_blocked(layouts, vx) ? blocked_tag() : tag::any;
-  tag dst_tag = plain ? tag::nchw : blocked ? blocked_tag() : tag::any;
+  const tag flat = plain_tag(nsp);
+  tag src_tag = plain ? flat : blocked && is_blocked(layouts, vx) ? blocked_tag() : tag::any;
+  tag dst_tag = plain ? flat : blocked ? blocked_tag() : tag::any;
+  if (nsp != 2) src_tag = dst_tag = tag::any;  // plain at the ports; oneDNN picks inside
   try {
-    dnnl::memory::desc xmd(xd, store, user_tag(layouts, vx)),
-        omd(od, store, user_tag(layouts, vout));
-    dnnl::memory::desc wuser(wd, store, G == 1 ? tag::oihw : tag::goihw);
+    dnnl::memory::desc xmd(xd, store, nsp == 2 ? user_tag(layouts, vx) : flat),
+        omd(od, store, nsp == 2 ? user_tag(layouts, vout) : flat);
+    dnnl::memory::desc wuser(wd, store, weight_tag(nsp, G > 1));
     dnnl::memory::desc xany(xd, math, src_tag), oany(od, store, dst_tag);
     dnnl::memory::desc wany = wconst.defined() ? dnnl::memory::desc(wd, math, tag::any) : wuser;
     dnnl::memory::desc bmd({od[1]}, store, tag::x);
@@ -135,11 +151,11 @@ std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d
                  ? dnnl::convolution_forward::desc(pk, alg, x, wany, bmd, o, strides, dil, pl, pr)
                  : dnnl::convolution_forward::desc(pk, alg, x, wany, o, strides, dil, pl, pr);
     };
-    double flops = 2.0 * double(shape_numel(os)) * double(ws[1] * ws[2] * ws[3]);
+    double flops = 2.0 * double(shape_numel(os)) * double(shape_numel(Shape(ws.begin() + 1, ws.end())));
     double bytes = 4.0 * double(shape_numel(xs) + shape_numel(ws) + shape_numel(os));
     ThreadLimit limit(one_thread(flops, bytes));
     dnnl::convolution_forward::primitive_desc pd(make_desc(xany, oany), attr, engine());
-    if (src_tag == tag::nChw16c && G == 1 && ws[2] == 3 && ws[3] == 3 && strides == dims{1, 1} &&
+    if (nsp == 2 && src_tag == tag::nChw16c && G == 1 && ws[2] == 3 && ws[3] == 3 && strides == dims{1, 1} &&
         dil == dims{0, 0} && winograd_enabled()) {
       // 3x3 stride 1 on blocked data: oneDNN's Winograd kernel where it has one for this shape
       // (about 1.2-1.4x faster than direct on squeezenet's expand convs, 2 threads).
