@@ -85,6 +85,11 @@ bool sink_row_transposes(Graph& g);
 // when it changed the graph (src/passes/patchify_convs.cpp).
 bool patchify_convs(Graph& g);
 
+// Each inference BatchNormalization with constant scale, bias, mean and variance becomes Mul and
+// Add with per-channel [C, 1, ...] constants (x * g + h), which fuse with their neighbours.
+// Returns true when it changed the graph (src/passes/decompose_batchnorm.cpp).
+bool decompose_batchnorm(Graph& g);
+
 // Hugging Face's rotary embedding, x * cos + Concat(-x[..., D/2:], x[..., :D/2]) * sin, as
 // pointwise nodes over x viewed as [..., 2, D/2] (a Where swaps the halves), which a target with
 // lazy views fuses into one kernel. Returns true when it changed the graph

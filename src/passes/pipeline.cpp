@@ -62,6 +62,10 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
   log.after("infer_shapes", g);
   eliminate_dead_nodes(g);
   log.after("dead_nodes", g);
+  if (target.plans_kernels) {  // the reference executor keeps the op (the oracle)
+    bool decomposed = decompose_batchnorm(g);
+    log.after("batchnorm", g, decomposed);
+  }
   PrecisionReport precision;
   if (o.storage != DType::f32 && target.storage_16bit &&
       !(target.storage_16bit_without_pools && has_pool(g))) {

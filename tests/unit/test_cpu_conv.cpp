@@ -291,6 +291,27 @@ TEST(CpuConv, SiluAndSigmoidEpilogues) {
   }
 }
 
+// A BatchNormalization no exporter could fold into a conv (DenseNet's after each Concat, a
+// BatchNorm1d on [N, C]) is a multiply-add per channel fused with its neighbours, not a
+// reference kernel; its result matches the reference executor's BN op.
+TEST(CpuConv, UnfoldedBatchNormFuses) {
+  for (const Shape& xs : {Shape{1, 6, 5, 7}, Shape{3, 6}, Shape{2, 6, 9}}) {
+    SCOPED_TRACE(shape_str(xs));
+    GraphBuilder b;
+    int x = b.node("Concat", {b.input("a", xs), b.input("c", xs)}, {{"axis", int64_t(1)}});
+    const int64_t ch = 2 * xs[1];
+    Tensor var = rnd({ch}, 0.1f, 2.f);
+    int y = b.node("BatchNormalization",
+                   {x, b.constant("scale", rnd({ch})), b.constant("bias", rnd({ch})),
+                    b.constant("mean", rnd({ch})), b.constant("var", var)},
+                   {{"epsilon", 1e-3f}});
+    b.output(b.node("Relu", {y}));
+    Session s = check(b.g, 1e-5f, 1e-5f);
+    EXPECT_EQ(s.num_kernels("reference"), 0) << s.plan_summary();
+    EXPECT_EQ(s.plan_summary().find("BatchNormalization"), std::string::npos) << s.plan_summary();
+  }
+}
+
 // The conv output feeds two consumers: no epilogue folds, both read the same buffer.
 TEST(CpuConv, SharedOutputKeepsActivationSeparate) {
   GraphBuilder b;
