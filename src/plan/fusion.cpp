@@ -142,9 +142,26 @@ bool trailing_reduce(const Graph& g, const Node& n) {
   return *norm.rbegin() == int64_t(rank) - 1 && *norm.begin() == int64_t(rank - norm.size());
 }
 
+// The Conv node whose output y the node m computes y * Sigmoid(y) of (SiLU), else nullptr.
+const Node* silu_of_conv(const Graph& g, const Node& m) {
+  if (op_id(m) != OpId::Mul || !m.domain.empty() || m.inputs.size() != 2) return nullptr;
+  for (int first : {0, 1}) {
+    const int y = m.inputs[size_t(first)], s = m.inputs[size_t(1 - first)];
+    if (y < 0 || s < 0 || g.value(s).producer < 0 || g.value(y).producer < 0) continue;
+    const Node& sig = g.nodes[size_t(g.value(s).producer)];
+    if (activation_of(sig) != Activation::Sigmoid || sig.inputs.empty() || sig.inputs[0] != y)
+      continue;
+    const Node& conv = g.nodes[size_t(g.value(y).producer)];
+    if (library_of(conv) == LibraryKind::Conv) return &conv;
+  }
+  return nullptr;
+}
+
 // Mul(x [N,C,H,W] from a Conv, s [N,C,1,1]) feeding a Conv alone: squeeze-excite's scale. As a
-// library kernel it reads and writes the convs' NHWC layout, so neither conv reorders.
-bool channel_scale_between_convs(const Graph& g, const Node& n) {
+// library kernel it reads and writes the convs' NHWC layout, so neither conv reorders. `silu`:
+// the target's convs take a SiLU epilogue (Target::conv_sigmoid_silu), so x may be one's SiLU
+// (EfficientNet's blocks).
+bool channel_scale_between_convs(const Graph& g, const Node& n, bool silu) {
   if (library_of(n) != LibraryKind::ChannelScale || n.inputs.size() != 2 || n.inputs[0] < 0 ||
       n.inputs[1] < 0)
     return false;
@@ -156,6 +173,7 @@ bool channel_scale_between_convs(const Graph& g, const Node& n) {
     return false;
   if (x.producer < 0) return false;
   const Node* p = &g.nodes[size_t(x.producer)];
+  if (const Node* conv = silu ? silu_of_conv(g, *p) : nullptr) p = conv;
   const Activation act = activation_of(*p);
   if ((act == Activation::Relu || act == Activation::HardSwish || act == Activation::Clip) &&
       p->inputs[0] >= 0 && g.value(p->inputs[0]).producer >= 0)
@@ -327,7 +345,7 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
                              dtype_name(g.value(n.outputs[0]).dtype),
                              t.library_16bit_row_reduce ? ", bfloat16 and float16" : ""));
   if (lib == LibraryKind::Concat || lib == LibraryKind::GlobalMean ||
-      channel_scale_between_convs(g, n)) {
+      channel_scale_between_convs(g, n, t.conv_sigmoid_silu)) {
     info.kind = NodeKind::Library;
     return info;
   }

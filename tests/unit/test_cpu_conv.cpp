@@ -455,6 +455,36 @@ TEST(CpuConv, BlockedChainThreaded) {
   layout_chain(80, "blocked");
 }
 
+// EfficientNet's MBConv block: expand conv + SiLU, depthwise conv + SiLU, squeeze-excite (global
+// mean, conv + SiLU, conv + Sigmoid, channel scale), projection conv. With oneDNN every SiLU and
+// Sigmoid is a conv post-op and the scale a library kernel between the convs, so no generated
+// kernel runs and the activations stay in the library's layout (before: the depthwise conv's
+// output went back to NCHW for a generated SiLU and scale, 3 reorders a block).
+TEST(CpuConv, MbConvBlockRunsOnLibraryKernelsOnly) {
+  GraphBuilder b;
+  auto conv = [&](int x, int64_t cin, int64_t cout, int64_t k, int64_t group = 1) {
+    int64_t p = k / 2;
+    float r = 1.0f / std::sqrt(float(cin / group * k * k));
+    return b.node("Conv", {x, b.constant("w" + std::to_string(b.count), rnd({cout, cin / group, k, k}, -r, r)),
+                           b.constant("b" + std::to_string(b.count), rnd({cout}))},
+                  {{"pads", I{p, p, p, p}}, {"group", group}});
+  };
+  auto silu = [&](int y) { return b.node("Mul", {y, b.node("Sigmoid", {y})}); };
+  int x = b.input("x", {1, 16, 20, 20});
+  int e = silu(conv(x, 16, 64, 1));
+  int d = silu(conv(e, 64, 64, 5, 64));
+  int m = b.node("GlobalAveragePool", {d});
+  int sc = b.node("Sigmoid", {conv(silu(conv(m, 64, 4, 1)), 4, 64, 1)});
+  b.output(conv(b.node("Mul", {d, sc}), 64, 24, 1));
+  Session s = check(b.g);
+  if (!kDnnl) return expect_reference_contractions(s);
+  const std::string plan = s.plan_summary();
+  EXPECT_EQ(s.num_kernels("fused"), 0) << plan;
+  EXPECT_EQ(s.num_kernels("reference"), 0) << plan;
+  EXPECT_EQ(s.num_kernels(), 7) << plan;  // 5 convs, the mean and the scale
+  EXPECT_NE(plan.find("+silu"), std::string::npos) << plan;
+}
+
 // A squeezenet-style network in whole channel blocks: a stem conv reading NCHW, pools, fire
 // modules whose 3x3 expand convs run as Winograd on blocked data, a residual sum, squeeze-excite
 // and a classifier conv whose 40 channels are blocked with padding, then a global mean. Checked
