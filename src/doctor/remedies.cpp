@@ -716,6 +716,44 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
     r->action = "--precision " + best->unit;
     r->applicable = best->moved > 0 && r->gain_ms > 0;
   }
+
+  // Kernels a compiled plan runs on brrr's reference executor: an op, or a case of one, that no
+  // generated or library kernel of this backend takes. They run plain loops in double precision,
+  // often far below every roof, and no flag helps: the honest remedy is brrr's to build. Priced
+  // at their roofline floors (an upper bound on the gain, as a kernel reaches its roof at best).
+  if (!reference) {
+    double ms = 0, floors_ms = 0;
+    std::vector<const KernelAnalysis*> refs;
+    for (const auto& k : ks)
+      if (k.rec.kind == "reference") {
+        refs.push_back(&k);
+        ms += steady_time(k.rec);
+        floors_ms += k.floor_ms;
+      }
+    if (!refs.empty()) {
+      std::stable_sort(refs.begin(), refs.end(), [](const KernelAnalysis* x, const KernelAnalysis* y) {
+        return steady_time(x->rec) > steady_time(y->rec);
+      });
+      std::string ops;
+      for (const KernelAnalysis* k : refs) {
+        const std::string op = k->rec.ops.empty() ? k->rec.name : fmt::format("{}", fmt::join(k->rec.ops, "+"));
+        if (ops.find(op) == std::string::npos) ops += (ops.empty() ? "" : ", ") + op;
+      }
+      Remedy* r = add("reference_kernels", ms - floors_ms,
+                      fmt::format("{} kernel{} ({:.3f} ms, {:.0f}% of the wall) run on brrr's "
+                                  "reference executor, whose roofline floors are {:.3f} ms: at "
+                                  "their roofs they would save up to that difference",
+                                  refs.size(), refs.size() == 1 ? "" : "s", ms,
+                                  a.wall_ms > 0 ? 100 * ms / a.wall_ms : 0.0, floors_ms));
+      for (const KernelAnalysis* k : refs) concern(*r, k->rec);
+      r->action = fmt::format("brrr cannot do this yet: {} ({} kernel{}) run{} on the reference "
+                              "executor ({} has no generated or library kernel for {})",
+                              ops, refs.size(), refs.size() == 1 ? "" : "s",
+                              refs.size() == 1 ? "s" : "", p.backend,
+                              refs.size() == 1 ? "it" : "them");
+      r->applicable = false;
+    }
+  }
   return out;
 }
 

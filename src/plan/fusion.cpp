@@ -426,6 +426,11 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
     info.compute = typed;
     return info;
   }
+  // An op with no generated form at all says so, whatever its tensors' types (Swin's Pad read
+  // "Pad is not float32" for its int64 pads input, of float32 data).
+  if (!gen && n.def && !n.def->pointwise && lowering == Lowering::None &&
+      (!t.generated_casts || extra_pointwise_form(g, n).operands.empty()))
+    return other(fmt::format("{} has no generated kernel", op));
   if (!gen)
     return other(fmt::format("{} is not float32{}{} (generated kernels compute in float32{})", op,
                              ts.float16 ? ", bfloat16, float16" : "",

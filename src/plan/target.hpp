@@ -11,7 +11,7 @@
 namespace brrr::plan {
 
 // The CPU fuses attention blocks with at least this many keys by default (Target::cpu).
-inline constexpr int64_t kCpuAttentionMinKeys = 512;
+inline constexpr int64_t kCpuAttentionMinKeys = 384;
 
 struct Target {
   std::string name = "cpu";  // "cpu", "cuda" or "reference"

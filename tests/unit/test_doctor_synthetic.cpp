@@ -883,3 +883,31 @@ TEST(DoctorRemedies, CpuCastCostIsBoundedByTheKernel) {
   // All of it is fixed cost, so no work moves; the cast adds at most the kernel's 0.05 ms.
   EXPECT_NEAR(find(r.remedies, "faster_units").gain_ms, -0.05, 1e-9);
 }
+
+// Kernels a compiled plan runs on brrr's reference executor (here a 1-D Conv, as Whisper's audio
+// front end ran before oneDNN took 1-D convs) are named as what they are: brrr's missing kernel,
+// priced up to their roofline floors, with no flag to offer. A reference-executor profile, where
+// every kernel is one, gets no such remedy (its action is --backend cpu).
+TEST(DoctorRemedies, ReferenceKernelsInACompiledPlanAreNamed) {
+  Ceilings c = fixed_ceilings();
+  RunProfile p;
+  p.backend = "cpu";
+  KernelRecord conv = kernel("k2_conv", OpClass::contraction, 1e9, 4e6, 10.0);
+  conv.ops = {"Conv"};
+  p.kernels = {kernel("k1_matmul", OpClass::contraction, 1e9, 4e6, 1.5, "library"), conv};
+  p.wall_ms = 11.5;
+  Report r = diagnose(p, c, {});
+  const Remedy& ref = find(r.remedies, "reference_kernels");
+  EXPECT_FALSE(ref.applicable);
+  EXPECT_NEAR(ref.gain_ms, 10.0 - 1.0, 1e-9);  // down to its 1 ms compute floor
+  EXPECT_EQ(ref.action.rfind("brrr cannot do this yet: Conv (1 kernel) runs on the reference executor", 0), 0u)
+      << ref.action;
+  EXPECT_EQ(ref.kernels, std::vector<std::string>{"k2_conv"});
+  EXPECT_NE(r.verdict.advice.find("reference_kernels would save about 9.000 ms (k2_conv)"),
+            std::string::npos)
+      << r.verdict.advice;
+  p.backend = "reference";
+  Report ref_run = diagnose(p, c, {});
+  EXPECT_TRUE(std::none_of(ref_run.remedies.begin(), ref_run.remedies.end(),
+                           [](const Remedy& m) { return m.name == "reference_kernels"; }));
+}
