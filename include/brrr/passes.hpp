@@ -90,6 +90,10 @@ bool patchify_convs(Graph& g);
 // Returns true when it changed the graph (src/passes/decompose_batchnorm.cpp).
 bool decompose_batchnorm(Graph& g);
 
+// Each Pad whose pads are all zero is dropped, its readers reading its input (an Identity where
+// it writes a graph output). Returns true when it changed the graph (src/passes/identity_pads.cpp).
+bool identity_pads(Graph& g);
+
 // Hugging Face's rotary embedding, x * cos + Concat(-x[..., D/2:], x[..., :D/2]) * sin, as
 // pointwise nodes over x viewed as [..., 2, D/2] (a Where swaps the halves), which a target with
 // lazy views fuses into one kernel. Returns true when it changed the graph

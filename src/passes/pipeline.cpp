@@ -65,6 +65,8 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
   if (target.plans_kernels) {  // the reference executor keeps the op (the oracle)
     bool decomposed = decompose_batchnorm(g);
     log.after("batchnorm", g, decomposed);
+    bool unpadded = identity_pads(g);
+    log.after("identity_pads", g, unpadded);
   }
   PrecisionReport precision;
   if (o.storage != DType::f32 && target.storage_16bit &&

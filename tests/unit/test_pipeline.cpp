@@ -2,6 +2,8 @@
 // (src/plan/target.hpp) and the arena pass (src/passes/plan_memory.cpp).
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "passes/pipeline.hpp"
 #include "passes/plan_memory.hpp"
 #include "plan/kernel_ir.hpp"
@@ -127,6 +129,40 @@ TEST(Pipeline, SortsBindsFoldsAndStopsForTheReference) {
     EXPECT_NE(std::string(e.what()).find("input 'x' has a symbolic dim"), std::string::npos)
         << e.what();
   }
+}
+
+// Compiled targets drop a Pad of all-zero pads (its reader reads its input) and rewrite a BatchNormalization with
+// constant parameters as Mul + Add; a Pad that pads stays, and the reference executor (the
+// oracle the others are checked against) keeps both ops as they are.
+TEST(Pipeline, IdentityPadsAndBatchNormForCompiledTargets) {
+  GraphBuilder b;
+  int x = b.input("x", {1, 4, 5, 5});
+  int zero = b.node("Pad", {x, b.constant("z", Tensor::from_vector<int64_t>({8}, {0, 0, 0, 0, 0, 0, 0, 0}))});
+  int one = b.node("Pad", {x, b.constant("o", Tensor::from_vector<int64_t>({8}, {0, 0, 1, 0, 0, 0, 0, 1}))});
+  auto vec = [&](const char* n, float v) {
+    return b.constant(n, Tensor::from_vector<float>({4}, {v, v + 1, v + 2, v + 3}));
+  };
+  int bn = b.node("BatchNormalization", {zero, vec("s", 1), vec("b", 0), vec("m", 0.5f), vec("v", 1)});
+  b.output(b.node("Relu", {bn}));
+  b.output(b.node("Relu", {one}));
+  b.output(b.node("Pad", {x, b.constant("z2", Tensor::from_vector<int64_t>({8}, {0, 0, 0, 0, 0, 0, 0, 0}))}));
+  auto ops = [](const Graph& g) {
+    std::multiset<std::string> s;
+    for (const Node& n : g.nodes) s.insert(n.op);
+    return s;
+  };
+  for (const plan::Target& t : {plan::Target::cpu(), plan::Target::cuda()}) {
+    SCOPED_TRACE(t.name);
+    const std::multiset<std::string> got = ops(compile(b.g, t, {}).graph);
+    EXPECT_EQ(got.count("Pad"), 1u);
+    EXPECT_EQ(got.count("Identity"), 1u);  // the graph output's; the other's reader reads x
+    EXPECT_EQ(got.count("BatchNormalization"), 0u);
+    EXPECT_EQ(got.count("Mul"), 1u);
+    EXPECT_EQ(got.count("Add"), 1u);
+  }
+  const std::multiset<std::string> ref = ops(compile(b.g, plan::Target::reference(), {}).graph);
+  EXPECT_EQ(ref.count("Pad"), 3u);
+  EXPECT_EQ(ref.count("BatchNormalization"), 1u);
 }
 
 // One kernel per node: each intermediate gets arena bytes, the graph output none, and buffers
