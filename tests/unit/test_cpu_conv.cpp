@@ -28,6 +28,17 @@ Tensor rnd(const Shape& s, float lo = -1.f, float hi = 1.f) {
   return brrr_test::uniform_f32(s, rng, lo, hi);
 }
 
+// A k x k conv ("same" padding for odd k) with a bias and weights scaled by 1/sqrt(fan-in):
+// activations stay O(1) through a chain, so a different summation order (threads, layouts,
+// another ISA) stays within the tolerance.
+int scaled_conv(GraphBuilder& b, int x, int64_t cin, int64_t cout, int64_t k, int64_t group = 1) {
+  int64_t p = k / 2;
+  float r = 1.0f / std::sqrt(float(cin / group * k * k));
+  return b.node("Conv", {x, b.constant("w" + std::to_string(b.count), rnd({cout, cin / group, k, k}, -r, r)),
+                         b.constant("b" + std::to_string(b.count), rnd({cout}))},
+                {{"pads", I{p, p, p, p}}, {"group", group}});
+}
+
 Session check(const Graph& g, float rtol = 1e-4f, float atol = 1e-4f) {
   std::map<std::string, Tensor> in;
   for (int id : g.inputs) in[g.value(id).name] = rnd(g.value(id).shape, -2.f, 2.f);
@@ -409,13 +420,7 @@ void layout_chain(int64_t hw, const std::string& layout, float tol = 1e-4f) {
   GraphBuilder b;
   using I = std::vector<int64_t>;
   auto conv = [&](int x, int64_t cin, int64_t cout, int64_t k, int64_t group = 1) {
-    int64_t p = k / 2;
-    // Weights scaled by 1/sqrt(fan-in) keep activations O(1) through the chain, so a different
-    // summation order (threads, layouts, another ISA) stays within the tolerance.
-    float r = 1.0f / std::sqrt(float(cin / group * k * k));
-    return b.node("Conv", {x, b.constant("w" + std::to_string(b.count), rnd({cout, cin / group, k, k}, -r, r)),
-                           b.constant("b" + std::to_string(b.count), rnd({cout}))},
-                  {{"pads", I{p, p, p, p}}, {"group", group}});
+    return scaled_conv(b, x, cin, cout, k, group);
   };
   int x = b.input("x", {1, 3, hw, hw});
   int v = b.node("Relu", {conv(x, 3, 16, 3)});
@@ -468,11 +473,7 @@ TEST(CpuConv, BlockedChainThreaded) {
 TEST(CpuConv, MbConvBlockRunsOnLibraryKernelsOnly) {
   GraphBuilder b;
   auto conv = [&](int x, int64_t cin, int64_t cout, int64_t k, int64_t group = 1) {
-    int64_t p = k / 2;
-    float r = 1.0f / std::sqrt(float(cin / group * k * k));
-    return b.node("Conv", {x, b.constant("w" + std::to_string(b.count), rnd({cout, cin / group, k, k}, -r, r)),
-                           b.constant("b" + std::to_string(b.count), rnd({cout}))},
-                  {{"pads", I{p, p, p, p}}, {"group", group}});
+    return scaled_conv(b, x, cin, cout, k, group);
   };
   auto silu = [&](int y) { return b.node("Mul", {y, b.node("Sigmoid", {y})}); };
   int x = b.input("x", {1, 16, 20, 20});
