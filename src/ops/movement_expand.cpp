@@ -161,18 +161,48 @@ void pad_kernel(KernelCtx& k) {
   size_t es = dtype_size(x.dtype());
   const char* xp = static_cast<const char*>(x.raw());
   char* o = static_cast<char*>(out.raw());
-  std::vector<int64_t> idx(size_t(r), 0);
-  int64_t n = out.numel();
-  for (int64_t i = 0; i < n; ++i) {
+  if (out.numel() == 0) return;
+  // The last axis as runs: a run of fill, or of source elements that follow each other in memory
+  // (one memcpy); the outer axes pick each output row's source row (Swin's window Pads ran an
+  // index computation and a memcpy per element).
+  struct Run {
+    int64_t start, len, src;  // src: element offset of the first, -1 for the fill
+  };
+  const int64_t width = r ? out.dim(r - 1) : 1;
+  const std::vector<int64_t> last = r ? src[size_t(r - 1)] : std::vector<int64_t>{0};
+  const bool unit = r == 0 || x.strides()[size_t(r - 1)] == 1;  // else runs of one source element
+  std::vector<Run> runs;
+  for (int64_t i = 0; i < width; ++i) {
+    const int64_t s = last[size_t(i)];
+    if (!runs.empty()) {
+      Run& b = runs.back();
+      if ((s < 0 && b.src < 0) || (unit && s >= 0 && b.src >= 0 && s == b.src + b.len)) {
+        b.len++;
+        continue;
+      }
+    }
+    runs.push_back({i, 1, s});
+  }
+  std::vector<int64_t> idx(size_t(std::max(r - 1, 0)), 0);
+  const int64_t rows = out.numel() / width;
+  for (int64_t row = 0; row < rows; ++row) {
     int64_t off = 0;
-    bool is_fill = false;
-    for (int a = 0; a < r; ++a) {
+    bool row_fill = false;
+    for (int a = 0; a + 1 < r; ++a) {
       int64_t s = src[size_t(a)][size_t(idx[size_t(a)])];
-      if (s < 0) is_fill = true;
+      if (s < 0) row_fill = true;
       off += s;
     }
-    std::memcpy(o + i * es, is_fill ? fill.raw() : xp + off * int64_t(es), es);
-    for (int a = r - 1; a >= 0; --a) {
+    char* orow = o + row * width * int64_t(es);
+    for (const Run& run : runs) {
+      char* d = orow + run.start * int64_t(es);
+      if (row_fill || run.src < 0) {
+        for (int64_t j = 0; j < run.len; ++j) std::memcpy(d + j * int64_t(es), fill.raw(), es);
+      } else {
+        std::memcpy(d, xp + (off + run.src) * int64_t(es), size_t(run.len) * es);
+      }
+    }
+    for (int a = r - 2; a >= 0; --a) {
       if (++idx[size_t(a)] < out.dim(a)) break;
       idx[size_t(a)] = 0;
     }
