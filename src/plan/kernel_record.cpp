@@ -2,7 +2,33 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace brrr::plan {
+
+namespace {
+
+// The bytes kernel k reads of its input v: all of them, except where only Gathers read v as
+// their data (an embedding table): then the rows they pick, as many bytes as they write
+// (BERT's 94 MB word embedding table is not read whole for 128 tokens).
+double read_bytes(const Graph& g, const Kernel& k, int v) {
+  const double all = double(g.value(v).nbytes());
+  double picked = 0;
+  for (int n : k.nodes) {
+    const Node& node = g.nodes[size_t(n)];
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.inputs[i] != v) continue;
+      const bool gather = node.domain.empty() && i == 0 && !node.outputs.empty() &&
+                          node.outputs[0] >= 0 &&
+                          (node.op == "Gather" || node.op == "GatherElements" || node.op == "GatherND");
+      if (!gather) return all;
+      picked += double(g.value(node.outputs[0]).nbytes());
+    }
+  }
+  return std::min(all, picked > 0 ? picked : all);
+}
+
+}  // namespace
 
 KernelRecord kernel_record(const Graph& g, const Kernel& k) {
   KernelRecord rec;
@@ -33,14 +59,13 @@ KernelRecord kernel_record(const Graph& g, const Kernel& k) {
   // Compulsory bytes of the kernel as it runs: its inputs read once, its outputs written once
   // (for a fused kernel this is less than the sum over its nodes: that is the point).
   // Reads and writes by value let the doctor see which intermediates fusion would remove.
-  auto use = [&](int v) {
+  auto use = [&](int v, double b) {
     const Value& val = g.value(v);
-    double b = double(val.nbytes());
     rec.cost.bytes += b;
     return TensorUse{val.name.empty() ? fmt::format("%{}", v) : val.name, b};
   };
-  for (int v : k.inputs) rec.reads.push_back(use(v));
-  for (int v : k.outputs) rec.writes.push_back(use(v));
+  for (int v : k.inputs) rec.reads.push_back(use(v, read_bytes(g, k, v)));
+  for (int v : k.outputs) rec.writes.push_back(use(v, double(g.value(v).nbytes())));
   return rec;
 }
 
