@@ -1,10 +1,11 @@
-// An inference BatchNormalization whose scale, bias, mean and variance are constants is one
-// multiply-add per element: y = x * g + h with g = scale / sqrt(var + eps) and h = B - mean * g
-// per channel (computed in double, stored in x's type). As Mul and Add with [C, 1, ...] constants
-// it fuses into the generated kernels around it; as its own op it has no kernel and ran on the
-// reference executor. Exporters fold a BN that follows a conv into its weights; the ones left
-// follow a Concat or an activation (DenseNet's pre-activation layers: 58 BNs, each a reference
-// kernel over the whole concatenated feature map). The reference executor keeps the op.
+// An inference BatchNormalization of float32 data whose scale, bias, mean and variance are
+// constants is one multiply-add per element: y = x * g + h with g = scale / sqrt(var + eps) and
+// h = B - mean * g per channel (computed in double, stored as float32). As Mul and Add with
+// [C, 1, ...] constants it fuses into the generated kernels around it; as its own op it has no
+// kernel and ran on the reference executor. Exporters fold a BN that follows a conv into its
+// weights; the ones left follow a Concat or an activation (DenseNet's pre-activation layers: 58
+// BNs, each a reference kernel over the whole concatenated feature map). The reference executor
+// keeps the op.
 #include <algorithm>
 #include <cmath>
 
@@ -37,8 +38,10 @@ bool decompose_batchnorm(Graph& g) {
       continue;
     const Value& x = g.value(bn.inputs[0]);
     const DType dt = x.dtype;
-    if (!x.typed || x.shape.size() < 2 || (dt != DType::f32 && dt != DType::bf16 && dt != DType::f16))
-      continue;
+    // float32 data: in 16 bits the per-channel gain and shift would be rounded to 16 bits before
+    // they meet x (the shift B - mean * g cancels), where the op itself rounds once, at the end.
+    // A model stored in 16 bits by --precision converts these float32 constants with the rest.
+    if (!x.typed || x.shape.size() < 2 || dt != DType::f32) continue;
     // Training mode's statistics outputs (shape inference refuses named ones already).
     bool stats_used = false;
     for (size_t o = 1; o < bn.outputs.size(); ++o)
@@ -65,8 +68,8 @@ bool decompose_batchnorm(Graph& g) {
       shift.data<float>()[c] = float(at(2, c) - at(3, c) * s);
     }
     const std::string base = fresh_name(g, (bn.name.empty() ? std::string("bn") : bn.name) + "/affine");
-    const int gv = add_constant(g, base + "/gain", dt == DType::f32 ? gain : gain.cast(dt));
-    const int hv = add_constant(g, base + "/shift", dt == DType::f32 ? shift : shift.cast(dt));
+    const int gv = add_constant(g, base + "/gain", gain);
+    const int hv = add_constant(g, base + "/shift", shift);
     std::vector<Node>& out = replace[k];
     out.push_back(make_node(g, "Mul", base + "/mul", {bn.inputs[0], gv}, -1));
     out.push_back(make_node(g, "Add", base + "/add", {out.back().outputs[0], hv}, bn.outputs[0]));
