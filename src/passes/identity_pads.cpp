@@ -35,13 +35,15 @@ bool zero_pads(const Graph& g, const Node& n) {
 bool identity_pads(Graph& g) {
   std::vector<std::vector<Node>> replace(g.nodes.size());
   std::vector<bool> drop(g.nodes.size(), false);
+  std::vector<int> same(g.values.size(), -1);  // a dropped Pad's output -> the value it copies
   bool changed = false;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
     if (n.op != "Pad" || !n.domain.empty() || n.inputs.empty() || n.inputs[0] < 0 ||
         n.outputs.size() != 1 || n.outputs[0] < 0)
       continue;
-    const int x = n.inputs[0], y = n.outputs[0];
+    const int x = same[size_t(n.inputs[0])] >= 0 ? same[size_t(n.inputs[0])] : n.inputs[0];
+    const int y = n.outputs[0];
     if (!g.value(x).typed || g.value(x).shape != g.value(y).shape || !zero_pads(g, n)) continue;
     changed = true;
     if (is_graph_output(g, y)) {  // the output must be written: a copy
@@ -50,12 +52,15 @@ bool identity_pads(Graph& g) {
       replace[k].push_back(std::move(id));
       continue;
     }
-    for (Node& m : g.nodes)  // readers read the input itself, so they fuse with its producer
-      for (int& i : m.inputs)
-        if (i == y) i = x;
+    same[size_t(y)] = x;
     drop[k] = true;
   }
   if (!changed) return false;
+  // Readers read the input itself, so they fuse with its producer (one pass over the nodes; a
+  // chain of such Pads resolved to its first input above, the nodes being in order).
+  for (Node& m : g.nodes)
+    for (int& i : m.inputs)
+      if (i >= 0 && same[size_t(i)] >= 0) i = same[size_t(i)];
   splice_nodes(g, replace, drop);
   return true;
 }

@@ -142,19 +142,26 @@ bool trailing_reduce(const Graph& g, const Node& n) {
   return *norm.rbegin() == int64_t(rank) - 1 && *norm.begin() == int64_t(rank - norm.size());
 }
 
-// The Conv node whose output y the node m computes y * Sigmoid(y) of (SiLU), else nullptr.
-const Node* silu_of_conv(const Graph& g, const Node& m) {
-  if (op_id(m) != OpId::Mul || !m.domain.empty() || m.inputs.size() != 2) return nullptr;
+// The value y when node m is Mul(y, Sigmoid(y)) in either operand order (SiLU, as exporters
+// write it), else -1.
+int silu_input(const Graph& g, const Node& m) {
+  if (op_id(m) != OpId::Mul || !m.domain.empty() || m.inputs.size() != 2) return -1;
   for (int first : {0, 1}) {
     const int y = m.inputs[size_t(first)], s = m.inputs[size_t(1 - first)];
-    if (y < 0 || s < 0 || g.value(s).producer < 0 || g.value(y).producer < 0) continue;
+    if (y < 0 || s < 0 || g.value(s).producer < 0) continue;
     const Node& sig = g.nodes[size_t(g.value(s).producer)];
-    if (activation_of(sig) != Activation::Sigmoid || sig.inputs.empty() || sig.inputs[0] != y)
-      continue;
-    const Node& conv = g.nodes[size_t(g.value(y).producer)];
-    if (library_of(conv) == LibraryKind::Conv) return &conv;
+    if (activation_of(sig) == Activation::Sigmoid && !sig.inputs.empty() && sig.inputs[0] == y)
+      return y;
   }
-  return nullptr;
+  return -1;
+}
+
+// The Conv node whose output the node m computes the SiLU of, else nullptr.
+const Node* silu_of_conv(const Graph& g, const Node& m) {
+  const int y = silu_input(g, m);
+  if (y < 0 || g.value(y).producer < 0) return nullptr;
+  const Node& conv = g.nodes[size_t(g.value(y).producer)];
+  return library_of(conv) == LibraryKind::Conv ? &conv : nullptr;
 }
 
 // Mul(x [N,C,H,W] from a Conv, s [N,C,1,1]) feeding a Conv alone: squeeze-excite's scale. As a
@@ -1244,14 +1251,9 @@ class Fuser {
     for (int first : {0, 1}) {
       const int si = consumers_[y][size_t(first)], mi = consumers_[y][size_t(1 - first)];
       const Node &sig = g_.nodes[size_t(si)], &mul = g_.nodes[size_t(mi)];
-      if (activation_of(sig) != Activation::Sigmoid || op_id(mul) != OpId::Mul || sig.outputs.empty() ||
-          mul.inputs.size() != 2 || mul.outputs.empty())
-        continue;
-      const int s = sig.outputs[0];
-      const bool pair = (mul.inputs[0] == y && mul.inputs[1] == s) ||
-                        (mul.inputs[0] == s && mul.inputs[1] == y);
-      if (!pair || sole_consumer(s) != mi || shape(mul.outputs[0]) != shape(y) ||
-          g_.value(mul.outputs[0]).dtype != g_.value(y).dtype)
+      if (silu_input(g_, mul) != y || activation_of(sig) != Activation::Sigmoid ||
+          sig.outputs.empty() || mul.outputs.empty() || sole_consumer(sig.outputs[0]) != mi ||
+          shape(mul.outputs[0]) != shape(y) || g_.value(mul.outputs[0]).dtype != g_.value(y).dtype)
         continue;
       G.k.activation = activation_name(Activation::Silu);
       for (int n : {si, mi}) {

@@ -147,6 +147,9 @@ TEST(Pipeline, IdentityPadsAndBatchNormForCompiledTargets) {
   b.output(b.node("Relu", {bn}));
   b.output(b.node("Relu", {one}));
   b.output(b.node("Pad", {x, b.constant("z2", Tensor::from_vector<int64_t>({8}, {0, 0, 0, 0, 0, 0, 0, 0}))}));
+  // A chain of two: the Relu reads x.
+  const int zeros8 = b.constant("z3", Tensor::from_vector<int64_t>({8}, {0, 0, 0, 0, 0, 0, 0, 0}));
+  b.output(b.node("Relu", {b.node("Pad", {b.node("Pad", {x, zeros8}), zeros8})}));
   auto ops = [](const Graph& g) {
     std::multiset<std::string> s;
     for (const Node& n : g.nodes) s.insert(n.op);
@@ -158,11 +161,15 @@ TEST(Pipeline, IdentityPadsAndBatchNormForCompiledTargets) {
     EXPECT_EQ(got.count("Pad"), 1u);
     EXPECT_EQ(got.count("Identity"), 1u);  // the graph output's; the other's reader reads x
     EXPECT_EQ(got.count("BatchNormalization"), 0u);
+    Compiled c = compile(b.g, t, {});
+    const Node& last = c.graph.nodes.back();
+    EXPECT_EQ(last.op, "Relu");
+    EXPECT_EQ(last.inputs[0], x);
     EXPECT_EQ(got.count("Mul"), 1u);
     EXPECT_EQ(got.count("Add"), 1u);
   }
   const std::multiset<std::string> ref = ops(compile(b.g, plan::Target::reference(), {}).graph);
-  EXPECT_EQ(ref.count("Pad"), 3u);
+  EXPECT_EQ(ref.count("Pad"), 5u);
   EXPECT_EQ(ref.count("BatchNormalization"), 1u);
 }
 
