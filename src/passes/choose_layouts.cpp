@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/env.hpp"
+#include "plan/library_desc.hpp"
 
 namespace brrr {
 
@@ -12,7 +13,10 @@ cpu::Layouts choose_layouts(const Graph& g, const plan::Plan& p) {
   if (env::flag("BRRR_NO_NHWC")) return cpu::Layouts(nv, cpu::kNCHW);  // for comparison
   std::vector<char> produced_ok(nv, 0), read_bad(nv, 0), unpadded(nv, 0);
   std::vector<std::vector<int>> ties;
+  bool bf16_convs = false;  // a conv that computes in bf16 (blocked_layouts_enabled)
   for (const plan::Kernel& k : p.kernels) {
+    if (const plan::ConvDesc* d = plan::desc_of<plan::ConvDesc>(k))
+      bf16_convs = bf16_convs || d->math == DType::bf16 || g.value(d->x).dtype == DType::bf16;
     std::vector<int> ins, outs, whole;
     if (k.kind == KernelKind::Library) cpu::relayout_capable_values(g, k, &ins, &outs, &ties, &whole);
     for (int v : outs) produced_ok[size_t(v)] = 1;
@@ -31,7 +35,7 @@ cpu::Layouts choose_layouts(const Graph& g, const plan::Plan& p) {
     if (produced_ok[v] && !read_bad[v] && s.size() == 4 && s[2] * s[3] > 1) layouts[v] = cpu::kNHWC;
   }
   // Channel-blocked where enabled: any channel count, except for kernels that need whole blocks.
-  if (cpu::blocked_layouts_enabled())
+  if (cpu::blocked_layouts_enabled(bf16_convs))
     for (size_t v = 0; v < nv; ++v)
       if (layouts[v] == cpu::kNHWC &&
           (!unpadded[v] || g.values[v].shape[1] % cpu::channel_block() == 0))

@@ -42,15 +42,6 @@ class PassLog {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
-// Whether g pools (MaxPool, AveragePool, GlobalAveragePool: Target::storage_16bit_without_pools).
-bool has_pool(const Graph& g) {
-  for (const Node& n : g.nodes) {
-    const LibraryKind k = library_of(n);
-    if (n.domain.empty() && (k == LibraryKind::Pool || k == LibraryKind::GlobalMean)) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
@@ -69,8 +60,7 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
     log.after("identity_pads", g, unpadded);
   }
   PrecisionReport precision;
-  if (o.storage != DType::f32 && target.storage_16bit &&
-      !(target.storage_16bit_without_pools && has_pool(g))) {
+  if (o.storage != DType::f32 && target.storage_16bit) {
     precision = convert_precision(g, o.storage, o.fold_budget_bytes);
     log.after("convert_precision", g);
   }

@@ -167,15 +167,17 @@ const Node* silu_of_conv(const Graph& g, const Node& m) {
 // Mul(x [N,C,H,W] from a Conv, s [N,C,1,1]) feeding a Conv alone: squeeze-excite's scale. As a
 // library kernel it reads and writes the convs' NHWC layout, so neither conv reorders. `silu`:
 // the target's convs take a SiLU epilogue (Target::conv_sigmoid_silu), so x may be one's SiLU
-// (EfficientNet's blocks).
-bool channel_scale_between_convs(const Graph& g, const Node& n, bool silu) {
+// (EfficientNet's blocks). `bf16_data`: bf16 x and s as well as float32
+// (Target::library_16bit_channel_scale).
+bool channel_scale_between_convs(const Graph& g, const Node& n, bool silu, bool bf16_data) {
   if (library_of(n) != LibraryKind::ChannelScale || n.inputs.size() != 2 || n.inputs[0] < 0 ||
       n.inputs[1] < 0)
     return false;
   const Value &a = g.value(n.inputs[0]), &b = g.value(n.inputs[1]), &o = g.value(n.outputs[0]);
   const Value& x = a.shape.size() == 4 && a.shape == o.shape ? a : b;
   const Value& s = &x == &a ? b : a;
-  if (x.dtype != DType::f32 || s.dtype != DType::f32 || x.shape != o.shape || x.shape.size() != 4 ||
+  const bool type_ok = x.dtype == DType::f32 || (bf16_data && x.dtype == DType::bf16);
+  if (!type_ok || s.dtype != x.dtype || o.dtype != x.dtype || x.shape != o.shape || x.shape.size() != 4 ||
       s.shape != Shape{x.shape[0], x.shape[1], 1, 1} || x.shape[2] * x.shape[3] <= 1)
     return false;
   if (x.producer < 0) return false;
@@ -352,7 +354,7 @@ NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& 
                              dtype_name(g.value(n.outputs[0]).dtype),
                              t.library_16bit_row_reduce ? ", bfloat16 and float16" : ""));
   if (lib == LibraryKind::Concat || lib == LibraryKind::GlobalMean ||
-      channel_scale_between_convs(g, n, t.conv_sigmoid_silu)) {
+      channel_scale_between_convs(g, n, t.conv_sigmoid_silu, t.library_16bit_channel_scale)) {
     info.kind = NodeKind::Library;
     return info;
   }

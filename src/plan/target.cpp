@@ -33,7 +33,13 @@ Target Target::cpu(bool onednn) {
   // 16-bit matrices: a bf16 export ran every kernel by reference before.
   t.generated_16bit = true;
   t.library_16bit_gemm = onednn;
-  t.library_16bit_conv = onednn;  // ViT's patch embedding; ResNet-50's pools stay reference
+  t.library_16bit_conv = onednn;  // ViT's patch embedding, conv nets at --precision bf16
+  // bf16 pools (oneDNN), and bf16 means over trailing axes and channel scales between convs
+  // (library_cpu.cpp): conv nets at --precision bf16 ran them by reference, reordering to NCHW
+  // and back around each (mobilenet_v3_small: 10 ReduceMeans, 131 reorders a run).
+  t.library_16bit_pool = onednn;
+  t.library_16bit_row_reduce = true;
+  t.library_16bit_channel_scale = true;
   // Casts between float32 and bool (the identity; a store to bool keeps v != 0), Slice and
   // Expand as strided loads, and Gather as a row copy (library_cpu.cpp): Llama's exports ran 23
   // such reference kernels per layer pair before (an RMSNorm's Casts, rotary's Slices, repeat_kv's
@@ -99,7 +105,9 @@ Target Target::cpu(const std::string& precision, const CpuFeatures& features) {
   // The whole model stored in bf16, as on CUDA (BRRR_PRECISION_GEMMS_ONLY=1: float32 storage,
   // bf16 operands in the contractions alone): no per-call activation casts, half the bytes
   // between kernels. BERT-base (seq 128) and ViT-B/16 on two AMX cores: see README.
-  if (precision == "bf16") t.storage_16bit = true, t.storage_16bit_without_pools = true;
+  // Pools, global means and squeeze-excite scales take bf16 too, so conv nets are stored in bf16
+  // throughout, NHWC between oneDNN's AMX convs (choose_layouts).
+  if (precision == "bf16") t.storage_16bit = true;
   t.narrow_min_columns = 16;  // measured on mobilenet_v3_small: depthwise convs lost time
   return t;
 }

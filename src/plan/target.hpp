@@ -30,7 +30,8 @@ struct Target {
   // MatMul and Gemm whose inputs and outputs are all bfloat16 or all float16 (cuBLASLt; oneDNN on
   // the CPU, with float32 accumulation).
   bool library_16bit_gemm = false;
-  // MaxPool and AveragePool on 16-bit data where generated kernels take it (CUDA's pool kernel).
+  // MaxPool and AveragePool on 16-bit data where generated kernels take it (CUDA's pool kernel;
+  // oneDNN's on the CPU, bf16).
   bool library_16bit_pool = false;
   // distribute_concat: convs over a channel Concat become partial convs chained by sum post-ops
   // (the CPU's oneDNN convs fuse the sums).
@@ -119,8 +120,11 @@ struct Target {
   // float32 accumulation).
   bool library_16bit_conv = false;
   // GlobalAveragePool / trailing ReduceMean / ReduceSum on 16-bit data (CUDA's row-mean kernel,
-  // float32 sums). Without it a device target takes float32 only.
+  // the CPU's for bf16; float32 sums). Without it a device target takes float32 only.
   bool library_16bit_row_reduce = false;
+  // A squeeze-excite scale between convs (x[N,C,H,W] * s[N,C,1,1]) on bf16 data as a library
+  // kernel (the CPU's, which keeps NHWC between the convs); without it float32 only.
+  bool library_16bit_channel_scale = false;
   // Gather of any 1, 2, 4 or 8-byte element with int32 or int64 indices (CUDA's gather kernel,
   // the CPU's row copies): a Library kernel rather than a Reference one.
   bool library_gather = false;
@@ -155,10 +159,6 @@ struct Target {
   // activations, float32 math inside kernels), as the generated and library 16-bit paths above
   // run it. Without it the precision flag reaches only the matrix products.
   bool storage_16bit = false;
-  // ... except in a graph with a pool (MaxPool, AveragePool, GlobalAveragePool), which keeps
-  // float32 storage and 16-bit math in its contractions alone: the CPU's pools compute float32
-  // only, and at 16 bits ran by reference (squeezenet1_1 at --precision bf16: 8 -> 33 ms).
-  bool storage_16bit_without_pools = false;
   // Float32 MatMul, Gemm and Conv library kernels read their operands rounded to this type
   // (constant weights once at build, activations per call), accumulate in float32 and store
   // float32: bf16 on a CPU with avx512_bf16 or AMX (--precision bf16). Generated kernels still

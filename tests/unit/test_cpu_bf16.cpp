@@ -216,20 +216,22 @@ TEST(CpuBf16, PatchConv) {
   expect_bf16_close(b.g, 1);
 }
 
-// --precision bf16 stores the whole model in bf16 on the CPU (Target::storage_16bit), except a
-// graph with a pool; the 16-bit GEMMs take views and epilogues as float32 ones do. Each has its
-// switch.
+// --precision bf16 stores the whole model in bf16 on the CPU (Target::storage_16bit), conv nets
+// too (pools, global means and squeeze-excite scales take bf16); the 16-bit GEMMs take views and
+// epilogues as float32 ones do. Each has its switch.
 TEST(CpuBf16, TargetStoresTheModelInBf16) {
   if (!brrr_test::kDnnl) GTEST_SKIP() << brrr_test::kNoDnnl;
   EXPECT_FALSE(Target::cpu().storage_16bit);
   const Target t = Target::cpu("bf16", with(true, true));
   EXPECT_TRUE(t.storage_16bit);
-  EXPECT_TRUE(t.storage_16bit_without_pools);
+  EXPECT_TRUE(t.library_16bit_pool);
+  EXPECT_TRUE(t.library_16bit_row_reduce);
+  EXPECT_TRUE(t.library_16bit_channel_scale);
+  EXPECT_FALSE(Target::cuda().library_16bit_channel_scale);
   EXPECT_TRUE(t.gemm_operand_views_16bit);
   EXPECT_TRUE(t.gemm_post_ops_16bit);
   EXPECT_FALSE(Target::cuda().gemm_operand_views_16bit);
   EXPECT_FALSE(Target::cuda().gemm_post_ops_16bit);
-  EXPECT_FALSE(Target::cuda().storage_16bit_without_pools);
   {
     brrr_test::EnvVar off("BRRR_NO_GEMM_VIEWS_16BIT", "1");
     EXPECT_FALSE(Target::cpu().gemm_operand_views_16bit);
@@ -319,28 +321,137 @@ TEST(CpuBf16, StoredLayerKeepsViewsAndEpilogues) {
   EXPECT_GE(off.plan.kernels.size(), on.plan.kernels.size() + 2) << off.plan.print(off.graph);
 }
 
-// A graph with a pool keeps float32 storage (the CPU's pools compute float32 only); its convs
-// and GEMMs still read bf16.
-TEST(CpuBf16, PoolsKeepFloat32Storage) {
-  if (!brrr_test::kDnnl) GTEST_SKIP() << brrr_test::kNoDnnl;
+// A small conv net as the CNN exports write them: a stem conv and a max pool, a squeeze-excite
+// block (global mean, two 1x1 convs, HardSigmoid, the channel scale between two convs), an
+// average pool, then a global mean and a Gemm head.
+Graph conv_net_graph() {
   std::mt19937 rng(8);
   GraphBuilder b;
-  int img = b.input("img", {1, 3, 16, 16});
-  int c = b.node("Conv", {img, b.constant("cw", brrr_test::uniform_f32({32, 3, 3, 3}, rng, -1, 1))});
-  b.output(b.node("MaxPool", {c}, {{"kernel_shape", std::vector<int64_t>{2, 2}},
-                                   {"strides", std::vector<int64_t>{2, 2}}}));
+  auto conv = [&](int x, int64_t co, int64_t ci, int64_t k, const char* act) {
+    int y = b.node("Conv", {x, b.constant("w" + std::to_string(b.count),
+                                          brrr_test::uniform_f32({co, ci, k, k}, rng, -0.3f, 0.3f)),
+                            b.constant("b" + std::to_string(b.count),
+                                       brrr_test::uniform_f32({co}, rng, -0.1f, 0.1f))},
+                   {{"pads", std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2}}});
+    return act ? b.node(act, {y}) : y;
+  };
+  int img = b.input("img", {1, 3, 32, 32});
+  int x = b.node("MaxPool", {conv(img, 32, 3, 3, "Relu")},
+                 {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                  {"strides", std::vector<int64_t>{2, 2}},
+                  {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  int h = conv(x, 48, 32, 1, "Relu");
+  int squeeze = b.node("GlobalAveragePool", {h});
+  int gate = conv(conv(squeeze, 16, 48, 1, "Relu"), 48, 16, 1, "HardSigmoid");
+  int y = conv(b.node("Mul", {h, gate}), 64, 48, 3, "Relu");
+  y = b.node("AveragePool", {y}, {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                  {"strides", std::vector<int64_t>{2, 2}}});
+  int pooled = b.node("Flatten", {b.node("GlobalAveragePool", {conv(y, 64, 64, 3, "Relu")})});
+  b.output(b.node("Gemm", {pooled, b.constant("fc", brrr_test::uniform_f32({10, 64}, rng, -0.3f, 0.3f))},
+                  {{"transB", int64_t(1)}}));
+  return b.g;
+}
+
+// Conv nets are stored in bf16 like transformers (they kept float32 storage before, the CPU's
+// pools computing float32 only): the pools, global means and the channel scale are library
+// kernels on bf16 data.
+TEST(CpuBf16, ConvNetStoredInBf16) {
+  if (!brrr_test::kDnnl) GTEST_SKIP() << brrr_test::kNoDnnl;
   CompileOptions bf16;
   bf16.storage = DType::bf16;
-  Compiled got = compile(b.g, Target::cpu("bf16", with(true, true)), bf16);
-  EXPECT_EQ(got.precision.converted, 0);
-  for (int v : got.graph.outputs) EXPECT_EQ(got.graph.value(v).dtype, DType::f32);
-  int convs = 0;
-  for (const plan::Kernel& k : got.plan.kernels)
-    if (const plan::ConvDesc* d = plan::desc_of<plan::ConvDesc>(k)) {
-      ++convs;
-      EXPECT_EQ(d->math, DType::bf16);
+  Compiled got = compile(conv_net_graph(), Target::cpu("bf16", with(true, true)), bf16);
+  EXPECT_GT(got.precision.converted, 0);
+  int pools = 0, means = 0, scales = 0;
+  for (const plan::Kernel& k : got.plan.kernels) {
+    EXPECT_NE(k.kind, plan::KernelKind::Reference) << got.plan.print(got.graph);
+    pools += plan::desc_of<plan::PoolDesc>(k) != nullptr;
+    means += plan::desc_of<plan::RowReduceDesc>(k) != nullptr;
+    if (const auto* d = plan::desc_of<plan::ChannelScaleDesc>(k)) {
+      ++scales;
+      EXPECT_EQ(got.graph.value(d->x).dtype, DType::bf16);
     }
-  EXPECT_EQ(convs, 1) << got.plan.print(got.graph);
+  }
+  EXPECT_EQ(pools, 2) << got.plan.print(got.graph);
+  EXPECT_EQ(means, 2) << got.plan.print(got.graph);
+  EXPECT_EQ(scales, 1) << got.plan.print(got.graph);
+}
+
+// The conv net on this CPU: no reference kernel, within bf16's error of the float32 model; on a
+// CPU with AMX its activations stay NHWC between the convs (oneDNN's AMX convs take NHWC only),
+// on one without, channel-blocked.
+TEST(CpuBf16, ConvNetWithinBf16Tolerance) {
+  if (!host_has_bf16()) GTEST_SKIP() << "bf16: " << cpu_precision_refusal("bf16");
+  const Graph g = conv_net_graph();
+  std::mt19937 rng(3);
+  std::map<std::string, Tensor> in;
+  for (int id : g.inputs)
+    in[g.value(id).name] = brrr_test::uniform_f32(g.value(id).shape, rng, -1, 1);
+  SessionOptions o;
+  o.precision = "bf16";
+  Session s(g, o);
+  std::vector<Tensor> got;
+  for (int r = 0; r < 2; ++r) got = s.run(in);
+  Graph f32 = g;
+  infer_shapes(f32, {});
+  std::vector<Tensor> want = run_reference(f32, in);
+  const std::string summary = s.plan_summary();
+  EXPECT_NE(summary.find("stored in 16 bits"), std::string::npos) << summary;
+  EXPECT_EQ(s.num_kernels("reference"), 0) << summary;
+  const bool amx = CpuFeatures::host().amx_bf16;
+  EXPECT_NE(summary.find(amx ? "kept NHWC" : "kept channel-blocked"), std::string::npos) << summary;
+  ASSERT_EQ(got.size(), want.size());
+  double e = rel_l2(got[0], want[0]);
+  EXPECT_LT(e, 2e-2) << summary;
+  EXPECT_GT(e, 1e-5) << "float32-exact: bf16 did not run\n" << summary;
+}
+
+// A bf16 max pool propagates a NaN as the reference does (oneDNN's drops it), and a bf16 channel
+// scale and global mean match the reference on bf16 data.
+TEST(CpuBf16, PoolMeanAndScaleOnBf16Data) {
+  if (!host_has_bf16()) GTEST_SKIP() << "bf16: " << cpu_precision_refusal("bf16");
+  std::mt19937 rng(4);
+  GraphBuilder b;
+  int x = b.input("x", {1, 24, 12, 12}, DType::bf16), x2 = b.input("x2", {1, 24, 12, 12}, DType::bf16);
+  int w = b.constant("w", brrr_test::uniform_f32({24, 24, 1, 1}, rng, -0.3f, 0.3f).cast(DType::bf16));
+  auto pool = [&](int v) {
+    return b.node("MaxPool", {v}, {{"kernel_shape", std::vector<int64_t>{2, 2}},
+                                   {"strides", std::vector<int64_t>{2, 2}}});
+  };
+  b.output(pool(b.node("Conv", {x, w})));  // x holds a NaN
+  int c = b.node("Relu", {b.node("Conv", {x2, w})});
+  int gate = b.node("Sigmoid", {b.node("GlobalAveragePool", {c})});
+  int y = b.node("Conv", {b.node("Mul", {c, gate}), w});
+  b.output(b.node("GlobalAveragePool", {y}));
+  b.output(pool(y));
+  Tensor xt = brrr_test::uniform_f32({1, 24, 12, 12}, rng, -1, 1).cast(DType::bf16);
+  Tensor x2t = brrr_test::uniform_f32({1, 24, 12, 12}, rng, -1, 1).cast(DType::bf16);
+  xt.data<bf16>()[5 * 144 + 3 * 12 + 7] = bf16(std::nanf(""));  // channel 5, row 3, column 7
+  const std::map<std::string, Tensor> in{{"x", xt}, {"x2", x2t}};
+  Session s(b.g);
+  std::vector<Tensor> got = s.run(in);
+  std::vector<Tensor> want = run_reference(s.graph(), in);
+  const std::string summary = s.plan_summary();
+  EXPECT_EQ(s.num_kernels("reference"), 0) << summary;
+  EXPECT_NE(summary.find("library     1 op(s) [Mul]"), std::string::npos) << summary;  // the scale
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t o = 0; o < got.size(); ++o) {
+    ASSERT_EQ(got[o].dtype(), DType::bf16);
+    Tensor g32 = got[o].cast(DType::f32), w32 = want[o].cast(DType::f32);
+    int64_t nans = 0;
+    for (int64_t i = 0; i < w32.numel(); ++i) {
+      const float a = g32.data<float>()[i], e = w32.data<float>()[i];
+      if (std::isnan(e)) {
+        EXPECT_TRUE(std::isnan(a)) << "output " << o << " element " << i;
+        ++nans;
+        continue;
+      }
+      EXPECT_NEAR(a, e, 2e-2 * std::max(1.f, std::fabs(e))) << "output " << o << " element " << i;
+    }
+    if (o == 0)
+      EXPECT_GT(nans, 0) << "the max pool dropped the NaN\n" << summary;
+    else
+      EXPECT_EQ(nans, 0) << "output " << o << "\n" << summary;
+  }
 }
 
 // The stored layer on this CPU: within bf16's error of the float32 model's reference, no

@@ -76,7 +76,10 @@ size_t value_bytes(const Graph& g, int v, const Layouts& l);
 
 // Whether to use channel-blocked layouts: with oneDNN on a CPU with AVX-512 or AVX2, unless
 // BRRR_CONV_LAYOUT is "nhwc" or "plain" (for comparison); BRRR_CONV_LAYOUT=blocked forces them.
-bool blocked_layouts_enabled();
+// Not for a plan whose convs compute in bf16 on a CPU with AMX: oneDNN's AMX convs (brgconv)
+// take NHWC only, and on blocked data it falls back to avx512_core_bf16's jit kernel (ResNet-50
+// at --precision bf16 on two Sapphire Rapids cores: 46.8 ms blocked, 8.5 ms NHWC, 27.6 fp32).
+bool blocked_layouts_enabled(bool bf16_convs = false);
 
 // Whether 3x3 stride-1 convs on blocked data may use oneDNN's Winograd kernel (fewer multiplies;
 // results differ from direct convolution by rounding only: on squeezenet1_1, max abs error 3.0e-7

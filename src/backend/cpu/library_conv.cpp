@@ -229,10 +229,11 @@ namespace {
 bool has_isa(unsigned isa) { return (unsigned(dnnl_get_effective_cpu_isa()) & isa) == isa; }
 }  // namespace
 
-bool blocked_layouts_enabled() {
+bool blocked_layouts_enabled(bool bf16_convs) {
   std::string l = env::text("BRRR_CONV_LAYOUT");
   if (l == "nhwc" || l == "plain") return false;
   if (l == "blocked") return true;
+  if (bf16_convs && has_isa(dnnl_cpu_isa_avx512_core_amx)) return false;
   return has_isa(dnnl_cpu_isa_avx512_core) || has_isa(dnnl_cpu_isa_avx2);
 }
 
@@ -253,6 +254,15 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) bool any_nan(const 
   int acc = 0;
 #pragma omp simd reduction(| : acc)
   for (int64_t i = 0; i < n; ++i) acc |= x[i] != x[i];
+  return acc != 0;
+}
+// bf16: exponent all ones and a nonzero fraction.
+__attribute__((target_clones("avx512f", "avx2", "default"))) bool any_nan(const bf16* x,
+                                                                          int64_t n) {
+  const uint16_t* b = reinterpret_cast<const uint16_t*>(x);
+  int acc = 0;
+#pragma omp simd reduction(| : acc)
+  for (int64_t i = 0; i < n; ++i) acc |= (b[i] & 0x7fff) > 0x7f80;
   return acc != 0;
 }
 
@@ -280,6 +290,7 @@ class DnnlPool : public LibraryKernel {
   // Max pooling: oneDNN's drops NaN, but a max propagates it (the reference, ReduceMax). One scan
   // of the input finds NaNs; only then are the windows holding them set to NaN.
   bool maxp = false;
+  bool bf = false;  // bf16 data, else float32
   int64_t N = 0, x_elems = 0, OH = 0, OW = 0, kh = 0, kw = 0, sh = 0, sw = 0, ph = 0, pw = 0;
   Addr xa{}, ya{};
 
@@ -295,11 +306,18 @@ class DnnlPool : public LibraryKernel {
     prim.execute(strm, args);
     if (dst.reordered()) dst.to_user.execute(strm, dst.inner, dst.user);
     strm.wait();
-    const float* x = static_cast<const float*>(slots[src.value]);
-    if (maxp && any_nan(x, x_elems)) propagate_nan(x, static_cast<float*>(slots[dst.value]));
+    if (!maxp) return;
+    if (bf) {
+      const bf16* x = static_cast<const bf16*>(slots[src.value]);
+      if (any_nan(x, x_elems)) propagate_nan(x, static_cast<bf16*>(slots[dst.value]));
+    } else {
+      const float* x = static_cast<const float*>(slots[src.value]);
+      if (any_nan(x, x_elems)) propagate_nan(x, static_cast<float*>(slots[dst.value]));
+    }
   }
 
-  void propagate_nan(const float* x, float* y) const {
+  template <class T>
+  void propagate_nan(const T* x, T* y) const {
     for (int64_t n = 0; n < N; ++n)
       for (int64_t c = 0; c < xa.C; ++c)
         for (int64_t oh = 0; oh < OH; ++oh)
@@ -310,10 +328,10 @@ class DnnlPool : public LibraryKernel {
               if (h < 0 || h >= xa.H) continue;
               for (int64_t j = 0; j < kw && !nan; ++j) {
                 int64_t w = ow * sw - pw + j;
-                nan = w >= 0 && w < xa.W && std::isnan(x[xa(n, c, h, w)]);
+                nan = w >= 0 && w < xa.W && std::isnan(float(x[xa(n, c, h, w)]));
               }
             }
-            if (nan) y[ya(n, c, oh, ow)] = std::numeric_limits<float>::quiet_NaN();
+            if (nan) y[ya(n, c, oh, ow)] = T(std::numeric_limits<float>::quiet_NaN());
           }
   }
 };
@@ -343,27 +361,31 @@ std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel
   auto alg = maxp              ? dnnl::algorithm::pooling_max
              : d->include_pad ? dnnl::algorithm::pooling_avg_include_padding
                               : dnnl::algorithm::pooling_avg_exclude_padding;
+  // float32 or bf16 data (oneDNN pools bf16 where the CPU has avx512_core).
+  const DType t = g.value(vx).dtype;
+  if ((t != DType::f32 && t != DType::bf16) || g.value(vout).dtype != t) return nullptr;
+  const dt et = t == DType::bf16 ? dt::bf16 : dt::f32;
   try {
-    dnnl::memory::desc xmd(xd, dt::f32, user_tag(layouts, vx)),
-        omd(od, dt::f32, user_tag(layouts, vout));
+    dnnl::memory::desc xmd(xd, et, user_tag(layouts, vx)), omd(od, et, user_tag(layouts, vout));
     // oneDNN pools between two layouts (NCHW in, blocked out: a generated kernel feeds a pool
     // whose consumer is blocked) only with its reference kernel, 20-90 ms on squeezenet1_1's pools
     // planned one kernel per op; the input is reordered to the output's layout first instead.
     const dnnl::memory::desc pool_x =
         user_tag(layouts, vx) == user_tag(layouts, vout)
             ? xmd
-            : dnnl::memory::desc(xd, dt::f32, user_tag(layouts, vout));
+            : dnnl::memory::desc(xd, et, user_tag(layouts, vout));
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, alg, pool_x, omd,
                                      strides, kern_d, pl, pr);
     dnnl::pooling_forward::primitive_desc pd(desc, attr, engine());
     auto kern = std::make_unique<DnnlPool>();
+    kern->bf = t == DType::bf16;
     kern->prim = dnnl::pooling_forward(pd);
     if (maxp) {
       kern->maxp = true;
       kern->N = xs[0];
-      kern->x_elems = int64_t(value_bytes(g, vx, layouts) / sizeof(float));
+      kern->x_elems = int64_t(value_bytes(g, vx, layouts) / dtype_size(t));
       kern->OH = os[2], kern->OW = os[3], kern->kh = ks[0], kern->kw = ks[1];
       kern->sh = strides[0], kern->sw = strides[1], kern->ph = pl[0], kern->pw = pl[1];
       kern->xa = Addr{xs[1], xs[2], xs[3], layout_of(layouts, vx)};

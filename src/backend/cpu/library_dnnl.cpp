@@ -389,7 +389,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_kernel(const Graph&, const plan::Kernel
 
 std::jthread start_gemm_jit_init(const std::vector<std::string>&) { return {}; }
 
-bool blocked_layouts_enabled() { return false; }
+bool blocked_layouts_enabled(bool) { return false; }
 int64_t channel_block() { return 8; }
 bool winograd_enabled() { return false; }
 
