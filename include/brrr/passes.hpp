@@ -94,6 +94,11 @@ bool decompose_batchnorm(Graph& g);
 // it writes a graph output). Returns true when it changed the graph (src/passes/identity_pads.cpp).
 bool identity_pads(Graph& g);
 
+// Each Pow whose exponent is the constant 2 becomes Mul(x, x) (the same correctly rounded
+// square, no powf call in generated code). Returns true when it changed the graph
+// (src/passes/square_pows.cpp).
+bool square_pows(Graph& g);
+
 // Hugging Face's rotary embedding, x * cos + Concat(-x[..., D/2:], x[..., :D/2]) * sin, as
 // pointwise nodes over x viewed as [..., 2, D/2] (a Where swaps the halves), which a target with
 // lazy views fuses into one kernel. Returns true when it changed the graph

@@ -117,6 +117,8 @@ const Switch kSwitches[] = {
     {"BRRR_CUPTI_LIB", Kind::Path, "", "", 0, 0,
      "CUDA: the CUPTI library the doctor's profile loads (default: searched in the toolkit)"},
     {"BRRR_DISABLE_WINOGRAD", Kind::Flag, "0", "", 0, 0, "CPU: no Winograd 3x3 convs"},
+    {"BRRR_NO_SQUARE_POWS", Kind::Flag, "0", "", 0, 0,
+     "CPU: Pow(x, 2) stays a Pow (a powf call in generated code) instead of Mul(x, x)"},
     {"BRRR_NO_CONV_SILU", Kind::Flag, "0", "", 0, 0,
      "CPU: a conv's Sigmoid, or its x * sigmoid(x) (SiLU), runs as a generated kernel, not as "
      "oneDNN's logistic or swish post-op"},

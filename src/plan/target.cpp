@@ -28,6 +28,8 @@ Target Target::cpu(bool onednn) {
   t.clone_shared_views = t.gemm_operand_views && env::flag("BRRR_VIEW_CLONES");
   t.gemm_gelu_tanh = onednn && !env::flag("BRRR_NO_GEMM_GELU_TANH");
   t.merge_gemms = t.gemm_operand_views && !env::flag("BRRR_NO_MERGE_GEMMS");
+  // LayerNorm's and RMSNorm's Pow(x, 2) as x * x: the T5 encoder's RMSNorm 0.10 -> see README.
+  t.square_pows = !env::flag("BRRR_NO_SQUARE_POWS");
   t.generated_bool = true;  // the C++ emitter reads and writes bool buffers (codegen_cpp.cpp)
   // ... and bfloat16 / float16 ones (float32 math, rounded by the store), and oneDNN multiplies
   // 16-bit matrices: a bf16 export ran every kernel by reference before.

@@ -125,6 +125,9 @@ struct Target {
   // A squeeze-excite scale between convs (x[N,C,H,W] * s[N,C,1,1]) on bf16 data as a library
   // kernel (the CPU's, which keeps NHWC between the convs); without it float32 only.
   bool library_16bit_channel_scale = false;
+  // Pow(x, 2) as Mul(x, x) (passes/square_pows.cpp; BRRR_NO_SQUARE_POWS=1 keeps Pow). The CPU
+  // only until the CUDA plans with it have run on a device.
+  bool square_pows = false;
   // Gather of any 1, 2, 4 or 8-byte element with int32 or int64 indices (CUDA's gather kernel,
   // the CPU's row copies): a Library kernel rather than a Reference one.
   bool library_gather = false;

@@ -2,8 +2,13 @@
 // (src/plan/target.hpp) and the arena pass (src/passes/plan_memory.cpp).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <set>
 
+#include "brrr/reference.hpp"
+#include "brrr/session.hpp"
+#include "env_var.hpp"
 #include "passes/pipeline.hpp"
 #include "passes/plan_memory.hpp"
 #include "plan/kernel_ir.hpp"
@@ -171,6 +176,51 @@ TEST(Pipeline, IdentityPadsAndBatchNormForCompiledTargets) {
   const std::multiset<std::string> ref = ops(compile(b.g, plan::Target::reference(), {}).graph);
   EXPECT_EQ(ref.count("Pad"), 5u);
   EXPECT_EQ(ref.count("BatchNormalization"), 1u);
+}
+
+// Pow(x, 2) is Mul(x, x) in the CPU's compiled plans (an RMSNorm's variance, as T5's export
+// writes it: a powf call per element before), a float or an int exponent alike; Pow(x, 3) (the
+// GELU matcher's) and a broadcasting exponent keep Pow, as do the reference and (until a device
+// run) CUDA. The square is bit-exact against the reference's pow, NaN and infinities included.
+TEST(Pipeline, SquarePowsOnTheCpu) {
+  GraphBuilder b;
+  int x = b.input("x", {2, 16});
+  int sq = b.node("Pow", {x, b.scalar(2.f)});
+  int var = b.node("ReduceMean", {sq}, {{"axes", std::vector<int64_t>{-1}}});
+  int inv = b.node("Reciprocal", {b.node("Sqrt", {b.node("Add", {var, b.scalar(1e-6f)})})});
+  b.output(b.node("Mul", {x, inv}));  // an RMSNorm
+  b.output(b.node("Pow", {x, b.constant("two", Tensor::from_vector<int64_t>({1}, {2}))}));
+  b.output(b.node("Pow", {x, b.scalar(3.f)}));
+  b.output(b.node("Pow", {x, b.constant("e", Tensor::from_vector<float>({16}, std::vector<float>(16, 2.f)))}));
+  auto pows = [](const Graph& g) {
+    int n = 0;
+    for (const Node& m : g.nodes) n += m.op == "Pow";
+    return n;
+  };
+  EXPECT_EQ(pows(compile(b.g, plan::Target::cpu(), {}).graph), 2);  // the cube, the [16] exponent
+  EXPECT_EQ(pows(compile(b.g, plan::Target::cuda(), {}).graph), 4);
+  EXPECT_EQ(pows(compile(b.g, plan::Target::reference(), {}).graph), 4);
+  {
+    brrr_test::EnvVar off("BRRR_NO_SQUARE_POWS", "1");
+    EXPECT_EQ(pows(compile(b.g, plan::Target::cpu(), {}).graph), 4);
+  }
+  Tensor in = Tensor::from_vector<float>({2, 16}, {0.f, -0.f, 1.5f, -3.25f, 1e-20f, -1e20f, 1e30f,
+                                                   std::numeric_limits<float>::infinity(),
+                                                   -std::numeric_limits<float>::infinity(),
+                                                   std::nanf(""), 7.f, -2.5f, 0.1f, 3e-39f, 65504.f,
+                                                   -1.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f,
+                                                   9.f, 10.f, 11.f, 12.f, 13.f, 14.f, 15.f, 16.f});
+  Session s(b.g);
+  std::vector<Tensor> got = s.run({{"x", in}});
+  std::vector<Tensor> want = run_reference(s.graph(), {{"x", in}});
+  ASSERT_EQ(got.size(), 4u);
+  for (int64_t i = 0; i < in.numel(); ++i) {  // output 1, the square: bit for bit
+    const float a = got[1].data<float>()[i], e = want[1].data<float>()[i];
+    if (std::isnan(e))
+      EXPECT_TRUE(std::isnan(a)) << i;
+    else
+      EXPECT_EQ(a, e) << i;
+  }
 }
 
 // A Gather reads the rows it picks, not its whole table: the doctor judged an embedding lookup
