@@ -94,6 +94,11 @@ bool decompose_batchnorm(Graph& g);
 // it writes a graph output). Returns true when it changed the graph (src/passes/identity_pads.cpp).
 bool identity_pads(Graph& g);
 
+// Each Identity that writes no graph output is dropped, its readers reading its input (a shared
+// weight's Identities: one constant, packed once). Returns true when it changed the graph
+// (src/passes/forward_identities.cpp).
+bool forward_identities(Graph& g);
+
 // Each Pow whose exponent is the constant 2 becomes Mul(x, x) (the same correctly rounded
 // square, no powf call in generated code). Returns true when it changed the graph
 // (src/passes/square_pows.cpp).

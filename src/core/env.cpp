@@ -117,6 +117,8 @@ const Switch kSwitches[] = {
     {"BRRR_CUPTI_LIB", Kind::Path, "", "", 0, 0,
      "CUDA: the CUPTI library the doctor's profile loads (default: searched in the toolkit)"},
     {"BRRR_DISABLE_WINOGRAD", Kind::Flag, "0", "", 0, 0, "CPU: no Winograd 3x3 convs"},
+    {"BRRR_NO_FORWARD_IDENTITIES", Kind::Flag, "0", "", 0, 0,
+     "CPU: an Identity node stays a node (a copy kernel) instead of its readers reading its input"},
     {"BRRR_NO_SQUARE_POWS", Kind::Flag, "0", "", 0, 0,
      "CPU: Pow(x, 2) stays a Pow (a powf call in generated code) instead of Mul(x, x)"},
     {"BRRR_NO_CONV_SILU", Kind::Flag, "0", "", 0, 0,

@@ -58,6 +58,10 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
     log.after("batchnorm", g, decomposed);
     bool unpadded = identity_pads(g);
     log.after("identity_pads", g, unpadded);
+    if (target.forward_identities) {
+      bool forwarded = forward_identities(g);
+      log.after("forward_identities", g, forwarded);
+    }
     if (target.square_pows) {
       bool squared = square_pows(g);
       log.after("square_pows", g, squared);

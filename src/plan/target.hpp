@@ -128,6 +128,9 @@ struct Target {
   // Pow(x, 2) as Mul(x, x) (passes/square_pows.cpp; BRRR_NO_SQUARE_POWS=1 keeps Pow). The CPU
   // only until the CUDA plans with it have run on a device.
   bool square_pows = false;
+  // Identity nodes read through (passes/forward_identities.cpp; BRRR_NO_FORWARD_IDENTITIES=1
+  // keeps them). The CPU only until the CUDA plans with it have run on a device.
+  bool forward_identities = false;
   // Gather of any 1, 2, 4 or 8-byte element with int32 or int64 indices (CUDA's gather kernel,
   // the CPU's row copies): a Library kernel rather than a Reference one.
   bool library_gather = false;

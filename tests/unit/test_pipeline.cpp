@@ -4,12 +4,15 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <random>
 #include <set>
 
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
 #include "env_var.hpp"
 #include "passes/pipeline.hpp"
+#include "random_tensor.hpp"
 #include "passes/plan_memory.hpp"
 #include "plan/kernel_ir.hpp"
 #include "plan/kernel_record.hpp"
@@ -221,6 +224,43 @@ TEST(Pipeline, SquarePowsOnTheCpu) {
     else
       EXPECT_EQ(a, e) << i;
   }
+}
+
+// Identities of a shared weight (ALBERT's export writes one per layer that reuses it) are read
+// through on the CPU: both MatMuls read the one constant, no copy kernel, and the results match
+// the reference. One whose output is a graph output stays (it must write that output).
+TEST(Pipeline, SharedWeightIdentitiesAreReadThrough) {
+  std::mt19937 rng(2);
+  GraphBuilder b;
+  int x = b.input("x", {4, 32});
+  int w = b.constant("w", brrr_test::uniform_f32({32, 32}, rng, -0.5f, 0.5f));
+  int h = b.node("Relu", {b.node("MatMul", {x, b.node("Identity", {w})})});
+  b.output(b.node("MatMul", {h, b.node("Identity", {b.node("Identity", {w})})}));
+  b.output(b.node("Identity", {h}));
+  CompileOptions o;
+  o.fold_budget_bytes = 64;  // the weight is over it: its Identities are not folded
+  auto count = [](const Graph& g, const char* op) {
+    int n = 0;
+    for (const Node& m : g.nodes) n += m.op == op;
+    return n;
+  };
+  Compiled c = compile(b.g, plan::Target::cpu(), o);
+  EXPECT_EQ(count(c.graph, "Identity"), 1);  // the graph output's
+  for (const Node& m : c.graph.nodes)
+    if (m.op == "MatMul") EXPECT_EQ(m.inputs[1], w);
+  EXPECT_EQ(count(compile(b.g, plan::Target::reference(), o).graph, "Identity"), 4);
+  {
+    brrr_test::EnvVar off("BRRR_NO_FORWARD_IDENTITIES", "1");
+    EXPECT_EQ(count(compile(b.g, plan::Target::cpu(), o).graph, "Identity"), 4);
+  }
+  std::map<std::string, Tensor> in{{"x", brrr_test::uniform_f32({4, 32}, rng, -1, 1)}};
+  Session s(b.g);
+  std::vector<Tensor> got = s.run(in);
+  std::vector<Tensor> want = run_reference(s.graph(), in);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t k = 0; k < got.size(); ++k)
+    for (int64_t i = 0; i < want[k].numel(); ++i)
+      EXPECT_NEAR(got[k].data<float>()[i], want[k].data<float>()[i], 1e-4) << k << " " << i;
 }
 
 // A Gather reads the rows it picks, not its whole table: the doctor judged an embedding lookup
