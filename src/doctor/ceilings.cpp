@@ -91,9 +91,10 @@ void validate_ceilings(const Ceilings& c) {
 }
 
 // How the probe measures: 2 times the CPU's FMA peaks in thread CPU time (probe_kernels.cpp,
-// CpuSpanTimer); 3 adds the CPU's library GEMM per precision (library_gflops). A cached file
-// from an older method is measured again.
-constexpr int kProbeMethod = 3;
+// CpuSpanTimer); 3 adds the CPU's library GEMM per precision (library_gflops); 4 the AMX tile
+// loop as the bf16 peak where the CPU has AMX. A cached file from an older method is measured
+// again.
+constexpr int kProbeMethod = 4;
 constexpr int kProbeMethodCuda = 2;  // the GPU probe has not changed since method 2
 
 }  // namespace
@@ -286,8 +287,13 @@ std::string render_ceilings(const Ceilings& c) {
                                  l.name == "llc" ? "LLC" : l.name == "l2" ? "L2" : l.name,
                                  l.bytes / 1048576, c.threads),
                      l.gbs, "-");
+  // The bf16 peak is the AMX tile loop's where it beat the vdpbf16ps loop (probe_cpu.cpp).
+  const bool amx = c.peak_gflops.count("fp32") && c.peak_gflops.count("bf16") &&
+                   c.peak_gflops.at("bf16") > 4 * c.peak_gflops.at("fp32");
   for (const auto& [prec, v] : c.peak_gflops)
-    s += fmt::format("  {:<34} {:>6.1f} GFLOP/s {:>14}\n", "peak " + prec + " (FMA, all threads)",
+    s += fmt::format("  {:<34} {:>6.1f} GFLOP/s {:>14}\n",
+                     "peak " + prec + (prec == "bf16" && amx ? " (AMX tiles, all threads)"
+                                                             : " (FMA, all threads)"),
                      v, est((prec + "_gflops").c_str()));
   for (const auto& [prec, v] : c.library_gflops)
     s += fmt::format("  {:<34} {:>6.1f} GFLOP/s {:>14}\n", "library GEMM " + prec + " (oneDNN)", v,

@@ -119,6 +119,8 @@ void fill_datasheet(Ceilings& c) {
   c.datasheet["fp32_gflops"] = lanes32 * 2.0 * ports * ghz * cores;
   c.datasheet["fp64_gflops"] = lanes32 / 2 * 2.0 * ports * ghz * cores;
   if (has("avx512_bf16")) c.datasheet["bf16_gflops"] = lanes32 * 4.0 * ports * ghz * cores;
+  // AMX: one 16 x 16 x 32 bf16 tile product (16384 FLOP) per 16 cycles per core.
+  if (has("amx_bf16")) c.datasheet["bf16_gflops"] = 1024.0 * ghz * cores;
   c.datasheet_note = fmt::format(
       "estimate, not measured: {} fp32 lanes x 2 (FMA) x {} FMA ports x {:.2f} GHz (cpu MHz in "
       "/proc/cpuinfo) x {} cores; no bandwidth figure is known for this machine",
@@ -373,6 +375,12 @@ Ceilings probe_cpu(bool progress_on, bool quick) {
   c.peak_gflops["fp64"] = best_rate(kern::fma_f64, 1 << 12, 0.12 * q, 3) / 1e9;
   if (kern::dot_bf16(1) > 0)
     c.peak_gflops["bf16"] = best_rate(kern::dot_bf16, 1 << 12, 0.12 * q, 3) / 1e9;
+  // With AMX the bf16 roof is the tile unit's, where oneDNN's bf16 GEMMs and convs run: judged
+  // against the vdpbf16ps loop (212 GFLOP/s on two Sapphire Rapids cores), BERT-base's bf16
+  // GEMMs showed 390-470% of "peak".
+  if (kern::amx_bf16(1) > 0)
+    c.peak_gflops["bf16"] = std::max(c.peak_gflops["bf16"],
+                                     best_rate(kern::amx_bf16, 1 << 10, 0.12 * q, 3) / 1e9);
 
   // 2b. The library GEMM per precision the backend accepts.
   step("library GEMM: oneDNN 256x1024x1024 matmul at fp32 and at each --precision this CPU "

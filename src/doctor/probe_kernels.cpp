@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -222,6 +224,70 @@ double dot_bf16(int64_t iters) {
   return 0;
 #endif
 }
+
+// AMX bf16 tile products (TDPBF16PS, the unit oneDNN's bf16 GEMMs and convs use on a CPU with
+// AMX): four independent 16 x 16 float32 accumulator tiles, each instruction 16 x 16 x 32
+// multiply-adds. 0 where the CPU or the build has no AMX, or the kernel refuses the tile state.
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+namespace {
+
+// The kernel hands out AMX's tile state only on request (Linux 5.16+; arch_prctl
+// ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA), once per process (oneDNN asks the same).
+bool amx_permitted() {
+  static const bool ok = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */,
+                                 18 /* XFEATURE_XTILEDATA */) == 0;
+  return ok;
+}
+
+struct TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+}  // namespace
+
+double amx_bf16(int64_t iters) {
+  if (!amx_permitted()) return 0;
+  double total = 0;
+  g_span = 0;
+#pragma omp parallel reduction(+ : total)
+  {
+    CpuSpanTimer span;
+    TileConfig cfg;
+    for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;  // 16 rows of 64 bytes
+    _tile_loadconfig(&cfg);
+    alignas(64) uint16_t ab[16 * 32];
+    for (int i = 0; i < 16 * 32; ++i) ab[i] = uint16_t(0x3a83 + (i & 7));  // about 1e-3
+    alignas(64) float out[16 * 16];
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, ab, 64);
+    _tile_loadd(5, ab, 64);
+    _tile_loadd(6, ab, 64);
+    _tile_loadd(7, ab, 64);
+    for (int64_t i = 0; i < iters; ++i) {
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    float sum = out[0];
+    _tile_stored(3, out, 64);
+    sum += out[255];
+    _tile_release();
+    g_sink = sum;
+    total = double(iters) * 4 * 16 * 16 * 32 * 2;
+  }
+  return total;
+}
+#else
+double amx_bf16(int64_t) { return 0; }
+#endif
 
 // ---- Special functions
 

@@ -17,6 +17,8 @@ bool have_sleef();
 double fma_f32(int64_t iters);
 double fma_f64(int64_t iters);
 double dot_bf16(int64_t iters);
+// AMX bf16 tile products (TDPBF16PS); 0 where the CPU, the build or the OS has no AMX.
+double amx_bf16(int64_t iters);
 
 // Special functions in the order of kSpecialNames.
 enum SpecialFn { kExp, kCos, kSin, kTanh, kErf, kSqrt, kLog, kNumSpecial };

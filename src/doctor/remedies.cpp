@@ -333,10 +333,12 @@ std::string moved_to(const KernelRecord& k, const std::string& unit, const Ceili
 }
 
 // A rate the probe measured for kernel `k` at unit `prec`, FLOP/s (0: not measured): the library
-// GEMM's own rate where the probe ran one at that precision, else the peak loop's.
+// GEMM's own rate where the probe ran one at that precision, else the peak loop's. On the CPU a
+// conv takes the GEMM's rate too: oneDNN runs both on the same units (AMX tiles at bf16, where
+// the tile loop's peak is 14x the fp32 FMA loop's and oneDNN's GEMM 6.5x its fp32 one).
 double unit_rate(const KernelRecord& k, const std::string& prec, const Ceilings& c,
                  bool* library) {
-  const bool gemm = has_any(k, {"MatMul", "Gemm"});
+  const bool gemm = has_any(k, {"MatMul", "Gemm"}) || (c.backend == "cpu" && has_any(k, {"Conv"}));
   auto lib = c.library_gflops.find(prec);
   if (gemm && c.library_gflops.count("fp32") && lib != c.library_gflops.end()) {
     *library = true;
