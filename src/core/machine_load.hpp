@@ -10,10 +10,15 @@ namespace brrr {
 // Now, in UTC, ISO 8601 to the second ("2026-12-01T15:22:07Z"): when a measurement was taken.
 std::string utc_timestamp();
 
-// Threads of other processes runnable at this instant: the kernel's count of runnable threads
-// (/proc/loadavg) minus this process's own. -1 when it cannot be read (not Linux). One sample is
-// noisy; callers take several.
+// Threads of other processes runnable at this instant: 0 when the kernel's count of runnable
+// threads (/proc/loadavg) is this process's own, else those in state R in /proc/<pid>/task/*/stat
+// of every pid but this one, kernel threads left out (at most 256). -1 when it cannot be read
+// (not Linux). One sample is noisy; callers take several.
 int other_runnable_threads();
+// Whether a /proc/<pid>/task/<tid>/stat line ("tid (comm) R ppid ...", comm may hold spaces and
+// parentheses) is a runnable thread that is not a kernel thread (kthreadd, pid 2, and its
+// children: rcu_preempt and the kworkers run in bursts that hold no CPU for long).
+bool runnable_user_task_line(const std::string& line);
 
 class LoadMeter {
  public:

@@ -5,6 +5,16 @@
 // scripts/warm_start.py measures the times.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include <random>
 
 #include "backend/cpu/library.hpp"
@@ -132,6 +142,69 @@ TEST(MachineLoad, OtherRunnableThreadsIsReadOnLinux) {
   EXPECT_GE(other_runnable_threads(), 0);
 #else
   GTEST_SKIP() << "not Linux: /proc/loadavg is not there";
+#endif
+}
+
+// A task line counts when it is runnable and not a kernel thread.
+TEST(MachineLoad, KernelThreadsAreNotLoad) {
+  EXPECT_TRUE(runnable_user_task_line("31227 (grep) R 31164 31164 5976 0 -1 4194304"));
+  EXPECT_TRUE(runnable_user_task_line("77 (a (weird) name) R 1 77 77 0 -1"));
+  EXPECT_FALSE(runnable_user_task_line("31227 (grep) S 31164 31164 5976 0 -1"));
+  EXPECT_FALSE(runnable_user_task_line("15 (rcu_preempt) R 2 0 0 0 -1 2129984"));  // a kernel thread
+  EXPECT_FALSE(runnable_user_task_line("2 (kthreadd) R 0 0 0 0 -1"));
+  EXPECT_FALSE(runnable_user_task_line("garbage"));
+  EXPECT_FALSE(runnable_user_task_line(""));
+}
+
+// Other processes' runnable threads are counted, this process's own are not, however many of
+// them spin (the loadavg count minus a later count of its own R threads took own threads that
+// changed state between the two reads for another process's: half of the Whisper encoder's
+// sessions on a quiet machine started serial, at twice the time a run).
+TEST(MachineLoad, OwnThreadsAreNotOthersAndABusyChildIs) {
+#ifdef __linux__
+  auto median_of_samples = [] {
+    std::vector<int> v;
+    for (int i = 0; i < 15; ++i) {
+      v.push_back(other_runnable_threads());
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  {
+    std::atomic<bool> stop{false};
+    std::vector<std::jthread> spinners;
+    // Each spins a moment, then sleeps a moment, as OpenMP's waiting threads do: runnable one
+    // instant, asleep the next.
+    for (int i = 0; i < 6; ++i)
+      spinners.emplace_back([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+          const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(30);
+          while (std::chrono::steady_clock::now() < until) {
+          }
+          std::this_thread::sleep_for(std::chrono::microseconds(30));
+        }
+      });
+    // Other tests' processes may run beside this one (ctest -j), a few threads at most.
+    EXPECT_LE(median_of_samples(), 3);
+    stop = true;
+  }
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // spins until killed
+    for (volatile unsigned long i = 0;; i = i + 1) {
+    }
+  }
+  int seen = 0;
+  for (int i = 0; i < 50 && seen == 0; ++i) {
+    seen = std::max(seen, other_runnable_threads());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_GE(seen, 1);
+#else
+  GTEST_SKIP() << "not Linux: /proc is not there";
 #endif
 }
 
