@@ -25,7 +25,7 @@ def fixed_ceilings(xdg, monkeypatch):
     """A cached ceilings file where the doctor looks ($XDG_CACHE_HOME/brrr)."""
     cache = xdg / "brrr"
     cache.mkdir(parents=True, exist_ok=True)
-    ceilings = {"probe_method": 3, "backend": "cpu", "threads": 2, "bandwidth_gbs": 20,
+    ceilings = {"probe_method": 4, "backend": "cpu", "threads": 2, "bandwidth_gbs": 20,
                 "memcpy_gbs": 10,
                 "peak_gflops": {"fp32": 500}, "special_gops": {"exp": 5}, "dispatch_us": 1,
                 "fork_join_us": 2, "kernel_call_us": 0.01}
