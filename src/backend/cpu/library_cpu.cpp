@@ -5,7 +5,10 @@
 #include <cstring>
 #include <vector>
 
+#include <immintrin.h>
+
 #include "backend/cpu/library.hpp"
+#include "core/cpu_features.hpp"
 #include "ops/movement_util.hpp"
 #include "plan/library_desc.hpp"
 
@@ -68,20 +71,58 @@ BRRR_ROW_CLONES void add_rows(float* acc, const uint16_t* x, int64_t rows, int64
                               int64_t stride) {
   add_rows_t(acc, x, rows, n, stride);
 }
-BRRR_ROW_CLONES void mul_rows(const float* x, const float* s, float* y, int64_t rows, int64_t n) {
+BRRR_ROW_CLONES void mul_rows_sw(const float* x, const float* s, float* y, int64_t rows, int64_t n) {
   mul_rows_t(x, s, y, rows, n);
 }
-BRRR_ROW_CLONES void mul_rows(const uint16_t* x, const float* s, uint16_t* y, int64_t rows,
-                              int64_t n) {
+BRRR_ROW_CLONES void mul_rows_sw(const uint16_t* x, const float* s, uint16_t* y, int64_t rows,
+                                 int64_t n) {
   mul_rows_t(x, s, y, rows, n);
 }
-BRRR_ROW_CLONES void mul_scalar(const float* x, float s, float* y, int64_t n) {
+BRRR_ROW_CLONES void mul_scalar_sw(const float* x, float s, float* y, int64_t n) {
   mul_scalar_t(x, s, y, n);
 }
-BRRR_ROW_CLONES void mul_scalar(const uint16_t* x, float s, uint16_t* y, int64_t n) {
+BRRR_ROW_CLONES void mul_scalar_sw(const uint16_t* x, float s, uint16_t* y, int64_t n) {
   mul_scalar_t(x, s, y, n);
 }
 #undef BRRR_ROW_CLONES
+
+// bf16 rows where the CPU has avx512_bf16: 16 products rounded by one vcvtneps2bf16 (to nearest
+// even, a NaN stays NaN; subnormal results flush to zero, as oneDNN's bf16 stores do) instead
+// of the integer rounding above, which bounds a bf16 channel scale by its instructions (0.39 ms
+// against 0.36 ms for float32's twice the bytes, [112 x 112, 96] on one thread).
+// y[r * n + c] = x[r * n + c] * (s[c], or the one scalar where s is null).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void mul_rows_bf16_hw(
+    const uint16_t* x, const float* s, float scalar, uint16_t* y, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* xr = x + r * n;
+    uint16_t* yr = y + r * n;
+    for (int64_t c = 0; c < n; c += 16) {
+      const __mmask16 m = n - c >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - c)) - 1);
+      // (the maskz forms: GCC 12's plain ones warn of an uninitialized operand they discard)
+      const __m512i wide = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, xr + c));
+      const __m512 xv = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(m, wide, 16));
+      const __m512 sv = s ? _mm512_maskz_loadu_ps(m, s + c) : _mm512_set1_ps(scalar);
+      const __m256bh b = _mm512_cvtneps_pbh(_mm512_mul_ps(xv, sv));
+      _mm256_mask_storeu_epi16(yr + c, m, reinterpret_cast<const __m256i&>(b));
+    }
+  }
+}
+bool bf16_hw() {
+  static const bool hw = CpuFeatures::host().avx512_bf16;
+  return hw;
+}
+void mul_rows(const uint16_t* x, const float* s, uint16_t* y, int64_t rows, int64_t n) {
+  if (bf16_hw()) return mul_rows_bf16_hw(x, s, 0.f, y, rows, n);
+  mul_rows_sw(x, s, y, rows, n);
+}
+void mul_rows(const float* x, const float* s, float* y, int64_t rows, int64_t n) {
+  mul_rows_sw(x, s, y, rows, n);
+}
+void mul_scalar(const uint16_t* x, float s, uint16_t* y, int64_t n) {
+  if (bf16_hw()) return mul_rows_bf16_hw(x, nullptr, s, y, 1, n);
+  mul_scalar_sw(x, s, y, n);
+}
+void mul_scalar(const float* x, float s, float* y, int64_t n) { mul_scalar_sw(x, s, y, n); }
 
 // Output = for each outer index, each input's contiguous chunk in turn.
 class ConcatKernel : public LibraryKernel {
