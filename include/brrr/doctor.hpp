@@ -129,6 +129,9 @@ struct KernelAnalysis {
   std::string over_reason;
   // The kernel's spread over the timed runs (nearest-rank p10 / p90; 0 without per-run samples).
   double p10_ms = 0, p90_ms = 0;
+  // Set when the reported run's time is an outlier of the kernel's runs (over 3x their median
+  // and 0.02 ms more): its regime and efficiency are that run's, not the kernel's.
+  std::string outlier_note;
 };
 KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c);
 

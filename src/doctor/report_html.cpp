@@ -332,7 +332,8 @@ std::string kernel_table(const char* id, const std::vector<const KernelAnalysis*
         k.p90_ms > 0 ? fmt::format("{:.4f}-{:.4f}", k.p10_ms, k.p90_ms) : std::string("-"),
         wall_ms > 0 ? 100 * k.rec.time_ms / wall_ms : 0.0, regime_color(k.regime),
         regime_name(k.regime), ms(k.floor_ms, 4), 100 * k.efficiency,
-        k.over_reason.empty() ? "" : "<br><span class=\"why\">" + esc(k.over_reason) + "</span>",
+        (k.over_reason.empty() ? "" : "<br><span class=\"why\">" + esc(k.over_reason) + "</span>") +
+            (k.outlier_note.empty() ? "" : "<br><span class=\"why\">" + esc(k.outlier_note) + "</span>"),
         k.rec.cost.flops / t / 1e9, peak, esc(prec), k.rec.cost.bytes / t / 1e9, k.roof_gbs,
         esc(k.roof), bounds.empty() ? "-" : bounds);
   }

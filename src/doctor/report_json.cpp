@@ -29,6 +29,7 @@ json kernel_json(const KernelAnalysis& k) {
               {"roof", k.roof},
               {"roof_gbs", k.roof_gbs},
               {"over_roof_reason", k.over_reason},
+              {"outlier_note", k.outlier_note},
               {"regime", regime_name(k.regime)},
               {"fused_from", k.rec.nodes},
               {"boundaries", k.rec.boundaries}};

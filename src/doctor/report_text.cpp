@@ -125,6 +125,7 @@ std::string render_table(const Report& r) {
         k->roof, regime_name(k->regime));
     // A number above its roof is never shown without why, right under it.
     if (!k->over_reason.empty()) s += "    eff > 100%: " + k->over_reason + "\n";
+    if (!k->outlier_note.empty()) s += "    " + k->outlier_note + "\n";
   }
   s += "\nclass table (share of FLOPs vs share of the wall):\n" + class_rows(r.classes);
 

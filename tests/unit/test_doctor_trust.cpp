@@ -149,3 +149,31 @@ TEST(DoctorTrust, CeilingsKeepTheLibraryGemmRates) {
   j["library_gflops"] = {{"bf16", -1.0}};
   EXPECT_THROW(ceilings_from_json(j), std::exception);
 }
+
+// The report's kernel times are one run's (the median run by wall time), so they add up to its
+// wall; a kernel that spiked in that run says so beside its row, with its median over the runs,
+// rather than passing for a slow kernel (ShuffleNet-v2 showed a conv at 0.183 ms, "overhead",
+// 0.3% efficient, whose median over the five runs was 0.005 ms). A steady kernel has no note.
+TEST(DoctorTrust, AKernelThatSpikedInTheReportedRunSaysSo) {
+  RunProfile p = steady_profile();
+  p.kernels_in_wall_runs = true;
+  p.wall_samples_ms = {1.0, 1.1, 1.2, 1.3, 1.4};
+  p.kernels[0].samples_ms = {0.9, 1.0, 1.05, 0.95, 1.0};
+  KernelRecord spiky = p.kernels[0];
+  spiky.name = "k1_conv";
+  spiky.ops = {"Conv"};
+  spiky.samples_ms = {0.005, 0.004, 0.183, 0.006, 0.005};  // run 2 is the median run by wall
+  p.kernels.push_back(spiky);
+  Report r = diagnose(p, quiet_ceilings());
+  ASSERT_EQ(r.kernels.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.kernels[1].rec.time_ms, 0.183);  // the reported run's time, as the wall's
+  EXPECT_TRUE(r.kernels[0].outlier_note.empty()) << r.kernels[0].outlier_note;
+  EXPECT_NE(r.kernels[1].outlier_note.find("an outlier in the reported run: median 0.0050 ms over "
+                                           "5 runs"),
+            std::string::npos)
+      << r.kernels[1].outlier_note;
+  EXPECT_NE(render_table(r).find("    an outlier in the reported run"), std::string::npos)
+      << render_table(r);
+  EXPECT_EQ(report_json(r)["kernels"][1]["outlier_note"].get<std::string>(),
+            r.kernels[1].outlier_note);
+}
