@@ -2,6 +2,7 @@
 // residual epilogues as post-ops), plus a few hand-written copy/reduce kernels.
 #pragma once
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -10,6 +11,7 @@
 
 #include "backend/cpu/thread_pool.hpp"
 #include "brrr/session.hpp"
+#include "core/machine_load.hpp"
 #include "plan/kernel_ir.hpp"
 
 namespace brrr::cpu {
@@ -181,6 +183,16 @@ struct LoadState {
     stretch = std::min(stretch * 2, kMaxStretch);
   }
   void calm() { stretch = kFirstStretch; }
+  // A kernel of the current run was slow (LoadAdaptiveKernel, inside a LoadRun): judged when the
+  // run ends, against others_runnable().
+  bool suspect = false;
+  // Other processes' runnable threads now (other_runnable_threads(); tests set `others`). A slow
+  // threaded run is load only when some other thread wants a CPU: a VM's hiccup slows a run
+  // with nobody else runnable, and going serial for a stretch then only doubles its runs
+  // (GoogLeNet on a quiet 2-core VM: a median of 16.5 ms over `brrr run --reps 50`, 9.5 ms for
+  // its threaded runs, 17 ms for serial ones).
+  std::function<int()> others;
+  int others_runnable() const { return others ? others() : other_runnable_threads(); }
 };
 
 // One whole run of a session, in scope from before its first kernel to after its last. While the

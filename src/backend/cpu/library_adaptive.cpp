@@ -4,7 +4,9 @@
 // the threaded kernel is timed; when it is much slower than its best, or slower than the
 // one-thread kernel's last run, the session's next runs use the one-thread kernels (all of them:
 // load is the machine's), for a stretch that doubles while the load lasts, then the threaded ones
-// are tried again. LoadRun, around each whole run, makes a loaded stretch's runs serial.
+// are tried again. LoadRun, around each whole run, makes a loaded stretch's runs serial, and
+// within it a slow kernel counts as load only when another process's thread is runnable at the
+// run's end.
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -75,11 +77,16 @@ class LoadAdaptiveKernel : public LibraryKernel {
     threaded_->run(slots);
     const double ms = now_ms_() - t0;
     best_ = std::min(best_, ms);
-    // Loaded: every adaptive kernel of the session takes its twin for the next stretch.
-    if (ms > kSlowerThanBest * best_ + kSlowerByMs || (one_timed_ && ms > one_ms_ + kSlowerByMs))
-      load_->loaded();
-    else
+    // Loaded: every adaptive kernel of the session takes its twin for the next stretch. Inside a
+    // whole run (LoadRun) that is decided when the run ends.
+    if (ms > kSlowerThanBest * best_ + kSlowerByMs || (one_timed_ && ms > one_ms_ + kSlowerByMs)) {
+      if (load_->in_run >= 0)
+        load_->suspect = true;
+      else
+        load_->loaded();
+    } else {
       load_->calm();
+    }
   }
 
   std::unique_ptr<LibraryKernel> threaded_, one_;
@@ -110,11 +117,16 @@ LoadRun::~LoadRun() {
     load_.serial_ms = load_.serial_ms > 0 ? std::min(load_.serial_ms, ms) : ms;
   if (adaptive_ && !serial_) {
     if (!load_.serial()) {
-      if (pool_.take_long_waits() > 0)
+      // A slow kernel or a pool join that waited on a descheduled worker: load, if another
+      // process's thread wants a CPU now; else a hiccup of the machine, which serial runs do not
+      // escape.
+      const bool slow = pool_.take_long_waits() > 0 || load_.suspect;
+      if (slow && load_.others_runnable() > 0)
         load_.loaded();
       else
         load_.calm();
     }
+    load_.suspect = false;
     // Marked loaded, yet faster than serial: the second thread still pays; keep it. With no
     // serial time yet, one serial run measures it before a whole stretch is spent serial.
     if (load_.serial() && load_.serial_ms <= 0) {
