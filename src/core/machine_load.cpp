@@ -21,10 +21,25 @@ std::string utc_timestamp() {
   return "";
 }
 
-bool runnable_user_task_line(const std::string& line) {
+namespace {
+
+// The state letter of a /proc task's stat line ("pid (comm) R ppid ..."; comm may hold spaces
+// and parentheses) and where it stands, or npos.
+size_t state_at(const std::string& line) {
   const size_t close = line.rfind(')');
-  if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'R') return false;
-  const long pid = std::atol(line.c_str()), ppid = std::atol(line.c_str() + close + 3);
+  return close != std::string::npos && close + 2 < line.size() ? close + 2 : std::string::npos;
+}
+
+bool runnable_line(const std::string& line) {
+  const size_t at = state_at(line);
+  return at != std::string::npos && line[at] == 'R';
+}
+
+}  // namespace
+
+bool runnable_user_task_line(const std::string& line) {
+  if (!runnable_line(line)) return false;
+  const long pid = std::atol(line.c_str()), ppid = std::atol(line.c_str() + state_at(line) + 1);
   return pid != 2 && ppid != 2;
 }
 
@@ -56,10 +71,7 @@ int other_runnable_threads() {
        it.increment(ec)) {
     std::ifstream t(it->path() / "stat");
     std::string line;
-    if (std::getline(t, line)) {
-      const size_t close = line.rfind(')');
-      own += close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'R';
-    }
+    if (std::getline(t, line)) own += runnable_line(line);
   }
   if (running - own <= 0) return 0;
   // Else every other process's threads in state R, read one by one, kernel threads left out:

@@ -45,6 +45,12 @@ Node make_node(Graph& g, const char* op, const std::string& name, std::vector<in
   return n;
 }
 
+void read_through(Graph& g, const std::vector<int>& same) {
+  for (Node& m : g.nodes)
+    for (int& i : m.inputs)
+      if (i >= 0 && size_t(i) < same.size() && same[size_t(i)] >= 0) i = same[size_t(i)];
+}
+
 void splice_nodes(Graph& g, std::vector<std::vector<Node>>& replace, const std::vector<bool>& drop) {
   std::vector<Node> nodes;
   nodes.reserve(g.nodes.size());

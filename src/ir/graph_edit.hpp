@@ -34,6 +34,10 @@ Node make_node(Graph& g, const char* op, const std::string& name, std::vector<in
 // is not empty (its nodes in order), else kept; then relinks the producers.
 void splice_nodes(Graph& g, std::vector<std::vector<Node>>& replace, const std::vector<bool>& drop);
 
+// Every node input that is a value v with same[v] >= 0 reads same[v] instead (one pass over the
+// nodes; same[] maps a dropped node's output to the value it passes on, chains already resolved).
+void read_through(Graph& g, const std::vector<int>& same);
+
 // Resolves a node a pass made (its op's definition) and types its outputs by the op's shape
 // inference; asserts (naming `pass`) that the op exists and types every output.
 void type_node(Graph& g, Node& n, const char* pass);

@@ -29,9 +29,7 @@ bool forward_identities(Graph& g) {
   }
   if (!changed) return false;
   // The nodes are in order, so a chain of Identities resolved to its first input above.
-  for (Node& m : g.nodes)
-    for (int& i : m.inputs)
-      if (i >= 0 && same[size_t(i)] >= 0) i = same[size_t(i)];
+  read_through(g, same);
   splice_nodes(g, replace, drop);
   return true;
 }

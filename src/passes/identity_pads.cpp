@@ -58,9 +58,7 @@ bool identity_pads(Graph& g) {
   if (!changed) return false;
   // Readers read the input itself, so they fuse with its producer (one pass over the nodes; a
   // chain of such Pads resolved to its first input above, the nodes being in order).
-  for (Node& m : g.nodes)
-    for (int& i : m.inputs)
-      if (i >= 0 && same[size_t(i)] >= 0) i = same[size_t(i)];
+  read_through(g, same);
   splice_nodes(g, replace, drop);
   return true;
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 
 #include <fmt/format.h>
@@ -321,6 +322,30 @@ TEST(CpuBf16, StoredLayerKeepsViewsAndEpilogues) {
   EXPECT_GE(off.plan.kernels.size(), on.plan.kernels.size() + 2) << off.plan.print(off.graph);
 }
 
+// The float32 model g run stored in bf16 (--precision bf16, two runs: the second reuses the
+// buffers) on inputs uniform in [-1, 1], and the float32 model's reference outputs.
+struct StoredRun {
+  std::unique_ptr<Session> session;
+  std::vector<Tensor> got, want;
+  std::string summary;
+};
+StoredRun run_stored_bf16(const Graph& g, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::map<std::string, Tensor> in;
+  for (int id : g.inputs)
+    in[g.value(id).name] = brrr_test::uniform_f32(g.value(id).shape, rng, -1, 1);
+  SessionOptions o;
+  o.precision = "bf16";
+  StoredRun r;
+  r.session = std::make_unique<Session>(g, o);
+  for (int k = 0; k < 2; ++k) r.got = r.session->run(in);
+  Graph f32 = g;
+  infer_shapes(f32, {});
+  r.want = run_reference(f32, in);  // the float32 model
+  r.summary = r.session->plan_summary();
+  return r;
+}
+
 // A small conv net as the CNN exports write them: a stem conv and a max pool, a squeeze-excite
 // block (global mean, two 1x1 convs, HardSigmoid, the channel scale between two convs), an
 // average pool, then a global mean and a Gemm head.
@@ -381,22 +406,12 @@ TEST(CpuBf16, ConvNetStoredInBf16) {
 // on one without, channel-blocked.
 TEST(CpuBf16, ConvNetWithinBf16Tolerance) {
   if (!host_has_bf16()) GTEST_SKIP() << "bf16: " << cpu_precision_refusal("bf16");
-  const Graph g = conv_net_graph();
-  std::mt19937 rng(3);
-  std::map<std::string, Tensor> in;
-  for (int id : g.inputs)
-    in[g.value(id).name] = brrr_test::uniform_f32(g.value(id).shape, rng, -1, 1);
-  SessionOptions o;
-  o.precision = "bf16";
-  Session s(g, o);
-  std::vector<Tensor> got;
-  for (int r = 0; r < 2; ++r) got = s.run(in);
-  Graph f32 = g;
-  infer_shapes(f32, {});
-  std::vector<Tensor> want = run_reference(f32, in);
-  const std::string summary = s.plan_summary();
+  const StoredRun r = run_stored_bf16(conv_net_graph(), 3);
+  const std::vector<Tensor>& got = r.got;
+  const std::vector<Tensor>& want = r.want;
+  const std::string& summary = r.summary;
   EXPECT_NE(summary.find("stored in 16 bits"), std::string::npos) << summary;
-  EXPECT_EQ(s.num_kernels("reference"), 0) << summary;
+  EXPECT_EQ(r.session->num_kernels("reference"), 0) << summary;
   const bool amx = CpuFeatures::host().amx_bf16;
   EXPECT_NE(summary.find(amx ? "kept NHWC" : "kept channel-blocked"), std::string::npos) << summary;
   ASSERT_EQ(got.size(), want.size());
@@ -458,23 +473,13 @@ TEST(CpuBf16, PoolMeanAndScaleOnBf16Data) {
 // reference kernel, no copy.
 TEST(CpuBf16, StoredLayerWithinBf16Tolerance) {
   if (!host_has_bf16()) GTEST_SKIP() << "bf16: " << cpu_precision_refusal("bf16");
-  const Graph g = layer_graph();
-  std::mt19937 rng(12);
-  std::map<std::string, Tensor> in;
-  for (int id : g.inputs)
-    in[g.value(id).name] = brrr_test::uniform_f32(g.value(id).shape, rng, -1, 1);
-  SessionOptions o;
-  o.precision = "bf16";
-  Session s(g, o);
-  std::vector<Tensor> got;
-  for (int r = 0; r < 2; ++r) got = s.run(in);
-  Graph f32 = g;
-  infer_shapes(f32, {});
-  std::vector<Tensor> want = run_reference(f32, in);  // the float32 model
-  const std::string summary = s.plan_summary();
+  const StoredRun r = run_stored_bf16(layer_graph(), 12);
+  const std::vector<Tensor>& got = r.got;
+  const std::vector<Tensor>& want = r.want;
+  const std::string& summary = r.summary;
   EXPECT_NE(summary.find("stored in 16 bits"), std::string::npos) << summary;
-  EXPECT_EQ(s.num_kernels("reference"), 0) << summary;
-  EXPECT_EQ(s.num_kernels("copy"), 0) << summary;
+  EXPECT_EQ(r.session->num_kernels("reference"), 0) << summary;
+  EXPECT_EQ(r.session->num_kernels("copy"), 0) << summary;
   ASSERT_EQ(got.size(), want.size());
   ASSERT_EQ(got[0].dtype(), DType::f32);
   double e = rel_l2(got[0], want[0]);
