@@ -179,6 +179,63 @@ TEST(NanSemantics, MaxPoolAfterConvPropagatesNaNInEveryLayout) {
   }
 }
 
+// brrr's channel-blocked max pool (between two convs) reduces without a per-tap NaN test and
+// redoes the rows exactly when an input was NaN or infinite: NaN still wins, +inf and -inf are
+// ordinary values. 3x3 windows (the fused three-row pass) and 2x2 ones. The convs are depthwise
+// identities, so that a NaN or an infinity stays in its channel.
+TEST(NanSemantics, BlockedMaxPoolKeepsNaNAndInfinities) {
+  constexpr int64_t C = 32;
+  const std::vector<float> ones(C, 1.f);
+  for (int64_t k : {3, 2}) {
+    const int64_t H = 44 - k;  // windows that end on the last row and column
+    std::vector<float> x(C * H * H);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float((i * 7) % 23) - 11.f;
+    x[size_t((3 * H + 4) * H + 5)] = kNaN;
+    x[size_t((5 * H + 8) * H + 2)] = kInf;
+    x[size_t((9 * H + 0) * H + 0)] = -kInf;
+    x[size_t((20 * H + 30) * H + 17)] = kNaN;  // the second channel block
+    const int64_t oh = (H - k) / 2 + 1;
+    for (const bool with_nan : {true, false}) {
+      if (!with_nan) x[size_t((3 * H + 4) * H + 5)] = x[size_t((20 * H + 30) * H + 17)] = 1.f;
+      SCOPED_TRACE("k " + std::to_string(k) + (with_nan ? " with NaN" : " infinities only"));
+      brrr_test::EnvVar env("BRRR_CONV_LAYOUT", "blocked");
+      GraphBuilder b;
+      int in = b.input("x", {1, C, H, H});
+      auto w = [&](const char* n) {
+        return b.constant(n, Tensor::from_vector<float>({C, 1, 1, 1}, ones));
+      };
+      const std::map<std::string, AttrValue> depthwise = {{"group", C}};
+      int v = b.node("Conv", {in, w("w0")}, depthwise);
+      v = b.node("MaxPool", {v},
+                 {{"kernel_shape", std::vector<int64_t>{k, k}},
+                  {"strides", std::vector<int64_t>{2, 2}}});
+      b.output(b.node("Conv", {v, w("w1")}, depthwise));
+      Session s(b.g, session_options());
+      ASSERT_NE(s.plan_summary().find("kept channel-blocked"), std::string::npos)
+          << s.plan_summary();
+      Tensor y = s.run({{"x", Tensor::from_vector<float>({1, C, H, H}, x)}})[0];
+      ASSERT_EQ(shape_numel(y.shape()), C * oh * oh);
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t r = 0; r < oh; ++r)
+          for (int64_t q = 0; q < oh; ++q) {
+            float m = -kInf;
+            bool nan = false;
+            for (int64_t i = 0; i < k; ++i)
+              for (int64_t j = 0; j < k; ++j) {
+                const float e = x[size_t((c * H + 2 * r + i) * H + 2 * q + j)];
+                nan |= std::isnan(e);
+                m = std::max(m, e);
+              }
+            const float got = y.data<float>()[(c * oh + r) * oh + q];
+            if (nan)
+              EXPECT_TRUE(std::isnan(got)) << "c" << c << " " << r << "," << q;
+            else
+              EXPECT_EQ(got, m) << "c" << c << " " << r << "," << q;
+          }
+    }
+  }
+}
+
 TEST(NanSemantics, MaxPoolPadsNotSmallerThanTheKernelAreAnError) {
   // ONNX Runtime refuses these ("Pad should be smaller than kernel"): a window entirely in the
   // padding has no element to take the max of.

@@ -1,7 +1,6 @@
 // MaxPool on channel-blocked (nChw16c, nChw8c) activations, separably: per output row, the max
 // over the window's input rows into a one-row buffer, then the max over the window's columns. A
-// block of channels is one SIMD register (16 on AVX-512, 8 on AVX2). On squeezenet's first pool (64 x 111 x 111 -> 55 x 55, 3x3
-// stride 2, 2 threads) this takes about 0.05 ms against 0.12 ms for oneDNN 2.6's jit pooling.
+// block of channels is one SIMD register (16 on AVX-512, 8 on AVX2).
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -31,14 +30,16 @@ struct PoolGeometry {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
 };
 
-// Output rows [r0, r1) in the order (output row, block): a thread's band of rows reads the input
-// rows that the conv before it wrote on that thread (oneDNN splits rows), in its cache (0.14 ->
-// 0.10 ms in place against block-major bands). `row` holds w vectors. The clones let this loop
-// use AVX-512 where the machine has it (as oneDNN's jit code does) in a portable build.
+// The exact rows: NaN-propagating per tap. Output rows [r0, r1) in the order (output row, block):
+// a thread's band of rows reads the input rows that the conv before it wrote on that thread (oneDNN
+// splits rows), in its cache (0.14 -> 0.10 ms in place against block-major bands). `row` holds w
+// vectors. The clones let this loop use AVX-512 where the machine has it (as oneDNN's jit code
+// does) in a portable build.
 template <int B>
-__attribute__((always_inline)) inline void max_pool_rows_b(const PoolGeometry& p, const float* x,
-                                                           float* y, float* row, int64_t r0,
-                                                           int64_t r1) {
+__attribute__((always_inline)) inline void max_pool_rows_exact(const PoolGeometry& p,
+                                                               const float* x, float* y,
+                                                               float* row, int64_t r0,
+                                                               int64_t r1) {
   using V = typename Lanes<B>::V;
   using Vi = typename Lanes<B>::Vi;
   const V lowest = V{} - std::numeric_limits<float>::infinity();
@@ -81,6 +82,101 @@ __attribute__((always_inline)) inline void max_pool_rows_b(const PoolGeometry& p
       __builtin_memcpy(yr + ow * B, &acc, sizeof acc);
     }
   }
+}
+
+template <class V>
+__attribute__((always_inline)) inline V load_v(const float* q) {
+  V v;
+  __builtin_memcpy(&v, q, sizeof v);
+  return v;
+}
+template <class V>
+__attribute__((always_inline)) inline V mx(V a, V b) {
+  return a < b ? b : a;
+}
+
+// The same rows without NaN per tap, column-streamed: the window's input rows reduced into the
+// row buffer in one pass (3 rows fused, the common 3x3 window), then the row's windows. Returns
+// whether any input it read was NaN; the caller then redoes the rows exactly. 3x faster than the
+// exact loop, whose per-column tap loop and mask blend bound it (squeezenet's first pool, one
+// thread, in cache: 0.15 -> 0.05 ms).
+template <int B>
+__attribute__((always_inline)) inline bool max_pool_rows_fast(const PoolGeometry& p,
+                                                              const float* x, float* y,
+                                                              float* row, int64_t r0,
+                                                              int64_t r1) {
+  using V = typename Lanes<B>::V;
+  using Vi = typename Lanes<B>::Vi;
+  // Macros, not lambdas: a lambda is not cloned for the caller's target.
+#define LD(q) load_v<V>(q)
+#define ST(q, v) __builtin_memcpy((q), &(v), sizeof(V))
+  // 0 while every input read is finite: x * 0 is NaN for a NaN or an infinity, and NaN sticks.
+  V bad = {};
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t oh = r / p.blocks, b = r % p.blocks;
+    const float* xb = x + b * p.h * p.w * B;
+    const int64_t hb = oh * p.sh - p.ph;
+    int64_t i0 = 0, i1 = p.kh;
+    while (i0 < i1 && hb + i0 < 0) ++i0;
+    while (i1 > i0 && hb + i1 - 1 >= p.h) --i1;
+    if (i1 == i0) return true;  // a window of pads only: the exact loop gives its -inf
+    const int64_t n = p.w * B;
+    const float* x0 = xb + (hb + i0) * n;
+    int64_t i = i0 + 1;
+    if (i1 - i0 >= 3) {
+      const float *x1 = x0 + n, *x2 = x1 + n;
+      for (int64_t c = 0; c < n; c += B) {
+        const V a = LD(x0 + c), bb = LD(x1 + c), cc = LD(x2 + c);
+        bad += (a + bb + cc) * 0.f;
+        const V m = mx(mx(a, bb), cc);
+        ST(row + c, m);
+      }
+      i = i0 + 3;
+    } else {
+      for (int64_t c = 0; c < n; c += B) {
+        const V a = LD(x0 + c);
+        bad += a * 0.f;
+        ST(row + c, a);
+      }
+    }
+    for (; i < i1; ++i) {
+      const float* xi = xb + (hb + i) * n;
+      for (int64_t c = 0; c < n; c += B) {
+        const V a = LD(xi + c);
+        bad += a * 0.f;
+        const V m = mx(LD(row + c), a);
+        ST(row + c, m);
+      }
+    }
+    float* yr = y + (b * p.oh + oh) * p.ow * B;
+    for (int64_t ow = 0; ow < p.ow; ++ow) {
+      const int64_t wb = ow * p.sw - p.pw;
+      int64_t j0 = 0, j1 = p.kw;
+      while (j0 < j1 && wb + j0 < 0) ++j0;
+      while (j1 > j0 && wb + j1 - 1 >= p.w) --j1;
+      if (j1 == j0) return true;
+      const float* q = row + (wb + j0) * B;
+      V acc = LD(q);
+      if (j1 - j0 == 3) {
+        acc = mx(mx(acc, LD(q + B)), LD(q + 2 * B));
+      } else {
+        for (int64_t j = 1; j < j1 - j0; ++j) acc = mx(acc, LD(q + j * B));
+      }
+      ST(yr + ow * B, acc);
+    }
+  }
+#undef LD
+#undef ST
+  Vi none = {}, bits;
+  __builtin_memcpy(&bits, &bad, sizeof bits);
+  return __builtin_memcmp(&bits, &none, sizeof bits) != 0;
+}
+
+template <int B>
+__attribute__((always_inline)) inline void max_pool_rows_b(const PoolGeometry& p, const float* x,
+                                                           float* y, float* row, int64_t r0,
+                                                           int64_t r1) {
+  if (max_pool_rows_fast<B>(p, x, y, row, r0, r1)) max_pool_rows_exact<B>(p, x, y, row, r0, r1);
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void max_pool_rows16(
