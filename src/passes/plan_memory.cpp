@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "plan/library_desc.hpp"
+
 namespace brrr {
 
 namespace {
@@ -115,14 +117,110 @@ bool aliases_input(const Graph& g, const plan::Plan& p, size_t i, const std::vec
 
 }  // namespace
 
+namespace {
+
+// Concats in place: a Concat whose output buffer is its inputs' buffers back to back (batch 1,
+// channels outermost) has each input written at its offset inside the output's buffer by the
+// kernel that makes it, and copies nothing. Concats are taken last to first, so that DenseNet's
+// concats of a growing list of the same features (each layer's input: all the block's features
+// so far) all become prefixes of the block's last one. An input already placed fixes where the
+// output goes; a Concat whose inputs disagree, or whose new input would overlap bytes already
+// given to another value, stays a copy.
+void place_concats(const Graph& g, const plan::Plan& p, const std::function<size_t(int)>& nbytes,
+                   const std::function<bool(size_t)>& concat_chunks, const std::vector<bool>& is_out,
+                   const std::vector<int>& first_write, ArenaPlan& a) {
+  const size_t nv = g.values.size();
+  std::vector<bool> aliased(nv, false);  // a root or a member of an earlier sharing
+  for (size_t v = 0; v < nv; ++v)
+    if (a.share[v] >= 0) aliased[v] = aliased[size_t(a.share[v])] = true;
+  // Placed values: root buffer and offset; leaves hold bytes a kernel writes (not a placed
+  // Concat's output, which is its inputs' bytes).
+  std::vector<int> root(nv, -1);
+  std::vector<int64_t> off(nv, 0);
+  std::vector<bool> leaf(nv, false);
+  std::vector<std::vector<int>> members(nv);  // per root: every value placed in it
+  // An intermediate written by a kernel that is not a copy (a copy's output that is not its
+  // input's buffer stays apart, so that copy_aliases_input reads `share` as before).
+  auto usable = [&](int v) {
+    return v >= 0 && !is_out[size_t(v)] && first_write[size_t(v)] >= 0 && !aliased[size_t(v)] &&
+           !g.value(v).constant.defined() &&
+           p.kernels[size_t(first_write[size_t(v)])].kind != plan::KernelKind::Copy;
+  };
+  for (size_t i = p.kernels.size(); i-- > 0;) {
+    const plan::Kernel& k = p.kernels[i];
+    const auto* d = plan::desc_of<plan::ConcatDesc>(k);
+    if (k.kind != plan::KernelKind::Library || !d || !d->why.empty() || k.nodes.size() != 1 ||
+        !concat_chunks(i))
+      continue;
+    const int out = d->out;
+    if (!usable(out) || first_write[size_t(out)] != int(i)) continue;
+    std::vector<int64_t> at;  // each input's offset in the output
+    int64_t total = 0;
+    bool ok = true;
+    for (size_t j = 0; j < d->inputs.size() && ok; ++j) {
+      const int v = d->inputs[j];
+      ok = usable(v) && v != out &&
+           std::count(d->inputs.begin(), d->inputs.end(), v) == 1;
+      at.push_back(total);
+      if (ok) total += int64_t(nbytes(v));
+    }
+    if (!ok || total != int64_t(nbytes(out))) continue;
+    // Where the output goes: where it was placed, else where a placed input puts it, else it is a
+    // root of its own.
+    int r = root[size_t(out)] >= 0 ? root[size_t(out)] : out;
+    int64_t o = root[size_t(out)] >= 0 ? off[size_t(out)] : 0;
+    if (root[size_t(out)] < 0)
+      for (size_t j = 0; j < d->inputs.size(); ++j)
+        if (const int v = d->inputs[j]; root[size_t(v)] >= 0) {
+          r = root[size_t(v)], o = off[size_t(v)] - at[j];
+          break;
+        }
+    if (o < 0) continue;
+    for (size_t j = 0; j < d->inputs.size() && ok; ++j) {
+      const int v = d->inputs[j];
+      const int64_t lo = o + at[j], hi = lo + int64_t(nbytes(v));
+      if (root[size_t(v)] >= 0) {
+        ok = root[size_t(v)] == r && off[size_t(v)] == lo;
+        continue;
+      }
+      // A new leaf: no other leaf of the buffer may hold these bytes (the output's own range is
+      // what its inputs tile).
+      for (int u : members[size_t(r)])
+        if (leaf[size_t(u)] && u != out && off[size_t(u)] < hi &&
+            lo < off[size_t(u)] + int64_t(nbytes(u)))
+          ok = false;
+    }
+    if (!ok) continue;
+    if (root[size_t(out)] < 0 && r == out) {
+      root[size_t(out)] = out, off[size_t(out)] = 0;
+      members[size_t(out)].push_back(out);
+    } else if (root[size_t(out)] < 0) {
+      root[size_t(out)] = r, off[size_t(out)] = o;
+      members[size_t(r)].push_back(out);
+    }
+    leaf[size_t(out)] = false;
+    for (size_t j = 0; j < d->inputs.size(); ++j) {
+      const int v = d->inputs[j];
+      if (root[size_t(v)] >= 0) continue;
+      root[size_t(v)] = r, off[size_t(v)] = o + at[j], leaf[size_t(v)] = true;
+      members[size_t(r)].push_back(v);
+    }
+    a.concat_in_place[i] = true;
+  }
+  for (size_t v = 0; v < nv; ++v)
+    if (root[v] >= 0 && root[v] != int(v)) a.share[v] = root[v], a.share_offset[v] = off[v];
+}
+
+}  // namespace
+
 bool copy_aliases_input(const plan::Plan& p, size_t i, const ArenaPlan& a) {
   const plan::Kernel& k = p.kernels[i];
   return k.kind == plan::KernelKind::Copy && k.outputs.size() == 1 &&
          a.share[size_t(k.outputs[0])] >= 0;
 }
 
-ArenaPlan plan_memory(const Graph& g, const plan::Plan& p,
-                      const std::function<size_t(int)>& nbytes) {
+ArenaPlan plan_memory(const Graph& g, const plan::Plan& p, const std::function<size_t(int)>& nbytes,
+                      const std::function<bool(size_t)>& concat_chunks) {
   using plan::KernelKind;
   size_t nv = g.values.size();
   std::vector<bool> is_out(nv, false);
@@ -169,12 +267,23 @@ ArenaPlan plan_memory(const Graph& g, const plan::Plan& p,
   for (size_t v = 0; v < nv; ++v)
     while (a.share[v] >= 0 && a.share[size_t(a.share[v])] >= 0)
       a.share[v] = a.share[size_t(a.share[v])];
+  a.share_offset.assign(nv, 0);
+  a.concat_in_place.assign(p.kernels.size(), false);
+  if (concat_chunks) place_concats(g, p, nbytes, concat_chunks, is_out, first_write, a);
+  // A buffer lives from the first write of any value in it to the last read of any.
+  std::vector<int> first(nv, -1);
+  for (size_t v = 0; v < nv; ++v) {
+    if (first_write[v] < 0 || is_out[v]) continue;
+    const size_t root = size_t(root_of(int(v)));
+    first[root] = first[root] < 0 ? first_write[v] : std::min(first[root], first_write[v]);
+    last_use[root] = std::max(last_use[root], last_use[v]);
+  }
   std::vector<BufferRequest> reqs;
   std::vector<int> req_value;
   for (size_t i = 0; i < p.kernels.size(); ++i)
     for (int v : p.kernels[i].outputs) {
       if (is_out[size_t(v)] || a.share[size_t(v)] >= 0) continue;
-      reqs.push_back({nbytes(v), int(i), std::max(int(i), last_use[size_t(v)])});
+      reqs.push_back({nbytes(v), first[size_t(v)], std::max(int(i), last_use[size_t(v)])});
       req_value.push_back(v);
     }
   MemoryPlan mp = plan_memory(reqs);

@@ -84,7 +84,8 @@ class CpuExecutor final : public Executor {
   bool from_cache = false;
   bool from_plan = false;  // every module from a plan file
   std::vector<bool> aliased;  // per kernel: a copy whose output is its input's buffer (no work)
-  int num_aliased = 0;
+  int num_aliased = 0;           // of which concats in place:
+  int num_concats_in_place = 0;
   int num_nhwc = 0;     // values stored NHWC between library kernels
   int num_blocked = 0;  // ...and channel-blocked (nChw16c or nChw8c)
   Layouts layouts;      // per value (choose_layouts)
@@ -273,7 +274,21 @@ void CpuExecutor::build() {
     if (s.lib) impls.push_back(s.lib->impl);
   std::jthread gemm_jit_init = cpu::start_gemm_jit_init(impls);  // joined when build ends or throws
   // Memory: every kernel output that is not a graph output lives in the arena (plan_memory.cpp).
-  ArenaPlan ap = plan_memory(g, plan, [&](int v) { return cpu::value_bytes(g, v, layouts); });
+  // A channel Concat at batch 1 in NCHW or blocked layouts is its inputs' buffers back to back;
+  // NHWC interleaves them per pixel.
+  auto concat_chunks = [&](size_t i) {
+    const auto* d = plan::desc_of<plan::ConcatDesc>(plan.kernels[i]);
+    if (!d || d->out < 0 || cpu::is_nhwc(layouts, d->out)) return false;
+    const Shape& s = g.value(d->out).shape;
+    if (d->axis < 0 || size_t(d->axis) >= s.size()) return false;
+    for (int64_t a = 0; a < d->axis; ++a)
+      if (s[size_t(a)] != 1) return false;
+    return std::all_of(d->inputs.begin(), d->inputs.end(), [&](int v) {
+      return v >= 0 && layout_of(layouts, v) == layout_of(layouts, d->out);
+    });
+  };
+  ArenaPlan ap = plan_memory(
+      g, plan, [&](int v) { return cpu::value_bytes(g, v, layouts); }, concat_chunks);
   mem.arena_bytes = ap.arena_bytes;
   mem.intermediate_bytes = ap.intermediate_bytes;
   mem.num_buffers = ap.num_buffers;
@@ -286,10 +301,12 @@ void CpuExecutor::build() {
   for (size_t v = 0; v < g.values.size(); ++v)
     if (ap.offset[v] >= 0) slots[v] = arena.get() + ap.offset[v];
   for (size_t v = 0; v < g.values.size(); ++v)
-    if (ap.share[v] >= 0) slots[v] = slots[size_t(ap.share[v])];
+    if (ap.share[v] >= 0) slots[v] = slots[size_t(ap.share[v])] + ap.share_offset[v];
   for (size_t i = 0; i < plan.kernels.size(); ++i)
-    if (copy_aliases_input(plan, i, ap)) aliased[i] = true;
+    if (copy_aliases_input(plan, i, ap) || ap.concat_in_place[i]) aliased[i] = true;
   num_aliased = int(std::count(aliased.begin(), aliased.end(), true));
+  num_concats_in_place =
+      int(std::count(ap.concat_in_place.begin(), ap.concat_in_place.end(), true));
   for (size_t v = 0; v < g.values.size(); ++v)
     if (g.values[v].constant.defined()) {
       constants.push_back(g.values[v].constant.contiguous());
@@ -668,9 +685,13 @@ std::string CpuExecutor::summary() const {
     s += fmt::format("memory: library work space {} bytes, shared by the library kernels ({} bytes "
                      "if each held its own)\n",
                      work_bytes, work_sum);
-  if (num_aliased)
+  if (num_aliased > num_concats_in_place)
     s += fmt::format("memory: {} copy kernel(s) alias their input's buffer (no work)\n",
-                     num_aliased);
+                     num_aliased - num_concats_in_place);
+  if (num_concats_in_place)
+    s += fmt::format("memory: {} concat(s) in place: their inputs are written inside their output "
+                     "(no copy)\n",
+                     num_concats_in_place);
   if (num_nhwc) s += fmt::format("layout: {} value(s) kept NHWC between library kernels\n", num_nhwc);
   if (num_blocked)
     s += fmt::format("layout: {} value(s) kept channel-blocked (nChw{}c) between library kernels\n",

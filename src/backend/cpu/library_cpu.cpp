@@ -144,8 +144,11 @@ class ConcatKernel : public LibraryKernel {
       for (int64_t o = o0; o < o1; ++o) {
         size_t off = 0;
         for (const Part& p : parts) {
-          std::memcpy(dst + size_t(o) * out_chunk + off,
-                      static_cast<const char*>(slots[p.value]) + size_t(o) * p.chunk, p.chunk);
+          // A part the memory plan placed inside the output (plan_memory's concats in place) is
+          // already there.
+          char* to = dst + size_t(o) * out_chunk + off;
+          const char* from = static_cast<const char*>(slots[p.value]) + size_t(o) * p.chunk;
+          if (to != from) std::memcpy(to, from, p.chunk);
           off += p.chunk;
         }
       }
