@@ -356,6 +356,15 @@ TEST(CpuPool, MaxPool) {
   run_pool("MaxPool", {2, 3, 12, 10},
            {{"kernel_shape", I{3, 2}}, {"strides", I{2, 1}}, {"pads", I{1, 0, 1, 1}}});
 }
+// Floor mode with input rows and columns no window reads (a 2x2, stride 2 pool of an odd size):
+// oneDNN pools the part the windows read, not a reference kernel.
+TEST(CpuPool, PoolsThatLeaveTheLastRowsUnread) {
+  run_pool("MaxPool", {1, 8, 13, 11}, {{"kernel_shape", I{2, 2}}, {"strides", I{2, 2}}});
+  run_pool("MaxPool", {2, 16, 9, 9}, {{"kernel_shape", I{3, 3}}, {"strides", I{3, 3}}});
+  run_pool("AveragePool", {1, 8, 13, 12}, {{"kernel_shape", I{2, 2}}, {"strides", I{2, 2}}});
+  run_pool("AveragePool", {1, 8, 7, 7},
+           {{"kernel_shape", I{2, 2}}, {"strides", I{2, 2}}, {"count_include_pad", int64_t(1)}});
+}
 TEST(CpuPool, MaxPoolCeilMode) {
   run_pool("MaxPool", {1, 16, 55, 55},
            {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"ceil_mode", int64_t(1)}});

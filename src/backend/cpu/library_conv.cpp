@@ -352,11 +352,15 @@ std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel
   dims xd(xs.begin(), xs.end()), od(os.begin(), os.end());
   dims strides = {w.s[0], w.s[1]}, kern_d = {ks[0], ks[1]};
   dims pl = {w.pb[0], w.pb[1]}, pr(2);
+  dims used = xd;  // the input rows and columns some window reads
   for (size_t i = 0; i < 2; ++i) {
     pr[i] = (od[2 + i] - 1) * strides[i] + ks[i] - xd[2 + i] - pl[i];
+    // Floor mode leaves input rows (columns) that no window reaches, a negative right padding
+    // oneDNN refuses (a 2x2, stride 2 pool of an odd size): it pools the rows windows read.
+    if (pr[i] < 0) used[2 + i] += pr[i], pr[i] = 0;
+    if (used[2 + i] <= 0) return nullptr;
     // ceil_mode's extra right padding changes an including-padding average's divisor.
     if (!maxp && pr[i] != w.pe[i] && d->include_pad) return nullptr;
-    if (pr[i] < 0) return nullptr;
   }
   auto alg = maxp              ? dnnl::algorithm::pooling_max
              : d->include_pad ? dnnl::algorithm::pooling_avg_include_padding
@@ -366,14 +370,16 @@ std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel
   if ((t != DType::f32 && t != DType::bf16) || g.value(vout).dtype != t) return nullptr;
   const dt et = t == DType::bf16 ? dt::bf16 : dt::f32;
   try {
+    // The input's buffer, viewed as the rows and columns the windows read.
     dnnl::memory::desc xmd(xd, et, user_tag(layouts, vx)), omd(od, et, user_tag(layouts, vout));
+    if (used != xd) xmd = xmd.submemory_desc(used, dims{0, 0, 0, 0});
     // oneDNN pools between two layouts (NCHW in, blocked out: a generated kernel feeds a pool
     // whose consumer is blocked) only with its reference kernel, 20-90 ms on squeezenet1_1's pools
     // planned one kernel per op; the input is reordered to the output's layout first instead.
     const dnnl::memory::desc pool_x =
         user_tag(layouts, vx) == user_tag(layouts, vout)
             ? xmd
-            : dnnl::memory::desc(xd, et, user_tag(layouts, vout));
+            : dnnl::memory::desc(used, et, user_tag(layouts, vout));
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, alg, pool_x, omd,
