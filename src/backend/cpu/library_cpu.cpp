@@ -49,6 +49,38 @@ template <class T>
 #pragma omp simd
     for (int64_t c = 0; c < n; ++c) acc[c] += load_f(x[r * stride + c]);
 }
+// The same for one channel block (N lanes, a vector register or two): four partial sums in
+// registers, a row each in turn, so that the adds do not wait on one another (the loop above
+// keeps its sums in memory, one add latency and a store a row: mobilenet_v3_small's squeeze-excite
+// means of 576 x 7 x 7 took 8.5 us).
+template <int N, class T>
+[[gnu::always_inline]] inline void add_block_rows_t(float* acc, const T* x, int64_t rows,
+                                                    int64_t stride) {
+  float a0[N] = {}, a1[N] = {}, a2[N] = {}, a3[N] = {};
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const T* p = x + r * stride;
+#pragma omp simd
+    for (int c = 0; c < N; ++c) {
+      a0[c] += load_f(p[c]);
+      a1[c] += load_f(p[stride + c]);
+      a2[c] += load_f(p[2 * stride + c]);
+      a3[c] += load_f(p[3 * stride + c]);
+    }
+  }
+  for (; r < rows; ++r)
+#pragma omp simd
+    for (int c = 0; c < N; ++c) a0[c] += load_f(x[r * stride + c]);
+#pragma omp simd
+  for (int c = 0; c < N; ++c) acc[c] += (a0[c] + a1[c]) + (a2[c] + a3[c]);
+}
+template <class T>
+[[gnu::always_inline]] inline void add_rows_any(float* acc, const T* x, int64_t rows, int64_t n,
+                                                int64_t stride) {
+  if (n == 16) add_block_rows_t<16>(acc, x, rows, stride);
+  else if (n == 8) add_block_rows_t<8>(acc, x, rows, stride);
+  else add_rows_t(acc, x, rows, n, stride);
+}
 // y[r * n + c] = x[r * n + c] * s[c] for r < rows, c < n.
 template <class T>
 [[gnu::always_inline]] inline void mul_rows_t(const T* x, const float* s, T* y, int64_t rows,
@@ -65,11 +97,11 @@ template <class T>
 }
 #define BRRR_ROW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 BRRR_ROW_CLONES void add_rows(float* acc, const float* x, int64_t rows, int64_t n, int64_t stride) {
-  add_rows_t(acc, x, rows, n, stride);
+  add_rows_any(acc, x, rows, n, stride);
 }
 BRRR_ROW_CLONES void add_rows(float* acc, const uint16_t* x, int64_t rows, int64_t n,
                               int64_t stride) {
-  add_rows_t(acc, x, rows, n, stride);
+  add_rows_any(acc, x, rows, n, stride);
 }
 BRRR_ROW_CLONES void mul_rows_sw(const float* x, const float* s, float* y, int64_t rows, int64_t n) {
   mul_rows_t(x, s, y, rows, n);
