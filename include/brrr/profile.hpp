@@ -41,6 +41,10 @@ struct KernelRecord {
   // Why this kernel's outputs did not fuse into their consumers, one line per boundary:
   // "-> consumer via 'value': not fused: ..." (from the plan; empty for unplanned runs).
   std::vector<std::string> boundaries;
+  // A library kernel that converts activations between layouts inside each run (oneDNN wants
+  // another layout than the value is stored in): what it converts, e.g. "input nchw -> nChw16c";
+  // empty when none. Those bytes are in cost.bytes.
+  std::string layout_note;
 };
 
 struct RunProfile {

@@ -333,7 +333,11 @@ std::string kernel_table(const char* id, const std::vector<const KernelAnalysis*
         wall_ms > 0 ? 100 * k.rec.time_ms / wall_ms : 0.0, regime_color(k.regime),
         regime_name(k.regime), ms(k.floor_ms, 4), 100 * k.efficiency,
         (k.over_reason.empty() ? "" : "<br><span class=\"why\">" + esc(k.over_reason) + "</span>") +
-            (k.outlier_note.empty() ? "" : "<br><span class=\"why\">" + esc(k.outlier_note) + "</span>"),
+            (k.outlier_note.empty() ? "" : "<br><span class=\"why\">" + esc(k.outlier_note) + "</span>") +
+            (k.rec.layout_note.empty()
+                 ? ""
+                 : "<br><span class=\"why\">converts layouts inside each run: " +
+                       esc(k.rec.layout_note) + "</span>"),
         k.rec.cost.flops / t / 1e9, peak, esc(prec), k.rec.cost.bytes / t / 1e9, k.roof_gbs,
         esc(k.roof), bounds.empty() ? "-" : bounds);
   }

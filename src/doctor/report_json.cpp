@@ -30,6 +30,7 @@ json kernel_json(const KernelAnalysis& k) {
               {"roof_gbs", k.roof_gbs},
               {"over_roof_reason", k.over_reason},
               {"outlier_note", k.outlier_note},
+              {"layout_note", k.rec.layout_note},
               {"regime", regime_name(k.regime)},
               {"fused_from", k.rec.nodes},
               {"boundaries", k.rec.boundaries}};
@@ -185,7 +186,8 @@ json profile_to_json(const RunProfile& p) {
                   {"lane", k.lane},
                   {"reads", reads},
                   {"writes", writes},
-                  {"boundaries", k.boundaries}});
+                  {"boundaries", k.boundaries},
+                  {"layout_note", k.layout_note}});
   }
   return json{{"backend", p.backend},
               {"wall_ms", p.wall_ms},
@@ -216,6 +218,7 @@ RunProfile profile_from_json(const json& j) {
       k.ops = kj.value("ops", std::vector<std::string>{});
       k.nodes = kj.value("nodes", std::vector<std::string>{});
       k.boundaries = kj.value("boundaries", std::vector<std::string>{});
+      k.layout_note = kj.value("layout_note", "");
       std::string cls = kj.value("class", "elementwise");
       k.cls = cls == "contraction"     ? OpClass::contraction
               : cls == "normalization" ? OpClass::normalization

@@ -126,6 +126,9 @@ std::string render_table(const Report& r) {
     // A number above its roof is never shown without why, right under it.
     if (!k->over_reason.empty()) s += "    eff > 100%: " + k->over_reason + "\n";
     if (!k->outlier_note.empty()) s += "    " + k->outlier_note + "\n";
+    if (!k->rec.layout_note.empty())
+      s += "    converts layouts inside each run: " + k->rec.layout_note +
+           " (those bytes are in its GB/s and memory floor)\n";
   }
   s += "\nclass table (share of FLOPs vs share of the wall):\n" + class_rows(r.classes);
 

@@ -351,6 +351,34 @@ void run_pool(const std::string& op, Shape x, std::map<std::string, AttrValue> a
     expect_reference_contractions(s);
 }
 
+// A branch of blocked convs between generated kernels (ShuffleNet-v2's, around each channel
+// shuffle): the first conv reads the plain input as it is or reorders it, the last computes
+// blocked and reorders only its output to plain (not both sides to NHWC); the profile says so
+// in each kernel's layout note and counts those bytes.
+TEST(CpuConvLayouts, BlockedBranchBetweenGeneratedKernelsReordersOnceEachEnd) {
+  if (!kDnnl) GTEST_SKIP() << kNoDnnl << ": no library convs";
+  brrr_test::EnvVar env("BRRR_CONV_LAYOUT", "blocked");
+  GraphBuilder b;
+  int x = b.node("Neg", {b.input("x", {1, 58, 28, 28})});
+  int v = b.node("Relu", {scaled_conv(b, x, 58, 58, 1)});
+  v = scaled_conv(b, v, 58, 58, 3, 58);
+  v = b.node("Relu", {scaled_conv(b, v, 58, 58, 1)});
+  b.output(b.node("Neg", {v}));
+  Session s = check(b.g);
+  ASSERT_NE(s.plan_summary().find("kept channel-blocked"), std::string::npos) << s.plan_summary();
+  RunProfile p = s.profile({{"x", rnd({1, 58, 28, 28})}}, 2);
+  std::vector<std::string> notes;
+  for (const KernelRecord& k : p.kernels)
+    if (k.kind == "library") notes.push_back(k.layout_note);
+  ASSERT_EQ(notes.size(), 3u) << s.plan_summary();
+  EXPECT_EQ(notes[1], "") << "the depthwise conv reads and writes blocked data";
+  EXPECT_EQ(notes[2], "output nChw16c -> nchw");
+  EXPECT_EQ(notes[0].find("output"), std::string::npos) << notes[0];
+  for (const KernelRecord& k : p.kernels)
+    if (k.kind == "library" && !k.layout_note.empty())
+      EXPECT_GT(k.cost.bytes, 4.0 * 58 * 28 * 28 * 3) << k.name << ": its reorder's bytes too";
+}
+
 TEST(CpuPool, MaxPool) {
   run_pool("MaxPool", {1, 8, 13, 13}, {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}});
   run_pool("MaxPool", {2, 3, 12, 10},

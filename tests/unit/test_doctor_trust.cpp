@@ -177,3 +177,19 @@ TEST(DoctorTrust, AKernelThatSpikedInTheReportedRunSaysSo) {
   EXPECT_EQ(report_json(r)["kernels"][1]["outlier_note"].get<std::string>(),
             r.kernels[1].outlier_note);
 }
+
+// A library kernel that converts its activations' layout inside each run says so under its row,
+// in the text, JSON and HTML reports, and a saved profile keeps the note.
+TEST(DoctorTrust, AKernelThatConvertsLayoutsInsideSaysSo) {
+  RunProfile p = steady_profile();
+  p.kernels[0].layout_note = "output nChw16c -> nchw";
+  Report r = diagnose(p, quiet_ceilings());
+  const std::string line =
+      "    converts layouts inside each run: output nChw16c -> nchw (those bytes are in its GB/s "
+      "and memory floor)";
+  EXPECT_NE(render_table(r).find(line), std::string::npos) << render_table(r);
+  EXPECT_EQ(report_json(r)["kernels"][0]["layout_note"].get<std::string>(), "output nChw16c -> nchw");
+  EXPECT_NE(render_html(r).find("converts layouts inside each run: output nChw16c -&gt; nchw"),
+            std::string::npos);
+  EXPECT_EQ(profile_from_json(profile_to_json(p)).kernels[0].layout_note, "output nChw16c -> nchw");
+}

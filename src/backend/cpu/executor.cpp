@@ -587,7 +587,11 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
   double start = 0;
   for (size_t i = 0; i < m.steps.size(); ++i) {
     KernelRecord rec = plan::kernel_record(m.g, m.plan, i);
-    if (m.steps[i].lib) rec.precision = m.steps[i].lib->precision;
+    if (m.steps[i].lib) {
+      rec.precision = m.steps[i].lib->precision;
+      rec.layout_note = m.steps[i].lib->layout_note;
+      rec.cost.bytes += double(m.steps[i].lib->reorder_bytes);  // its reorders move them too
+    }
     if (m.aliased[i]) rec.cost.bytes = 0;  // moves nothing: its output is its input's buffer
     rec.time_ms = median(times[i]);
     rec.samples_ms = times[i];

@@ -31,6 +31,11 @@ class LibraryKernel {
   // oneDNN's name for the implementation it chose ("brg:avx512_core_amx", "jit:...", "ref:..."),
   // empty for brrr's own kernels.
   std::string impl;
+  // Activations it converts between layouts inside each run (oneDNN wanted another layout than
+  // the buffer's): what, for the profile ("input nchw -> nChw16c, output ..."), and the bytes
+  // those reorders read and write.
+  std::string layout_note;
+  size_t reorder_bytes = 0;
 
   // Bytes of memory the kernel uses only while it runs (oneDNN's scratchpad, the buffers its
   // reorders stage activations in), whole pages per part. Kernels run one at a time, so the

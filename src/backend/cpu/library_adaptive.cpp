@@ -38,6 +38,8 @@ class LoadAdaptiveKernel : public LibraryKernel {
         now_ms_(clock ? clock : &steady_ms) {
     precision = threaded_->precision;
     impl = threaded_->impl;
+    layout_note = threaded_->layout_note;
+    reorder_bytes = threaded_->reorder_bytes;
   }
 
   // Only one of the two runs at a time: they share one block.

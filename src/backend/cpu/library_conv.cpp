@@ -4,6 +4,9 @@
 // layout the session chose for them (NCHW, NHWC or channel-blocked, library.hpp) and reordered in
 // and out per call only where the chosen implementation wants another one.
 #ifdef BRRR_HAVE_DNNL
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +30,16 @@ struct Port {
   dnnl::memory& mem() { return reordered() ? inner : user; }
 };
 
+// oneDNN's short name of a plain or blocked layout ("nchw", "nhwc", "nChw16c"), for notes.
+std::string layout_name(const dnnl::memory::desc& md) {
+  const auto& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.ndims != 4) return "another layout";
+  const auto& b = d.format_desc.blocking;
+  if (b.inner_nblks == 1 && b.inner_idxs[0] == 1) return fmt::format("nChw{}c", b.inner_blks[0]);
+  if (b.inner_nblks != 0) return "a blocked layout";
+  return b.strides[1] == 1 ? "nhwc" : "nchw";
+}
+
 // Binds port p over NCHW desc `user_md`, with `want` the desc the primitive chose.
 void make_port(Port& p, int value, const dnnl::memory::desc& user_md,
                const dnnl::memory::desc& want, bool in, bool out) {
@@ -36,6 +49,25 @@ void make_port(Port& p, int value, const dnnl::memory::desc& user_md,
   p.inner = dnnl::memory(want, engine());
   if (in) p.to_inner = dnnl::reorder(p.user, p.inner);
   if (out) p.to_user = dnnl::reorder(p.inner, p.user);
+}
+
+// What a kernel's ports convert each run: its note and bytes (an input reorder reads the user
+// buffer and writes the inner one; an output reorder the other way, and a sum post-op also
+// copies the addend in).
+void describe_reorders(LibraryKernel& k, const Port& src, const Port& dst, bool sum) {
+  std::vector<std::string> parts;
+  auto bytes = [](const dnnl::memory& m) { return m.get_desc().get_size(); };
+  if (src.reordered()) {
+    parts.push_back(fmt::format("input {} -> {}", layout_name(src.user.get_desc()),
+                                layout_name(src.inner.get_desc())));
+    k.reorder_bytes += bytes(src.user) + bytes(src.inner);
+  }
+  if (dst.reordered()) {
+    parts.push_back(fmt::format("output {} -> {}", layout_name(dst.inner.get_desc()),
+                                layout_name(dst.user.get_desc())));
+    k.reorder_bytes += (sum ? 2 : 1) * (bytes(dst.user) + bytes(dst.inner));
+  }
+  k.layout_note = fmt::format("{}", fmt::join(parts, ", "));
 }
 
 class DnnlConv : public LibraryKernel {
@@ -126,7 +158,11 @@ std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d
   // A blocked output asks for a blocked kernel (oneDNN's own pick for `any` is brgconv, NHWC, which
   // is slower here); a blocked input too, unless the output is not blocked (then the input is
   // reordered for the NHWC kernel). Otherwise oneDNN chooses and the ports reorder.
-  bool blocked = is_blocked(layouts, vout);
+  // A blocked input and a plain output (a conv feeding a generated kernel) also computes blocked,
+  // with one reorder of its output: oneDNN's own pick, NHWC, costs a reorder on each side
+  // (ShuffleNet-v2's branch convs before each channel shuffle).
+  bool blocked = is_blocked(layouts, vout) ||
+                 (is_blocked(layouts, vx) && !is_nhwc(layouts, vout));
   const tag flat = plain_tag(nsp);
   tag src_tag = plain ? flat : blocked && is_blocked(layouts, vx) ? blocked_tag() : tag::any;
   tag dst_tag = plain ? flat : blocked ? blocked_tag() : tag::any;
@@ -166,6 +202,13 @@ std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d
         alg = dnnl::algorithm::convolution_direct;
       }
     }
+    if (blocked && src_tag == tag::any && is_reference_impl(pd.impl_info_str())) {
+      // A plain input into a blocked output with no kernel that reads it plain (a depthwise conv
+      // after a generated kernel): the input is reordered to blocked, not both sides to NHWC.
+      dnnl::memory::desc xb(xd, math, blocked_tag());
+      dnnl::convolution_forward::primitive_desc both(make_desc(xb, oany), attr, engine());
+      if (!is_reference_impl(both.impl_info_str())) pd = both;
+    }
     if (blocked && is_reference_impl(pd.impl_info_str())) {
       // No fast blocked kernel for this case (odd groups, say): let oneDNN pick, ports reorder.
       dnnl::memory::desc xa(xd, math, tag::any), oa(od, store, tag::any);
@@ -182,6 +225,7 @@ std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d
     if (math == dt::f16) kern->precision = "fp16";
     make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
     make_port(kern->dst, vout, omd, pd.dst_desc(), d->epi.sum >= 0, true);
+    describe_reorders(*kern, kern->src, kern->dst, d->epi.sum >= 0);
     kern->sum = d->epi.sum;
     kern->dst_bytes = value_bytes(g, vout, layouts);  // blocked: with padding channels
     if (wconst.defined()) {  // reorder once; the kernel owns the packed copy
@@ -400,6 +444,7 @@ std::unique_ptr<LibraryKernel> make_dnnl_pool(const Graph& g, const plan::Kernel
     kern->openmp = omp_get_max_threads() > 1;
     make_port(kern->src, vx, xmd, pd.src_desc(), true, false);
     make_port(kern->dst, vout, omd, pd.dst_desc(), false, true);
+    describe_reorders(*kern, kern->src, kern->dst, false);
     kern->scratch = dnnl::memory(pd.scratchpad_desc(), engine());
     kern->args[DNNL_ARG_SCRATCHPAD] = kern->scratch;
     return kern;
