@@ -379,6 +379,21 @@ TEST(CpuConvLayouts, BlockedBranchBetweenGeneratedKernelsReordersOnceEachEnd) {
       EXPECT_GT(k.cost.bytes, 4.0 * 58 * 28 * 28 * 3) << k.name << ": its reorder's bytes too";
 }
 
+// A mean over H and W without keepdims ([N, C] out: ShuffleNet-v2's x.mean([2, 3])) reads the
+// conv's blocked output as it is: the conv converts nothing.
+TEST(CpuConvLayouts, SpatialMeanWithoutKeepdimsReadsBlockedData) {
+  if (!kDnnl) GTEST_SKIP() << kNoDnnl << ": no library convs";
+  brrr_test::EnvVar env("BRRR_CONV_LAYOUT", "blocked");
+  GraphBuilder b;
+  int v = b.node("Relu", {scaled_conv(b, b.input("x", {1, 24, 9, 9}), 24, 40, 3)});
+  b.output(b.node("ReduceMean", {v}, {{"axes", I{2, 3}}, {"keepdims", int64_t(0)}}));
+  Session s = check(b.g);
+  EXPECT_NE(s.plan_summary().find("kept channel-blocked"), std::string::npos) << s.plan_summary();
+  RunProfile p = s.profile({{"x", rnd({1, 24, 9, 9})}}, 2);
+  for (const KernelRecord& k : p.kernels)
+    if (k.kind == "library") EXPECT_EQ(k.layout_note.find("output"), std::string::npos) << k.name;
+}
+
 TEST(CpuPool, MaxPool) {
   run_pool("MaxPool", {1, 8, 13, 13}, {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}});
   run_pool("MaxPool", {2, 3, 12, 10},

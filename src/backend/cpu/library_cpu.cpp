@@ -485,7 +485,16 @@ void relayout_capable_values(const Graph& g, const plan::Kernel& k, std::vector<
                              std::vector<int>* outs, std::vector<std::vector<int>>* ties,
                              std::vector<int>* unpadded) {
   int out = k.outputs.empty() ? -1 : k.outputs[0];
-  if (out < 0 || !spatial4(g, out) || k.outputs.size() != 1) return;
+  if (out < 0 || k.outputs.size() != 1) return;
+  if (const auto* rr = plan::desc_of<plan::RowReduceDesc>(k)) {
+    // A mean over H,W only; its output, [N, C, 1, 1] or [N, C] (keepdims 0: ShuffleNet-v2's and
+    // RegNet's x.mean([2, 3])), is the same bytes in every layout.
+    const Shape& xs = g.value(rr->x).shape;
+    if (spatial4(g, rr->x) && shape_numel(g.value(out).shape) == xs[0] * xs[1])
+      ins->push_back(rr->x);
+    return;
+  }
+  if (!spatial4(g, out)) return;
   const plan::ConvDesc* conv = plan::desc_of<plan::ConvDesc>(k);
   const plan::PoolDesc* pool = plan::desc_of<plan::PoolDesc>(k);
   if (conv || pool) {
@@ -512,11 +521,6 @@ void relayout_capable_values(const Graph& g, const plan::Kernel& k, std::vector<
     ins->push_back(cs->x);
     outs->push_back(out);
     ties->push_back({cs->x, out});
-  } else if (const auto* rr = plan::desc_of<plan::RowReduceDesc>(k)) {
-    // A mean over H,W only (the output is [N, C, 1, 1] or [N, C]).
-    const Shape& xs = g.value(rr->x).shape;
-    if (spatial4(g, rr->x) && shape_numel(g.value(out).shape) == xs[0] * xs[1])
-      ins->push_back(rr->x);
   }
 }
 
