@@ -104,6 +104,11 @@ bool forward_identities(Graph& g);
 // (src/passes/square_pows.cpp).
 bool square_pows(Graph& g);
 
+// Channel shuffles (Reshape to [N, g, C/g, H, W], Transpose [0, 2, 1, 3, 4], Reshape back)
+// become channel Gathers, and Slices of channels of such a Gather Gathers of their indices.
+// Returns true when it changed the graph (src/passes/channel_shuffles.cpp).
+bool channel_shuffles(Graph& g);
+
 // Hugging Face's rotary embedding, x * cos + Concat(-x[..., D/2:], x[..., :D/2]) * sin, as
 // pointwise nodes over x viewed as [..., 2, D/2] (a Where swaps the halves), which a target with
 // lazy views fuses into one kernel. Returns true when it changed the graph

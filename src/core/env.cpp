@@ -121,6 +121,9 @@ const Switch kSwitches[] = {
      "CPU: an Identity node stays a node (a copy kernel) instead of its readers reading its input"},
     {"BRRR_NO_SQUARE_POWS", Kind::Flag, "0", "", 0, 0,
      "CPU: Pow(x, 2) stays a Pow (a powf call in generated code) instead of Mul(x, x)"},
+    {"BRRR_NO_CHANNEL_SHUFFLE_GATHERS", Kind::Flag, "0", "", 0, 0,
+     "CPU: a channel shuffle stays Reshape, Transpose, Reshape (and its Slices) instead of "
+     "channel Gathers"},
     {"BRRR_NO_CONV_SILU", Kind::Flag, "0", "", 0, 0,
      "CPU: a conv's Sigmoid, or its x * sigmoid(x) (SiLU), runs as a generated kernel, not as "
      "oneDNN's logistic or swish post-op"},

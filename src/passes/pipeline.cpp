@@ -66,6 +66,10 @@ Compiled compile(Graph g, const plan::Target& target, const CompileOptions& o) {
       bool squared = square_pows(g);
       log.after("square_pows", g, squared);
     }
+    if (target.channel_shuffle_gathers) {
+      bool shuffled = channel_shuffles(g);
+      log.after("channel_shuffles", g, shuffled);
+    }
   }
   PrecisionReport precision;
   if (o.storage != DType::f32 && target.storage_16bit) {

@@ -30,6 +30,8 @@ Target Target::cpu(bool onednn) {
   t.merge_gemms = t.gemm_operand_views && !env::flag("BRRR_NO_MERGE_GEMMS");
   // LayerNorm's and RMSNorm's Pow(x, 2) as x * x: the T5 encoder's RMSNorm 0.10 -> see README.
   t.square_pows = !env::flag("BRRR_NO_SQUARE_POWS");
+  // ShuffleNet's channel shuffles: see README.
+  t.channel_shuffle_gathers = !env::flag("BRRR_NO_CHANNEL_SHUFFLE_GATHERS");
   // A shared weight's Identities: ALBERT-xxlarge copied 9 GB of weights a run (see README).
   t.forward_identities = !env::flag("BRRR_NO_FORWARD_IDENTITIES");
   t.generated_bool = true;  // the C++ emitter reads and writes bool buffers (codegen_cpp.cpp)

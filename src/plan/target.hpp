@@ -128,6 +128,10 @@ struct Target {
   // Pow(x, 2) as Mul(x, x) (passes/square_pows.cpp; BRRR_NO_SQUARE_POWS=1 keeps Pow). The CPU
   // only until the CUDA plans with it have run on a device.
   bool square_pows = false;
+  // Channel shuffles as channel Gathers (passes/channel_shuffles.cpp; BRRR_NO_CHANNEL_SHUFFLE_
+  // GATHERS=1 keeps the Reshape-Transpose-Reshape). The CPU only (its Gather is a row copy)
+  // until the CUDA plans with it have run on a device.
+  bool channel_shuffle_gathers = false;
   // Identity nodes read through (passes/forward_identities.cpp; BRRR_NO_FORWARD_IDENTITIES=1
   // keeps them). The CPU only until the CUDA plans with it have run on a device.
   bool forward_identities = false;

@@ -185,6 +185,59 @@ TEST(Pipeline, IdentityPadsAndBatchNormForCompiledTargets) {
 // writes it: a powf call per element before), a float or an int exponent alike; Pow(x, 3) (the
 // GELU matcher's) and a broadcasting exponent keep Pow, as do the reference and (until a device
 // run) CUDA. The square is bit-exact against the reference's pow, NaN and infinities included.
+// ShuffleNet-v2's block end: Concat, the channel shuffle (Reshape, Transpose, Reshape) and the
+// next block's split (two Slices of channels). On the CPU the shuffle and the Slices become two
+// channel Gathers of the Concat; a shuffle whose Transpose is also read elsewhere stays; the
+// results match the reference.
+TEST(Pipeline, ChannelShufflesBecomeGathersOnTheCpu) {
+  auto shape = [](std::vector<int64_t> v) {
+    return Tensor::from_vector<int64_t>({int64_t(v.size())}, v);
+  };
+  auto i64 = [](int64_t v) { return Tensor::from_vector<int64_t>({1}, {v}); };
+  GraphBuilder b;
+  int x1 = b.input("x1", {1, 6, 5, 4}), x2 = b.input("x2", {1, 6, 5, 4});
+  int cat = b.node("Concat", {x1, b.node("Neg", {x2})}, {{"axis", int64_t(1)}});
+  int r1 = b.node("Reshape", {cat, b.constant("s1", shape({1, 2, 6, 5, 4}))});
+  int t = b.node("Transpose", {r1}, {{"perm", std::vector<int64_t>{0, 2, 1, 3, 4}}});
+  int sh = b.node("Reshape", {t, b.constant("s2", shape({1, 12, 5, 4}))});
+  b.output(b.node("Slice", {sh, b.constant("a0", i64(0)), b.constant("a1", i64(6)),
+                            b.constant("ax", i64(1))}));
+  b.output(b.node("Relu", {b.node("Slice", {sh, b.constant("b0", i64(6)), b.constant("b1", i64(12)),
+                                             b.constant("bx", i64(1))})}));
+  // A second shuffle whose Transpose is a graph output too: kept as it is.
+  int r3 = b.node("Reshape", {cat, b.constant("s3", shape({1, 3, 4, 5, 4}))});
+  int t3 = b.node("Transpose", {r3}, {{"perm", std::vector<int64_t>{0, 2, 1, 3, 4}}});
+  b.output(t3);
+  b.output(b.node("Reshape", {t3, b.constant("s4", shape({1, 12, 5, 4}))}));
+  auto count = [](const Graph& g, const char* op) {
+    int n = 0;
+    for (const Node& m : g.nodes) n += m.op == op;
+    return n;
+  };
+  Graph cpu = compile(b.g, plan::Target::cpu(), {}).graph;
+  EXPECT_EQ(count(cpu, "Gather"), 2);
+  EXPECT_EQ(count(cpu, "Transpose"), 1);
+  EXPECT_EQ(count(cpu, "Slice"), 0);
+  EXPECT_EQ(count(compile(b.g, plan::Target::cuda(), {}).graph, "Gather"), 0);
+  {
+    brrr_test::EnvVar off("BRRR_NO_CHANNEL_SHUFFLE_GATHERS", "1");
+    EXPECT_EQ(count(compile(b.g, plan::Target::cpu(), {}).graph, "Gather"), 0);
+  }
+  std::mt19937 rng(3);
+  std::map<std::string, Tensor> in{{"x1", brrr_test::uniform_f32({1, 6, 5, 4}, rng, -1, 1)},
+                                   {"x2", brrr_test::uniform_f32({1, 6, 5, 4}, rng, -1, 1)}};
+  Session s(b.g);
+  std::vector<Tensor> got = s.run(in);
+  // The oracle runs the graph as exported (the reference target keeps every node).
+  std::vector<Tensor> want = run_reference(compile(b.g, plan::Target::reference(), {}).graph, in);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    ASSERT_EQ(got[o].shape(), want[o].shape()) << o;
+    for (int64_t i = 0; i < got[o].numel(); ++i)
+      ASSERT_EQ(got[o].data<float>()[i], want[o].data<float>()[i]) << "output " << o << " at " << i;
+  }
+}
+
 TEST(Pipeline, SquarePowsOnTheCpu) {
   GraphBuilder b;
   int x = b.input("x", {2, 16});
@@ -256,7 +309,8 @@ TEST(Pipeline, SharedWeightIdentitiesAreReadThrough) {
   std::map<std::string, Tensor> in{{"x", brrr_test::uniform_f32({4, 32}, rng, -1, 1)}};
   Session s(b.g);
   std::vector<Tensor> got = s.run(in);
-  std::vector<Tensor> want = run_reference(s.graph(), in);
+  // The oracle runs the graph as exported (the reference target keeps every node).
+  std::vector<Tensor> want = run_reference(compile(b.g, plan::Target::reference(), {}).graph, in);
   ASSERT_EQ(got.size(), 2u);
   for (size_t k = 0; k < got.size(); ++k)
     for (int64_t i = 0; i < want[k].numel(); ++i)
