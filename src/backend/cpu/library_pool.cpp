@@ -101,9 +101,9 @@ __attribute__((always_inline)) inline V mx(V a, V b) {
 
 // The same rows without NaN per tap, column-streamed: the window's input rows reduced into the
 // row buffer in one pass (3 rows fused, the common 3x3 window), then the row's windows. Returns
-// whether any input it read was NaN or infinite; the caller then redoes the rows exactly. The exact loop's
-// per-column tap loop and mask blend bound it (squeezenet's first pool, 64 x 111 x 111, two
-// threads after its conv: 0.11 -> 0.09-0.10 ms).
+// whether any input it read was NaN or infinite; the caller then redoes the rows exactly. The
+// exact loop's per-column tap loop and mask blend bound it (squeezenet's first pool, 64 x 111 x
+// 111, two threads after its conv: 0.11 -> 0.09-0.10 ms).
 template <int B>
 __attribute__((always_inline)) inline bool max_pool_rows_fast(const PoolGeometry& p,
                                                               const float* x, float* y,
