@@ -301,7 +301,8 @@ void CpuExecutor::build() {
   for (size_t v = 0; v < g.values.size(); ++v)
     if (ap.offset[v] >= 0) slots[v] = arena.get() + ap.offset[v];
   for (size_t v = 0; v < g.values.size(); ++v)
-    if (ap.share[v] >= 0) slots[v] = slots[size_t(ap.share[v])] + ap.share_offset[v];
+    if (ap.share[v] >= 0)
+      slots[v] = static_cast<char*>(slots[size_t(ap.share[v])]) + ap.share_offset[v];
   for (size_t i = 0; i < plan.kernels.size(); ++i)
     if (copy_aliases_input(plan, i, ap) || ap.concat_in_place[i]) aliased[i] = true;
   num_aliased = int(std::count(aliased.begin(), aliased.end(), true));
