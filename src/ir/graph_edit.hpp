@@ -1,6 +1,7 @@
 // Small helpers for passes that read and edit a graph.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,5 +42,14 @@ void read_through(Graph& g, const std::vector<int>& same);
 // Resolves a node a pass made (its op's definition) and types its outputs by the op's shape
 // inference; asserts (naming `pass`) that the op exists and types every output.
 void type_node(Graph& g, Node& n, const char* pass);
+
+// A constant int64 / int32 input's values, or nullopt when input i of n is absent or not
+// constant.
+std::optional<std::vector<int64_t>> const_ints(const Graph& g, const Node& n, size_t i);
+
+// Slice node n as a view: per input axis the first element taken and the step ("" when it can
+// be one, else why not), by ONNX's rules; the element counts are its output's shape.
+std::string slice_view(const Graph& g, const Node& n, std::vector<int64_t>* start,
+                       std::vector<int64_t>* step);
 
 }  // namespace brrr

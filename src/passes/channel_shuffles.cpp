@@ -24,19 +24,6 @@ bool static_shape(const Value& v, size_t rank) {
   return std::all_of(v.shape.begin(), v.shape.end(), [](int64_t d) { return d >= 0; });
 }
 
-// The int64 values of constant v (empty when it is not one).
-std::vector<int64_t> ints(const Graph& g, int v) {
-  if (v < 0) return {};
-  const Tensor& t = g.value(v).constant;
-  if (!t.defined() || t.shape().size() != 1) return {};
-  try {
-    Tensor c = t.cast(DType::i64);
-    return std::vector<int64_t>(c.data<int64_t>(), c.data<int64_t>() + c.numel());
-  } catch (const Error&) {
-    return {};
-  }
-}
-
 // The producer node of v when it is op `op` (default domain), else -1.
 int producer_of(const Graph& g, int v, const char* op) {
   if (v < 0) return -1;
@@ -77,19 +64,18 @@ std::vector<int64_t> shuffle_at(const Graph& g, const std::vector<std::vector<in
   return idx;
 }
 
-// The channels a Slice (constant starts, ends, axes [1], steps > 0) keeps of a C-channel 4-D
-// value, or empty.
-std::vector<int64_t> sliced_channels(const Graph& g, const Node& s, int64_t C) {
-  if (s.inputs.size() < 3 || s.outputs.size() != 1) return {};
-  const std::vector<int64_t> st = ints(g, s.inputs[1]), en = ints(g, s.inputs[2]);
-  const std::vector<int64_t> ax = s.inputs.size() > 3 ? ints(g, s.inputs[3]) : std::vector<int64_t>{};
-  const std::vector<int64_t> sp =
-      s.inputs.size() > 4 ? ints(g, s.inputs[4]) : std::vector<int64_t>{1};
-  if (st.size() != 1 || en.size() != 1 || ax.size() != 1 || sp.size() != 1) return {};
-  if ((ax[0] != 1 && ax[0] != -3) || sp[0] <= 0) return {};
-  auto clampi = [&](int64_t v) { return std::clamp(v < 0 ? v + C : v, int64_t(0), C); };
+// The channels Slice s keeps of its 4-D input when it slices channels only (slice_view's start
+// and step on axis 1, its output's channel count), or empty.
+std::vector<int64_t> sliced_channels(const Graph& g, const Node& s) {
+  std::vector<int64_t> start, step;
+  if (s.inputs.empty() || s.outputs.size() != 1 || !slice_view(g, s, &start, &step).empty())
+    return {};
+  const Shape &in = g.value(s.inputs[0]).shape, &out = g.value(s.outputs[0]).shape;
+  if (in.size() != 4 || out.size() != 4 || step[1] <= 0) return {};
+  for (size_t a : {size_t(0), size_t(2), size_t(3)})
+    if (start[a] != 0 || step[a] != 1 || out[a] != in[a]) return {};
   std::vector<int64_t> keep;
-  for (int64_t c = clampi(st[0]); c < clampi(en[0]); c += sp[0]) keep.push_back(c);
+  for (int64_t k = 0; k < out[1]; ++k) keep.push_back(start[1] + k * step[1]);
   return keep;
 }
 
@@ -134,15 +120,15 @@ bool channel_shuffles(Graph& g) {
       const int64_t axis = ga.attr_int("axis", 0);
       if (ga.inputs.size() != 2 || ga.inputs[0] < 0 || (axis != 1 && axis != -3)) continue;
       const Value& src = g.value(ga.inputs[0]);
-      const std::vector<int64_t> idx = ints(g, ga.inputs[1]);
+      const std::vector<int64_t> idx = const_ints(g, ga, 1).value_or(std::vector<int64_t>{});
       const Value& gv = g.value(s.inputs[0]);
       if (!static_shape(src, 4) || !static_shape(gv, 4) || idx.size() != size_t(gv.shape[1]))
         continue;
       if (std::any_of(idx.begin(), idx.end(),
                       [&](int64_t i) { return i < 0 || i >= src.shape[1]; }))
         continue;
-      const std::vector<int64_t> keep = sliced_channels(g, s, gv.shape[1]);
-      if (keep.empty() || g.value(s.outputs[0]).shape[1] != int64_t(keep.size())) continue;
+      const std::vector<int64_t> keep = sliced_channels(g, s);
+      if (keep.empty() || keep.back() >= gv.shape[1]) continue;
       std::vector<int64_t> sub;
       for (int64_t c : keep) sub.push_back(idx[size_t(c)]);
       const int iv = int64_constant(g, s.name + "_channels", std::move(sub));

@@ -19,6 +19,7 @@
 #include "plan/target.hpp"
 #include "plan/value_range.hpp"
 #include "core/env.hpp"
+#include "ir/graph_edit.hpp"
 
 namespace brrr::plan {
 
@@ -236,61 +237,6 @@ DType typed_compute(const Graph& g, const Node& n) {
   for (int o : n.outputs)
     if (!note(o, false)) return DType::f32;
   return read ? t : DType::f32;
-}
-
-// A constant int64 / int32 input's values, or nullopt when input i is absent or not constant.
-std::optional<std::vector<int64_t>> const_ints(const Graph& g, const Node& n, size_t i) {
-  if (i >= n.inputs.size() || n.inputs[i] < 0) return std::nullopt;
-  const Value& v = g.value(n.inputs[i]);
-  if (!v.constant.defined() || (v.dtype != DType::i64 && v.dtype != DType::i32)) return std::nullopt;
-  return v.constant.to_int64_vector();
-}
-
-// Slice as a view (Target::generated_views): per input axis the first element taken and the step
-// ("" when it can be one, else why not). Starts follow ONNX's rules: negative counts from the
-// end, then clamped to [0, dim] (step > 0) or [0, dim - 1] (step < 0); the element counts are the
-// output's shape, which shape inference derived by the same rules.
-std::string slice_view(const Graph& g, const Node& n, std::vector<int64_t>* start,
-                       std::vector<int64_t>* step) {
-  const Shape& xs = g.value(n.inputs[0]).shape;
-  const int64_t rank = int64_t(xs.size());
-  std::vector<int64_t> starts, axes, steps;
-  if (n.has_attr("starts")) {  // Slice-1: attributes
-    starts = n.attr_ints("starts");
-    axes = n.attr_ints("axes");
-  } else {
-    auto s = const_ints(g, n, 1), e = const_ints(g, n, 2);
-    if (!s || !e) return "Slice with computed starts or ends";
-    starts = *s;
-    if (n.inputs.size() > 3 && n.inputs[3] >= 0) {
-      auto a = const_ints(g, n, 3);
-      if (!a) return "Slice with computed axes";
-      axes = *a;
-    }
-    if (n.inputs.size() > 4 && n.inputs[4] >= 0) {
-      auto st = const_ints(g, n, 4);
-      if (!st) return "Slice with computed steps";
-      steps = *st;
-    }
-  }
-  if (axes.empty())
-    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
-  if (axes.size() != starts.size() || (!steps.empty() && steps.size() != starts.size()))
-    return "Slice with mismatched starts, axes and steps";
-  start->assign(size_t(rank), 0);
-  step->assign(size_t(rank), 1);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
-    if (a < 0 || a >= rank) return "Slice axis out of range";
-    const int64_t d = xs[size_t(a)], st = steps.empty() ? 1 : steps[i];
-    if (st == 0) return "Slice step 0";
-    int64_t b = starts[i];
-    if (b < 0) b = b < -d ? 0 : b + d;
-    b = st > 0 ? std::min(b, d) : std::min(b, d - 1);
-    (*start)[size_t(a)] = std::max<int64_t>(b, 0);
-    (*step)[size_t(a)] = st;
-  }
-  return "";
 }
 
 NodeInfo classify_node(const Graph& g, const Node& n, TypeSet ts, const Target& t) {

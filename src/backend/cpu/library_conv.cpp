@@ -156,11 +156,10 @@ std::unique_ptr<LibraryKernel> make_conv(const Graph& g, const plan::ConvDesc* d
   const Tensor& wconst = g.value(vw).constant;
   bool plain = env::text("BRRR_CONV_LAYOUT") == "plain";  // NCHW activations (for comparison)
   // A blocked output asks for a blocked kernel (oneDNN's own pick for `any` is brgconv, NHWC, which
-  // is slower here); a blocked input too, unless the output is not blocked (then the input is
-  // reordered for the NHWC kernel). Otherwise oneDNN chooses and the ports reorder.
-  // A blocked input and a plain output (a conv feeding a generated kernel) also computes blocked,
-  // with one reorder of its output: oneDNN's own pick, NHWC, costs a reorder on each side
-  // (ShuffleNet-v2's branch convs before each channel shuffle).
+  // is slower here); so does a blocked input into a plain output (a conv feeding a generated
+  // kernel): one reorder of its output, where NHWC cost a reorder on each side (ShuffleNet-v2's
+  // branch convs before each channel shuffle). An NHWC output takes oneDNN's pick; so does a
+  // plain input and output, and the ports reorder.
   bool blocked = is_blocked(layouts, vout) ||
                  (is_blocked(layouts, vx) && !is_nhwc(layouts, vout));
   const tag flat = plain_tag(nsp);

@@ -487,8 +487,8 @@ void relayout_capable_values(const Graph& g, const plan::Kernel& k, std::vector<
   int out = k.outputs.empty() ? -1 : k.outputs[0];
   if (out < 0 || k.outputs.size() != 1) return;
   if (const auto* rr = plan::desc_of<plan::RowReduceDesc>(k)) {
-    // A mean over H,W only; its output, [N, C, 1, 1] or [N, C] (keepdims 0: ShuffleNet-v2's and
-    // RegNet's x.mean([2, 3])), is the same bytes in every layout.
+    // A mean over H,W only; its output, [N, C, 1, 1] or [N, C] (keepdims 0: ShuffleNet-v2's
+    // x.mean([2, 3])), is the same bytes in every layout.
     const Shape& xs = g.value(rr->x).shape;
     if (spatial4(g, rr->x) && shape_numel(g.value(out).shape) == xs[0] * xs[1])
       ins->push_back(rr->x);

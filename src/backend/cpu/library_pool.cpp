@@ -94,6 +94,11 @@ __attribute__((always_inline)) inline V load_v(const float* q) {
   __builtin_memcpy(&v, q, sizeof v);
   return v;
 }
+// (Functions, not lambdas: a lambda is not cloned for its caller's target.)
+template <class V>
+__attribute__((always_inline)) inline void store_v(float* q, V v) {
+  __builtin_memcpy(q, &v, sizeof v);
+}
 template <class V>
 __attribute__((always_inline)) inline V mx(V a, V b) {
   return a < b ? b : a;
@@ -111,9 +116,6 @@ __attribute__((always_inline)) inline bool max_pool_rows_fast(const PoolGeometry
                                                               int64_t r1) {
   using V = typename Lanes<B>::V;
   using Vi = typename Lanes<B>::Vi;
-  // Macros, not lambdas: a lambda is not cloned for the caller's target.
-#define LD(q) load_v<V>(q)
-#define ST(q, v) __builtin_memcpy((q), &(v), sizeof(V))
   // 0 while every input read is finite: x * 0 is NaN for a NaN or an infinity, and NaN sticks.
   V bad = {};
   for (int64_t r = r0; r < r1; ++r) {
@@ -128,26 +130,26 @@ __attribute__((always_inline)) inline bool max_pool_rows_fast(const PoolGeometry
     if (i1 - i0 >= 3) {
       const float *x1 = x0 + n, *x2 = x1 + n;
       for (int64_t c = 0; c < n; c += B) {
-        const V a = LD(x0 + c), bb = LD(x1 + c), cc = LD(x2 + c);
+        const V a = load_v<V>(x0 + c), bb = load_v<V>(x1 + c), cc = load_v<V>(x2 + c);
         bad += (a + bb + cc) * 0.f;
         const V m = mx(mx(a, bb), cc);
-        ST(row + c, m);
+        store_v(row + c, m);
       }
       i = i0 + 3;
     } else {
       for (int64_t c = 0; c < n; c += B) {
-        const V a = LD(x0 + c);
+        const V a = load_v<V>(x0 + c);
         bad += a * 0.f;
-        ST(row + c, a);
+        store_v(row + c, a);
       }
     }
     for (; i < i1; ++i) {
       const float* xi = xb + (hb + i) * n;
       for (int64_t c = 0; c < n; c += B) {
-        const V a = LD(xi + c);
+        const V a = load_v<V>(xi + c);
         bad += a * 0.f;
-        const V m = mx(LD(row + c), a);
-        ST(row + c, m);
+        const V m = mx(load_v<V>(row + c), a);
+        store_v(row + c, m);
       }
     }
     float* yr = y + (b * p.oh + oh) * p.ow * B;
@@ -156,17 +158,15 @@ __attribute__((always_inline)) inline bool max_pool_rows_fast(const PoolGeometry
       const auto [j0, j1] = taps(wb, p.kw, p.w);
       if (j1 == j0) return true;
       const float* q = row + (wb + j0) * B;
-      V acc = LD(q);
+      V acc = load_v<V>(q);
       if (j1 - j0 == 3) {
-        acc = mx(mx(acc, LD(q + B)), LD(q + 2 * B));
+        acc = mx(mx(acc, load_v<V>(q + B)), load_v<V>(q + 2 * B));
       } else {
-        for (int64_t j = 1; j < j1 - j0; ++j) acc = mx(acc, LD(q + j * B));
+        for (int64_t j = 1; j < j1 - j0; ++j) acc = mx(acc, load_v<V>(q + j * B));
       }
-      ST(yr + ow * B, acc);
+      store_v(yr + ow * B, acc);
     }
   }
-#undef LD
-#undef ST
   Vi none = {}, bits;
   __builtin_memcpy(&bits, &bad, sizeof bits);
   return __builtin_memcmp(&bits, &none, sizeof bits) != 0;

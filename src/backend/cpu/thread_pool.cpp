@@ -22,8 +22,6 @@ void c_run(void* pool, int64_t n, brrr_chunk_fn fn, void* arg) {
   static_cast<ThreadPool*>(pool)->parallel_for(n, fn, arg);
 }
 
-thread_local bool t_in_job = false;  // inside a chunk (nested calls run inline)
-
 }  // namespace
 
 int affinity_cpu_count() {
@@ -48,7 +46,8 @@ ThreadPool::ThreadPool(int threads) : threads_(threads) {
 void ThreadPool::parallel_for(int64_t n, brrr_chunk_fn fn, void* arg) {
   if (n <= 0) return;
   bool expected = false;
-  if (threads_ == 1 || n == 1 || t_in_job || omp_in_parallel() ||
+  // Inside a chunk (or any OpenMP region) the region is active, or busy_ is held: inline.
+  if (threads_ == 1 || n == 1 || omp_in_parallel() ||
       serial_.load(std::memory_order_relaxed) ||
       !busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
     fn(arg, 0, n);
@@ -64,9 +63,7 @@ void ThreadPool::parallel_for(int64_t n, brrr_chunk_fn fn, void* arg) {
   {
     for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
       const int64_t lo = c * q + std::min(c, r), hi = lo + q + (c < r);
-      t_in_job = true;
       fn(arg, lo, hi);
-      t_in_job = false;
     }
     if (omp_get_thread_num() == 0) t1 = clk::now();
   }
