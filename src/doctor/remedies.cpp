@@ -5,6 +5,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
+#include <functional>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -357,26 +360,91 @@ struct UnitPrediction {
   int moved = 0;
   double moved_ms = 0;
   std::vector<std::pair<double, const KernelAnalysis*>> gains;  // largest first
-  std::string rates, slower, generated_note, already_note;
+  std::string rates, slower, generated_note, already_note, added_note;
   int timed_alone = 0;  // moved kernels priced at their time alone at `unit`
   int narrowed = 0;     // memory-bound kernels that only store 16 bits (GPU)
   double narrowed_ms = 0;
   double alone_ms = 0, alone_before_ms = 0;
+  int others = 0;  // library kernels it does not move, timed alone at `unit` (pools on its data)
+  double others_before_ms = 0, others_after_ms = 0;
 };
 
-// The record of `alone` (a plan's kernels, library ones timed alone) covering exactly the nodes
-// of `k`, with its samples; null when there is none.
-const KernelRecord* timed_twin(const KernelRecord& k, const std::vector<KernelRecord>* alone) {
-  if (!alone) return nullptr;
-  std::vector<std::string> nodes = k.nodes;
-  std::sort(nodes.begin(), nodes.end());
-  for (const KernelRecord& r : *alone) {
-    if (r.samples_ms.empty() || r.nodes.size() != nodes.size()) continue;
-    std::vector<std::string> other = r.nodes;
-    std::sort(other.begin(), other.end());
-    if (other == nodes) return &r;
+// The ONNX node a plan node came from: passes that split a node name the pieces
+// "<node>/part<i>", "<node>/sum<i>" (distribute_concat), "<node>/heads<i>" or
+// "<node>/head_slice<i>" (merge_parallel_gemms); a plan at another precision may not split it.
+std::string origin_node(const std::string& n) {
+  const size_t slash = n.rfind('/');
+  if (slash == std::string::npos) return n;
+  size_t d = n.size();
+  while (d > slash + 1 && std::isdigit(static_cast<unsigned char>(n[d - 1]))) --d;
+  if (d == n.size()) return n;
+  const std::string tag = n.substr(slash + 1, d - slash - 1);
+  return tag == "part" || tag == "sum" || tag == "heads" || tag == "head_slice" ? n.substr(0, slash)
+                                                                               : n;
+}
+
+// The kernels of a profile and of `alone` (the plan at another precision, library kernels timed
+// alone) joined where they cover a common ONNX node (union-find; split nodes count as their
+// origin). A kernel of the profile maps to its group's price: the summed time alone of the
+// group's `alone` records, shared in proportion to the profile kernels' steady times; only where
+// every record of the group is a library kernel timed alone and every profile kernel in it is
+// a library kernel the precision moves. `extra_ms`: library records of `alone` that cover no
+// node of the profile's kernels (a Concat the narrow plan copies), timed alone, a cost it adds.
+struct AlonePrices {
+  std::map<const KernelRecord*, double> after_ms;
+  double extra_ms = 0;
+  int extra = 0;
+};
+
+AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
+                        const std::vector<KernelRecord>& alone,
+                        const std::function<bool(const KernelRecord&)>& moved) {
+  const size_t nb = ks.size(), n = nb + alone.size();
+  std::vector<size_t> parent(n);
+  for (size_t i = 0; i < n; ++i) parent[i] = i;
+  auto find = [&](size_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  auto rec = [&](size_t i) -> const KernelRecord& {
+    return i < nb ? ks[i].rec : alone[i - nb];
+  };
+  std::map<std::string, size_t> owner;
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& node : rec(i).nodes) {
+      auto [it, fresh] = owner.emplace(origin_node(node), i);
+      if (!fresh) parent[find(i)] = find(it->second);
+    }
+  struct Group {
+    bool ok = true;
+    int before = 0, timed = 0;
+    double before_ms = 0, alone_ms = 0;
+  };
+  std::map<size_t, Group> groups;
+  for (size_t i = 0; i < n; ++i) {
+    Group& g = groups[find(i)];
+    const KernelRecord& r = rec(i);
+    if (i < nb) {
+      g.before++, g.before_ms += steady_time(r);
+      g.ok = g.ok && moved(r);
+    } else if (r.kind == "library" && !r.samples_ms.empty()) {
+      g.alone_ms += median(r.samples_ms), g.timed++;
+    } else {
+      g.ok = false;
+    }
   }
-  return nullptr;
+  AlonePrices out;
+  for (size_t i = 0; i < n; ++i) {
+    const Group& g = groups[find(i)];
+    if (!g.ok || g.timed == 0) continue;
+    if (g.before == 0) {
+      if (find(i) == i) out.extra_ms += g.alone_ms, out.extra++;
+    } else if (i < nb) {
+      out.after_ms[&ks[i].rec] =
+          g.before_ms > 0 ? g.alone_ms * steady_time(ks[i].rec) / g.before_ms : g.alone_ms;
+    }
+  }
+  return out;
 }
 
 // `alone`: the same plan at `unit`, its library kernels timed alone (DoctorOptions::
@@ -392,9 +460,20 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceiling
   int n_slower = 0, n_gen = 0, n_already = 0;
   double slower_ms = 0, gen_ms = 0, already_ms = 0;
   std::set<std::string> already_precs;
+  AlonePrices priced;
+  if (alone)
+    priced = price_alone(ks, *alone, [&](const KernelRecord& r) {
+      return r.kind == "library" && (r.precision.empty() || r.precision == "fp32");
+    });
   for (const auto& k : ks) {
     const std::string to = moved_to(k.rec, unit, c, cpu_convs);
     if (to.empty()) {
+      // A library kernel the precision does not move (a pool) may still read 16-bit data there.
+      if (auto twin = priced.after_ms.find(&k.rec); twin != priced.after_ms.end()) {
+        const double before = steady_time(k.rec), g = before - twin->second;
+        u.gain_ms += g, u.others++, u.others_before_ms += before, u.others_after_ms += twin->second;
+        continue;
+      }
       // A library GEMM or conv of a 16-bit model already runs at its data's precision.
       if (k.rec.kind == "library" && has_any(k.rec, {"MatMul", "Gemm", "Conv"}) &&
           !k.rec.precision.empty() && k.rec.precision != "fp32") {
@@ -412,8 +491,8 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceiling
       }
       continue;
     }
-    if (const KernelRecord* twin = timed_twin(k.rec, alone)) {
-      const double before = steady_time(k.rec), after = steady_time(*twin);
+    if (auto twin = priced.after_ms.find(&k.rec); twin != priced.after_ms.end()) {
+      const double before = steady_time(k.rec), after = twin->second;
       const double g = before - after;
       if (g < 0) slower_ms -= g, n_slower++;
       u.gain_ms += g, u.moved_ms += k.rec.time_ms, u.moved++;
@@ -451,6 +530,17 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceiling
     if (g < 0) slower_ms -= g, n_slower++;
     u.gain_ms += g, u.moved_ms += k.rec.time_ms, u.moved++;
     u.gains.push_back({g, &k});
+  }
+  if (u.others > 0)
+    u.added_note += fmt::format("; {} other library kernel{} (pools and the like, on its data) "
+                                "take{} {:.3f} -> {:.3f} ms there, timed alone",
+                                u.others, u.others == 1 ? "" : "s", u.others == 1 ? "s" : "",
+                                u.others_before_ms, u.others_after_ms);
+  if (priced.extra > 0 && u.moved > 0) {
+    u.gain_ms -= priced.extra_ms;
+    u.added_note += fmt::format("; the plan at --precision {} adds {} library kernel{} ({:.3f} ms "
+                               "timed alone)",
+                               unit, priced.extra, priced.extra == 1 ? "" : "s", priced.extra_ms);
   }
   std::stable_sort(u.gains.begin(), u.gains.end(),
                    [](const auto& x, const auto& y) { return x.first > y.first; });
@@ -703,7 +793,7 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
         best->moved == 0
             ? fmt::format("no float32 library GEMM or conv to move{}{}{}", best->already_note,
                           best->generated_note, others)
-            : fmt::format("{} library kernel{} ({:.3f} ms) at {}{}{}{}{}{}", best->moved,
+            : fmt::format("{} library kernel{} ({:.3f} ms) at {}{}{}{}{}{}{}", best->moved,
                           best->moved == 1 ? "" : "s", best->moved_ms, best->rates,
                           all_alone ? std::string()
                           : cpu_convs ? ", each keeping its fixed cost and its share of the "
@@ -711,7 +801,8 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
                                         "activations to " + best->unit
                                       : std::string(", each keeping its fixed cost and its "
                                                     "share of the roof"),
-                          best->slower, best->already_note, best->generated_note, others);
+                          best->slower, best->added_note, best->already_note,
+                          best->generated_note, others);
     Remedy* r = add("faster_units", best->gain_ms, detail);
     for (const auto& [g, k] : best->gains)
       if (g != 0) concern(*r, k->rec);

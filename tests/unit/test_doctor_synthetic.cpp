@@ -826,6 +826,55 @@ TEST(DoctorRemedies, CpuBf16PricesGemmsAndConvsAtTheLibraryRate) {
       << half.detail;
 }
 
+// The plan at bf16 need not have the same kernels: a conv that fp32's plan splits over a Concat
+// ("<node>/part<i>" and "/sum<i>", distribute_concat) is one conv there; a pool it does not move
+// reads bf16 data there at its own speed; a Concat it copies is a kernel fp32's plan did not run.
+// All are priced by their times alone there (squeezenet1_1 at bf16: the rate-priced split convs
+// and the unpriced pools and copies had it predicted 1.11 ms, measured 1.45 ms).
+TEST(DoctorRemedies, CpuBf16PricesThePlanAtBf16KernelsByTheNodesTheyCover) {
+  Ceilings c = fixed_ceilings();
+  c.library_gflops = {{"fp32", 800}, {"bf16", 3200}};
+  RunProfile p;
+  p.backend = "cpu";
+  auto part0 = kernel("k0_conv", OpClass::contraction, 1e9, 1e6, 1.0, "library");
+  part0.ops = {"Conv"};
+  part0.nodes = {"/squeeze/Conv/part0"};
+  auto part1 = kernel("k1_conv_relu", OpClass::contraction, 1e9, 1e6, 3.0, "library");
+  part1.ops = {"Conv", "Add", "Relu"};
+  part1.nodes = {"/squeeze/Conv/part1", "/squeeze/Conv/sum1", "/squeeze/Relu"};
+  auto pool = kernel("k2_maxpool", OpClass::normalization, 0, 4e6, 0.5, "library");
+  pool.ops = {"MaxPool"};
+  auto relu = kernel("k3_relu", OpClass::elementwise, 0, 1e6, 0.25, "fused");
+  p.kernels = {part0, part1, pool, relu};
+  p.wall_ms = 4.75;
+  DoctorOptions o{.precisions = {"bf16"}};
+  auto conv16 = kernel("k0_conv_relu", OpClass::contraction, 2e9, 1e6, 0, "library");
+  conv16.ops = {"Conv", "Relu"};
+  conv16.nodes = {"/squeeze/Conv", "/squeeze/Relu"};
+  conv16.samples_ms = {1.0};
+  auto pool16 = pool, concat16 = kernel("k5_concat", OpClass::movement, 0, 1e6, 0, "library");
+  pool16.samples_ms = {0.75};
+  concat16.samples_ms = {0.125};
+  auto cast16 = kernel("k6_cast", OpClass::elementwise, 0, 1e6, 0, "fused");  // not timed alone
+  o.unit_kernels["bf16"] = {conv16, pool16, concat16, cast16};
+  const Report r = diagnose(p, c, o);
+  const Remedy& u = find(r.remedies, "faster_units");
+  // The two parts share the conv's 1.0 ms in proportion (0.25 and 0.75); the pool is 0.25 ms
+  // slower; the copy adds 0.125 ms; the generated Relu is unchanged.
+  EXPECT_NEAR(u.gain_ms, (4.0 - 1.0) - 0.25 - 0.125, 1e-9) << u.detail;
+  EXPECT_NEAR(u.predicted_ms, 4.75 - 2.625, 1e-9);
+  EXPECT_NE(u.detail.find("2 library kernels (4.000 ms) at 2 timed alone in the plan at "
+                          "--precision bf16 (1.000 ms; 4.000 ms here)"),
+            std::string::npos)
+      << u.detail;
+  EXPECT_NE(u.detail.find("1 other library kernel (pools and the like, on its data) takes 0.500 "
+                          "-> 0.750 ms there, timed alone; the plan at --precision bf16 adds 1 "
+                          "library kernel (0.125 ms timed alone)"),
+            std::string::npos)
+      << u.detail;
+  EXPECT_EQ(u.kernels, (std::vector<std::string>{"k1_conv_relu", "k0_conv"}));
+}
+
 // A precision the backend accepts but the probe measured no rate for is said so, not replaced by
 // another precision's refusal (this CPU: "--precision fp16 ... no fp16 path" while bf16 runs).
 TEST(DoctorRemedies, AcceptedPrecisionWithoutAMeasuredRateIsNamed) {
