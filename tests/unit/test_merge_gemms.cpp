@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "backend/executor.hpp"
 #include "brrr/onnx.hpp"
@@ -163,6 +164,47 @@ TEST(MergeGemms, LargeWeightsAreConcatenatedExactly) {
     col += ns[i];
   }
   EXPECT_EQ(bad, 0) << "rows that differ";
+}
+
+// Layers that share their weights (ALBERT) share the merged weight and bias too: one
+// concatenation, not one per layer.
+TEST(MergeGemms, LayersThatShareWeightsShareTheMergedWeight) {
+  GraphBuilder b;
+  int x = b.input("x", {1, 8, 32});
+  std::vector<int> w, bias;
+  for (unsigned i = 0; i < 3; ++i) {
+    w.push_back(b.constant("w" + std::to_string(i), rnd({32, 32}, 30 + i)));
+    bias.push_back(b.constant("b" + std::to_string(i), rnd({32}, 40 + i)));
+  }
+  for (int layer = 0; layer < 2; ++layer) {
+    std::vector<int> heads;
+    for (int i = 0; i < 3; ++i)
+      heads.push_back(transpose(b, reshape(b, b.node("Add", {b.node("MatMul", {x, w[size_t(i)]}),
+                                                               bias[size_t(i)]}),
+                                           {1, 8, 4, 8}),
+                                {0, 2, 1, 3}));
+    int p = b.node("Softmax", {b.node("MatMul", {heads[0], transpose(b, heads[1], {0, 1, 3, 2})})},
+                   {{"axis", int64_t(-1)}});
+    x = reshape(b, transpose(b, b.node("MatMul", {p, heads[2]}), {0, 2, 1, 3}), {1, 8, 32});
+  }
+  b.output(x);
+  Graph g = b.g;
+  InferOptions io;
+  infer_shapes(g, io);
+  ASSERT_TRUE(merge_parallel_gemms(g, false));
+  std::set<int> weights, biases;
+  for (const Node& n : g.nodes)
+    for (int in : n.inputs)
+      if (in >= 0 && g.value(in).constant.defined() && g.value(in).shape == Shape{32, 96})
+        weights.insert(in);
+      else if (in >= 0 && g.value(in).constant.defined() && g.value(in).shape == Shape{96})
+        biases.insert(in);
+  EXPECT_EQ(weights.size(), 1u);
+  EXPECT_EQ(biases.size(), 1u);
+  EXPECT_EQ(count_op(g, "MatMul"), 2 + 2 * 2);  // a merged projection and two attention products a layer
+  std::map<std::string, Tensor> in{{"x", rnd({1, 8, 32}, 9)}};
+  brrr_test::expect_outputs_close(run_reference(g, in), run_reference(reference_graph(b.g), in),
+                                  1e-5, 1e-5, "");
 }
 
 TEST(MergeGemms, CpuReadsThePartsThroughGemmViews) {

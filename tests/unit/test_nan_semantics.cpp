@@ -4,6 +4,9 @@
 // Min: IEEE 754-2019 maximum, numpy, PyTorch, ONNX's reference for Reduce*/GlobalMaxPool);
 // Softmax/LogSoftmax are exp(x - max) / sum as ONNX Runtime and ONNX's reference compute them, so
 // a row with +inf, a NaN or only -inf is all NaN. ArgMax/ArgMin pick NaN (numpy).
+#include <fmt/format.h>
+
+#include "core/cpu_features.hpp"
 #include "env_var.hpp"
 #include "hostile_util.hpp"
 #include "runtime/graph_builder.hpp"
@@ -179,13 +182,13 @@ TEST(NanSemantics, MaxPoolAfterConvPropagatesNaNInEveryLayout) {
   }
 }
 
-// brrr's channel-blocked max pool (between two convs) reduces without a per-tap NaN test and
-// redoes the rows exactly when an input was NaN or infinite: NaN still wins, +inf and -inf are
-// ordinary values. 3x3 windows (the fused three-row pass) and 2x2 ones. The convs are depthwise
-// identities, so that a NaN or an infinity stays in its channel.
-TEST(NanSemantics, BlockedMaxPoolKeepsNaNAndInfinities) {
+// brrr's max pool on channel-blocked or NHWC data (between two convs), float32 or bf16, reduces
+// without a per-tap NaN test and redoes the rows exactly when an input was NaN or infinite: NaN
+// still wins, +inf and -inf are ordinary values. 3x3 windows (the fused three-row pass) and 2x2
+// ones. The convs are depthwise identities, so that a NaN or an infinity stays in its channel
+// (every value is a small integer: exact in bf16 too).
+void max_pool_keeps_nan_and_infinities(const char* layout, DType dt) {
   constexpr int64_t C = 32;
-  const std::vector<float> ones(C, 1.f);
   for (int64_t k : {3, 2}) {
     const int64_t H = 44 - k;  // windows that end on the last row and column
     std::vector<float> x(C * H * H);
@@ -197,12 +200,14 @@ TEST(NanSemantics, BlockedMaxPoolKeepsNaNAndInfinities) {
     const int64_t oh = (H - k) / 2 + 1;
     for (const bool with_nan : {true, false}) {
       if (!with_nan) x[size_t((3 * H + 4) * H + 5)] = x[size_t((20 * H + 30) * H + 17)] = 1.f;
-      SCOPED_TRACE("k " + std::to_string(k) + (with_nan ? " with NaN" : " infinities only"));
-      brrr_test::EnvVar env("BRRR_CONV_LAYOUT", "blocked");
+      SCOPED_TRACE(fmt::format("{} {} k {} {}", layout, dtype_name(dt), k,
+                               with_nan ? "with NaN" : "infinities only"));
+      brrr_test::EnvVar env("BRRR_CONV_LAYOUT", layout);
       GraphBuilder b;
-      int in = b.input("x", {1, C, H, H});
+      int in = b.input("x", {1, C, H, H}, dt);
       auto w = [&](const char* n) {
-        return b.constant(n, Tensor::from_vector<float>({C, 1, 1, 1}, ones));
+        return b.constant(n, Tensor::from_vector<float>({C, 1, 1, 1}, std::vector<float>(C, 1.f))
+                                 .cast(dt));
       };
       const std::map<std::string, AttrValue> depthwise = {{"group", C}};
       int v = b.node("Conv", {in, w("w0")}, depthwise);
@@ -211,9 +216,13 @@ TEST(NanSemantics, BlockedMaxPoolKeepsNaNAndInfinities) {
                   {"strides", std::vector<int64_t>{2, 2}}});
       b.output(b.node("Conv", {v, w("w1")}, depthwise));
       Session s(b.g, session_options());
-      ASSERT_NE(s.plan_summary().find("kept channel-blocked"), std::string::npos)
+      ASSERT_NE(s.plan_summary().find(std::string(layout) == "nhwc" ? "kept NHWC"
+                                                                     : "kept channel-blocked"),
+                std::string::npos)
           << s.plan_summary();
-      Tensor y = s.run({{"x", Tensor::from_vector<float>({1, C, H, H}, x)}})[0];
+      Tensor y = s.run({{"x", Tensor::from_vector<float>({1, C, H, H}, x).cast(dt)}})[0];
+      ASSERT_EQ(y.dtype(), dt);
+      y = y.cast(DType::f32);
       ASSERT_EQ(shape_numel(y.shape()), C * oh * oh);
       for (int64_t c = 0; c < C; ++c)
         for (int64_t r = 0; r < oh; ++r)
@@ -234,6 +243,18 @@ TEST(NanSemantics, BlockedMaxPoolKeepsNaNAndInfinities) {
           }
     }
   }
+}
+
+TEST(NanSemantics, BlockedMaxPoolKeepsNaNAndInfinities) {
+  max_pool_keeps_nan_and_infinities("blocked", DType::f32);
+}
+TEST(NanSemantics, NhwcMaxPoolKeepsNaNAndInfinities) {
+  max_pool_keeps_nan_and_infinities("nhwc", DType::f32);
+}
+// A bf16 model: oneDNN's AMX convs keep it NHWC.
+TEST(NanSemantics, Bf16MaxPoolKeepsNaNAndInfinities) {
+  if (!CpuFeatures::host().amx_bf16) GTEST_SKIP() << "no AMX: bf16 convs are not kept NHWC here";
+  max_pool_keeps_nan_and_infinities("nhwc", DType::bf16);
 }
 
 TEST(NanSemantics, MaxPoolPadsNotSmallerThanTheKernelAreAnError) {
