@@ -10,7 +10,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("models", nargs="+")
 ap.add_argument("--brrr", default=os.path.join(os.path.dirname(__file__), "..", "build", "brrr"))
 ap.add_argument("--threads", type=int, default=2)
-ap.add_argument("--reps", type=int, default=20)
+ap.add_argument("--reps", type=int, default=5)
 ap.add_argument("--no-compare", action="store_true")
 a = ap.parse_args()
 
@@ -30,12 +30,12 @@ for m in a.models:
     total = sum(c["time_ms"] for c in d["class_table"])
     off = 100 * (total / d["wall_ms"] - 1)
     bad = [k["name"] for k in d["kernels"] if k["efficiency"] > 1.0 and not k.get("over_roof_reason")]
-    checks = [(c["remedy"], c["predicted_ms"], c["measured_ms"], 100 * c["error"])
-              for c in d.get("checks", [])]
+    checks = [(c["remedy"], c["predicted_ms"], c["measured_ms"], 100 * c["error"],
+               c.get("unreliable") or "") for c in d.get("checks", [])]
     rel = d["reliability"]["reliable"]
     line = f"{name:20s} wall {d['wall_ms']:8.3f} classes {off:+6.2f}%  eff>100% unexplained {len(bad)}"
-    for rem, p, me, e in checks:
-        line += f"  {rem} {p:.3f}/{me:.3f} ({e:+.1f}%)"
+    for rem, p, me, e, why in checks:
+        line += f"  {rem} {p:.3f}/{me:.3f} ({e:+.1f}%{', unreliable' if why else ''})"
     if not rel:
         line += "  [unreliable: " + "; ".join(d["reliability"]["reasons"])[:80] + "]"
     print(line, flush=True)
