@@ -146,6 +146,27 @@ bool priced_alone(const KernelRecord& planned) {
 
 namespace {
 
+bool is_generated(const KernelRecord& r) { return r.kind == "fused" || r.kind == "reference"; }
+
+// The share of their memory roof that the profile's memory-bound generated kernels reach (their
+// median; 1 without any): the price of a generated kernel a plan would run instead.
+double generated_memory_share(const std::vector<KernelAnalysis>& ks) {
+  std::vector<double> shares;
+  for (const auto& k : ks) {
+    const double work = steady_time(k.rec) - k.overhead_ms;
+    if (is_generated(k.rec) && k.regime == Regime::memory && k.memory_floor_ms > 0 && work > 0)
+      shares.push_back(std::min(1.0, k.memory_floor_ms / work));
+  }
+  return shares.empty() ? 1.0 : std::max(0.05, median(shares));
+}
+
+// A generated kernel of another plan, not timed: one fixed cost plus the larger of its bytes at
+// `share` of its roof and its compute floor.
+double generated_price(const KernelRecord& r, const Ceilings& c, double share) {
+  const KernelAnalysis an = analyze_kernel(r, c);
+  return an.overhead_ms + std::max(an.memory_floor_ms / share, an.compute_floor_ms);
+}
+
 // Fusion priced from the plan fusion would compile (DoctorOptions::fused_kernels): the measured
 // kernels and the planned ones joined where they cover a common ONNX node (union-find, as
 // --compare's "where the time moved"); each group saves what its measured kernels took less what
@@ -181,16 +202,7 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
   const size_t nb = std::min(p.kernels.size(), ks.size()), n = nb + planned.size();
   e.before = int(nb);
   e.after = int(planned.size());
-  auto generated = [](const KernelRecord& r) { return r.kind == "fused" || r.kind == "reference"; };
-  // The memory roof share the measured generated kernels reach (memory-bound ones).
-  std::vector<double> shares;
-  for (size_t k = 0; k < nb; ++k) {
-    const double work = steady_time(p.kernels[k]) - ks[k].overhead_ms;
-    if (generated(p.kernels[k]) && ks[k].regime == Regime::memory && ks[k].memory_floor_ms > 0 &&
-        work > 0)
-      shares.push_back(std::min(1.0, ks[k].memory_floor_ms / work));
-  }
-  e.memory_share = shares.empty() ? 1.0 : std::max(0.05, median(shares));
+  e.memory_share = generated_memory_share(ks);
   std::vector<size_t> parent(n);
   std::iota(parent.begin(), parent.end(), size_t(0));
   auto find = [&](size_t x) {
@@ -230,11 +242,11 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
       const double t = steady_time(p.kernels[k]);
       before_ms += t;
       e.lowers_floor_ms += ks[k].floor_ms;
-      if (generated(p.kernels[k]))
+      if (is_generated(p.kernels[k]))
         compute_ms += std::max(0.0, t - ks[k].overhead_ms - ks[k].memory_floor_ms / e.memory_share);
     }
     int planned_generated = 0;
-    for (size_t i : a) planned_generated += generated(rec(i));
+    for (size_t i : a) planned_generated += is_generated(rec(i));
     std::vector<char> used(nb, 0);
     double after_ms = 0;
     for (size_t i : a) {
@@ -251,7 +263,7 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
         t = steady_time(r);
         e.timed_alone++, e.timed_alone_ms += t;
         for (size_t k : b)
-          if (!used[k] && !generated(p.kernels[k]) && p.kernels[k].kind != "copy" &&
+          if (!used[k] && !is_generated(p.kernels[k]) && p.kernels[k].kind != "copy" &&
               std::any_of(p.kernels[k].nodes.begin(), p.kernels[k].nodes.end(),
                           [&](const std::string& x) {
                             return std::binary_search(sorted_nodes[i].begin(),
@@ -259,7 +271,7 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
                           }))
             e.replaced_calls_ms += steady_time(p.kernels[k]), used[k] = 1;
       }
-      if (t < 0 && !generated(r)) {  // a library call: the measured calls of its nodes
+      if (t < 0 && !is_generated(r)) {  // a library call: the measured calls of its nodes
         // One call for several (Q/K/V projections merged into one GEMM, two batched attention
         // GEMMs inside one attention kernel): the slowest call's time plus the others' floors,
         // not their sum. At batch 1 each call is mostly its fixed latency, which the one call
@@ -267,7 +279,7 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
         int calls = 0;
         double sum_t = 0, max_t = 0, sum_floor = 0, max_floor = 0;
         for (size_t k : b)
-          if (!used[k] && !generated(p.kernels[k]) && p.kernels[k].kind != "copy" &&
+          if (!used[k] && !is_generated(p.kernels[k]) && p.kernels[k].kind != "copy" &&
               std::any_of(p.kernels[k].nodes.begin(), p.kernels[k].nodes.end(), [&](const std::string& x) {
                 return std::binary_search(sorted_nodes[i].begin(), sorted_nodes[i].end(), x);
               })) {
@@ -299,7 +311,7 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
     // compute floor (bert_tiny's fused GEMMs ran 0.113 -> 0.135 ms with their epilogues).
     if (planned_generated == 0 && !a.empty())
       for (size_t k : b)
-        if (generated(p.kernels[k])) after_ms += ks[k].compute_floor_ms;
+        if (is_generated(p.kernels[k])) after_ms += ks[k].compute_floor_ms;
     e.saved_ms += before_ms - after_ms;
   }
   return e;
@@ -392,10 +404,11 @@ std::string origin_node(const std::string& n) {
 // The kernels of a profile and of `alone` (the plan at another precision, library kernels timed
 // alone) joined where they cover a common ONNX node (union-find; split nodes count as their
 // origin). A kernel of the profile maps to its group's price: the summed time alone of the
-// group's `alone` records, shared in proportion to the profile kernels' steady times; only where
-// every record of the group is a library kernel timed alone and every profile kernel in it is
-// a library kernel the precision moves. `extra_ms`: library records of `alone` that cover no
-// node of the profile's kernels (a Concat the narrow plan copies), timed alone, a cost it adds.
+// group's `alone` records (a generated one, not timed, at generated_price with `share`), shared
+// in proportion to the profile kernels' steady times; only where every profile kernel of the
+// group is a library kernel the precision moves (whisper's fused fp32 attention is, at bf16, two
+// GEMMs timed alone and a generated softmax). `extra_ms`: records of `alone` that cover no node of
+// the profile's kernels (a Concat the narrow plan copies, a cast of an input), a cost it adds.
 struct AlonePrices {
   std::map<const KernelRecord*, double> after_ms;
   double extra_ms = 0;
@@ -403,7 +416,7 @@ struct AlonePrices {
 };
 
 AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
-                        const std::vector<KernelRecord>& alone,
+                        const std::vector<KernelRecord>& alone, const Ceilings& c, double share,
                         const std::function<bool(const KernelRecord&)>& moved) {
   const size_t nb = ks.size(), n = nb + alone.size();
   std::vector<size_t> parent(n);
@@ -427,24 +440,28 @@ AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
     double before_ms = 0, alone_ms = 0;
   };
   std::map<size_t, Group> groups;
+  std::vector<double> price(n, 0.0);
   for (size_t i = 0; i < n; ++i) {
     Group& g = groups[find(i)];
     const KernelRecord& r = rec(i);
     if (i < nb) {
       g.before++, g.before_ms += steady_time(r);
       g.ok = g.ok && moved(r);
-    } else if (r.kind == "library" && !r.samples_ms.empty()) {
-      g.alone_ms += median(r.samples_ms), g.timed++;
-    } else {
-      g.ok = false;
+      continue;
     }
+    if (r.kind == "library" && r.samples_ms.empty()) {
+      g.ok = false;  // a library kernel not timed
+      continue;
+    }
+    price[i] = r.kind == "library" ? median(r.samples_ms) : generated_price(r, c, share);
+    g.alone_ms += price[i], g.timed++;
   }
   AlonePrices out;
   for (size_t i = 0; i < n; ++i) {
     const Group& g = groups[find(i)];
     if (!g.ok || g.timed == 0) continue;
     if (g.before == 0) {
-      if (find(i) == i) out.extra_ms += g.alone_ms, out.extra++;
+      out.extra_ms += price[i], out.extra++;
     } else if (i < nb) {
       out.after_ms[&ks[i].rec] =
           g.before_ms > 0 ? g.alone_ms * steady_time(ks[i].rec) / g.before_ms : g.alone_ms;
@@ -468,7 +485,7 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceiling
   std::set<std::string> already_precs;
   AlonePrices priced;
   if (alone)
-    priced = price_alone(ks, *alone, [&](const KernelRecord& r) {
+    priced = price_alone(ks, *alone, c, generated_memory_share(ks), [&](const KernelRecord& r) {
       return r.kind == "library" && (r.precision.empty() || r.precision == "fp32");
     });
   for (const auto& k : ks) {
@@ -544,8 +561,8 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceiling
                                 u.others_before_ms, u.others_after_ms);
   if (priced.extra > 0 && u.moved > 0) {
     u.gain_ms -= priced.extra_ms;
-    u.added_note += fmt::format("; the plan at --precision {} adds {} library kernel{} ({:.3f} ms "
-                               "timed alone)",
+    u.added_note += fmt::format("; the plan at --precision {} adds {} kernel{} ({:.3f} ms "
+                               "timed alone or priced)",
                                unit, priced.extra, priced.extra == 1 ? "" : "s", priced.extra_ms);
   }
   std::stable_sort(u.gains.begin(), u.gains.end(),
