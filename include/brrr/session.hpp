@@ -108,6 +108,10 @@ class Session {
   // library's choice). Other backends: empty.
   std::vector<KernelRecord> time_library_kernels_alone(const std::map<std::string, Tensor>& inputs,
                                                        int reps = 10);
+  // Every kernel of the plan timed alone, in plan order, on the CPU (a plan the doctor prices
+  // whole: its generated kernels too); other backends: the library kernels, as above.
+  std::vector<KernelRecord> time_kernels_alone(const std::map<std::string, Tensor>& inputs,
+                                               int reps = 10);
   // Kernels with their ops, fusion boundaries with reasons, and memory.
   std::string plan_summary() const;
 

@@ -35,6 +35,12 @@ class Executor {
       const std::map<std::string, Tensor>& /*inputs*/, int /*reps*/) {
     return {};
   }
+  // The plan's kernels, each timed alone in plan order where the backend can (the CPU), else its
+  // library kernels only (Session::time_kernels_alone).
+  virtual std::vector<KernelRecord> time_kernels_alone(const std::map<std::string, Tensor>& inputs,
+                                                       int reps) {
+    return time_library_kernels_alone(inputs, reps);
+  }
   // What plan_summary prints after the plan and its memory line: the backend's own lines.
   virtual std::string summary() const = 0;
   virtual MemoryStats memory() const = 0;

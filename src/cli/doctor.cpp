@@ -97,10 +97,15 @@ std::vector<KernelRecord> planned_fused_kernels(const Graph& loaded, const Infer
 // A plan's kernels with its library calls timed alone, for a remedy's price (on the CPU; else
 // empty): their layouts and algorithms are the library's choice in that plan (the fused one, or
 // one at another --precision), which no profile of the plan without the remedy shows.
-std::vector<KernelRecord> timed_alone(Prepared& p, int reps, const std::string& what) {
+// `every`: every kernel of the plan, else its library kernels (their time in the plan).
+std::vector<KernelRecord> timed_alone(Prepared& p, int reps, const std::string& what,
+                                      bool every = false) {
   if (!p.session) return {};
-  fmt::print(stderr, "doctor: timing the library kernels of {} alone, {} rounds\n", what, reps);
-  return p.session->time_library_kernels_alone(make_inputs(p.graph(), 0), reps);
+  fmt::print(stderr, "doctor: timing the {}kernels of {} alone, {} rounds\n",
+             every ? "" : "library ", what, reps);
+  auto inputs = make_inputs(p.graph(), 0);
+  return every ? p.session->time_kernels_alone(inputs, reps)
+               : p.session->time_library_kernels_alone(inputs, reps);
 }
 
 // The timed runs: at least `reps`, and for a compiled plan that runs in under 20 ms at least
@@ -133,12 +138,13 @@ RunProfile profile_prepared(Prepared& p, int reps) {
 std::pair<RunProfile, RunProfile> profile_interleaved(Prepared& a, Prepared& b, int reps,
                                                       int rounds = 3,
                                                       std::vector<KernelRecord>* alone = nullptr,
-                                                      const std::string& what = "") {
+                                                      const std::string& what = "",
+                                                      bool every = false) {
   std::vector<RunProfile> pa, pb;
   for (int r = 0; r < rounds; ++r) {
     pa.push_back(profile_prepared(a, reps));
     if (alone) {
-      std::vector<KernelRecord> t = timed_alone(b, std::max(reps, 10), what);
+      std::vector<KernelRecord> t = timed_alone(b, std::max(reps, 10), what, every);
       if (alone->empty()) {
         *alone = std::move(t);
       } else if (t.size() == alone->size()) {
@@ -241,10 +247,10 @@ std::vector<doctor::RemedyCheck> check_remedies(const Graph& loaded, const Infer
                      "interleaved with fp32\n", unit);
   try {
     Prepared narrow = prepare(loaded, opts, a.backend, 1, threads, unit);
-    // Priced from its library kernels timed alone (CPU), as the plain report prices it.
+    // Priced from its kernels timed alone (CPU), as the plain report prices it.
     std::vector<KernelRecord> alone;
     auto [without, with] = profile_interleaved(fused_plan, narrow, a.reps, 3, &alone,
-                                               "the fused plan at --precision " + unit);
+                                               "the fused plan at --precision " + unit, true);
     if (!alone.empty()) o.unit_kernels[unit] = std::move(alone);
     out.push_back(doctor::check_remedy("faster_units", "fp32 -> --precision " + unit, without,
                                        with, c, o));
@@ -330,7 +336,8 @@ void run_doctor(const DoctorArgs& given) {
         dopts.unit_kernels[prec] =
             timed_alone(u, std::max(a.reps, 10),
                         std::string(fused ? "the fused plan" : "the plan one kernel per op") +
-                            " at --precision " + prec);
+                            " at --precision " + prec,
+                        true);
       } catch (const Error& e) {
         fmt::print(stderr, "doctor: --precision {} not timed: {}\n", prec, e.what());
       }

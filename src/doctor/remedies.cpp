@@ -404,7 +404,7 @@ std::string origin_node(const std::string& n) {
 // The kernels of a profile and of `alone` (the plan at another precision, library kernels timed
 // alone) joined where they cover a common ONNX node (union-find; split nodes count as their
 // origin). A kernel of the profile maps to its group's price: the summed time alone of the
-// group's `alone` records (a generated one, not timed, at generated_price with `share`), shared
+// group's `alone` records (a generated one not timed at generated_price with `share`), shared
 // in proportion to the profile kernels' steady times; only where every profile kernel of the
 // group is a library kernel the precision moves (whisper's fused fp32 attention is, at bf16, two
 // GEMMs timed alone and a generated softmax). `extra_ms`: records of `alone` that cover no node of
@@ -453,7 +453,7 @@ AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
       g.ok = false;  // a library kernel not timed
       continue;
     }
-    price[i] = r.kind == "library" ? median(r.samples_ms) : generated_price(r, c, share);
+    price[i] = !r.samples_ms.empty() ? median(r.samples_ms) : generated_price(r, c, share);
     g.alone_ms += price[i], g.timed++;
   }
   AlonePrices out;

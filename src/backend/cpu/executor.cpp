@@ -49,6 +49,8 @@ class CpuExecutor final : public Executor {
                                 const std::function<void()>& between) override;
   std::vector<KernelRecord> time_library_kernels_alone(const std::map<std::string, Tensor>& inputs,
                                                        int reps) override;
+  std::vector<KernelRecord> time_kernels_alone(const std::map<std::string, Tensor>& inputs,
+                                               int reps) override;
   std::string summary() const override;
   MemoryStats memory() const override { return mem; }
   int threads() const override { return pool->threads(); }
@@ -56,6 +58,9 @@ class CpuExecutor final : public Executor {
   int num_translation_units() const override { return int(modules.size()); }
 
  private:
+  std::vector<KernelRecord> time_alone(const std::map<std::string, Tensor>& inputs, int reps,
+                                       bool every_kernel);
+
   const Graph& g;
   plan::Plan& plan;
   SessionOptions opts;
@@ -603,13 +608,21 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
   return prof;
 }
 
-// Each round runs the library kernels only, in plan order, so a kernel finds the cache as the
-// other library kernels left it (not warmed by itself); the buffers hold the first run's values
+// Each round runs the library kernels only (or every kernel), in plan order, so a kernel finds the
+// cache as the others timed left it (not warmed by itself); the buffers hold the first run's values
 // (a conv that adds into its output in place only grows them). The load state is the session's
 // again afterwards: rounds without the pool's joins and shorter than a run must not steer the
 // runs that follow (--compare profiles this session next).
 std::vector<KernelRecord> CpuExecutor::time_library_kernels_alone(
     const std::map<std::string, Tensor>& inputs, int reps) {
+  return time_alone(inputs, reps, false);
+}
+std::vector<KernelRecord> CpuExecutor::time_kernels_alone(
+    const std::map<std::string, Tensor>& inputs, int reps) {
+  return time_alone(inputs, reps, true);
+}
+std::vector<KernelRecord> CpuExecutor::time_alone(const std::map<std::string, Tensor>& inputs,
+                                                  int reps, bool every_kernel) {
   using clk = std::chrono::steady_clock;
   run(inputs);  // every buffer holds a run's values; pages and threads warm
   const LoadState saved = *load;
@@ -620,7 +633,7 @@ std::vector<KernelRecord> CpuExecutor::time_library_kernels_alone(
   for (int r = 0; r < std::max(reps, 1); ++r) {
     begin_run();
     for (size_t i = 0; i < steps.size(); ++i) {
-      if (!steps[i].lib) continue;
+      if (!steps[i].lib && !every_kernel) continue;
       auto t0 = clk::now();
       exec(i);
       times[i].push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
@@ -631,8 +644,8 @@ std::vector<KernelRecord> CpuExecutor::time_library_kernels_alone(
   std::vector<KernelRecord> out;
   for (size_t i = 0; i < steps.size(); ++i) {
     KernelRecord rec = plan::kernel_record(g, plan, i);
-    if (steps[i].lib) {
-      rec.precision = steps[i].lib->precision;
+    if (steps[i].lib) rec.precision = steps[i].lib->precision;
+    if (!times[i].empty()) {
       rec.time_ms = median(times[i]);
       rec.samples_ms = times[i];
     }
