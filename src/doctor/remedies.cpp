@@ -194,8 +194,6 @@ struct PlanFusionEstimate {
   // how many, their time, and the measured library calls of the same nodes they replace.
   int timed_alone = 0;
   double timed_alone_ms = 0, replaced_calls_ms = 0;
-  int made_library = 0;  // planned library kernels of generated ops, timed alone
-  double made_library_ms = 0;
 };
 
 PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
@@ -294,13 +292,6 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
           }
         if (calls == 1) t = sum_t;
         else if (calls > 1) t = std::min(sum_t, max_t + (sum_floor - max_floor));
-        // A library kernel the fused plan makes of generated ops (EfficientNet's SE gate, a
-        // channel scale on blocked data): no measured call to take; its own time alone where the
-        // backend timed it (priced as a generated kernel, it cost 1.7 ms against 0.4 measured).
-        if (t < 0 && !r.samples_ms.empty()) {
-          t = steady_time(r);
-          e.made_library++, e.made_library_ms += t;
-        }
       }
       // A conv or pool between library kernels reads and writes the library's own layout in the
       // fused plan (the CPU's blocked / NHWC activations), with no reorder per call and another
@@ -658,23 +649,18 @@ std::vector<Remedy> predict_remedies(const RunProfile& p, const std::vector<Kern
       const PlanFusionEstimate e = estimate_fusion_from_plan(p, ks, c, opts.fused_kernels);
       const std::string library =
           e.timed_alone > 0
-              ? fmt::format("its {} convs and pools timed alone in the fused plan's own layouts "
-                            "and algorithms ({:.3f} ms; the calls of their nodes here took {:.3f} "
-                            "ms), other library calls keep their measured time",
+              ? fmt::format("its {} library kernels but GEMMs (convs, pools, channel scales) timed "
+                            "alone in the fused plan's own layouts and algorithms ({:.3f} ms; the "
+                            "calls of their nodes here took {:.3f} ms), GEMMs keep their measured "
+                            "time",
                             e.timed_alone, e.timed_alone_ms, e.replaced_calls_ms)
               : std::string("library calls keep their measured time, convs and pools at most the "
                             "library's probed rate in its own layout");
-      const std::string made =
-          e.made_library > 0
-              ? fmt::format("; {} library kernel{} it makes of generated ops timed alone ({:.3f} "
-                            "ms)",
-                            e.made_library, e.made_library == 1 ? "" : "s", e.made_library_ms)
-              : std::string();
       r = add("fusion", e.saved_ms,
-              fmt::format("the fused plan brrr compiles runs {} kernels instead of {}: {}{}; "
+              fmt::format("the fused plan brrr compiles runs {} kernels instead of {}: {}; "
                           "generated kernels priced at {:.0f}% of their memory roof as this run's "
                           "reached, one fixed cost each",
-                          e.after, e.before, library, made, 100 * e.memory_share),
+                          e.after, e.before, library, 100 * e.memory_share),
               e.lowers_floor_ms);
     } else {
       r = add(

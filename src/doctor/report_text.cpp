@@ -174,8 +174,8 @@ std::string render_table(const Report& r) {
         s += fmt::format("      library kernels (steady): {:.3f} -> {:.3f} ms{}\n",
                          k.library_before_ms, k.library_after_ms,
                          k.library_alone_ms >= 0
-                             ? fmt::format(" (its convs and pools priced at their time alone "
-                                           "in the fused plan: {:.3f} ms)",
+                             ? fmt::format(" (those but GEMMs priced at their time alone in "
+                                           "the fused plan: {:.3f} ms)",
                                            k.library_alone_ms)
                          : k.remedy == "fusion"
                              ? std::string(" (fusion's prediction keeps them, convs and pools at "
