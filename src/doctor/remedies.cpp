@@ -389,6 +389,8 @@ struct UnitPrediction {
   double alone_ms = 0, alone_before_ms = 0;
   int others = 0;  // library kernels it does not move, timed alone at `unit` (pools on its data)
   double others_before_ms = 0, others_after_ms = 0;
+  int generated = 0;  // generated kernels timed alone at `unit` (on its 16-bit data)
+  double generated_before_ms = 0, generated_after_ms = 0;
 };
 
 // The ONNX node a plan node came from: passes that split a node name the pieces
@@ -421,7 +423,8 @@ struct AlonePrices {
 
 AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
                         const std::vector<KernelRecord>& alone, const Ceilings& c, double share,
-                        const std::function<bool(const KernelRecord&)>& moved) {
+                        const std::function<bool(const KernelRecord&)>& moved,
+                        bool generated_too) {
   const size_t nb = ks.size(), n = nb + alone.size();
   std::vector<size_t> parent(n);
   for (size_t i = 0; i < n; ++i) parent[i] = i;
@@ -441,6 +444,7 @@ AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
   struct Group {
     bool ok = true;
     int before = 0, timed = 0;
+    int generated = 0, untimed = 0;  // the profile's generated kernels; records not timed
     double before_ms = 0, alone_ms = 0;
   };
   std::map<size_t, Group> groups;
@@ -450,20 +454,24 @@ AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
     const KernelRecord& r = rec(i);
     if (i < nb) {
       g.before++, g.before_ms += steady_time(r);
-      g.ok = g.ok && moved(r);
+      if (is_generated(r) && generated_too) g.generated++;
+      else g.ok = g.ok && moved(r);
       continue;
     }
     if (r.kind == "library" && r.samples_ms.empty()) {
       g.ok = false;  // a library kernel not timed
       continue;
     }
+    if (r.samples_ms.empty()) g.untimed++;
     price[i] = !r.samples_ms.empty() ? median(r.samples_ms) : generated_price(r, c, share);
     g.alone_ms += price[i], g.timed++;
   }
   AlonePrices out;
   for (size_t i = 0; i < n; ++i) {
     const Group& g = groups[find(i)];
-    if (!g.ok || g.timed == 0) continue;
+    // A generated kernel of the profile is repriced only by times (the CPU times every kernel
+    // of the plan: its bf16 loads and stores move half the bytes).
+    if (!g.ok || g.timed == 0 || (g.generated > 0 && g.untimed > 0)) continue;
     if (g.before == 0) {
       out.extra_ms += price[i], out.extra++;
     } else if (i < nb) {
@@ -489,16 +497,23 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceiling
   std::set<std::string> already_precs;
   AlonePrices priced;
   if (alone)
-    priced = price_alone(ks, *alone, c, generated_memory_share(ks), [&](const KernelRecord& r) {
-      return r.kind == "library" && (r.precision.empty() || r.precision == "fp32");
-    });
+    priced = price_alone(
+        ks, *alone, c, generated_memory_share(ks),
+        [&](const KernelRecord& r) {
+          return r.kind == "library" && (r.precision.empty() || r.precision == "fp32");
+        },
+        cpu_convs);  // the CPU times every kernel of the plan at `unit`
   for (const auto& k : ks) {
     const std::string to = moved_to(k.rec, unit, c, cpu_convs);
     if (to.empty()) {
       // A library kernel the precision does not move (a pool) may still read 16-bit data there.
       if (auto twin = priced.after_ms.find(&k.rec); twin != priced.after_ms.end()) {
         const double before = steady_time(k.rec), g = before - twin->second;
-        u.gain_ms += g, u.others++, u.others_before_ms += before, u.others_after_ms += twin->second;
+        u.gain_ms += g;
+        if (is_generated(k.rec))
+          u.generated++, u.generated_before_ms += before, u.generated_after_ms += twin->second;
+        else
+          u.others++, u.others_before_ms += before, u.others_after_ms += twin->second;
         continue;
       }
       // A library GEMM or conv of a 16-bit model already runs at its data's precision.
@@ -563,6 +578,12 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceiling
                                 "take{} {:.3f} -> {:.3f} ms there, timed alone",
                                 u.others, u.others == 1 ? "" : "s", u.others == 1 ? "s" : "",
                                 u.others_before_ms, u.others_after_ms);
+  if (u.generated > 0)
+    u.added_note += fmt::format("; {} generated kernel{} take{} {:.3f} -> {:.3f} ms there, timed "
+                                "alone",
+                                u.generated, u.generated == 1 ? "" : "s",
+                                u.generated == 1 ? "s" : "", u.generated_before_ms,
+                                u.generated_after_ms);
   if (priced.extra > 0 && u.moved > 0) {
     u.gain_ms -= priced.extra_ms;
     u.added_note += fmt::format("; the plan at --precision {} adds {} kernel{} ({:.3f} ms "

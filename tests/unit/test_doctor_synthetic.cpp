@@ -882,19 +882,23 @@ TEST(DoctorRemedies, CpuBf16PricesThePlanAtBf16KernelsByTheNodesTheyCover) {
   // A generated kernel is not timed alone: it is priced as the profile's generated kernels ran
   // (this cast moves the Relu's bytes: the Relu's 0.05 ms).
   auto cast16 = kernel("k6_cast", OpClass::elementwise, 0, 1e6, 0, "fused");
-  o.unit_kernels["bf16"] = {conv16, pool16, concat16, cast16};
+  // The generated Relu timed alone there, on bf16 data: its time there.
+  auto relu16 = relu;
+  relu16.samples_ms = {0.025};
+  o.unit_kernels["bf16"] = {conv16, pool16, concat16, cast16, relu16};
   const Report r = diagnose(p, c, o);
   const Remedy& u = find(r.remedies, "faster_units");
   // The two parts share the conv's 1.0 ms in proportion (0.25 and 0.75); the pool is 0.25 ms
-  // slower; the copy adds 0.125 ms and the cast 0.05 ms; the generated Relu is unchanged.
-  EXPECT_NEAR(u.gain_ms, (4.0 - 1.0) - 0.25 - 0.125 - 0.05, 1e-9) << u.detail;
-  EXPECT_NEAR(u.predicted_ms, 4.55 - 2.575, 1e-9);
+  // slower; the copy adds 0.125 ms and the cast 0.05 ms; the Relu saves 0.025 ms.
+  EXPECT_NEAR(u.gain_ms, (4.0 - 1.0) - 0.25 - 0.125 - 0.05 + 0.025, 1e-9) << u.detail;
+  EXPECT_NEAR(u.predicted_ms, 4.55 - 2.6, 1e-9);
   EXPECT_NE(u.detail.find("2 library kernels (4.000 ms) at 2 timed alone in the plan at "
                           "--precision bf16 (1.000 ms; 4.000 ms here)"),
             std::string::npos)
       << u.detail;
   EXPECT_NE(u.detail.find("1 other library kernel (pools and the like, on its data) takes 0.500 "
-                          "-> 0.750 ms there, timed alone; the plan at --precision bf16 adds 2 "
+                          "-> 0.750 ms there, timed alone; 1 generated kernel takes 0.050 -> "
+                          "0.025 ms there, timed alone; the plan at --precision bf16 adds 2 "
                           "kernels (0.175 ms timed alone or priced)"),
             std::string::npos)
       << u.detail;
