@@ -407,14 +407,16 @@ std::string origin_node(const std::string& n) {
                                                                                : n;
 }
 
-// The kernels of a profile and of `alone` (the plan at another precision, library kernels timed
-// alone) joined where they cover a common ONNX node (union-find; split nodes count as their
-// origin). A kernel of the profile maps to its group's price: the summed time alone of the
-// group's `alone` records (a generated one not timed at generated_price with `share`), shared
-// in proportion to the profile kernels' steady times; only where every profile kernel of the
-// group is a library kernel the precision moves (whisper's fused fp32 attention is, at bf16, two
-// GEMMs timed alone and a generated softmax). `extra_ms`: records of `alone` that cover no node of
-// the profile's kernels (a Concat the narrow plan copies, a cast of an input), a cost it adds.
+// The kernels of a profile and of `alone` (the plan at another precision, its kernels timed
+// alone: every one on the CPU, the library ones elsewhere) joined where they cover a common ONNX
+// node (union-find; split nodes count as their origin). A kernel of the profile maps to its
+// group's price: the summed time alone of the group's `alone` records (a generated one not timed
+// at generated_price with `share`), shared in proportion to the profile kernels' steady times;
+// only where every profile kernel of the group is a library kernel `moved` accepts or, with
+// `generated_too`, a generated kernel whose group is timed throughout (whisper's fused fp32
+// attention is, at bf16, two GEMMs and a softmax). `extra_ms`: records of `alone` that cover no
+// node of the profile's kernels (a Concat the narrow plan copies, a cast of an input), a cost it
+// adds.
 struct AlonePrices {
   std::map<const KernelRecord*, double> after_ms;
   double extra_ms = 0;
@@ -482,9 +484,9 @@ AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
   return out;
 }
 
-// `alone`: the same plan at `unit`, its library kernels timed alone (DoctorOptions::
-// unit_kernels; null: none): a moved kernel found there is priced at that time, which holds the
-// library's own algorithm and its casts; the others at the probed rates.
+// `alone`: the same plan at `unit`, its kernels timed alone (DoctorOptions::unit_kernels; null:
+// none): a kernel priced there (price_alone) takes that time, which holds the library's own
+// algorithm, its casts and the narrower data; moved kernels without a price take the probed rates.
 UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceilings& c,
                             const std::string& unit, bool cpu_convs,
                             const std::vector<KernelRecord>* alone) {
