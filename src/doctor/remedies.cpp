@@ -169,6 +169,27 @@ double generated_price(const KernelRecord& r, const Ceilings& c, double share) {
   return an.overhead_ms + std::max(an.memory_floor_ms / share, an.compute_floor_ms);
 }
 
+// Kernels 0..n-1 (`rec`) joined where they cover a common ONNX node, as `key` names it
+// (union-find): each kernel's group root.
+std::vector<size_t> node_groups(size_t n, const std::function<const KernelRecord&(size_t)>& rec,
+                                const std::function<std::string(const std::string&)>& key) {
+  std::vector<size_t> parent(n);
+  std::iota(parent.begin(), parent.end(), size_t(0));
+  auto find = [&](size_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  std::map<std::string, size_t> owner;
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& node : rec(i).nodes) {
+      auto [it, fresh] = owner.emplace(key(node), i);
+      if (!fresh) parent[find(i)] = find(it->second);
+    }
+  std::vector<size_t> root(n);
+  for (size_t i = 0; i < n; ++i) root[i] = find(i);
+  return root;
+}
+
 // Fusion priced from the plan fusion would compile (DoctorOptions::fused_kernels): the measured
 // kernels and the planned ones joined where they cover a common ONNX node (union-find, as
 // --compare's "where the time moved"); each group saves what its measured kernels took less what
@@ -205,23 +226,12 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
   e.before = int(nb);
   e.after = int(planned.size());
   e.memory_share = generated_memory_share(ks);
-  std::vector<size_t> parent(n);
-  std::iota(parent.begin(), parent.end(), size_t(0));
-  auto find = [&](size_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
   auto rec = [&](size_t i) -> const KernelRecord& {
     return i < nb ? p.kernels[i] : planned[i - nb];
   };
-  std::map<std::string, size_t> owner;
-  for (size_t i = 0; i < n; ++i)
-    for (const auto& node : rec(i).nodes) {
-      auto [it, fresh] = owner.emplace(node, i);
-      if (!fresh) parent[find(i)] = find(it->second);
-    }
+  const std::vector<size_t> root = node_groups(n, rec, [](const std::string& x) { return x; });
   std::map<size_t, std::vector<size_t>> groups;
-  for (size_t i = 0; i < n; ++i) groups[find(i)].push_back(i);
+  for (size_t i = 0; i < n; ++i) groups[root[i]].push_back(i);
   std::vector<std::vector<std::string>> sorted_nodes(n);
   for (size_t i = 0; i < n; ++i) {
     sorted_nodes[i] = rec(i).nodes;
@@ -428,21 +438,10 @@ AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
                         const std::function<bool(const KernelRecord&)>& moved,
                         bool generated_too) {
   const size_t nb = ks.size(), n = nb + alone.size();
-  std::vector<size_t> parent(n);
-  for (size_t i = 0; i < n; ++i) parent[i] = i;
-  auto find = [&](size_t x) {
-    while (parent[x] != x) x = parent[x] = parent[parent[x]];
-    return x;
-  };
   auto rec = [&](size_t i) -> const KernelRecord& {
     return i < nb ? ks[i].rec : alone[i - nb];
   };
-  std::map<std::string, size_t> owner;
-  for (size_t i = 0; i < n; ++i)
-    for (const auto& node : rec(i).nodes) {
-      auto [it, fresh] = owner.emplace(origin_node(node), i);
-      if (!fresh) parent[find(i)] = find(it->second);
-    }
+  const std::vector<size_t> root = node_groups(n, rec, origin_node);
   struct Group {
     bool ok = true;
     int before = 0, timed = 0;
@@ -452,7 +451,7 @@ AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
   std::map<size_t, Group> groups;
   std::vector<double> price(n, 0.0);
   for (size_t i = 0; i < n; ++i) {
-    Group& g = groups[find(i)];
+    Group& g = groups[root[i]];
     const KernelRecord& r = rec(i);
     if (i < nb) {
       g.before++, g.before_ms += steady_time(r);
@@ -470,7 +469,7 @@ AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
   }
   AlonePrices out;
   for (size_t i = 0; i < n; ++i) {
-    const Group& g = groups[find(i)];
+    const Group& g = groups[root[i]];
     // A generated kernel of the profile is repriced only by times (the CPU times every kernel
     // of the plan: its bf16 loads and stores move half the bytes).
     if (!g.ok || g.timed == 0 || (g.generated > 0 && g.untimed > 0)) continue;
