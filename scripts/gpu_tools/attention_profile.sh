@@ -6,6 +6,7 @@
 #   B=an existing build folder to skip the build  WORKLOADS (attn_* names)  NCU (0: skip it)
 #   HELDOUT (names for scripts/models/export_heldout.py; empty: skip)  TESTS (gtest filter)
 #   DEADLINE (s from the start by which the tests must stop; default 560)
+#   CONFIGS (space-separated NAME=ENV,ENV,... lists for the bench rounds)
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -29,8 +30,9 @@ export XDG_CACHE_HOME=/tmp/brrr_xdg_attn_profile
 W=${WORKLOADS:-attn_bert_b1 attn_bert_b32 attn_gpt2_b1 attn_gpt2_b16 attn_vit_b1 attn_vit_b32}
 # brrr's flash kernel (cuDNN off) against cuDNN's engines, runtime-compiled ones allowed, in
 # interleaved rounds; median CUDA-graph time of the one-kernel plan.
+CONFIGS=${CONFIGS:-flash=BRRR_ATTN_CUDNN=0 flash_ks=BRRR_ATTN_CUDNN=0,BRRR_ATTN_KSPLIT=1 cudnn_rtc=BRRR_ATTN_CUDNN=2,BRRR_CUDNN_RUNTIME_COMPILED=1}
 for r in 1 2; do
-  for c in "flash=BRRR_ATTN_CUDNN=0" "cudnn_rtc=BRRR_ATTN_CUDNN=2,BRRR_CUDNN_RUNTIME_COMPILED=1"; do
+  for c in $CONFIGS; do
     name=${c%%=*}; envs=${c#*=}
     # shellcheck disable=SC2086,SC2046
     env $(echo "$envs" | tr ',' ' ') timeout 120 "$B/brrr" bench --backend cuda $W --reps 300 2>&1 |

@@ -377,17 +377,46 @@ TEST(FusedAttentionCuda, FlashMatchesReference) {
       {8, 4, 197, 128, Mask::None},
       {8, 12, 197, 64, Mask::Causal},
   };
-  // BRRR_ATTN_FAST_TILES=0: every score through the bounds and mask checks.
-  for (const char* fast : {"1", "0"})
-    for (DType dt : {DType::bf16, DType::f16})
-      for (Spec s : specs) {
-        brrr_test::EnvVar tiles("BRRR_ATTN_FAST_TILES", fast);
-        s.dt = dt;
-        SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " b" << s.batch << " h" << s.heads
-                                          << " s" << s.seq << " d" << s.dim << " mask "
-                                          << int(s.mask) << " fast tiles " << fast);
-        check_on_device(s, false);
-      }
+  // BRRR_ATTN_FAST_TILES=0: every score through the bounds and mask checks. BRRR_ATTN_KSPLIT=1:
+  // the small grids (batch 1, one or two tiles' worth of heads) split their keys over two warps,
+  // odd tile counts (ViT's 197 keys, 300, 1000, d 128's 32-key tiles) included.
+  for (const char* split : {"0", "1"})
+    for (const char* fast : {"1", "0"})
+      for (DType dt : {DType::bf16, DType::f16})
+        for (Spec s : specs) {
+          brrr_test::EnvVar ks("BRRR_ATTN_KSPLIT", split);
+          brrr_test::EnvVar tiles("BRRR_ATTN_FAST_TILES", fast);
+          s.dt = dt;
+          SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " b" << s.batch << " h" << s.heads
+                                            << " s" << s.seq << " d" << s.dim << " mask "
+                                            << int(s.mask) << " fast tiles " << fast
+                                            << " key split " << split);
+          check_on_device(s, false);
+        }
+}
+
+// The key split is taken where one-warp blocks leave the SMs idle (BERT-base and ViT-B/16 at batch
+// 1, 12 heads: 96 and 156 blocks on the H200's 132 SMs, both over more than one key tile) and not
+// where the grid is full (batch 32: 4-warp blocks) or the keys are one tile (64 of them at d 64).
+TEST(FusedAttentionCuda, KeySplitOnlyWhereTheGridIsSmall) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  brrr_test::EnvVar own("BRRR_ATTN_CUDNN", "0");
+  brrr_test::EnvVar ks("BRRR_ATTN_KSPLIT", "1");
+  BRRR_REQUIRE_CUDA_DEVICE();
+  const struct {
+    Spec s;
+    const char* path;
+  } cases[] = {
+      {{1, 12, 128, 64, Mask::Add, DType::bf16}, "flash 2w key split 2"},
+      {{1, 12, 197, 64, Mask::None, DType::bf16}, "flash 2w key split 2"},
+      {{1, 12, 128, 64, Mask::Causal, DType::f16}, "flash 2w key split 2"},
+      {{32, 12, 128, 64, Mask::Add, DType::bf16}, "flash 4w bfloat16"},
+      {{1, 12, 64, 64, Mask::Add, DType::bf16}, "flash 1w bfloat16"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "b" << c.s.batch << " s" << c.s.seq);
+    check_graph_on_device(attention(c.s), c.s.dt, c.path);
+  }
 }
 
 // cuDNN's SDPA (BRRR_ATTN_CUDNN=2: wherever cuDNN takes it) at the shapes of the model suite: BERT-base's

@@ -56,6 +56,16 @@ int flash_warps(const plan::AttentionDesc& d, int sms) {
   return 1;
 }
 
+// Key splits per 16 query rows (BRRR_ATTN_KSPLIT=0 turns them off): 2 where one-warp blocks would
+// not fill the SMs twice over and the keys span more than one tile, so two warps each take half
+// of the tiles (device/attention.cuh); else 1.
+int flash_ksplit(const plan::AttentionDesc& d, int warps, int sms) {
+  if (warps != 1 || env::integer("BRRR_ATTN_KSPLIT") == 0) return 1;
+  const int64_t tile = d.head_dim == 64 ? 64 : 32;  // the kernel's BK
+  const int64_t blocks = d.batch * d.heads * ((d.seq_q + 15) / 16);
+  return blocks < 2 * int64_t(sms) && d.seq_k > tile ? 2 : 1;
+}
+
 }  // namespace
 
 std::string CudaExecutor::Impl::attention_plan(const plan::Kernel& k, AttentionStep* a) {
@@ -95,9 +105,11 @@ std::string CudaExecutor::Impl::attention_plan(const plan::Kernel& k, AttentionS
       attention_on_tensor_cores(d.dtype, d.head_dim) && !env::flag("BRRR_ATTENTION_CUDA_CORES");
   // (cp.async and ldmatrix need sm_80; the buffers' alignment is checked again at setup)
   const DeviceInfo& info = dev.info();
-  a->flash_warps = a->mma && info.cc_major >= 8 && flash_strides(x)
-                       ? flash_warps(d, info.sm_count > 0 ? info.sm_count : 132)
-                       : 0;
+  const int sms = info.sm_count > 0 ? info.sm_count : 132;
+  a->flash_warps =
+      a->mma && info.cc_major >= 8 && flash_strides(x) ? flash_warps(d, sms) : 0;
+  x.ksplit = a->flash_warps ? flash_ksplit(d, a->flash_warps, sms) : 1;
+  a->flash_warps *= x.ksplit;
   set_attention_grid(a, unsigned(d.batch));
   if ((d.dtype == DType::bf16 || d.dtype == DType::f16) && env::integer("BRRR_ATTN_CUDNN") >= 1 &&
       !env::flag("BRRR_ATTENTION_CUDA_CORES"))
@@ -208,7 +220,9 @@ void CudaExecutor::Impl::choose_attention(AttentionStep& a) {
 // kernel's.
 void CudaExecutor::Impl::set_attention_grid(AttentionStep* a, unsigned batch) {
   const brrr_attn_args& x = a->args;
-  const int rows = a->flash_warps ? 16 * a->flash_warps : a->mma ? kMmaRowsPerBlock : kRowsPerBlock;
+  const int rows = a->flash_warps ? 16 * a->flash_warps / std::max(1, x.ksplit)
+                   : a->mma      ? kMmaRowsPerBlock
+                                 : kRowsPerBlock;
   const int threads = a->flash_warps ? 32 * a->flash_warps : a->mma ? kMmaThreads : kThreads;
   a->grid = Dim3{unsigned((x.seq_q + rows - 1) / rows), unsigned(x.heads), batch};
   a->block = Dim3{unsigned(threads), 1, 1};
@@ -260,7 +274,8 @@ std::string CudaExecutor::Impl::attention_summary(size_t i) const {
   const AttentionStep& a = steps[i].attention();
   const brrr_attn_args& x = a.args;
   const std::string path = a.sdpa ? a.sdpa->describe()
-                           : a.flash_warps ? fmt::format("tensor cores flash {}w", a.flash_warps)
+                           : a.flash_warps ? fmt::format("tensor cores flash {}w{}", a.flash_warps,
+                                                         x.ksplit == 2 ? " key split 2" : "")
                            : a.mma         ? std::string("tensor cores strided")
                                            : std::string("cuda cores");
   return fmt::format("  {:<24} attention {} {} b{} h{}/{} sq{} sk{} d{}{}{}{}{}{}\n",

@@ -22,6 +22,7 @@ struct brrr_attn_args {
   float scale, fill;
   int keep_when, causal, zero_empty_rows;
   int fast_tiles;  // flash kernel: skip the bounds and mask work of whole tiles, and dead tiles
+  int ksplit;      // flash kernel: 2 splits each block's keys over two warps per 16 rows, else 1
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -399,6 +400,10 @@ extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_f16(const
 //   against 48 two-warp blocks before) and 4 when there is work enough to share tiles.
 // - The mask values of a tile are loaded before its Q K^T so their latency hides under the MMAs.
 // Rows are padded by 16 bytes so ldmatrix's eight row addresses fall in distinct banks.
+// - With ksplit = 2 (grids too small to fill the SMs: BERT-base at batch 1 is 96 warps of 16
+//   rows), two warps share each 16 query rows and split the key tiles between them (even tiles
+//   to one, odd to the other, the two stages loaded together), then merge their running max,
+//   sums and accumulators through shared memory: each warp's serial chain of tiles is halved.
 #define BRRR_ATTN_FLASH_STAGES 2
 
 // 2^x (the hardware's approximation, as __expf uses; 2^-inf = 0).
@@ -420,7 +425,10 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
   __shared__ __align__(16) unsigned short vs[BRRR_ATTN_FLASH_STAGES][BK][LD];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, threads = (int)blockDim.x;
   const int gq = lane >> 2, tq = lane & 3;
-  const long long b = blockIdx.z, h = blockIdx.y, q0 = (long long)blockIdx.x * (threads / 2);
+  // Warps split the keys ks ways: warp = row group * ks + part; each row group is 16 query rows.
+  const int ks_n = a.ksplit == 2 ? 2 : 1, rg = warp / ks_n, part = warp % ks_n;
+  const int rows_per_block = 16 * (threads / 32 / ks_n);
+  const long long b = blockIdx.z, h = blockIdx.y, q0 = (long long)blockIdx.x * rows_per_block;
   const long long kvh = h / a.group;
   const T* Q = (const T*)a.q + b * a.qs[0] + h * a.qs[1];
   const T* K = (const T*)a.k + b * a.ks[0] + kvh * a.ks[1];
@@ -433,7 +441,7 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
   const long long causal_off = a.seq_k - a.seq_q;
   long long key_end = a.seq_k;
   if (a.causal) {  // keys past the block's last query row are masked for all of its rows
-    const long long last = q0 + threads / 2 - 1 + causal_off + 1;  // 16 rows a warp
+    const long long last = q0 + rows_per_block - 1 + causal_off + 1;
     if (last < key_end) key_end = last < 0 ? 0 : last;
   }
   const int tiles = (int)((key_end + BK - 1) / BK);
@@ -456,7 +464,7 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
     brrr_cp_commit();  // an empty group past the end keeps the wait counts uniform
   }
   // This warp's 16 rows of Q as A fragments (rows past seq_q read as zeros, never stored).
-  const long long row[2] = {q0 + warp * 16 + gq, q0 + warp * 16 + gq + 8};
+  const long long row[2] = {q0 + rg * 16 + gq, q0 + rg * 16 + gq + 8};
   unsigned qf[D / 16][4];
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
@@ -480,19 +488,23 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
 
   // Scores live in the log2 domain (scale * log2(e) folded into one multiply), so each
   // probability is one ex2 of a difference. The warp's first query row:
-  const long long wrow0 = q0 + warp * 16;
+  const long long wrow0 = q0 + rg * 16;
   const float scale2 = a.scale * 1.4426950408889634f;
 #pragma unroll 1
-  for (int t = 0; t < tiles; ++t) {
-    const int st = t % BRRR_ATTN_FLASH_STAGES;
+  for (int t0 = 0; t0 < tiles; t0 += ks_n) {
+    // Split: part p takes tile t0 + p from stage p (both stages land together); else the
+    // pipeline's stage.
+    const int t = t0 + part;
+    const int st = ks_n == 2 ? part : t % BRRR_ATTN_FLASH_STAGES;
     const long long k0 = (long long)t * BK;
     // With fast_tiles (warp-uniform): a warp whose rows are all past seq_q, or whose rows see no
     // key of this tile (causal), only helps load the tiles; a tile with every row and key in
     // range, no mask and no causal cut is "plain": no per-score bounds or mask work; key groups
     // of 8 (then 16) wholly past seq_k skip their MMAs (ViT's 197 keys: the last 64-key tile
     // holds 5).
-    const bool dead = a.fast_tiles &&
-                      (wrow0 >= a.seq_q || (a.causal && k0 > wrow0 + 15 + causal_off));
+    const bool dead = t >= tiles ||  // the split's odd tile out: its stage holds no tile
+                      (a.fast_tiles &&
+                       (wrow0 >= a.seq_q || (a.causal && k0 > wrow0 + 15 + causal_off)));
     const bool plain = a.fast_tiles && !M && !B && wrow0 + 16 <= a.seq_q &&
                        k0 + BK <= a.seq_k && !(a.causal && k0 + BK - 1 > wrow0 + causal_off);
     const long long live_keys = a.fast_tiles ? a.seq_k - k0 : (long long)BK;  // >= 1
@@ -514,8 +526,11 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
             fill_bits |= 1u << (nt * 4 + c);
         }
       }
-    brrr_cp_wait<BRRR_ATTN_FLASH_STAGES - 1>();  // this thread's copies of tile t are done
-    __syncthreads();                               // and every thread's
+    if (ks_n == 2)
+      brrr_cp_wait<0>();  // both stages' tiles
+    else
+      brrr_cp_wait<BRRR_ATTN_FLASH_STAGES - 1>();  // this thread's copies of tile t are done
+    __syncthreads();                                 // and every thread's
     if (!dead) {
     const unsigned kbase = brrr_smem_u32(&ks[st][0][0]), vbase = brrr_smem_u32(&vs[st][0][0]);
     // S (16 x BK) = Q K^T.
@@ -605,10 +620,54 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
       }
     }  // !dead
     __syncthreads();  // every warp is done with stage st before it is refilled
-    if (t + BRRR_ATTN_FLASH_STAGES < tiles) load_tile(t + BRRR_ATTN_FLASH_STAGES, st);
-    brrr_cp_commit();
+    if (ks_n == 2) {
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        if (t0 + 2 + p < tiles) load_tile(t0 + 2 + p, p);
+        brrr_cp_commit();
+      }
+    } else {
+      if (t + BRRR_ATTN_FLASH_STAGES < tiles) load_tile(t + BRRR_ATTN_FLASH_STAGES, st);
+      brrr_cp_commit();
+    }
   }
   brrr_cp_wait<0>();  // no copy outlives the block
+  if (ks_n == 2) {
+    // Merge the two parts of each row group: part 1 leaves its fragments (in fragment order, a
+    // lane's values 32 floats apart), maxima and sums in the K stages' memory; part 0 rescales
+    // both to the larger max and adds them (as between tiles), then stores the rows.
+    constexpr int kVals = D / 2 + 4;  // o[D / 8][4], then m[2], l[2]
+    static_assert(sizeof(ks) >= 2 * kVals * 32 * sizeof(float), "merge buffer");
+    float* buf = reinterpret_cast<float*>(&ks[0][0][0]) + rg * kVals * 32;
+    __syncthreads();  // every warp is done with the stages
+    if (part == 1) {
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) buf[(nt * 4 + c) * 32 + lane] = o[nt][c];
+      buf[(D / 2 + 0) * 32 + lane] = m[0];
+      buf[(D / 2 + 1) * 32 + lane] = m[1];
+      buf[(D / 2 + 2) * 32 + lane] = l[0];
+      buf[(D / 2 + 3) * 32 + lane] = l[1];
+    }
+    __syncthreads();
+    if (part == 1) return;  // no barrier follows
+    float a0[2], a1[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      const float m1 = buf[(D / 2 + hf) * 32 + lane], l1 = buf[(D / 2 + 2 + hf) * 32 + lane];
+      const float mm = fmaxf(m[hf], m1);
+      const float base = mm == NEG_INF ? 0.0f : mm;  // both parts saw only masked keys: l = 0
+      a0[hf] = brrr_attn_ex2(m[hf] - base);
+      a1[hf] = brrr_attn_ex2(m1 - base);
+      l[hf] = l[hf] * a0[hf] + l1 * a1[hf];
+    }
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        o[nt][c] = o[nt][c] * a0[c >> 1] + buf[(nt * 4 + c) * 32 + lane] * a1[c >> 1];
+  }
   // Out: each lane's two adjacent dims as one 4-byte store (out rows are contiguous).
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
