@@ -260,6 +260,9 @@ struct DoctorOptions {
   // library kernel it moves at its time there (the library's own algorithm and casts) instead of
   // scaling it by the probed rates.
   std::map<std::string, std::vector<KernelRecord>> unit_kernels;
+  // The profiled plan's library kernels, each repeated alone back to back with its operands
+  // cache-hot (CPU, Session::time_library_kernels_hot), for the cache check; empty: none.
+  std::vector<KernelRecord> hot_kernels;
 };
 // A kernel of DoctorOptions::fused_kernels that the fusion remedy prices at its time alone: a
 // library conv or pool with samples (its layout and algorithm change in the fused plan; a GEMM's
@@ -303,6 +306,34 @@ RemedyCheck check_remedy(const std::string& remedy, const std::string& how,
                          const RunProfile& before, const RunProfile& after, const Ceilings& c,
                          const DoctorOptions& opts);
 
+// The cache check: the library contraction kernels (GEMMs, convs) in the runs against each
+// repeated alone with its operands cache-hot. A model whose weights outgrow the caches (BERT-base
+// fp32 on the CPU: 340 MB) runs its GEMMs slower than they run hot, waiting on weights streamed
+// from memory, which the roofline and the class table count as compute.
+struct CacheCheck {
+  int kernels = 0;
+  double in_runs_ms = 0, hot_ms = 0;
+  double bytes = 0;       // their compulsory bytes (weights, inputs, outputs) per run
+  // The largest cache level the probe measured faster than memory (1.2x its copy bandwidth; a
+  // VM's "480 MB" last-level cache measured slower than its DRAM is no cache to it): its name and
+  // size, "" / 0 when none was measured.
+  std::string cache_name;
+  double cache_bytes = 0;
+  bool slower = false;    // in the runs slower than hot by more than 5% and 2% of the wall
+  // ... and their bytes outgrow that cache: the gap is weights and activations streamed from
+  // memory (else the text says memory traffic does not explain it)
+  bool streams = false;
+  std::vector<std::string> worst;  // up to 3 kernels with the largest gap, "name (a -> b ms)"
+  double gap_ms() const { return in_runs_ms - hot_ms; }
+};
+// `p`: the profile as reported; `hot`: DoctorOptions::hot_kernels. Empty without a match.
+std::optional<CacheCheck> cache_check(const RunProfile& p, const std::vector<KernelRecord>& hot,
+                                      const Ceilings& c);
+// A cache level's name as the reports print it: "L2", "LLC", else the name.
+std::string cache_level_label(const std::string& name);
+// Its lines in the text and HTML reports (one wording): "cache check: ...".
+std::string cache_text(const CacheCheck& c, double wall_ms);
+
 struct Report {
   std::string model;
   Ceilings ceilings;
@@ -316,6 +347,7 @@ struct Report {
   std::vector<Remedy> remedies;
   Verdict verdict;
   Reliability reliability;
+  std::optional<CacheCheck> cache;
   // --compare
   std::optional<RunProfile> after_profile;
   std::vector<KernelAnalysis> after_kernels;

@@ -101,17 +101,22 @@ class Session {
   std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
                                 const std::function<void()>& between = {});
   // CPU: the plan's kernels (records as profile() gives them) with every library kernel timed
-  // alone: after one whole run, so that every buffer holds that run's values, each of `reps`
-  // rounds runs the library kernels only, in plan order, each timed (samples_ms; time_ms their
-  // median); the other kernels are listed untimed (time_ms 0). What the doctor prices a plan's
-  // library calls at without running the rest of it (their algorithm and layout are the
-  // library's choice). Other backends: empty.
+  // alone: after one whole run, each of `reps` rounds runs the plan in order and times each
+  // library kernel's call (samples_ms; time_ms their median), the other kernels run untimed so
+  // that each library kernel reads what a run gives it, and are listed untimed (time_ms 0). What
+  // the doctor prices a plan's library calls at without a profile of that plan (their algorithm
+  // and layout are the library's choice). Other backends: empty.
   std::vector<KernelRecord> time_library_kernels_alone(const std::map<std::string, Tensor>& inputs,
                                                        int reps = 10);
   // Every kernel of the plan timed alone, in plan order, on the CPU (a plan the doctor prices
   // whole: its generated kernels too); other backends: the library kernels, as above.
   std::vector<KernelRecord> time_kernels_alone(const std::map<std::string, Tensor>& inputs,
                                                int reps = 10);
+  // Each library kernel repeated alone `reps` times after one untimed call, so its weights and
+  // inputs are as cache-hot as they can be (the doctor's cache check: a GEMM slower in the runs
+  // than this waits on operands streamed from memory); on the CPU, else empty.
+  std::vector<KernelRecord> time_library_kernels_hot(const std::map<std::string, Tensor>& inputs,
+                                                     int reps = 5);
   // Kernels with their ops, fusion boundaries with reasons, and memory.
   std::string plan_summary() const;
 

@@ -41,6 +41,12 @@ class Executor {
                                                        int reps) {
     return time_library_kernels_alone(inputs, reps);
   }
+  // The plan's kernels with each library kernel repeated alone, back to back, its operands
+  // cache-hot (Session::time_library_kernels_hot); empty where the backend cannot.
+  virtual std::vector<KernelRecord> time_library_kernels_hot(
+      const std::map<std::string, Tensor>& /*inputs*/, int /*reps*/) {
+    return {};
+  }
   // What plan_summary prints after the plan and its memory line: the backend's own lines.
   virtual std::string summary() const = 0;
   virtual MemoryStats memory() const = 0;

@@ -311,6 +311,12 @@ void run_doctor(const DoctorArgs& given) {
   } else {
     prof = profile_prepared(*p, a.reps);
   }
+  // The cache check: each library kernel of the profiled plan repeated alone, cache-hot (CPU).
+  std::vector<KernelRecord> hot;
+  if (a.backend == "cpu" && p->session) {
+    fmt::print(stderr, "doctor: repeating each library kernel alone, cache-hot, 5 times\n");
+    hot = p->session->time_library_kernels_hot(make_inputs(p->graph(), 0), 5);
+  }
   p.reset();  // its buffers are not needed by what follows
   if (!a.save_profile.empty()) write_file(a.save_profile, doctor::profile_to_json(prof).dump(1));
 
@@ -351,6 +357,7 @@ void run_doctor(const DoctorArgs& given) {
     dopts.fused_kernels = !timed_fused.empty() ? std::move(timed_fused)
                                                : planned_fused_kernels(loaded, opts, a.backend,
                                                                        threads, a.precision);
+  dopts.hot_kernels = std::move(hot);
   dopts.top = a.top;
   dopts.applied = a.applied;
   if (after) dopts.compare = &*after;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "brrr/doctor.hpp"
@@ -37,6 +38,38 @@ std::vector<KernelAnalysis> analyze_all(const RunProfile& p, const Ceilings& c) 
 
 }  // namespace
 
+std::optional<CacheCheck> cache_check(const RunProfile& p, const std::vector<KernelRecord>& hot,
+                                      const Ceilings& ceil) {
+  std::map<std::string, double> hot_ms;
+  for (const auto& k : hot)
+    if (!k.samples_ms.empty()) hot_ms[k.name] = median(k.samples_ms);
+  CacheCheck c;
+  std::vector<std::pair<double, std::string>> gaps;
+  for (const auto& k : p.kernels) {
+    if (k.kind != "library" || k.cls != OpClass::contraction) continue;
+    const auto it = hot_ms.find(k.name);
+    if (it == hot_ms.end()) continue;
+    // The kernel's median over the runs, not the reported run's time: one spike is not a cache.
+    const double run = k.samples_ms.empty() ? k.time_ms : median(k.samples_ms);
+    ++c.kernels;
+    c.in_runs_ms += run;
+    c.hot_ms += it->second;
+    c.bytes += k.cost.bytes;
+    gaps.push_back({run - it->second,
+                    fmt::format("{} ({:.3f} -> {:.3f} ms)", k.name, run, it->second)});
+  }
+  if (c.kernels == 0) return std::nullopt;
+  std::sort(gaps.begin(), gaps.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < gaps.size() && i < 3 && gaps[i].first > 0; ++i)
+    c.worst.push_back(gaps[i].second);
+  for (const auto& l : ceil.cache_roofs())  // (older probe caches: their one level)
+    if (l.gbs > 1.2 * ceil.bandwidth_gbs && l.bytes > c.cache_bytes)
+      c.cache_name = l.name, c.cache_bytes = l.bytes;
+  c.slower = c.gap_ms() > 0.05 * c.hot_ms && c.gap_ms() > 0.02 * p.wall_ms;
+  c.streams = c.slower && c.bytes > c.cache_bytes;
+  return c;
+}
+
 Report diagnose(const RunProfile& measured, const Ceilings& c, const DoctorOptions& opts) {
   Report r;
   r.model = opts.model;
@@ -48,6 +81,7 @@ Report diagnose(const RunProfile& measured, const Ceilings& c, const DoctorOptio
   r.kernels = analyze_all(p, c);
   r.attribution = attribute(p, r.kernels);
   r.classes = class_table(r.kernels, r.attribution.wall_ms);
+  r.cache = cache_check(p, opts.hot_kernels, c);
   if (opts.batch_runner) {
     try {
       std::vector<BatchPoint> pts;

@@ -35,6 +35,10 @@ std::vector<CacheLevel> Ceilings::cache_roofs() const {
   return {};
 }
 
+std::string cache_level_label(const std::string& name) {
+  return name == "llc" ? "LLC" : name == "l2" ? "L2" : name;
+}
+
 double Ceilings::special_per_s(const std::string& fn) const {
   auto it = special_gops.find(fn);
   if (it != special_gops.end() && it->second > 0) return it->second * 1e9;
@@ -284,7 +288,7 @@ std::string render_ceilings(const Ceilings& c) {
   for (const auto& l : c.cache_roofs())
     s += fmt::format("  {:<34} {:>9.1f} GB/s {:>14}\n",
                      fmt::format("{} bandwidth ({:.0f} MiB, {} threads)",
-                                 l.name == "llc" ? "LLC" : l.name == "l2" ? "L2" : l.name,
+                                 cache_level_label(l.name),
                                  l.bytes / 1048576, c.threads),
                      l.gbs, "-");
   // The bf16 peak is the AMX tile loop's where it beat the vdpbf16ps loop (probe_cpu.cpp).

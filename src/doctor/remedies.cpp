@@ -241,8 +241,8 @@ PlanFusionEstimate estimate_fusion_from_plan(const RunProfile& p,
   // A planned conv or pool the backend timed alone: in the fused plan it reads and writes the
   // library's own layout (the CPU's blocked activations) with another algorithm, which the
   // profile one kernel per op cannot show. A GEMM keeps its layout: its measured call is the
-  // better price (timed alone, bert_tiny's GEMMs took 15% longer than in the plan, their inputs
-  // no longer fresh from the kernel before).
+  // better price (timed alone in rounds of library kernels only, bert_tiny's GEMMs took 15%
+  // longer than in the plan).
   for (const auto& [root, members] : groups) {
     std::vector<size_t> b, a;
     for (size_t i : members) (i < nb ? b : a).push_back(i);

@@ -501,6 +501,8 @@ std::string render_html(const Report& r) {
        "work counted: a ceiling or a count is off for it.</p>\n";
   h += kernel_table("kernel-table", ranked, a.wall_ms, c, ranked.size());
   h += "<h2>Class table</h2>\n" + class_table_html("class-table", r.classes);
+  if (r.cache)  // kernel names are the model's: escaped
+    h += "<p id=\"cache-check\">" + esc(cache_text(*r.cache, r.attribution.wall_ms)) + "</p>\n";
   h += batch_section(r);
   h += compare_section(r);
   h += "<h2>Remedies</h2>\n<table id=\"remedies\"><tr><th>remedy</th><th>gain ms</th>"

@@ -81,6 +81,11 @@ json report_json(const Report& r) {
   for (const auto& k : r.kernels) j["kernels"].push_back(kernel_json(k));
   j["ceilings"] = ceilings_to_json(r.ceilings);
   j["class_table"] = classes_json(r.classes);
+  if (r.cache)
+    j["cache_check"] = {{"kernels", r.cache->kernels},     {"in_runs_ms", r.cache->in_runs_ms},
+                        {"hot_ms", r.cache->hot_ms},       {"gap_ms", r.cache->gap_ms()},
+                        {"bytes", r.cache->bytes},         {"streams", r.cache->streams},
+                        {"worst", r.cache->worst}};
   if (r.batch) {
     json pts = json::array();
     for (const auto& p : r.batch->points) pts.push_back({{"batch", p.batch}, {"ms", p.ms}});

@@ -76,6 +76,33 @@ std::string trust_line(const Reliability& t) {
   return s;
 }
 
+std::string cache_text(const CacheCheck& c, double wall_ms) {
+  std::string s = fmt::format(
+      "cache check: the {} library contraction kernel{} take{} {:.3f} ms in the runs (median "
+      "each) and {:.3f} ms each repeated alone, cache-hot ({:+.0f}%)",
+      c.kernels, c.kernels == 1 ? "" : "s", c.kernels == 1 ? "s" : "", c.in_runs_ms, c.hot_ms,
+      c.hot_ms > 0 ? 100 * (c.in_runs_ms / c.hot_ms - 1) : 0.0);
+  if (!c.slower) return s + ": the runs do not slow them";
+  const std::string cache =
+      c.cache_bytes > 0
+          ? fmt::format("the {:.1f} MB {}", c.cache_bytes / 1e6, cache_level_label(c.cache_name))
+                        : std::string("any cache the probe measured");
+  const double share = wall_ms > 0 ? 100 * c.gap_ms() / wall_ms : 0.0;
+  if (c.streams)
+    s += fmt::format(
+        ":\n  the {:.3f} ms between ({:.0f}% of the wall) is waiting on their {:.1f} MB of weights "
+        "and activations, which outgrow {} and stream from memory each run; the roofline and the "
+        "class table count it as compute",
+        c.gap_ms(), share, c.bytes / 1e6, cache);
+  else
+    s += fmt::format(
+        ":\n  {:.3f} ms ({:.0f}% of the wall), but their {:.1f} MB fit in {}, so memory traffic "
+        "does not explain it (in the runs each kernel follows the others, not itself)",
+        c.gap_ms(), share, c.bytes / 1e6, cache);
+  if (!c.worst.empty()) s += fmt::format("\n  slowest against hot: {}", fmt::join(c.worst, ", "));
+  return s;
+}
+
 std::string render_table(const Report& r) {
   const Ceilings& c = r.ceilings;
   std::string s;
@@ -131,6 +158,7 @@ std::string render_table(const Report& r) {
            " (those bytes are in its GB/s and memory floor)\n";
   }
   s += "\nclass table (share of FLOPs vs share of the wall):\n" + class_rows(r.classes);
+  if (r.cache) s += "\n" + cache_text(*r.cache, r.attribution.wall_ms) + "\n";
 
   if (r.batch) {
     s += "\nbatch scaling (time = a + c * batch and time = k * batch^e, least squares):\n";

@@ -99,6 +99,11 @@ std::vector<KernelRecord> Session::time_kernels_alone(const std::map<std::string
   return impl_->exec->time_kernels_alone(inputs, std::max(reps, 1));
 }
 
+std::vector<KernelRecord> Session::time_library_kernels_hot(
+    const std::map<std::string, Tensor>& inputs, int reps) {
+  return impl_->exec->time_library_kernels_hot(inputs, std::max(reps, 1));
+}
+
 RunProfile Session::profile(const std::map<std::string, Tensor>& inputs, int reps) {
   LoadMeter load;
   RunProfile p = impl_->exec->profile(inputs, std::max(reps, 1));

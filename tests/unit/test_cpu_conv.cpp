@@ -176,11 +176,9 @@ TEST(CpuConv, ResidualBufferReused) {
   }
 }
 
-// The doctor's price of a fused plan's library calls (Session::time_library_kernels_alone):
-// every kernel of the plan is listed as profile() lists it, only the library kernels timed, one
-// sample per round; the session runs on unchanged afterwards (a conv adding into its output in
-// place ran again and again on the same buffers).
-TEST(CpuConv, LibraryKernelsTimedAlone) {
+// Two convs (the first with a residual add and Relu epilogue, the second 1x1) between generated
+// kernels: the doctor's timings of library kernels alone.
+Graph two_convs() {
   GraphBuilder b;
   int x = b.input("x", {1, 8, 10, 10});
   int a = b.node("Relu", {x});
@@ -188,7 +186,15 @@ TEST(CpuConv, LibraryKernelsTimedAlone) {
                  {{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
   y = b.node("Relu", {b.node("Add", {y, b.node("Sigmoid", {x})})});
   b.output(b.node("Tanh", {b.node("Conv", {y, b.constant("w2", rnd({4, 8, 1, 1}))})}));
-  Session s = check(b.g);
+  return b.g;
+}
+
+// The doctor's price of a fused plan's library calls (Session::time_library_kernels_alone):
+// every kernel of the plan is listed as profile() lists it, only the library kernels timed, one
+// sample per round; the session runs on unchanged afterwards (a conv adding into its output in
+// place ran again and again on the same buffers).
+TEST(CpuConv, LibraryKernelsTimedAlone) {
+  Session s = check(two_convs());
   std::map<std::string, Tensor> in{{"x", rnd({1, 8, 10, 10})}};
   const std::vector<Tensor> before = s.run(in);
   const std::vector<KernelRecord> alone = s.time_library_kernels_alone(in, 4);
@@ -212,6 +218,66 @@ TEST(CpuConv, LibraryKernelsTimedAlone) {
   EXPECT_EQ(timed, s.num_kernels("library")) << s.plan_summary();
   if (kDnnl) EXPECT_EQ(timed, 2) << s.plan_summary();
   brrr_test::expect_outputs_close(s.run(in), before, 0, 0, s.plan_summary());
+}
+
+// The doctor's cache check (Session::time_library_kernels_hot): each library kernel repeated
+// alone `reps` times after one untimed call; the other kernels listed untimed; the session runs
+// on unchanged afterwards.
+TEST(CpuConv, LibraryKernelsRepeatedHot) {
+  Session s = check(two_convs());
+  std::map<std::string, Tensor> in{{"x", rnd({1, 8, 10, 10})}};
+  const std::vector<Tensor> before = s.run(in);
+  const std::vector<KernelRecord> hot = s.time_library_kernels_hot(in, 3);
+  const RunProfile prof = s.profile(in, 2);
+  ASSERT_EQ(hot.size(), prof.kernels.size());
+  int timed = 0;
+  for (size_t i = 0; i < hot.size(); ++i) {
+    SCOPED_TRACE(hot[i].name);
+    EXPECT_EQ(hot[i].name, prof.kernels[i].name);
+    if (hot[i].kind == "library") {
+      ++timed;
+      ASSERT_EQ(hot[i].samples_ms.size(), 3u);
+      for (double t : hot[i].samples_ms) EXPECT_GT(t, 0);
+    } else {
+      EXPECT_TRUE(hot[i].samples_ms.empty());
+    }
+  }
+  EXPECT_EQ(timed, s.num_kernels("library")) << s.plan_summary();
+  brrr_test::expect_outputs_close(s.run(in), before, 0, 0, s.plan_summary());
+}
+
+// A library kernel whose input a generated kernel computes (GPT-2's token Gather reads ids that a
+// generated kernel produced; later kernels then reuse that buffer): the timings of library
+// kernels alone and repeated hot run the generated kernels too, untimed, so each library kernel
+// reads the values of a run (`brrr doctor --compare` on GPT-2 stopped with "index
+// -4767524531305412157 is out of range" for its wte Gather). Outputs are unchanged afterwards.
+TEST(CpuConv, LibraryKernelsTimedAloneReadTheirInputsAsARunMakesThem) {
+  GraphBuilder b;
+  int ids = b.input("ids", {1, 16}, DType::i64);
+  // GPT-2's: a copy kernel reshapes the ids (a graph input) for the Gather.
+  int idx = b.node("Reshape", {ids, b.constant("flat", Tensor::from_vector<int64_t>({1}, {16}))});
+  int e = b.node("Gather", {b.constant("table", rnd({100, 8})), idx});
+  int r = b.node("ReduceSum", {e, b.constant("axes", Tensor::from_vector<int64_t>({1}, {1}))},
+                 {{"keepdims", int64_t(0)}});
+  // A GEMM reads the sums: they need a buffer, which may be the dead ids' one.
+  b.output(b.node("MatMul", {b.node("Tanh", {b.node("Mul", {r, r})}), b.constant("w", rnd({16, 4}))}));
+  SessionOptions o;
+  o.fusion = 1;
+  Session s(b.g, o);
+  std::vector<int64_t> v(16);
+  for (int i = 0; i < 16; ++i) v[size_t(i)] = (i * 37) % 99;
+  std::map<std::string, Tensor> in{{"ids", Tensor::from_vector<int64_t>({1, 16}, v)}};
+  const std::vector<Tensor> before = s.run(in);
+  brrr_test::expect_outputs_close(before, run_reference(s.graph(), in), 1e-5f, 1e-5f,
+                                  s.plan_summary());
+  for (int round = 0; round < 2; ++round) {
+    const std::vector<KernelRecord> k =
+        round ? s.time_library_kernels_hot(in, 3) : s.time_library_kernels_alone(in, 3);
+    int timed = 0;
+    for (const auto& rec : k) timed += rec.kind == "library" && rec.samples_ms.size() == 3;
+    EXPECT_EQ(timed, s.num_kernels("library")) << s.plan_summary();
+    brrr_test::expect_outputs_close(s.run(in), before, 0, 0, s.plan_summary());
+  }
 }
 
 // 1-D convs (Whisper's audio front end: [1, 80, 3000] -> 384 channels, k 3, then stride 2) and

@@ -51,6 +51,8 @@ class CpuExecutor final : public Executor {
                                                        int reps) override;
   std::vector<KernelRecord> time_kernels_alone(const std::map<std::string, Tensor>& inputs,
                                                int reps) override;
+  std::vector<KernelRecord> time_library_kernels_hot(const std::map<std::string, Tensor>& inputs,
+                                                     int reps) override;
   std::string summary() const override;
   MemoryStats memory() const override { return mem; }
   int threads() const override { return pool->threads(); }
@@ -58,8 +60,10 @@ class CpuExecutor final : public Executor {
   int num_translation_units() const override { return int(modules.size()); }
 
  private:
+  // every_kernel: generated kernels too; hot: each kernel repeated back to back (after one
+  // untimed call) instead of once per round in plan order.
   std::vector<KernelRecord> time_alone(const std::map<std::string, Tensor>& inputs, int reps,
-                                       bool every_kernel);
+                                       bool every_kernel, bool hot = false);
 
   const Graph& g;
   plan::Plan& plan;
@@ -608,9 +612,11 @@ RunProfile CpuExecutor::profile(const std::map<std::string, Tensor>& inputs, int
   return prof;
 }
 
-// Each round runs the library kernels only (or every kernel), in plan order, so a kernel finds the
-// cache as the others timed left it (not warmed by itself); the buffers hold the first run's values
-// (a conv that adds into its output in place only grows them). The load state is the session's
+// Each round runs the plan's kernels in plan order and times the library kernels (or every
+// kernel), so a kernel finds the cache as the kernels before it left it (not warmed by itself) and
+// its inputs as a run makes them (a conv that adds into its output in place only grows them); hot
+// (the cache check), one round in which each library kernel runs once more and is then timed
+// `reps` times back to back. The load state is the session's
 // again afterwards: rounds without the pool's joins and shorter than a run must not steer the
 // runs that follow (--compare profiles this session next).
 std::vector<KernelRecord> CpuExecutor::time_library_kernels_alone(
@@ -621,8 +627,12 @@ std::vector<KernelRecord> CpuExecutor::time_kernels_alone(
     const std::map<std::string, Tensor>& inputs, int reps) {
   return time_alone(inputs, reps, true);
 }
+std::vector<KernelRecord> CpuExecutor::time_library_kernels_hot(
+    const std::map<std::string, Tensor>& inputs, int reps) {
+  return time_alone(inputs, reps, false, true);
+}
 std::vector<KernelRecord> CpuExecutor::time_alone(const std::map<std::string, Tensor>& inputs,
-                                                  int reps, bool every_kernel) {
+                                                  int reps, bool every_kernel, bool hot) {
   using clk = std::chrono::steady_clock;
   run(inputs);  // every buffer holds a run's values; pages and threads warm
   const LoadState saved = *load;
@@ -636,13 +646,23 @@ std::vector<KernelRecord> CpuExecutor::time_alone(const std::map<std::string, Te
   // reliability check's to report.
   const bool was_adaptive = adaptive;
   adaptive = false;
-  for (int r = 0; r < std::max(reps, 1); ++r) {
+  // The kernels not timed run too, untimed, so that each timed kernel reads what a run gives it:
+  // a library kernel's input made by a generated or copy kernel lives in a buffer that later
+  // kernels of the run reuse (GPT-2's wte Gather read garbage ids, "index -4767524531305412157
+  // is out of range", when only library kernels ran).
+  for (int r = 0; r < (hot ? 1 : std::max(reps, 1)); ++r) {
     begin_run();
     for (size_t i = 0; i < steps.size(); ++i) {
-      if (!steps[i].lib && !every_kernel) continue;
-      auto t0 = clk::now();
-      exec(i);
-      times[i].push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+      if (!steps[i].lib && !every_kernel) {
+        exec(i);
+        continue;
+      }
+      if (hot) exec(i);  // its operands into the caches
+      for (int k = 0; k < (hot ? std::max(reps, 1) : 1); ++k) {
+        auto t0 = clk::now();
+        exec(i);
+        times[i].push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+      }
     }
     end_run();
   }
