@@ -12,14 +12,26 @@
 // Sapphire Rapids cores of a VM (lscpu says 480 MB of L3; the VM gets far less), +0.5-4% at 1
 // layer (28 MB), +6-18% at 4 (113 MB), +17-19% at 12 (340 MB, the whole encoder).
 //
+//
+// Three variants of the sequence test, each of which left the penalty where it was (+16..+22% at
+// 12 layers on the same VM, 2026-12-05): --huge-pages (the packed weights on 2 MiB transparent
+// huge pages: not the TLB), --touch (each GEMM's weights read once just before it, that read not
+// timed: not a cache they could be held in) and --per-core-halves (each GEMM as two N-halves, one
+// one-thread oneDNN matmul per core, so each core streams only its own weights).
+//
 //   g++ -O2 -mavx512f -fopenmp scripts/cpu_gemm_efficiency.cpp -o /tmp/gemm_eff -ldnnl
 //   /tmp/gemm_eff            (on an AVX-512 CPU; the FMA loop is 16 accumulators of 16 floats)
+//   /tmp/gemm_eff --cold-only [--huge-pages] [--touch] [--per-core-halves]
 #include <immintrin.h>
+#include <sys/mman.h>
 #include <omp.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
@@ -96,7 +108,11 @@ Timing gemm(long M, long K, long N, int threads, double (*clock)(), int reps) {
 // BERT-base's GEMMs for `layers` layers, distinct random weights per layer, on 2 threads: the
 // median time of the whole sequence, and the sum over the sequence of each first-layer GEMM's
 // median time repeated alone (times `layers`).
-void cold_weights(int layers) {
+struct Variant {
+  bool huge_pages = false, touch = false, halves = false;
+};
+
+void cold_weights(int layers, const Variant& v) {
   using namespace dnnl;
   using tag = memory::format_tag;
   using dt = memory::data_type;
@@ -111,6 +127,8 @@ void cold_weights(int layers) {
   struct G {
     matmul mm;
     memory a, b, bias, o;
+    matmul half[2];  // --per-core-halves: columns [0, N/2) and [N/2, N), one core each
+    memory half_b[2], half_bias[2], half_o[2];
   };
   const long M = 128, shapes[4][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}};
   std::vector<G> gs;
@@ -122,7 +140,17 @@ void cold_weights(int layers) {
       matmul::primitive_desc pd(matmul::desc(a, bany, bi, o), primitive_attr(), e);
       std::vector<float> B(size_t(K * N));
       for (float& x : B) x = rnd();
-      memory bum(bu, e, B.data()), bp(pd.weights_desc(), e);
+      memory bum(bu, e, B.data()), bp;
+      if (v.huge_pages) {
+        const size_t huge = size_t(2) << 20, n = pd.weights_desc().get_size();
+        const size_t bytes = (n + huge - 1) / huge * huge;
+        void* p = std::aligned_alloc(huge, bytes);
+        madvise(p, bytes, MADV_HUGEPAGE);
+        std::memset(p, 0, bytes);
+        bp = memory(pd.weights_desc(), e, p);  // leaked: the test's lifetime
+      } else {
+        bp = memory(pd.weights_desc(), e);
+      }
       reorder(bum, bp).execute(s, bum, bp);
       s.wait();
       G g{matmul(pd), memory(a, e), bp, memory(bi, e), memory(o, e)};
@@ -130,9 +158,33 @@ void cold_weights(int layers) {
       for (long i = 0; i < M * K; ++i) ap[i] = rnd();
       float* bb = static_cast<float*>(g.bias.get_data_handle());
       for (long i = 0; i < N; ++i) bb[i] = rnd();
+      for (int h = 0; v.halves && h < 2; ++h) {
+        const long Nh = N / 2;
+        memory::desc bh({K, Nh}, dt::f32, tag::any), buh({K, Nh}, dt::f32, {N, 1}),
+            oh({M, Nh}, dt::f32, tag::ab), bih({1, Nh}, dt::f32, tag::ab);
+        matmul::primitive_desc hp(matmul::desc(a, bh, bih, oh), primitive_attr(), e);
+        memory src(buh, e, B.data() + h * Nh), packed(hp.weights_desc(), e);
+        reorder(src, packed).execute(s, src, packed);
+        s.wait();
+        g.half[h] = matmul(hp);
+        g.half_b[h] = packed;
+        g.half_bias[h] = memory(bih, e);
+        g.half_o[h] = memory(oh, e);
+      }
       gs.push_back(std::move(g));
     }
   auto run = [&](G& g) {
+    if (v.halves) {
+#pragma omp parallel num_threads(2)
+      {
+        const int h = omp_get_thread_num();
+        stream st(e);  // inside the parallel region oneDNN runs on the calling thread alone
+        g.half[h].execute(st, {{DNNL_ARG_SRC, g.a}, {DNNL_ARG_WEIGHTS, g.half_b[h]},
+                               {DNNL_ARG_BIAS, g.half_bias[h]}, {DNNL_ARG_DST, g.half_o[h]}});
+        st.wait();
+      }
+      return;
+    }
     g.mm.execute(s, {{DNNL_ARG_SRC, g.a}, {DNNL_ARG_WEIGHTS, g.b}, {DNNL_ARG_BIAS, g.bias},
                      {DNNL_ARG_DST, g.o}});
     s.wait();
@@ -144,8 +196,21 @@ void cold_weights(int layers) {
   std::vector<double> seq;
   for (int r = 0; r < 17; ++r) {
     const double t0 = wall_s();
-    for (G& g : gs) run(g);
-    seq.push_back(wall_s() - t0);
+    double untimed = 0;
+    for (G& g : gs) {
+      if (v.touch) {  // read one float a cache line of the packed weights, not timed
+        const double t1 = wall_s();
+        const float* p = static_cast<const float*>(g.b.get_data_handle());
+        const size_t n = g.b.get_desc().get_size() / sizeof(float);
+        float sum = 0;
+        for (size_t i = 0; i < n; i += 16) sum += p[i];
+        volatile float sink = sum;
+        (void)sink;
+        untimed += wall_s() - t1;
+      }
+      run(g);
+    }
+    seq.push_back(wall_s() - t0 - untimed);
   }
   double hot = 0;
   for (int i = 0; i < 4; ++i) {
@@ -164,7 +229,26 @@ void cold_weights(int layers) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  Variant v;
+  bool cold_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--cold-only") cold_only = true;
+    else if (a == "--huge-pages") v.huge_pages = true;
+    else if (a == "--touch") v.touch = true;
+    else if (a == "--per-core-halves") v.halves = true;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (cold_only) {
+    std::printf("%6s %10s %14s %12s %9s\n", "layers", "weight MB", "sequence ms", "hot sum ms",
+                "cold");
+    for (int layers : {1, 4, 12}) cold_weights(layers, v);
+    return 0;
+  }
   const double peak = fma_peak();
   std::printf("FMA peak, one thread, per thread-CPU-second: %.1f GFLOP/s\n", peak / 1e9);
   // BERT-base / GPT-2 (S = 128) and ViT-B/16 (S = 197): QKV, attention out, MLP up and down.
@@ -184,5 +268,5 @@ int main() {
   std::printf("\nBERT-base GEMMs in sequence, each layer its own weights (2 threads):\n");
   std::printf("%6s %10s %14s %12s %9s\n", "layers", "weight MB", "sequence ms", "hot sum ms",
               "cold");
-  for (int layers : {1, 2, 4, 12}) cold_weights(layers);
+  for (int layers : {1, 2, 4, 12}) cold_weights(layers, v);
 }
