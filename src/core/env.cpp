@@ -103,10 +103,10 @@ const Switch kSwitches[] = {
      "CUDA: 1 lets the flash attention kernel skip per-score bounds and mask work on whole "
      "in-range tiles, warps with no live query row and key groups past the sequence (ViT's 197); "
      "0 checks every score"},
-    {"BRRR_ATTN_KSPLIT", Kind::Int, "0", "", 0, 1,
+    {"BRRR_ATTN_KSPLIT", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 lets the flash attention kernel split each 16 query rows' key tiles over two warps "
      "where one-warp blocks would not fill the SMs twice over (BERT-base at batch 1), merging "
-     "their partial softmax sums in shared memory; 0 keeps one warp a row group"},
+     "their partial softmax sums in shared memory (the default); 0 keeps one warp a row group"},
     {"BRRR_ATTN_CUDNN", Kind::Int, "1", "", 0, 2,
      "CUDA: 16-bit fused attention on cuDNN's SDPA engines where cuDNN takes it (additive or "
      "causal masks; the frontend headers at build time): 1 where it times faster than brrr's "
