@@ -119,7 +119,11 @@ struct KernelAnalysis {
   // Which bandwidth the memory floor uses: "dram", or the cache level its compulsory bytes fit
   // in ("llc" on a CPU, "l2" on a GPU) when the probe measured that level.
   std::string roof = "dram";
-  double roof_gbs = 0;          // that roof's bandwidth, GB/s
+  double roof_gbs = 0;          // that roof's bandwidth, GB/s (bytes / memory floor when mixed)
+  // The kernel's weight bytes judged against DRAM although its bytes fit `roof`: the model's
+  // weights outgrow that level, so each run reads them from DRAM (0: none; `roof` is then
+  // "dram" where they are most of its bytes).
+  double streamed_weight_bytes = 0;
   double compute_floor_ms = 0;  // flops / peak + sum special / throughput
   double overhead_ms = 0;       // per-kernel fixed cost ceiling for this kernel's kind
   double floor_ms = 0;          // max(memory, compute)
@@ -133,7 +137,11 @@ struct KernelAnalysis {
   // and 0.02 ms more): its regime and efficiency are that run's, not the kernel's.
   std::string outlier_note;
 };
-KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c);
+// `weight_bytes`: all the weights the profiled run reads (model_weight_bytes), which decides
+// whether this kernel's weights can stay in the cache level its bytes fit from run to run.
+KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c, double weight_bytes = 0);
+// The distinct weights (constant reads) the kernels of a run read, in bytes.
+double model_weight_bytes(const RunProfile& p);
 
 // wall = compute + memory + overhead; overhead = overhead-regime kernels + gaps.
 struct Attribution {

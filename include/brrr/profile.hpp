@@ -14,6 +14,9 @@ namespace brrr {
 struct TensorUse {
   std::string name;
   double bytes = 0;
+  // A weight: an initializer or folded value, the same in every run (the doctor's roofline keeps
+  // weights in a cache between runs only where all of the model's weights fit it).
+  bool constant = false;
 };
 
 struct KernelRecord {

@@ -16,8 +16,9 @@ namespace {
 
 std::vector<KernelAnalysis> analyze_all(const RunProfile& p, const Ceilings& c) {
   std::vector<KernelAnalysis> out;
+  const double weights = model_weight_bytes(p);
   for (const auto& k : p.kernels) {
-    KernelAnalysis a = analyze_kernel(k, c);
+    KernelAnalysis a = analyze_kernel(k, c, weights);
     a.p10_ms = percentile(k.samples_ms, 10);
     a.p90_ms = percentile(k.samples_ms, 90);
     // One timeline keeps a spike of the reported run in its time (the wall paid it), but a

@@ -28,6 +28,7 @@ json kernel_json(const KernelAnalysis& k) {
               {"efficiency", k.efficiency},
               {"roof", k.roof},
               {"roof_gbs", k.roof_gbs},
+              {"streamed_weight_bytes", k.streamed_weight_bytes},
               {"over_roof_reason", k.over_reason},
               {"outlier_note", k.outlier_note},
               {"layout_note", k.rec.layout_note},
@@ -173,7 +174,10 @@ json profile_to_json(const RunProfile& p) {
   json ks = json::array();
   for (const auto& k : p.kernels) {
     json reads = json::array(), writes = json::array();
-    for (const auto& u : k.reads) reads.push_back({{"name", u.name}, {"bytes", u.bytes}});
+    for (const auto& u : k.reads) {
+      reads.push_back({{"name", u.name}, {"bytes", u.bytes}});
+      if (u.constant) reads.back()["constant"] = true;
+    }
     for (const auto& u : k.writes) writes.push_back({{"name", u.name}, {"bytes", u.bytes}});
     ks.push_back({{"name", k.name},
                   {"kind", k.kind},
@@ -239,7 +243,8 @@ RunProfile profile_from_json(const json& j) {
       k.start_ms = kj.value("start_ms", 0.0);
       k.lane = kj.value("lane", 0);
       for (const auto& u : kj.value("reads", json::array()))
-        k.reads.push_back({u.at("name").get<std::string>(), u.at("bytes").get<double>()});
+        k.reads.push_back({u.at("name").get<std::string>(), u.at("bytes").get<double>(),
+                           u.value("constant", false)});
       for (const auto& u : kj.value("writes", json::array()))
         k.writes.push_back({u.at("name").get<std::string>(), u.at("bytes").get<double>()});
       p.kernels.push_back(std::move(k));

@@ -115,8 +115,10 @@ std::string render_table(const Report& r) {
         "bf16 / {:.1f} tf32 Tensor Cores, launch {:.2f} us, graph node {:.2f} us\n",
         c.bandwidth_gbs, peak("fp32") / 1e3, peak("bf16") / 1e3, peak("tf32") / 1e3, c.launch_us,
         c.graph_node_us);
-    s += "kernel times: GPU busy time from CUDA events (host launch gaps excluded); idle gaps "
-         "between kernels count as overhead\n";
+    // The source (CUPTI records of the graph replays, or the event-timed fallback) is the
+    // timing line's to say; this line must not name one.
+    s += "kernel times: GPU busy time per kernel (host launch gaps excluded); idle gaps between "
+         "kernels count as overhead\n";
   } else {
     // The threads the measured runs used (the session's), not the probe's.
     const int threads = r.profile.threads > 0 ? r.profile.threads : c.threads;

@@ -62,7 +62,8 @@ KernelRecord kernel_record(const Graph& g, const Kernel& k) {
   auto use = [&](int v, double b) {
     const Value& val = g.value(v);
     rec.cost.bytes += b;
-    return TensorUse{val.name.empty() ? fmt::format("%{}", v) : val.name, b};
+    return TensorUse{val.name.empty() ? fmt::format("%{}", v) : val.name, b,
+                     val.constant.defined()};
   };
   for (int v : k.inputs) rec.reads.push_back(use(v, read_bytes(g, k, v)));
   for (int v : k.outputs) rec.writes.push_back(use(v, double(g.value(v).nbytes())));

@@ -82,7 +82,9 @@ RunProfile profile_reference(const Graph& g, const std::map<std::string, Tensor>
     rec.samples_ms = times[k];
     rec.start_ms = starts[k][rep_at];
     for (int i : n.inputs)
-      if (i >= 0) rec.reads.push_back({g.value(i).name, value_bytes(g.value(i))});
+      if (i >= 0)
+        rec.reads.push_back(
+            {g.value(i).name, value_bytes(g.value(i)), g.value(i).constant.defined()});
     for (int o : n.outputs) rec.writes.push_back({g.value(o).name, value_bytes(g.value(o))});
     p.kernels.push_back(std::move(rec));
   }

@@ -283,3 +283,60 @@ TEST(DoctorCacheRoof, KernelFacesTheSmallestLevelItFits) {
   html = render_html(diagnose(p, c));
   EXPECT_EQ(html.find("GB/s llc (measured"), std::string::npos);
 }
+
+// A kernel's bytes may fit a cache while the model's weights do not: each run then reads every
+// weight from DRAM once, so a kernel's weights face DRAM and only its activations the cache
+// (BERT-base bf16 on an H100: 170 MB of weights, a 50 MB L2, 4.7 MB FFN GEMMs).
+TEST(DoctorCacheRoof, WeightsThatOutgrowTheCacheAreJudgedAgainstDram) {
+  const Ceilings c = cache_ceilings();
+  // 4 MB: 3 MB of weights, 1 MB of activations; 0.05 ms.
+  auto gemm = kernel("MatMul", 1e6, 4e6, 0.05, "library");
+  gemm.reads = {{"x", 0.5e6, false}, {"w", 3e6, true}};
+  gemm.writes = {{"y", 0.5e6}};
+  // Weights of 64 MiB, twice the 32 MiB cache: 3 MB at 100 GB/s + 1 MB at 1000 GB/s.
+  const auto streams = analyze_kernel(gemm, c, 64.0 * 1048576);
+  EXPECT_EQ(streams.roof, "dram");
+  EXPECT_DOUBLE_EQ(streams.streamed_weight_bytes, 3e6);
+  EXPECT_NEAR(streams.memory_floor_ms, 0.031, 1e-12);
+  EXPECT_NEAR(streams.roof_gbs, 4e6 / 0.031e6, 1e-9);
+  EXPECT_NEAR(streams.efficiency, 0.031 / 0.05, 1e-9);
+  // All the weights fit: they stay resident between runs, and the whole kernel faces the cache.
+  const auto resident = analyze_kernel(gemm, c, 16.0 * 1048576);
+  EXPECT_EQ(resident.roof, "llc");
+  EXPECT_DOUBLE_EQ(resident.streamed_weight_bytes, 0);
+  EXPECT_NEAR(resident.memory_floor_ms, 0.004, 1e-12);
+  // Activations that are most of the bytes keep the cache's name; the floor still prices the
+  // weights at DRAM.
+  auto ln = kernel("LayerNormalization", 1e6, 4e6, 0.05);
+  ln.reads = {{"x", 2e6, false}, {"gamma", 1e6, true}};
+  const auto norm = analyze_kernel(ln, c, 64.0 * 1048576);
+  EXPECT_EQ(norm.roof, "llc");
+  EXPECT_NEAR(norm.memory_floor_ms, 1e6 / 100 * 1e-6 + 3e6 / 1000 * 1e-6, 1e-12);
+  // Beating the floor with streamed weights says why.
+  gemm.time_ms = 0.01;
+  const auto fast = analyze_kernel(gemm, c, 64.0 * 1048576);
+  EXPECT_GT(fast.efficiency, 1);
+  EXPECT_NE(fast.over_reason.find("2.9 MiB of weights from DRAM"), std::string::npos)
+      << fast.over_reason;
+
+  // diagnose() sums the distinct weights of the run (w read twice counts once) and so judges
+  // both kernels; the JSON profile keeps which reads are weights.
+  RunProfile p;
+  p.backend = "cpu";
+  p.wall_ms = 0.2;
+  auto big = kernel("MatMul", 1e6, 4e6, 0.05, "library");
+  big.name = "big";
+  big.reads = {{"x", 0.5e6, false}, {"w2", 40.0 * 1048576, true}};
+  gemm.time_ms = 0.05;
+  p.kernels = {gemm, big, gemm};
+  p.kernels[2].name = "again";
+  EXPECT_NEAR(model_weight_bytes(p), 3e6 + 40.0 * 1048576, 1e-6);
+  const Report r = diagnose(p, c, {});
+  EXPECT_EQ(r.kernels[0].roof, "dram");
+  EXPECT_DOUBLE_EQ(r.kernels[0].streamed_weight_bytes, 3e6);
+  const RunProfile back = profile_from_json(profile_to_json(p));
+  ASSERT_EQ(back.kernels[0].reads.size(), 2u);
+  EXPECT_FALSE(back.kernels[0].reads[0].constant);
+  EXPECT_TRUE(back.kernels[0].reads[1].constant);
+  EXPECT_NEAR(model_weight_bytes(back), model_weight_bytes(p), 1e-6);
+}

@@ -612,6 +612,11 @@ TEST(DoctorRemedies, FasterUnitsOnA16BitModelMovesNothing) {
             std::string::npos)
       << u.detail;
   EXPECT_EQ(u.detail.find("0 library kernels"), std::string::npos) << u.detail;
+  // Not an action: the verdict names no --precision flag for it.
+  EXPECT_EQ(u.action.rfind("none", 0), 0u) << u.action;
+  EXPECT_NE(r.verdict.advice.find("faster_units: no float32 library GEMM"), std::string::npos)
+      << r.verdict.advice;
+  EXPECT_EQ(r.verdict.advice.find("but --precision"), std::string::npos) << r.verdict.advice;
   // The generated kernel is the only one said to compute in fp32.
   EXPECT_NE(u.detail.find("1 compute-bound kernel that is not library GEMMs or convs (0.500 ms)"),
             std::string::npos)
