@@ -4,20 +4,8 @@
 # pip's cuDNN headers, then configures and builds the full tree into $B.
 #   B=build folder (default /tmp/brrr_build)  BUILD_TYPE (default Release)
 #   EXTRA_CMAKE=extra cmake arguments  TARGETS (default: brrr_cli brrr_tests)
-P=/opt/deps
-if [ ! -d $P/usr ]; then mkdir -p $P && for f in .devdeps/*.deb; do dpkg -x "$f" $P; done; fi
-L=$P/usr/lib/x86_64-linux-gnu
-export LD_LIBRARY_PATH=$L:${LD_LIBRARY_PATH:-} LIBRARY_PATH=$L:${LIBRARY_PATH:-}
-export CPATH=$P/usr/include/x86_64-linux-gnu:$P/usr/include
-# cuDNN from pip (nvidia-cudnn-cu13) when the toolkit has none: headers for the build, the
-# library for dlopen at run time.
-CUDNN_DIR=$(python3 -c "import nvidia.cudnn as m; print(list(m.__path__)[0])" 2>/dev/null)
-if [ -n "$CUDNN_DIR" ] && [ -f "$CUDNN_DIR/include/cudnn.h" ]; then
-  export CUDNN_INCLUDE_DIR=$CUDNN_DIR/include LD_LIBRARY_PATH=$CUDNN_DIR/lib:$LD_LIBRARY_PATH
-fi
-# The cuDNN frontend's headers (scripts/gpu_devdeps.sh puts them in .devdeps).
-[ -f .devdeps/cudnn_frontend/include/cudnn_frontend.h ] &&
-  export CUDNN_FRONTEND_INCLUDE_DIR=$PWD/.devdeps/cudnn_frontend/include
+# shellcheck source=scripts/gpu_env.sh
+source scripts/gpu_env.sh
 B=${B:-/tmp/brrr_build}
 GT=$(dirname "$(find $P -name GTestConfig.cmake | head -1)")
 # shellcheck disable=SC2086

@@ -16,6 +16,10 @@ H=/tmp/brrr_heldout
 EXPORT=$!
 BUDGET_S=${BUDGET_S:-330} bash scripts/gpu_models.sh
 B=${B:-/tmp/brrr_build}
+# gpu_models.sh ran in a child shell: its library paths did not come back.
+# shellcheck source=scripts/gpu_env.sh
+source scripts/gpu_env.sh
+export XDG_CACHE_HOME=/tmp/brrr_xdg
 wait $EXPORT
 echo "== heldout exported at $(( $(date +%s) - T0 )) s: $(grep -c ' ok ' "$OUT/heldout_export.log") ok"
 for d in $H/*/; do
