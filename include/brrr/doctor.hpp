@@ -65,6 +65,14 @@ struct Ceilings {
   // load_or_probe measures again instead of trusting it.
   std::string probed_at;             // UTC, ISO 8601 ("" in caches written before this field)
   double probe_other_busy_cpus = -1;  // CPUs other processes kept busy meanwhile (-1 unknown)
+  // CPUs online when the probe ran and host threads it kept busy (the CPU probe: its threads;
+  // the GPU probe: 1). 0: unknown (caches written before these fields).
+  int probe_online_cpus = 0;
+  int probe_host_threads = 0;
+  // Other processes took CPUs the probe needed: more than the machine had to spare for its host
+  // threads (the rule the measured runs follow), or, where that is unknown, any 0.5 CPUs. An
+  // export on 1 of a GPU host's 16 CPUs does not disturb a probe that drives the GPU from one.
+  bool probe_contended() const;
 
   // Fixed cost of one kernel of this kind ("reference": executor dispatch; compiled kinds: a
   // function-pointer call plus one parallel region).

@@ -90,6 +90,8 @@ void validate_ceilings(const Ceilings& c) {
   for (const auto& [k, v] : times) check_range(k, v, 0, 1e6);
   check_range("probe_seconds", c.probe_seconds, 0, 1e6);
   check_range("probe_other_busy_cpus", c.probe_other_busy_cpus, -1, 1 << 20);
+  check_range("probe_online_cpus", c.probe_online_cpus, 0, 1 << 20);
+  check_range("probe_host_threads", c.probe_host_threads, 0, 1 << 20);
   BRRR_CHECK(c.probed_at.size() <= 64, "ceilings: probed_at is {} characters long",
              c.probed_at.size());
 }
@@ -131,7 +133,9 @@ json ceilings_to_json(const Ceilings& c) {
               {"datasheet_note", c.datasheet_note},
               {"probe_seconds", c.probe_seconds},
               {"probed_at", c.probed_at},
-              {"probe_other_busy_cpus", c.probe_other_busy_cpus}};
+              {"probe_other_busy_cpus", c.probe_other_busy_cpus},
+              {"probe_online_cpus", c.probe_online_cpus},
+              {"probe_host_threads", c.probe_host_threads}};
 }
 
 Ceilings ceilings_from_json(const json& j) {
@@ -164,6 +168,8 @@ Ceilings ceilings_from_json(const json& j) {
     c.probe_seconds = j.value("probe_seconds", 0.0);
     c.probed_at = j.value("probed_at", "");
     c.probe_other_busy_cpus = j.value("probe_other_busy_cpus", -1.0);
+    c.probe_online_cpus = j.value("probe_online_cpus", 0);
+    c.probe_host_threads = j.value("probe_host_threads", 0);
   } catch (const json::exception& e) {
     fail("ceilings file is malformed: {}", e.what());
   }
@@ -200,12 +206,12 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
       // A probe that ran on a busy machine measured the contention, not the machine: measure
       // again, unless the machine is no quieter now (a probe now would measure the same load).
       double now = -1;
-      if (c.probe_other_busy_cpus >= 0.5) {
+      if (c.probe_contended()) {
         LoadMeter m;
         std::this_thread::sleep_for(std::chrono::milliseconds(250));
         now = m.other_busy_cpus();
       }
-      if (c.probe_other_busy_cpus < 0.5 || now < 0 || now >= c.probe_other_busy_cpus - 0.25) {
+      if (!c.probe_contended() || now < 0 || now >= c.probe_other_busy_cpus - 0.25) {
         if (from_cache) *from_cache = true;
         return c;
       }

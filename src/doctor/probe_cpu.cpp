@@ -443,6 +443,8 @@ Ceilings probe_cpu(bool progress_on, bool quick) {
   c.probe_seconds = seconds_since(t_start);
   c.probed_at = utc_timestamp();
   c.probe_other_busy_cpus = load.other_busy_cpus();
+  c.probe_online_cpus = LoadMeter::online_cpus();
+  c.probe_host_threads = c.threads;
   if (progress_on) fmt::print(stderr, "probe done in {:.1f}s\n", c.probe_seconds);
   return c;
 }

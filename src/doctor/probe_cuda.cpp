@@ -147,6 +147,8 @@ Ceilings probe_cuda(bool progress) {
   c.probe_seconds = std::chrono::duration<double>(Clock::now() - t_start).count();
   c.probed_at = utc_timestamp();
   c.probe_other_busy_cpus = load.other_busy_cpus();
+  c.probe_online_cpus = LoadMeter::online_cpus();
+  c.probe_host_threads = 1;  // one host thread launches and times everything
   return c;
 }
 

@@ -33,7 +33,7 @@ std::vector<std::string> ceilings_warnings(const Ceilings& c) {
       w.push_back(fmt::format("the {} peak ({:.1f} GFLOP/s) is below the fp32 peak ({:.1f}): a "
                               "16-bit unit is never slower, so the probe was disturbed",
                               p, peak(p), fp32));
-  if (c.probe_other_busy_cpus >= kBusyCpus)
+  if (c.probe_contended())
     w.push_back(fmt::format("the probe ran while other processes kept {:.1f} CPUs busy{}",
                             c.probe_other_busy_cpus,
                             c.probed_at.empty() ? "" : " (" + c.probed_at + ")"));
@@ -44,6 +44,12 @@ std::vector<std::string> ceilings_warnings(const Ceilings& c) {
                             "estimate ({:.1f})",
                             fp32, ds->second));
   return w;
+}
+
+bool Ceilings::probe_contended() const {
+  if (probe_other_busy_cpus < kBusyCpus) return false;
+  if (probe_online_cpus <= 0 || probe_host_threads <= 0) return true;
+  return probe_other_busy_cpus + probe_host_threads > probe_online_cpus + 0.25;
 }
 
 Reliability assess_reliability(const RunProfile& p, const Ceilings& c) {

@@ -70,7 +70,7 @@ std::string over_roof_reason(const KernelAnalysis& a, const Ceilings& c, const s
                              double flops_s) {
   std::string s = roof_reason(a, c, prec, flops_s);
   // Ceilings measured under load are low for every kernel; say so beside the specific reason.
-  if (c.probe_other_busy_cpus >= 0.5)
+  if (c.probe_contended())
     s += fmt::format("; the probe also ran while other processes kept {:.1f} CPUs busy",
                      c.probe_other_busy_cpus);
   return s;

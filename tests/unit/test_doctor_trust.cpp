@@ -121,6 +121,58 @@ TEST(DoctorTrust, SlowCpuBf16DotLoopIsNotSuspect) {
   EXPECT_TRUE(diagnose(steady_profile(), c).reliability.reliable);
 }
 
+// A probe is disturbed when other processes took CPUs it needed, the rule the runs follow: on a
+// GPU host of 16 CPUs, an export keeping 1.0 of them busy leaves the probe's one host thread its
+// own CPU (this session's H200 reports all said UNRELIABLE for that), while on a 2-CPU machine
+// whose probe runs 2 threads 0.6 busy CPUs is contention. Unknown CPU counts (older caches) keep
+// the old rule: any 0.5 busy CPUs.
+TEST(DoctorTrust, ProbeLoadCountsOnlyWhereItTookCpusTheProbeNeeded) {
+  Ceilings gpu = quiet_ceilings();
+  gpu.backend = "cuda";
+  gpu.peak_gflops = {{"fp32", 60000}, {"bf16", 760000}};
+  gpu.probe_other_busy_cpus = 1.0;
+  gpu.probe_online_cpus = 16;
+  gpu.probe_host_threads = 1;
+  EXPECT_FALSE(gpu.probe_contended());
+  EXPECT_TRUE(ceilings_warnings(gpu).empty());
+  gpu.probe_other_busy_cpus = 15.5;  // every CPU but a quarter of one
+  EXPECT_TRUE(gpu.probe_contended());
+  EXPECT_EQ(ceilings_warnings(gpu).size(), 1u);
+
+  Ceilings cpu = quiet_ceilings();
+  cpu.probe_other_busy_cpus = 0.6;
+  cpu.probe_online_cpus = 2;
+  cpu.probe_host_threads = 2;
+  EXPECT_TRUE(cpu.probe_contended());
+  EXPECT_FALSE(diagnose(steady_profile(), cpu).reliability.reliable);
+  cpu.probe_host_threads = 1;  // a one-thread probe on two CPUs had one to spare
+  EXPECT_FALSE(cpu.probe_contended());
+  cpu.probe_other_busy_cpus = 0.3;
+  cpu.probe_host_threads = 2;
+  EXPECT_FALSE(cpu.probe_contended());
+
+  Ceilings old = quiet_ceilings();  // no CPU counts
+  old.probe_other_busy_cpus = 0.6;
+  EXPECT_TRUE(old.probe_contended());
+  old.probe_other_busy_cpus = 0.4;
+  EXPECT_FALSE(old.probe_contended());
+
+  // The counts survive the cache; a cache without them loads as unknown.
+  gpu.probe_other_busy_cpus = 1.0;
+  Ceilings back = ceilings_from_json(ceilings_to_json(gpu));
+  EXPECT_EQ(back.probe_online_cpus, 16);
+  EXPECT_EQ(back.probe_host_threads, 1);
+  EXPECT_FALSE(back.probe_contended());
+  nlohmann::json j = ceilings_to_json(gpu);
+  j.erase("probe_online_cpus");
+  j.erase("probe_host_threads");
+  back = ceilings_from_json(j);
+  EXPECT_EQ(back.probe_online_cpus, 0);
+  EXPECT_TRUE(back.probe_contended());
+  j["probe_online_cpus"] = -3;
+  EXPECT_THROW(ceilings_from_json(j), std::exception);
+}
+
 TEST(DoctorTrust, CeilingsKeepWhenAndUnderWhatLoad) {
   Ceilings c = quiet_ceilings();
   Ceilings back = ceilings_from_json(ceilings_to_json(c));
