@@ -15,6 +15,15 @@ constexpr double kWideSpread = 1.5;
 // brrr's threads, make every timing a share of a contended machine.
 constexpr double kBusyCpus = 0.5;
 
+// Other processes took CPUs that `threads` threads of ours needed: at least kBusyCpus busy, and
+// more than the `online` CPUs had to spare (online unknown, <= 0: any kBusyCpus). The one rule
+// for the measured runs and for the probe.
+bool took_needed_cpus(double other_busy, int threads, int online) {
+  if (other_busy < kBusyCpus) return false;
+  if (online <= 0 || threads <= 0) return true;
+  return other_busy + threads > online + 0.25;
+}
+
 }  // namespace
 
 std::vector<std::string> ceilings_warnings(const Ceilings& c) {
@@ -47,9 +56,7 @@ std::vector<std::string> ceilings_warnings(const Ceilings& c) {
 }
 
 bool Ceilings::probe_contended() const {
-  if (probe_other_busy_cpus < kBusyCpus) return false;
-  if (probe_online_cpus <= 0 || probe_host_threads <= 0) return true;
-  return probe_other_busy_cpus + probe_host_threads > probe_online_cpus + 0.25;
+  return took_needed_cpus(probe_other_busy_cpus, probe_host_threads, probe_online_cpus);
 }
 
 Reliability assess_reliability(const RunProfile& p, const Ceilings& c) {
@@ -64,8 +71,7 @@ Reliability assess_reliability(const RunProfile& p, const Ceilings& c) {
     r.reasons.push_back(fmt::format("the wall time varies from {:.4f} ms (p10) to {:.4f} ms (p90) "
                                     "over {} runs",
                                     r.wall_p10_ms, r.wall_p90_ms, r.samples));
-  if (r.other_busy_cpus >= kBusyCpus && r.online_cpus > 0 &&
-      r.other_busy_cpus + r.threads > r.online_cpus + 0.25)
+  if (r.online_cpus > 0 && took_needed_cpus(r.other_busy_cpus, r.threads, r.online_cpus))
     r.reasons.push_back(fmt::format("other processes kept {:.1f} of {} CPUs busy while brrr ran "
                                     "{} thread{}",
                                     r.other_busy_cpus, r.online_cpus, r.threads,
