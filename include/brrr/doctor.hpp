@@ -144,6 +144,9 @@ struct KernelAnalysis {
   // Set when the reported run's time is an outlier of the kernel's runs (over 3x their median
   // and 0.02 ms more): its regime and efficiency are that run's, not the kernel's.
   std::string outlier_note;
+  // A GPU kernel under half of its roof whose grid has fewer CTAs than the GPU has SMs: how many
+  // SMs sat idle (empty otherwise). Such a kernel waits on latency, which neither roof prices.
+  std::string grid_note;
 };
 // `weight_bytes`: all the weights the profiled run reads (model_weight_bytes), which decides
 // whether this kernel's weights can stay in the cache level its bytes fit from run to run.
@@ -350,6 +353,18 @@ std::string cache_level_label(const std::string& name);
 // Its lines in the text and HTML reports (one wording): "cache check: ...".
 std::string cache_text(const CacheCheck& c, double wall_ms);
 
+// The GPU kernels whose grids left SMs idle (KernelAnalysis::grid_note), together: BERT-base's
+// GEMMs of 128 rows at batch 1 run 12-96 CTAs on 132 SMs at 5-20% of the DRAM roof.
+struct SmallGrids {
+  int kernels = 0;
+  double time_ms = 0;
+  int sms = 0;
+  std::vector<std::string> worst;  // up to 3 by time, "name (N CTAs, t ms)"
+};
+std::optional<SmallGrids> small_grids(const std::vector<KernelAnalysis>& ks, const Ceilings& c);
+// Its line in the text and HTML reports (one wording): "small grids: ...".
+std::string small_grids_text(const SmallGrids& g, double wall_ms);
+
 struct Report {
   std::string model;
   Ceilings ceilings;
@@ -364,6 +379,7 @@ struct Report {
   Verdict verdict;
   Reliability reliability;
   std::optional<CacheCheck> cache;
+  std::optional<SmallGrids> grids;
   // --compare
   std::optional<RunProfile> after_profile;
   std::vector<KernelAnalysis> after_kernels;

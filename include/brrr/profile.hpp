@@ -36,6 +36,9 @@ struct KernelRecord {
   // GPU activities (kernels, copies, fills) one run of it launched, as CUPTI recorded them (0: not
   // traced); a library call may launch several.
   int gpu_activities = 0;
+  // The grid of its longest GPU kernel in one run: thread blocks (CTAs) launched, from CUPTI
+  // (0: not traced). Fewer CTAs than the GPU has SMs leave SMs idle for the whole kernel.
+  int64_t grid_ctas = 0;
   int lane = 0;                      // thread or stream, for traces
   std::string precision;             // library kernels: "fp32", "tf32", "bf16", "fp16" ("" = fp32)
   bool graph_node = false;           // replayed as a CUDA graph node (fixed cost: per node)

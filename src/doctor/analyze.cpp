@@ -71,6 +71,21 @@ std::optional<CacheCheck> cache_check(const RunProfile& p, const std::vector<Ker
   return c;
 }
 
+std::optional<SmallGrids> small_grids(const std::vector<KernelAnalysis>& ks, const Ceilings& c) {
+  SmallGrids g;
+  g.sms = c.threads;
+  std::vector<const KernelAnalysis*> hit;
+  for (const auto& k : ks)
+    if (!k.grid_note.empty()) ++g.kernels, g.time_ms += k.rec.time_ms, hit.push_back(&k);
+  if (g.kernels == 0) return std::nullopt;
+  std::stable_sort(hit.begin(), hit.end(),
+                   [](auto* a, auto* b) { return a->rec.time_ms > b->rec.time_ms; });
+  for (size_t i = 0; i < hit.size() && i < 3; ++i)
+    g.worst.push_back(fmt::format("{} ({} CTAs, {:.4f} ms)", hit[i]->rec.name, hit[i]->rec.grid_ctas,
+                                  hit[i]->rec.time_ms));
+  return g;
+}
+
 Report diagnose(const RunProfile& measured, const Ceilings& c, const DoctorOptions& opts) {
   Report r;
   r.model = opts.model;
@@ -101,6 +116,15 @@ Report diagnose(const RunProfile& measured, const Ceilings& c, const DoctorOptio
   }
   r.remedies = predict_remedies(p, r.kernels, r.attribution, c, opts);
   r.verdict = make_verdict(r.attribution, r.remedies, r.batch);
+  r.grids = small_grids(r.kernels, c);
+  // Where small grids are a fifth of the wall, the regime split alone would point at bandwidth.
+  if (r.grids && r.attribution.wall_ms > 0 && r.grids->time_ms >= 0.2 * r.attribution.wall_ms)
+    r.verdict.advice += fmt::format(
+        " Small grids: {} kernel{} ({:.0f}% of the wall) launch fewer CTAs than the {} SMs and "
+        "wait on latency; more work per kernel (a larger batch, merged or persistent kernels) "
+        "is what shortens them.",
+        r.grids->kernels, r.grids->kernels == 1 ? "" : "s",
+        100 * r.grids->time_ms / r.attribution.wall_ms, r.grids->sms);
   r.reliability = assess_reliability(p, c);
   if (!r.reliability.reliable) {
     std::string why;

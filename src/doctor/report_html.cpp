@@ -334,6 +334,7 @@ std::string kernel_table(const char* id, const std::vector<const KernelAnalysis*
         regime_name(k.regime), ms(k.floor_ms, 4), 100 * k.efficiency,
         (k.over_reason.empty() ? "" : "<br><span class=\"why\">" + esc(k.over_reason) + "</span>") +
             (k.outlier_note.empty() ? "" : "<br><span class=\"why\">" + esc(k.outlier_note) + "</span>") +
+            (k.grid_note.empty() ? "" : "<br><span class=\"why\">" + esc(k.grid_note) + "</span>") +
             (k.rec.layout_note.empty()
                  ? ""
                  : "<br><span class=\"why\">converts layouts inside each run: " +
@@ -503,6 +504,8 @@ std::string render_html(const Report& r) {
   h += "<h2>Class table</h2>\n" + class_table_html("class-table", r.classes);
   if (r.cache)  // kernel names are the model's: escaped
     h += "<p id=\"cache-check\">" + esc(cache_text(*r.cache, r.attribution.wall_ms)) + "</p>\n";
+  if (r.grids)
+    h += "<p id=\"small-grids\">" + esc(small_grids_text(*r.grids, r.attribution.wall_ms)) + "</p>\n";
   h += batch_section(r);
   h += compare_section(r);
   h += "<h2>Remedies</h2>\n<table id=\"remedies\"><tr><th>remedy</th><th>gain ms</th>"

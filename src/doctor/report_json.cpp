@@ -31,6 +31,8 @@ json kernel_json(const KernelAnalysis& k) {
               {"streamed_weight_bytes", k.streamed_weight_bytes},
               {"over_roof_reason", k.over_reason},
               {"outlier_note", k.outlier_note},
+              {"grid_ctas", k.rec.grid_ctas},
+              {"grid_note", k.grid_note},
               {"layout_note", k.rec.layout_note},
               {"regime", regime_name(k.regime)},
               {"fused_from", k.rec.nodes},
@@ -87,6 +89,10 @@ json report_json(const Report& r) {
                         {"hot_ms", r.cache->hot_ms},       {"gap_ms", r.cache->gap_ms()},
                         {"bytes", r.cache->bytes},         {"streams", r.cache->streams},
                         {"worst", r.cache->worst}};
+  if (r.grids)
+    j["small_grids"] = {{"kernels", r.grids->kernels}, {"time_ms", r.grids->time_ms},
+                        {"sms", r.grids->sms},         {"worst", r.grids->worst},
+                        {"text", small_grids_text(*r.grids, r.attribution.wall_ms)}};
   if (r.batch) {
     json pts = json::array();
     for (const auto& p : r.batch->points) pts.push_back({{"batch", p.batch}, {"ms", p.ms}});
@@ -191,6 +197,7 @@ json profile_to_json(const RunProfile& p) {
                   {"samples_ms", k.samples_ms},
                   {"start_samples_ms", k.start_samples_ms},
                   {"gpu_activities", k.gpu_activities},
+                  {"grid_ctas", k.grid_ctas},
                   {"start_ms", k.start_ms},
                   {"lane", k.lane},
                   {"reads", reads},
@@ -240,6 +247,7 @@ RunProfile profile_from_json(const json& j) {
       k.samples_ms = kj.value("samples_ms", std::vector<double>{});
       k.start_samples_ms = kj.value("start_samples_ms", std::vector<double>{});
       k.gpu_activities = kj.value("gpu_activities", 0);
+      k.grid_ctas = std::max<int64_t>(0, kj.value("grid_ctas", int64_t(0)));
       k.start_ms = kj.value("start_ms", 0.0);
       k.lane = kj.value("lane", 0);
       for (const auto& u : kj.value("reads", json::array()))

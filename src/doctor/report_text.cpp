@@ -103,6 +103,16 @@ std::string cache_text(const CacheCheck& c, double wall_ms) {
   return s;
 }
 
+std::string small_grids_text(const SmallGrids& g, double wall_ms) {
+  return fmt::format(
+      "small grids: {} kernel{} take{} {:.3f} ms ({:.0f}% of the wall) with fewer CTAs than the "
+      "GPU's {} SMs, under half of {} roofs: idle SMs and latency, not bandwidth or FLOPs, "
+      "set their time (slowest: {})",
+      g.kernels, g.kernels == 1 ? "" : "s", g.kernels == 1 ? "s" : "", g.time_ms,
+      wall_ms > 0 ? 100 * g.time_ms / wall_ms : 0.0, g.sms, g.kernels == 1 ? "its" : "their",
+      fmt::join(g.worst, ", "));
+}
+
 std::string render_table(const Report& r) {
   const Ceilings& c = r.ceilings;
   std::string s;
@@ -155,12 +165,14 @@ std::string render_table(const Report& r) {
     // A number above its roof is never shown without why, right under it.
     if (!k->over_reason.empty()) s += "    eff > 100%: " + k->over_reason + "\n";
     if (!k->outlier_note.empty()) s += "    " + k->outlier_note + "\n";
+    if (!k->grid_note.empty()) s += "    " + k->grid_note + "\n";
     if (!k->rec.layout_note.empty())
       s += "    converts layouts inside each run: " + k->rec.layout_note +
            " (those bytes are in its GB/s and memory floor)\n";
   }
   s += "\nclass table (share of FLOPs vs share of the wall):\n" + class_rows(r.classes);
   if (r.cache) s += "\n" + cache_text(*r.cache, r.attribution.wall_ms) + "\n";
+  if (r.grids) s += "\n" + small_grids_text(*r.grids, r.attribution.wall_ms) + "\n";
 
   if (r.batch) {
     s += "\nbatch scaling (time = a + c * batch and time = k * batch^e, least squares):\n";

@@ -145,6 +145,16 @@ KernelAnalysis analyze_kernel(const KernelRecord& k, const Ceilings& c, double w
   else
     a.regime = a.compute_floor_ms >= a.memory_floor_ms ? Regime::compute : Regime::memory;
   if (a.efficiency > 1) a.over_reason = over_roof_reason(a, c, prec, flops_s);
+  // On a GPU (ceilings' threads: its SMs) a grid of fewer CTAs than SMs leaves the rest idle for
+  // the whole kernel, and its few CTAs each load, then compute, in sequence: far below either roof
+  // however fast the code (cuBLASLt's 128-row GEMMs of BERT-base at batch 1).
+  if (c.backend == "cuda" && k.grid_ctas > 0 && c.threads > 0 && k.grid_ctas < c.threads &&
+      a.efficiency < 0.5)
+    a.grid_note = fmt::format(
+        "small grid: {} CTA{} on {} SMs leave{} {} SMs idle for the whole kernel; it waits on "
+        "latency, not on the {} roof",
+        k.grid_ctas, k.grid_ctas == 1 ? "" : "s", c.threads, k.grid_ctas == 1 ? "s" : "",
+        c.threads - k.grid_ctas, a.regime == Regime::compute ? "compute" : a.roof);
   return a;
 }
 

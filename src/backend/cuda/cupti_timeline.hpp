@@ -14,6 +14,7 @@ namespace brrr::cuda {
 struct GpuActivity {
   uint64_t start_ns = 0, end_ns = 0;
   std::string name;
+  int64_t ctas = 0;  // a kernel's grid: thread blocks (CTAs) launched, gridX * gridY * gridZ
 };
 
 // Splits records by host timestamps taken while the stream was idle: bucket i holds the records

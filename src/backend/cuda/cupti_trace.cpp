@@ -128,7 +128,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
-        a = {k->start, k->end, k->name ? k->name : "?"};
+        a = {k->start, k->end, k->name ? k->name : "?",
+             int64_t(k->gridX) * int64_t(k->gridY) * int64_t(k->gridZ)};
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {

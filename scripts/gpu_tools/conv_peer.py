@@ -1,0 +1,61 @@
+"""PyTorch's (cuDNN's) time for single convolutions, the peer for one brrr conv kernel.
+
+    python3 scripts/gpu_tools/conv_peer.py [--shapes CIN,COUT,HW,K,GROUPS;...] [--batch 1]
+
+Each shape at fp32 and bf16, NCHW and channels-last, plus the same 1x1 conv as a batched matmul
+(W [Cout, Cin] x X [N, Cin, H*W]), median of 200 CUDA-event-timed runs after 20 warm-ups, inputs
+rotated over 8 buffers (not zeros). Default shapes: ShuffleNetV2 x1.0's 1x1 and depthwise convs.
+"""
+import argparse
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+DEFAULT = "24,58,56,1,1;58,58,28,1,1;58,58,28,3,58;116,116,14,1,1;116,116,14,3,116;232,232,7,1,1;464,1024,7,1,1"
+
+
+def timed(fn, reps=200, warm=20):
+    for _ in range(warm):
+        fn(0)
+    torch.cuda.synchronize()
+    ts = []
+    for i in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn(i)
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1e3)
+    return statistics.median(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default=DEFAULT)
+    ap.add_argument("--batch", type=int, default=1)
+    a = ap.parse_args()
+    torch.backends.cudnn.benchmark = True
+    print(f"{'cin,cout,hw,k,g':>20} {'dtype':>6} {'nchw us':>8} {'nhwc us':>8} {'matmul us':>9}")
+    for s in a.shapes.split(";"):
+        cin, cout, hw, k, g = (int(t) for t in s.split(","))
+        for dt in (torch.float32, torch.bfloat16):
+            xs = [torch.randn(a.batch, cin, hw, hw, device="cuda", dtype=dt) for _ in range(8)]
+            w = torch.randn(cout, cin // g, k, k, device="cuda", dtype=dt) * 0.1
+            bias = torch.randn(cout, device="cuda", dtype=dt)
+            row = []
+            for cl in (False, True):
+                mf = torch.channels_last if cl else torch.contiguous_format
+                xx = [x.contiguous(memory_format=mf) for x in xs]
+                ww = w.contiguous(memory_format=mf)
+                row.append(timed(lambda i: F.conv2d(xx[i % 8], ww, bias, padding=k // 2, groups=g)))
+            mm = float("nan")
+            if k == 1 and g == 1:
+                w2 = w.view(cout, cin)
+                x3 = [x.view(a.batch, cin, hw * hw) for x in xs]
+                mm = timed(lambda i: torch.matmul(w2, x3[i % 8]).add_(bias.view(1, cout, 1)))
+            print(f"{s:>20} {str(dt).split('.')[-1]:>6} {row[0]:8.1f} {row[1]:8.1f} {mm:9.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+// The doctor's small-grid diagnosis on synthetic GPU profiles (KernelAnalysis::grid_note,
+// small_grids): a GPU kernel under half of its roof whose grid (KernelRecord::grid_ctas, from
+// CUPTI's records) has fewer CTAs than the GPU has SMs says how many SMs sat idle; the report
+// sums such kernels, and where they are a fifth of the wall the verdict says so. Not for a grid
+// that fills the SMs, a kernel near its roof, an untraced kernel or a CPU run.
+#include <gtest/gtest.h>
+
+#include "brrr/doctor.hpp"
+
+using namespace brrr;
+using namespace brrr::doctor;
+
+namespace {
+
+// An H100 as the probe sees it, rounded: 132 SMs, 3.0 TB/s, bf16 Tensor Cores at 700 TFLOP/s.
+Ceilings h100() {
+  Ceilings c;
+  c.backend = "cuda";
+  c.cpu_model = "NVIDIA H100";
+  c.threads = 132;
+  c.bandwidth_gbs = 3000;
+  c.peak_gflops = {{"fp32", 50000}, {"bf16", 700000}, {"tf32", 350000}};
+  c.launch_us = 2.0;
+  c.graph_node_us = 1.0;
+  c.probe_other_busy_cpus = 0.0;
+  c.probe_online_cpus = 16;
+  c.probe_host_threads = 1;
+  c.probed_at = "2026-12-06T01:00:00Z";
+  return c;
+}
+
+// A bf16 GEMM of `bytes` (mostly weights) in `ms`, launching a grid of `ctas`.
+KernelRecord gemm(const std::string& name, double ms, double bytes, int64_t ctas) {
+  KernelRecord k;
+  k.name = name;
+  k.kind = "library";
+  k.ops = {"MatMul"};
+  k.cls = OpClass::contraction;
+  k.precision = "bf16";
+  k.graph_node = true;
+  k.cost.flops = 2.0 * 128 * 768 * 768;
+  k.cost.bytes = bytes;
+  k.time_ms = ms;
+  k.samples_ms = {ms, ms, ms};
+  k.gpu_activities = 1;
+  k.grid_ctas = ctas;
+  return k;
+}
+
+// BERT-base at batch 1, in small: three 128-row GEMMs (1.2 MB of weights at 5.5 us each, about
+// 7% of the 3 TB/s roof) on 12, 96 and 264 CTAs, and one GEMM near its roof on 48 CTAs.
+RunProfile bert_b1() {
+  RunProfile p;
+  p.backend = "cuda";
+  p.wall_ms = 0.030;
+  p.wall_samples_ms = {0.030, 0.030, 0.030, 0.030, 0.030};
+  p.kernels_in_wall_runs = true;
+  p.online_cpus = 16;
+  p.other_busy_cpus = 0.0;
+  p.kernels = {gemm("k0_matmul", 0.0055, 1.2e6, 12), gemm("k1_matmul", 0.0055, 1.2e6, 96),
+               gemm("k2_matmul", 0.0055, 1.2e6, 264), gemm("k3_matmul", 0.0060, 12e6, 48)};
+  for (size_t i = 0; i < p.kernels.size(); ++i) p.kernels[i].start_ms = 0.0065 * double(i);
+  return p;
+}
+
+const KernelAnalysis& by_name(const Report& r, const std::string& n) {
+  for (const auto& k : r.kernels)
+    if (k.rec.name == n) return k;
+  throw std::runtime_error("no kernel " + n);
+}
+
+}  // namespace
+
+TEST(DoctorGrid, KernelsOnFewerCtasThanSmsSayHowManySmsSatIdle) {
+  const Report r = diagnose(bert_b1(), h100());
+  const KernelAnalysis& k0 = by_name(r, "k0_matmul");
+  EXPECT_LT(k0.efficiency, 0.5);
+  EXPECT_NE(k0.grid_note.find("12 CTAs on 132 SMs leave 120 SMs idle"), std::string::npos)
+      << k0.grid_note;
+  EXPECT_NE(k0.grid_note.find("latency"), std::string::npos);
+  EXPECT_NE(by_name(r, "k1_matmul").grid_note.find("96 CTAs on 132 SMs leave 36 SMs idle"),
+            std::string::npos);
+  // A grid that covers the SMs, and a kernel near its roof, are not small-grid kernels.
+  EXPECT_TRUE(by_name(r, "k2_matmul").grid_note.empty());
+  const KernelAnalysis& k3 = by_name(r, "k3_matmul");
+  EXPECT_GE(k3.efficiency, 0.5);
+  EXPECT_TRUE(k3.grid_note.empty());
+
+  ASSERT_TRUE(r.grids.has_value());
+  EXPECT_EQ(r.grids->kernels, 2);
+  EXPECT_NEAR(r.grids->time_ms, 0.011, 1e-9);
+  EXPECT_EQ(r.grids->sms, 132);
+  ASSERT_EQ(r.grids->worst.size(), 2u);
+  EXPECT_NE(r.grids->worst[0].find("CTAs"), std::string::npos);
+  // 0.011 of 0.030 ms: over a fifth of the wall, so the verdict says it.
+  EXPECT_NE(r.verdict.advice.find("Small grids: 2 kernels (37% of the wall)"), std::string::npos)
+      << r.verdict.advice;
+
+  const std::string text = render_table(r);
+  EXPECT_NE(text.find("small grid: 12 CTAs on 132 SMs"), std::string::npos);
+  EXPECT_NE(text.find("small grids: 2 kernels take 0.011 ms (37% of the wall)"), std::string::npos)
+      << text;
+  const nlohmann::json j = report_json(r);
+  EXPECT_EQ(j.at("small_grids").at("kernels").get<int>(), 2);
+  bool found = false;
+  for (const auto& kj : j.at("kernels"))
+    if (kj.at("name") == "k1_matmul") {
+      found = true;
+      EXPECT_EQ(kj.at("grid_ctas").get<int64_t>(), 96);
+      EXPECT_FALSE(kj.at("grid_note").get<std::string>().empty());
+    }
+  EXPECT_TRUE(found);
+  EXPECT_NE(render_html(r).find("id=\"small-grids\""), std::string::npos);
+}
+
+TEST(DoctorGrid, TheGridSurvivesTheProfileFileAndAHostileOneIsClamped) {
+  RunProfile p = bert_b1();
+  RunProfile q = profile_from_json(profile_to_json(p));
+  ASSERT_EQ(q.kernels.size(), p.kernels.size());
+  for (size_t i = 0; i < p.kernels.size(); ++i) EXPECT_EQ(q.kernels[i].grid_ctas, p.kernels[i].grid_ctas);
+  nlohmann::json j = profile_to_json(p);
+  j["kernels"][0]["grid_ctas"] = -5;
+  EXPECT_EQ(profile_from_json(j).kernels[0].grid_ctas, 0);
+}
+
+TEST(DoctorGrid, NoGridNoteUntracedOnTheCpuOrBelowAFifthInTheVerdict) {
+  RunProfile untraced = bert_b1();
+  for (auto& k : untraced.kernels) k.grid_ctas = 0;
+  const Report u = diagnose(untraced, h100());
+  EXPECT_FALSE(u.grids.has_value());
+  for (const auto& k : u.kernels) EXPECT_TRUE(k.grid_note.empty());
+  EXPECT_EQ(u.verdict.advice.find("Small grids"), std::string::npos);
+
+  // The same records on a CPU backend: threads are threads, not SMs.
+  RunProfile cpu = bert_b1();
+  cpu.backend = "cpu";
+  Ceilings cc = h100();
+  cc.backend = "cpu";
+  cc.threads = 2;
+  cc.peak_gflops = {{"fp32", 200}};
+  cc.bandwidth_gbs = 40;
+  for (const auto& k : diagnose(cpu, cc).kernels) EXPECT_TRUE(k.grid_note.empty());
+
+  // One small-grid kernel in a long wall: listed in the report, not in the verdict.
+  RunProfile longer = bert_b1();
+  longer.kernels[1].grid_ctas = 264;
+  longer.wall_ms = 0.2;
+  longer.wall_samples_ms.assign(5, 0.2);
+  const Report l = diagnose(longer, h100());
+  ASSERT_TRUE(l.grids.has_value());
+  EXPECT_EQ(l.grids->kernels, 1);
+  EXPECT_EQ(l.verdict.advice.find("Small grids"), std::string::npos) << l.verdict.advice;
+  EXPECT_NE(render_table(l).find("small grids: 1 kernel takes"), std::string::npos);
+}
