@@ -256,6 +256,17 @@ Report doctor_on(const Graph& g, SessionOptions o = {}) {
   return diagnose(s.profile(in, 5), gpu_ceilings());
 }
 
+// Traced by CUPTI (the usual timeline), every kernel that launched GPU work has its grid.
+bool traced_with_grids(const Report& r) {
+  bool traced = false;
+  for (const auto& k : r.profile.kernels)
+    if (k.gpu_activities > 0) {
+      traced = true;
+      EXPECT_GT(k.grid_ctas, 0) << k.name;
+    }
+  return traced;
+}
+
 TEST(DoctorCuda, ProbeGivesSaneCeilings) {
   REQUIRE_DEVICE();
   const Ceilings& c = gpu_ceilings();
@@ -284,6 +295,8 @@ TEST(DoctorCuda, GemmHeavyModelIsComputeBound) {
   o.precision = "bf16";
   Report r = doctor_on(b.g, o);
   EXPECT_EQ(r.verdict.regime, Regime::compute) << render_table(r);
+  // A 4096 x 4096 product fills every SM: no small-grid note.
+  if (traced_with_grids(r)) EXPECT_FALSE(r.grids.has_value()) << render_table(r);
 }
 
 TEST(DoctorCuda, PointwiseChainIsMemoryBound) {
@@ -309,6 +322,11 @@ TEST(DoctorCuda, SmallMlpAtBatchOneIsOverheadBound) {
   o.graphs = 0;  // eager launches, as a framework without graphs runs it
   Report r = doctor_on(b.g, o);
   EXPECT_EQ(r.verdict.regime, Regime::overhead) << render_table(r);
+  // One row of 256: its kernels launch a few CTAs on a GPU of 100+ SMs.
+  if (traced_with_grids(r)) {
+    ASSERT_TRUE(r.grids.has_value()) << render_table(r);
+    EXPECT_GT(r.grids->kernels, 0);
+  }
 }
 
 #else
