@@ -3,10 +3,10 @@
     python3 scripts/gpu_tools/conv_peer.py [--shapes CIN,COUT,HW,K,GROUPS;...] [--batch 1]
 
 Each shape at fp32 and bf16, NCHW and channels-last, plus the same 1x1 conv as a batched matmul
-(W [Cout, Cin] x X [N, Cin, H*W]): per call, the median over 20 timings of 50 calls enqueued back
-to back between two CUDA events (one call per event pair measured PyTorch's host cost instead,
-28-47 us for every one of these shapes on an H100), after 20 warm-ups, inputs rotated over 8
-buffers (not zeros). Default shapes: ShuffleNetV2 x1.0's 1x1 and depthwise convs.
+(W [Cout, Cin] x X [N, Cin, H*W]): per call, the median over 20 replays of a CUDA graph of 50
+calls between two CUDA events (one eager call per event pair measured PyTorch's host cost
+instead, 28-47 us for every one of these shapes on an H100), after 20 warm-ups, inputs rotated
+over 8 buffers (not zeros). Default shapes: ShuffleNetV2 x1.0's 1x1 and depthwise convs.
 """
 import argparse
 import statistics
@@ -18,15 +18,24 @@ DEFAULT = "24,58,56,1,1;58,58,28,1,1;58,58,28,3,58;116,116,14,1,1;116,116,14,3,1
 
 
 def timed(fn, reps=20, calls=50, warm=20):
-    for _ in range(warm):
-        fn(0)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-ups (cudnn.benchmark chooses here) off the capture
+        for i in range(warm):
+            fn(i)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(calls):
+            fn(i)
+    g.replay()
     torch.cuda.synchronize()
     ts = []
-    for r in range(reps):
+    for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        for i in range(calls):
-            fn(r * calls + i)
+        g.replay()
         b.record()
         b.synchronize()
         ts.append(a.elapsed_time(b) * 1e3 / calls)
