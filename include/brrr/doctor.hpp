@@ -158,6 +158,10 @@ double model_weight_bytes(const RunProfile& p);
 struct Attribution {
   double wall_ms = 0, kernel_ms = 0, gap_ms = 0;
   double compute_ms = 0, memory_ms = 0, overhead_ms = 0;
+  // Of overhead_ms: what overhead-regime kernels taking over 4x their fixed per-kernel cost took
+  // beyond it (tiny work done slowly: a kernel's own latency, which fewer launches or graphs do not remove;
+  // ShuffleNet-v2's 16-bit 1x1 convs on an H100: 23 us against a 0.8 us graph node).
+  double slow_ms = 0;
   double share(Regime r) const;
 };
 Attribution attribute(const RunProfile& p, const std::vector<KernelAnalysis>& ks);

@@ -81,8 +81,8 @@ std::optional<SmallGrids> small_grids(const std::vector<KernelAnalysis>& ks, con
   std::stable_sort(hit.begin(), hit.end(),
                    [](auto* a, auto* b) { return a->rec.time_ms > b->rec.time_ms; });
   for (size_t i = 0; i < hit.size() && i < 3; ++i)
-    g.worst.push_back(fmt::format("{} ({} CTAs, {:.4f} ms)", hit[i]->rec.name, hit[i]->rec.grid_ctas,
-                                  hit[i]->rec.time_ms));
+    g.worst.push_back(fmt::format("{} ({} CTA{}, {:.4f} ms)", hit[i]->rec.name, hit[i]->rec.grid_ctas,
+                                  hit[i]->rec.grid_ctas == 1 ? "" : "s", hit[i]->rec.time_ms));
   return g;
 }
 

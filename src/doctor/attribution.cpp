@@ -20,8 +20,11 @@ Attribution attribute(const RunProfile& p, const std::vector<KernelAnalysis>& ks
       a.compute_ms += k.rec.time_ms;
     else if (k.regime == Regime::memory)
       a.memory_ms += k.rec.time_ms;
-    else
+    else {
       a.overhead_ms += k.rec.time_ms;
+      // Past 4x its fixed cost a kernel is not waiting on its launch.
+      if (k.rec.time_ms > 4 * k.overhead_ms) a.slow_ms += k.rec.time_ms - k.overhead_ms;
+    }
   }
   // Gaps: time the host spent between kernels (dispatch, allocation, bookkeeping). With one lane
   // the kernels cannot overlap, so kernel time beyond the wall is timing noise and is scaled away.
@@ -31,7 +34,7 @@ Attribution attribute(const RunProfile& p, const std::vector<KernelAnalysis>& ks
   double total = a.compute_ms + a.memory_ms + a.overhead_ms;
   if (total > a.wall_ms && total > 0) {
     double s = a.wall_ms / total;
-    a.compute_ms *= s, a.memory_ms *= s, a.overhead_ms *= s;
+    a.compute_ms *= s, a.memory_ms *= s, a.overhead_ms *= s, a.slow_ms *= s;
   }
   return a;
 }

@@ -912,13 +912,20 @@ Verdict make_verdict(const Attribution& a, const std::vector<Remedy>& rs,
   double sc = a.share(Regime::compute), sm = a.share(Regime::memory),
          so = a.share(Regime::overhead);
   v.regime = so >= sc && so >= sm ? Regime::overhead : sc >= sm ? Regime::compute : Regime::memory;
+  // Overhead where most of it is tiny kernels running far past their fixed cost is their own
+  // latency, not launches: the sentence says which part is which.
+  const std::string overhead =
+      a.slow_ms > 0.25 * a.overhead_ms
+          ? fmt::format("fixed per-kernel cost and host gaps ({:.3f} ms) and tiny work done slowly "
+                        "inside kernels ({:.3f} ms: their own latency, which fewer launches do not "
+                        "remove)",
+                        a.overhead_ms - a.slow_ms, a.slow_ms)
+          : std::string("fixed per-kernel cost and host gaps");
   std::string s = fmt::format(
       "{}-bound: {:.0f}% of the time is {} (compute {:.0f}%, memory {:.0f}%, overhead {:.0f}%).",
       regime_name(v.regime),
       100 * (v.regime == Regime::compute ? sc : v.regime == Regime::memory ? sm : so),
-      v.regime == Regime::compute  ? "arithmetic"
-      : v.regime == Regime::memory ? "moving bytes"
-                                   : "fixed per-kernel cost and host gaps",
+      v.regime == Regime::compute ? "arithmetic" : v.regime == Regime::memory ? "moving bytes" : overhead,
       100 * sc, 100 * sm, 100 * so);
   // Every remedy of the table, largest gain first; each sentence is that row's own numbers.
   std::vector<const Remedy*> order;

@@ -45,6 +45,7 @@ json attribution_json(const Attribution& a) {
               {"memory_ms", a.memory_ms},
               {"overhead_ms", a.overhead_ms},
               {"gap_ms", a.gap_ms},
+              {"slow_ms", a.slow_ms},
               {"shares",
                {{"compute", a.share(Regime::compute)},
                 {"memory", a.share(Regime::memory)},

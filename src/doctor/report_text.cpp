@@ -23,9 +23,11 @@ std::string trunc(const std::string& s, size_t n) {
 std::string attribution_line(const Attribution& a) {
   return fmt::format(
       "wall {:.3f} ms = compute {:.3f} ms ({:.0f}%) + memory {:.3f} ms ({:.0f}%) + overhead "
-      "{:.3f} ms ({:.0f}%; host gaps {:.3f} ms)",
+      "{:.3f} ms ({:.0f}%; host gaps {:.3f} ms{})",
       a.wall_ms, a.compute_ms, 100 * a.share(Regime::compute), a.memory_ms,
-      100 * a.share(Regime::memory), a.overhead_ms, 100 * a.share(Regime::overhead), a.gap_ms);
+      100 * a.share(Regime::memory), a.overhead_ms, 100 * a.share(Regime::overhead), a.gap_ms,
+      a.slow_ms > 0.0005 ? fmt::format(", slow tiny kernels beyond their fixed cost {:.3f} ms", a.slow_ms)
+                         : std::string());
 }
 
 std::string class_rows(const std::vector<ClassRow>& rows) {

@@ -152,3 +152,31 @@ TEST(DoctorGrid, NoGridNoteUntracedOnTheCpuOrBelowAFifthInTheVerdict) {
   EXPECT_EQ(l.verdict.advice.find("Small grids"), std::string::npos) << l.verdict.advice;
   EXPECT_NE(render_table(l).find("small grids: 1 kernel takes"), std::string::npos);
 }
+
+// Overhead that is tiny kernels running far past their fixed cost (ShuffleNet-v2's 16-bit 1x1
+// convs on an H100: 23 us each against a 0.8 us graph node and a 0.1 us floor) is their own
+// latency: the wall line and the verdict say how much, apart from launches and host gaps; kernels
+// near their fixed cost keep the plain sentence.
+TEST(DoctorGrid, OverheadSaysWhichPartIsSlowTinyKernels) {
+  RunProfile p = bert_b1();
+  p.kernels.resize(3);
+  for (auto& k : p.kernels) k.cost.flops = 1e6, k.cost.bytes = 2e5, k.time_ms = 0.023, k.samples_ms.assign(3, 0.023);
+  p.wall_ms = 0.075;
+  p.wall_samples_ms.assign(5, 0.075);
+  const Report r = diagnose(p, h100());
+  for (const auto& k : r.kernels) ASSERT_EQ(k.regime, Regime::overhead);
+  EXPECT_NEAR(r.attribution.slow_ms, 3 * (0.023 - 0.001), 1e-9);
+  EXPECT_NE(r.verdict.advice.find("tiny work done slowly inside kernels (0.066 ms"), std::string::npos)
+      << r.verdict.advice;
+  EXPECT_NE(render_table(r).find("slow tiny kernels beyond their fixed cost 0.066 ms"), std::string::npos);
+  EXPECT_NEAR(report_json(r).at("attribution").at("slow_ms").get<double>(), 0.066, 1e-9);
+
+  // Kernels at 1.5x their 1 us graph-node cost (not past 4x): launches are the story.
+  for (auto& k : p.kernels) k.time_ms = 0.0015, k.samples_ms.assign(3, 0.0015);
+  p.wall_ms = 0.005;
+  p.wall_samples_ms.assign(5, 0.005);
+  const Report q = diagnose(p, h100());
+  EXPECT_EQ(q.attribution.slow_ms, 0.0);
+  EXPECT_NE(q.verdict.advice.find("fixed per-kernel cost and host gaps"), std::string::npos);
+  EXPECT_EQ(q.verdict.advice.find("slowly"), std::string::npos) << q.verdict.advice;
+}
