@@ -54,12 +54,11 @@ const Switch kSwitches[] = {
      "runs on zero-padded weights into aligned rows, then copies the real columns out; 2 reads "
      "the padded weights and writes its output in place at the odd pitch; 0 runs it on the odd "
      "pitch throughout"},
-    {"BRRR_GEMM_PAD_CHUNK", Kind::Int, "0", "", 0, 1 << 20,
+    {"BRRR_GEMM_PAD_CHUNK", Kind::Int, "1", "", 0, 1 << 20,
      "CUDA: with BRRR_GEMM_PAD_N=1, a padded product larger than half the L2 (GPT-2's logits at "
-     "batch 16: 206 MB) runs in column chunks through a staging buffer a third of the L2, each "
-     "copied out while it is still in the L2, so the padded rows never go to DRAM and back (measured "
-     "slower on GPT-2 at batch 16: opt-in); 0 computes them whole (the default); N >= 8 forces "
-     "chunks of N columns wherever rows are padded (tests)"},
+     "batch 16: 206 MB) runs in column chunks through a staging buffer a quarter of the L2, each "
+     "copied out while it is still in the L2, so the padded rows never go to DRAM and back; 0 "
+     "computes them whole; N >= 8 forces chunks of N columns wherever rows are padded (tests)"},
     {"BRRR_CUDA_GELU_RESHAPE", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 lets a GELU reach a 16-bit GEMM's epilogue through a Reshape that keeps the rows "
      "(GPT-2's MLP); 0 keeps it a kernel of its own"},
@@ -109,9 +108,6 @@ const Switch kSwitches[] = {
      "CUDA: 1 lets the flash attention kernel skip per-score bounds and mask work on whole "
      "in-range tiles, warps with no live query row and key groups past the sequence (ViT's 197); "
      "0 checks every score"},
-    {"BRRR_ATTN_WARPS", Kind::Int, "0", "", 0, 4,
-     "CUDA: warps (16 query rows each) per flash attention block: 0 chooses (4 where the grid still "
-     "has two blocks per SM, else 2, else 1); 1, 2 or 4 forces it (measurements)"},
     {"BRRR_ATTN_KSPLIT", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 lets the flash attention kernel split each 16 query rows' key tiles over two warps "
      "where one-warp blocks would not fill the SMs twice over (BERT-base at batch 1), merging "

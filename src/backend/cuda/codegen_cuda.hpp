@@ -49,7 +49,7 @@ CudaSource generate_cuda(const Graph& g, const plan::Plan& p, const CudaCodegenO
 // brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n); the channel scale
 // brrr_channel_scale(x, s, y, hw, n) (y = x * s[i / hw]); and the row reduction
 // brrr_row_mean(x, y, rows, cols, scale) (y[r] = scale * sum of row r; one warp per row);
-// the padded GEMM rows' copy brrr_copy_cols_16 / _32(src, dst, rows, width, src pitch, dst pitch).
+// the padded GEMM rows' copy brrr_unpad_rows_16 / _32(src, dst, rows, width, pitch).
 std::string helper_kernels_source();
 
 }  // namespace brrr::cuda

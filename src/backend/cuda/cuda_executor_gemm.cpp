@@ -258,7 +258,7 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   }
   // Padded rows larger than half the L2 (GPT-2's logits at batch 16: 2048 x 50264, 206 MB,
   // written by the GEMM, then read and written again by the copy): chunks of columns staged in a
-  // third of the L2 and copied out while still there. Chunk widths are multiples of 256
+  // quarter of the L2 and copied out while still there. Chunk widths are multiples of 256
   // columns (cuBLASLt's widest tiles), so every chunk's B and bias start 16-byte aligned.
   const int64_t chunk = env::integer("BRRR_GEMM_PAD_CHUNK");
   if (gm.n_real && chunk > 0 && !gm.gelu_erf && !gm.post_act) {
@@ -267,7 +267,7 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
     int64_t w = 0;
     if (chunk >= align) w = (chunk + align - 1) / align * align;
     else if (l2 > 0 && padded > l2 / 2)
-      w = std::max<int64_t>(256, int64_t(l2 / 3 / double(gm.shape.m * eb)) / 256 * 256);
+      w = std::max<int64_t>(256, int64_t(l2 / 4 / double(gm.shape.m * eb)) / 256 * 256);
     if (w > 0 && w < gm.shape.n) gm.chunk_n = w;
   }
   if (g.value(va).constant.defined()) gm.a = upload(host_cast(g.value(va).constant, et, false), who + " A");
@@ -290,10 +290,8 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
     if (gm.n_real && vbias >= 0) bias = pad_columns(bias.reshape({1, gm.n_real}), gm.shape.n);
     gm.bias = upload(bias, who + (vbias >= 0 ? " bias" : " zero bias"));
   }
-  if (gm.n_real) {
-    BRRR_ASSERT(gm.shape.n < (int64_t(1) << 31), "padded GEMM rows of 2^31 columns or more");
-    gm.unpad_fn = module->function(eb == 2 ? "brrr_copy_cols_16" : "brrr_copy_cols_32");
-  }
+  if (gm.n_real) gm.unpad_fn = module->function(eb == 2 ? "brrr_unpad_rows_16" : "brrr_unpad_rows_32");
+  if (gm.chunk_n) gm.cols_fn = module->function(eb == 2 ? "brrr_copy_cols_16" : "brrr_copy_cols_32");
   if (gm.post_act) gm.post_fn = module->function("brrr_conv_epilogue");
   const char* t16 = et == DType::bf16 ? "bf16" : "f16";
   if (cast) {
@@ -382,15 +380,6 @@ void CudaExecutor::Impl::setup_chains() {
   }
 }
 
-// `width` real columns of the padded rows at src (pitch sp) into dst, at the output's pitch
-// (n_real): one block per row, up to 32 per SM.
-void CudaExecutor::Impl::copy_cols(const GemmStep& m, DevPtr src, DevPtr dst, int64_t width, int64_t sp) {
-  int64_t rows = m.shape.m, dp = m.n_real;
-  void* a[] = {&src, &dst, &rows, &width, &sp, &dp};
-  const int64_t blocks = std::min<int64_t>(rows, int64_t(std::max(dev.info().sm_count, 1)) * 32);
-  launch_own(m.unpad_fn, {unsigned(blocks), 1, 1}, {256, 1, 1}, 0, a);
-}
-
 void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
   if (m.a_src) launch_helper(m.cvt_in, {m.a_src, m.a}, m.na);
   if (m.b_src) launch_helper(m.cvt_in, {m.b_src, m.b}, m.nb);
@@ -399,13 +388,21 @@ void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
     for_each_chunk(m, [&](const GemmShape& sh, DevPtr b, DevPtr bias, int64_t c0, int64_t real) {
       lt.run(m.prec, m.epi, sh, m.a, b, m.c, bias, stream, what);
       if (real == 0) return;
-      copy_cols(m, m.c, m.c_out + DevPtr(c0 * eb), real, sh.n);
+      DevPtr src = m.c, dst = m.c_out + DevPtr(c0 * eb);
+      int64_t rows = m.shape.m, width = real, sp = sh.n, dp = m.n_real;
+      void* a[] = {&src, &dst, &rows, &width, &sp, &dp};
+      launch_own(m.cols_fn, helper_grid(rows * (width + 16) / 8, 256), {256, 1, 1}, 0, a);
     });
   } else if (m.small_splits)
     launch(m.small_fn, m.small_grid, {unsigned(2 * m.small_bn), 1, 1}, m.small_smem, stream, m.small_argp);
   else lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, what);
   if (m.c_dst) launch_helper(m.cvt_out, {m.c, m.c_dst}, m.nc);
-  if (m.n_real && !m.chunk_n) copy_cols(m, m.c, m.c_out, m.n_real, m.shape.n);  // the real columns
+  if (m.n_real && !m.chunk_n) {  // the real columns of the padded rows
+    DevPtr src = m.c, dst = m.c_out;
+    int64_t rows = m.shape.m, width = m.n_real, pitch = m.shape.n;
+    void* a[] = {&src, &dst, &rows, &width, &pitch};
+    launch_own(m.unpad_fn, helper_grid(rows * width / 8, 256), {256, 1, 1}, 0, a);
+  }
   const DevPtr out = m.c_dst ? m.c_dst : m.c_out ? m.c_out : m.c;
   if (m.gelu_erf) launch_helper(m.gelu_fn, {out}, m.nc);
   if (m.post_act) {  // brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n)

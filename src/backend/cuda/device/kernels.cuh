@@ -46,35 +46,80 @@ static __device__ __forceinline__ void brrr_gelu_erf_inplace(T* __restrict__ a, 
 extern "C" __global__ void brrr_gelu_erf_f32(float* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<float, 4>(a, n); }
 extern "C" __global__ void brrr_gelu_erf_bf16(brrr_bf16* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<brrr_bf16, 8>(a, n); }
 extern "C" __global__ void brrr_gelu_erf_f16(brrr_f16* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<brrr_f16, 8>(a, n); }
-// The real columns of a GEMM's padded rows (BRRR_GEMM_PAD_N=1): src [rows, sp] into dst rows
-// at pitch dp, width columns each (dp = width: the graph's contiguous output; a larger dp: one
-// column chunk of it, BRRR_GEMM_PAD_CHUNK). GPT-2's logits rows of 50257 16-bit values start at a
-// different 2-byte offset each, which no 16-byte access (and no fast cuBLASLt kernel) can write
-// whole: one block per row writes its scalar head up to a 16-byte boundary, then 16-byte pieces,
-// each gathered with V scalar loads (contiguous across a warp, served by L1), then the tail.
-// Index math in 32 bits within a row (width < 2^31, checked at setup): the earlier kernel divided
-// a 64-bit flat index by the width for every piece. cuMemcpy2D on this geometry moved about half
-// of the copy bandwidth.
+// The real columns of a GEMM's padded rows (BRRR_GEMM_PAD_N=1): dst [rows, width] contiguous
+// from src [rows, pitch]. GPT-2's logits rows of 50257 16-bit values start at 2-byte aligned
+// addresses, which no 16-byte access (and no fast cuBLASLt kernel) can write; here each thread
+// gathers the V elements of one 16-byte piece of dst with scalar loads (contiguous across a warp,
+// served by L1) and writes it with one store. cuMemcpy2D on that geometry moved about half of the
+// copy bandwidth.
+template <class T>
+static __device__ __forceinline__ void brrr_unpad_rows_t(const T* __restrict__ src, T* __restrict__ dst,
+                                                         i64 rows, i64 width, i64 pitch) {
+  brrr_grid_wait();  // launched dependent on the GEMM (prelude.cuh)
+  const int V = 16 / sizeof(T);
+  const i64 n = rows * width, stride = (i64)gridDim.x * blockDim.x;
+  const i64 t0 = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  i64 head = 0;
+  if ((reinterpret_cast<unsigned long long>(dst) & 15) == 0) {
+    head = n / V * V;
+    for (i64 u = t0; u < n / V; u += stride) {
+      const i64 e = u * V;
+      i64 r = e / width, c = e - r * width;
+      union { uint4 v; T s[16 / sizeof(T)]; } w;
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        while (c >= width) { ++r; c -= width; }
+        w.s[q] = src[r * pitch + c];
+        ++c;
+      }
+      *reinterpret_cast<uint4*>(dst + e) = w.v;
+    }
+  }
+  for (i64 e = head + t0; e < n; e += stride) {
+    const i64 r = e / width;
+    dst[e] = src[r * pitch + (e - r * width)];
+  }
+}
+extern "C" __global__ void brrr_unpad_rows_16(const unsigned short* __restrict__ src, unsigned short* __restrict__ dst,
+                                              i64 rows, i64 width, i64 pitch) {
+  brrr_unpad_rows_t(src, dst, rows, width, pitch);
+}
+extern "C" __global__ void brrr_unpad_rows_32(const unsigned* __restrict__ src, unsigned* __restrict__ dst,
+                                              i64 rows, i64 width, i64 pitch) {
+  brrr_unpad_rows_t(src, dst, rows, width, pitch);
+}
+// A chunk of a padded GEMM's columns, staged in the L2 (BRRR_GEMM_PAD_CHUNK): src [rows, sp]
+// into columns of dst at pitch dp (GPT-2's logits, rows of 50257 16-bit values: each row starts
+// at a different 2-byte offset). Each thread writes one 16-byte-aligned piece of a destination row
+// (its scalar head and tail where the row is not aligned), gathering the V values with scalar
+// loads from the staged chunk, which the GEMM just wrote to the L2.
 template <class T>
 static __device__ __forceinline__ void brrr_copy_cols_t(const T* __restrict__ src, T* __restrict__ dst,
                                                         i64 rows, i64 width, i64 sp, i64 dp) {
   brrr_grid_wait();  // launched dependent on the GEMM (prelude.cuh)
-  const int V = 16 / sizeof(T), w = (int)width;
-  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+  const int V = 16 / sizeof(T);
+  const i64 pieces = width / V + 2;  // a head, whole pieces, a tail
+  const i64 n = rows * pieces, stride = (i64)gridDim.x * blockDim.x;
+  for (i64 u = (i64)blockIdx.x * blockDim.x + threadIdx.x; u < n; u += stride) {
+    const i64 r = u / pieces, p = u - r * pieces;
     T* row = dst + r * dp;
     const T* in = src + r * sp;
-    const int mis = (int)((reinterpret_cast<unsigned long long>(row) & 15) / sizeof(T));
-    const int head = mis ? min(V - mis, w) : 0;
-    if ((int)threadIdx.x < head) row[threadIdx.x] = in[threadIdx.x];
-    const int whole = (w - head) / V;
-    for (int p = threadIdx.x; p < whole; p += blockDim.x) {
-      const int c = head + p * V;
-      union { uint4 v; T s[16 / sizeof(T)]; } u;
-#pragma unroll
-      for (int q = 0; q < V; ++q) u.s[q] = in[c + q];
-      *reinterpret_cast<uint4*>(row + c) = u.v;
+    const i64 mis = (i64)((reinterpret_cast<unsigned long long>(row) & 15) / sizeof(T));
+    const i64 head = mis ? min((i64)(V - mis), width) : 0;
+    if (p == 0) {
+      for (i64 c = 0; c < head; ++c) row[c] = in[c];
+      continue;
     }
-    for (int c = head + whole * V + threadIdx.x; c < w; c += blockDim.x) row[c] = in[c];
+    const i64 c0 = head + (p - 1) * V;
+    if (c0 >= width) continue;
+    if (c0 + V <= width) {
+      union { uint4 v; T s[16 / sizeof(T)]; } w;
+#pragma unroll
+      for (int q = 0; q < V; ++q) w.s[q] = in[c0 + q];
+      *reinterpret_cast<uint4*>(row + c0) = w.v;
+    } else {
+      for (i64 c = c0; c < width; ++c) row[c] = in[c];
+    }
   }
 }
 extern "C" __global__ void brrr_copy_cols_16(const unsigned short* __restrict__ src, unsigned short* __restrict__ dst,
