@@ -54,11 +54,6 @@ const Switch kSwitches[] = {
      "runs on zero-padded weights into aligned rows, then copies the real columns out; 2 reads "
      "the padded weights and writes its output in place at the odd pitch; 0 runs it on the odd "
      "pitch throughout"},
-    {"BRRR_GEMM_PAD_CHUNK", Kind::Int, "1", "", 0, 1 << 20,
-     "CUDA: with BRRR_GEMM_PAD_N=1, a padded product larger than half the L2 (GPT-2's logits at "
-     "batch 16: 206 MB) runs in column chunks through a staging buffer a quarter of the L2, each "
-     "copied out while it is still in the L2, so the padded rows never go to DRAM and back; 0 "
-     "computes them whole; N >= 8 forces chunks of N columns wherever rows are padded (tests)"},
     {"BRRR_CUDA_GELU_RESHAPE", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 lets a GELU reach a 16-bit GEMM's epilogue through a Reshape that keeps the rows "
      "(GPT-2's MLP); 0 keeps it a kernel of its own"},

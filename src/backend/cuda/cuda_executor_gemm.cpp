@@ -256,20 +256,6 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
       gm.shape.ldb = b_pitch;
     }
   }
-  // Padded rows larger than half the L2 (GPT-2's logits at batch 16: 2048 x 50264, 206 MB,
-  // written by the GEMM, then read and written again by the copy): chunks of columns staged in a
-  // quarter of the L2 and copied out while still there. Chunk widths are multiples of 256
-  // columns (cuBLASLt's widest tiles), so every chunk's B and bias start 16-byte aligned.
-  const int64_t chunk = env::integer("BRRR_GEMM_PAD_CHUNK");
-  if (gm.n_real && chunk > 0 && !gm.gelu_erf && !gm.post_act) {
-    const double l2 = double(std::max(dev.info().l2_bytes, 0));
-    const double padded = double(gm.shape.m) * double(gm.shape.n) * double(eb);
-    int64_t w = 0;
-    if (chunk >= align) w = (chunk + align - 1) / align * align;
-    else if (l2 > 0 && padded > l2 / 2)
-      w = std::max<int64_t>(256, int64_t(l2 / 4 / double(gm.shape.m * eb)) / 256 * 256);
-    if (w > 0 && w < gm.shape.n) gm.chunk_n = w;
-  }
   if (g.value(va).constant.defined()) gm.a = upload(host_cast(g.value(va).constant, et, false), who + " A");
   else if (cast) { gm.a_src = slot[size_t(va)]; gm.a = alloc(size_t(gm.na) * 2, who + " A cast"); }
   else gm.a = slot[size_t(va)];
@@ -281,8 +267,7 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   if (cast) { gm.c_dst = slot[size_t(vo)]; gm.c = alloc(size_t(gm.nc) * 2, who + " C cast"); }
   else if (gm.n_real) {
     gm.c_out = slot[size_t(vo)];
-    gm.c = gm.chunk_n ? alloc(size_t(gm.shape.m * gm.chunk_n * eb), who + " C staged chunk")
-                      : alloc(size_t(gm.shape.m * gm.shape.n * eb), who + " C padded");
+    gm.c = alloc(size_t(gm.shape.m * gm.shape.n * eb), who + " C padded");
   } else gm.c = slot[size_t(vo)];
   if (gm.epi != GemmEpilogue::kNone) {
     Tensor bias = vbias >= 0 ? host_cast(g.value(vbias).constant, et, false)
@@ -291,7 +276,6 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
     gm.bias = upload(bias, who + (vbias >= 0 ? " bias" : " zero bias"));
   }
   if (gm.n_real) gm.unpad_fn = module->function(eb == 2 ? "brrr_unpad_rows_16" : "brrr_unpad_rows_32");
-  if (gm.chunk_n) gm.cols_fn = module->function(eb == 2 ? "brrr_copy_cols_16" : "brrr_copy_cols_32");
   if (gm.post_act) gm.post_fn = module->function("brrr_conv_epilogue");
   const char* t16 = et == DType::bf16 ? "bf16" : "f16";
   if (cast) {
@@ -330,29 +314,7 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
     if (!lt.tuning())
       lt.enable_tuning(dev.info(), opts.cache_dir.empty() ? default_cuda_cache_dir()
                                                           : opts.cache_dir + "/cuda");
-    if (gm.chunk_n)
-      for_each_chunk(gm, [&](const GemmShape& sh, DevPtr b, DevPtr bias, int64_t, int64_t) {
-        lt.prepare(gm.prec, gm.epi, sh, gm.a, b, gm.c, bias, stream, st.what);
-      });
-    else
-      lt.prepare(gm.prec, gm.epi, gm.shape, gm.a, gm.b, gm.c, gm.bias, stream, st.what);
-  }
-}
-
-// The column chunks of a chunked padded GEMM: each one's shape (chunk_n columns, the last one
-// narrower, C's pitch its width, B's the padded pitch), B and bias at its first column, that
-// column and its real (unpadded) width.
-void CudaExecutor::Impl::for_each_chunk(
-    const GemmStep& gm,
-    const std::function<void(const GemmShape&, DevPtr, DevPtr, int64_t, int64_t)>& f) const {
-  const int64_t eb = int64_t(element_bytes(gm.prec));
-  for (int64_t c0 = 0; c0 < gm.shape.n; c0 += gm.chunk_n) {
-    GemmShape sh = gm.shape;
-    sh.n = std::min(gm.chunk_n, gm.shape.n - c0);
-    sh.ldb = gm.shape.ldb ? gm.shape.ldb : gm.shape.n;
-    sh.ldc = sh.n;
-    const int64_t real = std::max<int64_t>(0, std::min(sh.n, gm.n_real - c0));
-    f(sh, gm.b + DevPtr(c0 * eb), gm.bias ? gm.bias + DevPtr(c0 * eb) : 0, c0, real);
+    lt.prepare(gm.prec, gm.epi, gm.shape, gm.a, gm.b, gm.c, gm.bias, stream, st.what);
   }
 }
 
@@ -383,21 +345,11 @@ void CudaExecutor::Impl::setup_chains() {
 void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
   if (m.a_src) launch_helper(m.cvt_in, {m.a_src, m.a}, m.na);
   if (m.b_src) launch_helper(m.cvt_in, {m.b_src, m.b}, m.nb);
-  if (m.chunk_n) {  // each chunk of the padded product, then its real columns out of the L2
-    const int64_t eb = int64_t(element_bytes(m.prec));
-    for_each_chunk(m, [&](const GemmShape& sh, DevPtr b, DevPtr bias, int64_t c0, int64_t real) {
-      lt.run(m.prec, m.epi, sh, m.a, b, m.c, bias, stream, what);
-      if (real == 0) return;
-      DevPtr src = m.c, dst = m.c_out + DevPtr(c0 * eb);
-      int64_t rows = m.shape.m, width = real, sp = sh.n, dp = m.n_real;
-      void* a[] = {&src, &dst, &rows, &width, &sp, &dp};
-      launch_own(m.cols_fn, helper_grid(rows * (width + 16) / 8, 256), {256, 1, 1}, 0, a);
-    });
-  } else if (m.small_splits)
+  if (m.small_splits)
     launch(m.small_fn, m.small_grid, {unsigned(2 * m.small_bn), 1, 1}, m.small_smem, stream, m.small_argp);
   else lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, what);
   if (m.c_dst) launch_helper(m.cvt_out, {m.c, m.c_dst}, m.nc);
-  if (m.n_real && !m.chunk_n) {  // the real columns of the padded rows
+  if (m.n_real) {  // the real columns of the padded rows
     DevPtr src = m.c, dst = m.c_out;
     int64_t rows = m.shape.m, width = m.n_real, pitch = m.shape.n;
     void* a[] = {&src, &dst, &rows, &width, &pitch};
@@ -441,10 +393,7 @@ std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
   const bool erf_as_tanh = d && d->epi.act_name == "gelu_erf_as_tanh";
   return fmt::format("  {:<24} cuBLASLt {} {} m{} n{}{} k{} batch {}{}{}\n", plan.kernels[i].name,
                      to_string(gm.prec), to_string(gm.epi), gm.shape.m, gm.shape.n,
-                     gm.n_real && gm.chunk_n
-                         ? fmt::format(" (padded from {}; {} column chunks of {} staged in the L2)",
-                                       gm.n_real, (gm.shape.n + gm.chunk_n - 1) / gm.chunk_n, gm.chunk_n)
-                     : gm.n_real   ? fmt::format(" (padded from {})", gm.n_real)
+                     gm.n_real     ? fmt::format(" (padded from {})", gm.n_real)
                      : gm.shape.ldb ? fmt::format(" (B rows padded to {})", gm.shape.ldb)
                                     : "",
                      gm.shape.k,

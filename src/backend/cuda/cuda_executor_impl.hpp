@@ -3,7 +3,6 @@
 // (cuda_executor.cpp) that plans memory, compiles the module, sets every step up and dispatches.
 // Each step kind has its own small struct; a Step holds the one its type needs.
 #pragma once
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -62,11 +61,6 @@ struct GemmStep {
   int64_t n_real = 0;
   DevPtr c_out = 0;
   Function unpad_fn;  // brrr_unpad_rows_16 / _32: the copy out of the padded rows
-  // BRRR_GEMM_PAD_CHUNK: > 0, the padded product runs chunk_n columns at a time into c (a staging
-  // buffer of m x chunk_n that stays in the L2), each chunk copied out into its columns of c_out
-  // by cols_fn (brrr_copy_cols_16 / _32) before the next overwrites it. 0: whole.
-  int64_t chunk_n = 0;
-  Function cols_fn;
   bool gelu_erf = false;
   // Activations cuBLASLt has no epilogue for (hardswish 2, hardsigmoid 3, clip 4; float32
   // output): brrr_conv_epilogue's activation in place after the GEMM.
@@ -268,8 +262,6 @@ struct CudaExecutor::Impl {
   void launch_helper(const Function& f, std::vector<DevPtr> ptrs, int64_t n);
   // One of brrr's own kernels (each starts with brrr_grid_wait()): a dependent launch when pdl.
   void launch_own(const Function& f, Dim3 grid, Dim3 block, unsigned shared, void** args);
-  void for_each_chunk(const GemmStep& gm,
-                      const std::function<void(const GemmShape&, DevPtr, DevPtr, int64_t, int64_t)>& f) const;
 
   // GEMMs and GEMM chains (cuda_executor_gemm.cpp).
   std::string gemm_plan(const plan::Kernel& k, GemmStep* gm);

@@ -88,48 +88,6 @@ extern "C" __global__ void brrr_unpad_rows_32(const unsigned* __restrict__ src, 
                                               i64 rows, i64 width, i64 pitch) {
   brrr_unpad_rows_t(src, dst, rows, width, pitch);
 }
-// A chunk of a padded GEMM's columns, staged in the L2 (BRRR_GEMM_PAD_CHUNK): src [rows, sp]
-// into columns of dst at pitch dp (GPT-2's logits, rows of 50257 16-bit values: each row starts
-// at a different 2-byte offset). Each thread writes one 16-byte-aligned piece of a destination row
-// (its scalar head and tail where the row is not aligned), gathering the V values with scalar
-// loads from the staged chunk, which the GEMM just wrote to the L2.
-template <class T>
-static __device__ __forceinline__ void brrr_copy_cols_t(const T* __restrict__ src, T* __restrict__ dst,
-                                                        i64 rows, i64 width, i64 sp, i64 dp) {
-  brrr_grid_wait();  // launched dependent on the GEMM (prelude.cuh)
-  const int V = 16 / sizeof(T);
-  const i64 pieces = width / V + 2;  // a head, whole pieces, a tail
-  const i64 n = rows * pieces, stride = (i64)gridDim.x * blockDim.x;
-  for (i64 u = (i64)blockIdx.x * blockDim.x + threadIdx.x; u < n; u += stride) {
-    const i64 r = u / pieces, p = u - r * pieces;
-    T* row = dst + r * dp;
-    const T* in = src + r * sp;
-    const i64 mis = (i64)((reinterpret_cast<unsigned long long>(row) & 15) / sizeof(T));
-    const i64 head = mis ? min((i64)(V - mis), width) : 0;
-    if (p == 0) {
-      for (i64 c = 0; c < head; ++c) row[c] = in[c];
-      continue;
-    }
-    const i64 c0 = head + (p - 1) * V;
-    if (c0 >= width) continue;
-    if (c0 + V <= width) {
-      union { uint4 v; T s[16 / sizeof(T)]; } w;
-#pragma unroll
-      for (int q = 0; q < V; ++q) w.s[q] = in[c0 + q];
-      *reinterpret_cast<uint4*>(row + c0) = w.v;
-    } else {
-      for (i64 c = c0; c < width; ++c) row[c] = in[c];
-    }
-  }
-}
-extern "C" __global__ void brrr_copy_cols_16(const unsigned short* __restrict__ src, unsigned short* __restrict__ dst,
-                                             i64 rows, i64 width, i64 sp, i64 dp) {
-  brrr_copy_cols_t(src, dst, rows, width, sp, dp);
-}
-extern "C" __global__ void brrr_copy_cols_32(const unsigned* __restrict__ src, unsigned* __restrict__ dst,
-                                             i64 rows, i64 width, i64 sp, i64 dp) {
-  brrr_copy_cols_t(src, dst, rows, width, sp, dp);
-}
 // Pools cuDNN cannot express (a ceil_mode window past the end, asymmetric pads, dilations,
 // 16-bit data, or no cuDNN): one thread per output over [planes, D, H, W] (1-D and 2-D pools
 // padded to 3-D), with the reference's taps and order (src/ops/pooling.cpp): max keeps the
