@@ -464,11 +464,13 @@ std::string render_html(const Report& r) {
        "padding-left:4px;overflow:hidden}</style></head><body>\n";
   h += fmt::format(
       "<h1>brrr doctor: {}</h1>\n<p>{} kernels on <b>{}</b>{}; wall time <b>{} ms"
-      "</b> = compute {} ms + memory {} ms + overhead {} ms (host gaps {} ms)."
+      "</b> = compute {} ms + memory {} ms + overhead {} ms (host gaps {} ms{})."
       "</p>\n",
       esc(r.model), r.kernels.size(), esc(r.profile.backend),
       r.profile.threads > 0 ? fmt::format(", {} threads", r.profile.threads) : std::string(),
-      ms(a.wall_ms), ms(a.compute_ms), ms(a.memory_ms), ms(a.overhead_ms), ms(a.gap_ms));
+      ms(a.wall_ms), ms(a.compute_ms), ms(a.memory_ms), ms(a.overhead_ms), ms(a.gap_ms),
+      a.slow_ms > 0.0005 ? ", slow tiny kernels beyond their fixed cost " + ms(a.slow_ms) + " ms"
+                         : std::string());
   h += fmt::format(
       "<p>Ceilings (measured by brrr probe on {}): {:.1f} GB/s, {:.1f} GFLOP/s fp32.</p>\n",
       esc(c.cpu_model.empty() ? c.backend : c.cpu_model), c.bandwidth_gbs,

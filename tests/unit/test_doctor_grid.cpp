@@ -170,6 +170,7 @@ TEST(DoctorGrid, OverheadSaysWhichPartIsSlowTinyKernels) {
       << r.verdict.advice;
   EXPECT_NE(render_table(r).find("slow tiny kernels beyond their fixed cost 0.066 ms"), std::string::npos);
   EXPECT_NEAR(report_json(r).at("attribution").at("slow_ms").get<double>(), 0.066, 1e-9);
+  EXPECT_NE(render_html(r).find("slow tiny kernels beyond their fixed cost 0.066 ms"), std::string::npos);
 
   // Kernels at 1.5x their 1 us graph-node cost (not past 4x): launches are the story.
   for (auto& k : p.kernels) k.time_ms = 0.0015, k.samples_ms.assign(3, 0.0015);
