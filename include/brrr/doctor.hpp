@@ -368,6 +368,9 @@ struct SmallGrids {
 std::optional<SmallGrids> small_grids(const std::vector<KernelAnalysis>& ks, const Ceilings& c);
 // Its line in the text and HTML reports (one wording): "small grids: ...".
 std::string small_grids_text(const SmallGrids& g, double wall_ms);
+// The wall line's clause for Attribution::slow_ms in the text and HTML reports (one wording):
+// ", slow tiny kernels beyond their fixed cost X ms", or "" when there is none.
+std::string slow_kernels_clause(const Attribution& a);
 
 struct Report {
   std::string model;

@@ -469,8 +469,7 @@ std::string render_html(const Report& r) {
       esc(r.model), r.kernels.size(), esc(r.profile.backend),
       r.profile.threads > 0 ? fmt::format(", {} threads", r.profile.threads) : std::string(),
       ms(a.wall_ms), ms(a.compute_ms), ms(a.memory_ms), ms(a.overhead_ms), ms(a.gap_ms),
-      a.slow_ms > 0.0005 ? ", slow tiny kernels beyond their fixed cost " + ms(a.slow_ms) + " ms"
-                         : std::string());
+      slow_kernels_clause(a));
   h += fmt::format(
       "<p>Ceilings (measured by brrr probe on {}): {:.1f} GB/s, {:.1f} GFLOP/s fp32.</p>\n",
       esc(c.cpu_model.empty() ? c.backend : c.cpu_model), c.bandwidth_gbs,

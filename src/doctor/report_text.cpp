@@ -26,9 +26,9 @@ std::string attribution_line(const Attribution& a) {
       "{:.3f} ms ({:.0f}%; host gaps {:.3f} ms{})",
       a.wall_ms, a.compute_ms, 100 * a.share(Regime::compute), a.memory_ms,
       100 * a.share(Regime::memory), a.overhead_ms, 100 * a.share(Regime::overhead), a.gap_ms,
-      a.slow_ms > 0.0005 ? fmt::format(", slow tiny kernels beyond their fixed cost {:.3f} ms", a.slow_ms)
-                         : std::string());
+      slow_kernels_clause(a));
 }
+
 
 std::string class_rows(const std::vector<ClassRow>& rows) {
   std::string s = fmt::format("  {:<27} {:>7} {:>12} {:>14} {:>12}\n", "class", "kernels",
@@ -67,6 +67,11 @@ std::string spread(const KernelAnalysis& k) {
 }
 
 }  // namespace
+
+std::string slow_kernels_clause(const Attribution& a) {
+  if (a.slow_ms <= 0.0005) return "";  // below the reports' 0.001 ms resolution
+  return fmt::format(", slow tiny kernels beyond their fixed cost {:.3f} ms", a.slow_ms);
+}
 
 // The spread of the runs and the machine's load, and whether they leave the numbers usable.
 std::string trust_line(const Reliability& t) {
