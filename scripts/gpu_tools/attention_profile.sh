@@ -7,6 +7,7 @@
 #   HELDOUT (names for scripts/models/export_heldout.py; empty: skip)  TESTS (gtest filter)
 #   DEADLINE (s from the start by which the tests must stop; default 560)
 #   CONFIGS (space-separated NAME=ENV,ENV,... lists for the bench rounds)
+#   NCU_WORKLOADS (attn_* names the ncu report covers)  ROUNDS (bench rounds, default 2)
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -31,7 +32,7 @@ W=${WORKLOADS:-attn_bert_b1 attn_bert_b32 attn_gpt2_b1 attn_gpt2_b16 attn_vit_b1
 # brrr's flash kernel (cuDNN off) against cuDNN's engines, runtime-compiled ones allowed, in
 # interleaved rounds; median CUDA-graph time of the one-kernel plan.
 CONFIGS=${CONFIGS:-flash=BRRR_ATTN_CUDNN=0 flash_ks=BRRR_ATTN_CUDNN=0,BRRR_ATTN_KSPLIT=1 cudnn_rtc=BRRR_ATTN_CUDNN=2,BRRR_CUDNN_RUNTIME_COMPILED=1}
-for r in 1 2; do
+for r in $(seq "${ROUNDS:-2}"); do
   for c in $CONFIGS; do
     name=${c%%=*}; envs=${c#*=}
     # shellcheck disable=SC2086,SC2046
@@ -43,11 +44,18 @@ echo "== bench at $(el) s"
 PYTHONUNBUFFERED=1 timeout 90 python3 scripts/gpu_tools/sdpa_peer.py --rounds 5 2>&1 | grep -v Warning
 echo "== sdpa peer at $(el) s"
 if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null; then
-  for w in attn_bert_b32 attn_bert_b1 attn_vit_b32; do
+  # The flash kernel's SASS (cuobjdump), for the stall locations' instructions.
+  printf '#include "backend/cuda/device/prelude.cuh"\n#include "backend/cuda/device/attention.cuh"\n' \
+    >/tmp/brrr_att.cu
+  nvcc -arch=sm_90 -cubin -Xptxas -v -Isrc -Iinclude /tmp/brrr_att.cu -o /tmp/brrr_att.cubin \
+    2>"$OUT/flash_ptxas.txt" && cuobjdump -sass -fun brrr_attention_flash64_bf16 /tmp/brrr_att.cubin \
+    >"$OUT/flash64_bf16.sass" 2>&1
+  for w in ${NCU_WORKLOADS:-attn_bert_b32 attn_bert_b1 attn_vit_b32}; do
     BRRR_ATTN_CUDNN=0 BRRR_DISABLE_GRAPHS=1 timeout 120 ncu --kernel-name regex:brrr_attention_flash \
       --launch-skip 2 --launch-count 1 --section SpeedOfLight --section Occupancy \
       --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-      --section SchedulerStats --section ComputeWorkloadAnalysis \
+      --section SchedulerStats --section ComputeWorkloadAnalysis --section InstructionStats \
+      --section SourceCounters \
       "$B/brrr" bench --backend cuda "$w" --reps 5 >"$OUT/ncu_$w.txt" 2>&1
     echo "ncu $w rc $?"
     grep -E 'Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|L1/TEX Hit|L2 Hit|Issued Ipc|No Eligible|Stall|Waves Per SM|Shared Memory Configuration Size|Dynamic Shared|Static Shared' \

@@ -107,6 +107,9 @@ const Switch kSwitches[] = {
      "CUDA: 1 lets the flash attention kernel split each 16 query rows' key tiles over two warps "
      "where one-warp blocks would not fill the SMs twice over (BERT-base at batch 1), merging "
      "their partial softmax sums in shared memory (the default); 0 keeps one warp a row group"},
+    {"BRRR_ATTN_WARPS", Kind::Int, "0", "", 0, 4,
+     "CUDA: warps (16 query rows each) per flash attention block, 1, 2 or 4, for every "
+     "attention; 0 picks per geometry (4 where the grid keeps two blocks per SM)"},
     {"BRRR_ATTN_CUDNN", Kind::Int, "1", "", 0, 2,
      "CUDA: 16-bit fused attention on cuDNN's SDPA engines where cuDNN takes it (additive or "
      "causal masks; the frontend headers at build time): 1 where it times faster than brrr's "

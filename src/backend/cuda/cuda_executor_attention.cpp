@@ -49,6 +49,7 @@ bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t
 // blocks per SM; fewer where it would not (BERT-base at batch 1: 12 heads x 128 rows are 96 warps,
 // as 96 one-warp blocks rather than 24 four-warp ones on 132 SMs).
 int flash_warps(const plan::AttentionDesc& d, int sms) {
+  if (const int64_t w = env::integer("BRRR_ATTN_WARPS"); w > 0) return int(w);  // 1, 2 or 4
   for (int w : {4, 2}) {
     const int64_t blocks = d.batch * d.heads * ((d.seq_q + 16 * w - 1) / (16 * w));
     if (blocks >= 2 * int64_t(sms)) return w;
