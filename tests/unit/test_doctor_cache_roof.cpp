@@ -152,6 +152,34 @@ TEST(DoctorCacheRoof, EveryEfficiencyAboveOneHasItsReason) {
   EXPECT_GT(above, 10);  // the sweep does reach above 100%
 }
 
+// A 16-bit GEMM on a GPU runs its FLOPs on Tensor Cores, so its epilogue's special functions
+// overlap them: the compute floor is the longer of the two, not their sum (GPT-2's tanh GELU
+// GEMMs read 111-123% against the sum). A CPU GEMM's specials share its FMA units: the sum.
+TEST(DoctorCacheRoof, EpilogueSpecialsOverlapTensorCoresOnlyOnTheGpu) {
+  Ceilings gpu = cache_ceilings("cuda");
+  gpu.peak_gflops["bf16"] = 4000;
+  // 2.4 GFLOP at 4 TFLOP/s = 0.6 ms; 1e7 exp at 20 G/s = 0.5 ms; measured 0.8 ms.
+  auto k = kernel("MatMul", 2.4e9, 1e6, 0.8, "library");
+  k.precision = "bf16";
+  k.cost.special["exp"] = 1e7;
+  const KernelAnalysis g = analyze_kernel(k, gpu);
+  EXPECT_NEAR(g.compute_floor_ms, 0.6, 1e-9);
+  EXPECT_NEAR(g.efficiency, 0.75, 1e-9);
+  EXPECT_TRUE(g.over_reason.empty()) << g.over_reason;
+  // Specials longer than the MMAs set the floor alone: 4e7 exp = 2 ms.
+  k.cost.special["exp"] = 4e7;
+  EXPECT_NEAR(analyze_kernel(k, gpu).compute_floor_ms, 2.0, 1e-9);
+  // float32 on CUDA cores: FMAs and specials share the units, as on the CPU.
+  auto f = kernel("MatMul", 6e8, 1e6, 0.8, "library");  // 0.6 ms at the fp32 peak
+  f.cost.special["exp"] = 1e7;
+  EXPECT_NEAR(analyze_kernel(f, gpu).compute_floor_ms, 1.1, 1e-9);
+  // The CPU at bf16: the sum.
+  Ceilings cpu = cache_ceilings("cpu");
+  cpu.peak_gflops["bf16"] = 4000;
+  k.cost.special["exp"] = 1e7;
+  EXPECT_NEAR(analyze_kernel(k, cpu).compute_floor_ms, 1.1, 1e-9);
+}
+
 TEST(DoctorCacheRoof, CacheCeilingsRoundTripAndOldCachesStillLoad) {
   Ceilings c = cache_ceilings();
   Ceilings d = ceilings_from_json(ceilings_to_json(c));
