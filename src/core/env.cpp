@@ -103,6 +103,10 @@ const Switch kSwitches[] = {
      "CUDA: 1 lets the flash attention kernel skip per-score bounds and mask work on whole "
      "in-range tiles, warps with no live query row and key groups past the sequence (ViT's 197); "
      "0 checks every score"},
+    {"BRRR_ATTN_FULL_TILES", Kind::Int, "1", "", 0, 1,
+     "CUDA: 1 runs the flash attention kernel's plain tiles (every row and key in range, no "
+     "mask or causal cut) through MMA loops without a branch per key group, one block the "
+     "compiler schedules whole; 0 keeps the branches on every tile"},
     {"BRRR_ATTN_KSPLIT", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 lets the flash attention kernel split each 16 query rows' key tiles over two warps "
      "where one-warp blocks would not fill the SMs twice over (BERT-base at batch 1), merging "

@@ -102,6 +102,7 @@ std::string CudaExecutor::Impl::attention_plan(const plan::Kernel& k, AttentionS
   x.causal = d.causal ? 1 : 0;
   x.zero_empty_rows = d.zero_empty_rows ? 1 : 0;
   x.fast_tiles = env::integer("BRRR_ATTN_FAST_TILES") == 1 ? 1 : 0;
+  x.full_tiles = env::integer("BRRR_ATTN_FULL_TILES") == 1 ? 1 : 0;
   a->mma =
       attention_on_tensor_cores(d.dtype, d.head_dim) && !env::flag("BRRR_ATTENTION_CUDA_CORES");
   // (cp.async and ldmatrix need sm_80; the buffers' alignment is checked again at setup)

@@ -23,6 +23,7 @@ struct brrr_attn_args {
   int keep_when, causal, zero_empty_rows;
   int fast_tiles;  // flash kernel: skip the bounds and mask work of whole tiles, and dead tiles
   int ksplit;      // flash kernel: 2 splits each block's keys over two warps per 16 rows, else 1
+  int full_tiles;  // flash kernel: plain tiles run MMA loops without a branch per key group
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -406,6 +407,51 @@ extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_f16(const
 //   sums and accumulators through shared memory: each warp's serial chain of tiles is halved.
 #define BRRR_ATTN_FLASH_STAGES 2
 
+// The flash kernel's two MMA loops over one K/V tile in shared memory (bases kbase, vbase; rows
+// of LD elements). kFull (a plain tile, with full_tiles): every key group of the tile is live,
+// so each loop is one straight block that the compiler schedules whole (ldmatrix loads ahead of
+// the MMAs); else a branch per key group of 8 (Q K^T) or 16 (P V) skips those past seq_k.
+// S (16 x BK) = Q K^T, K's B fragments for two 16-dim steps per ldmatrix (matrices: rows
+// nt*8.., dims kk*16 + {0, 8, 16, 24}).
+template <class T, int D, int BK, int LD, bool kFull>
+static __device__ __forceinline__ void brrr_attn_flash_qk(float (&s)[BK / 8][4],
+                                                          const unsigned (&qf)[D / 16][4],
+                                                          unsigned kbase, int lane,
+                                                          int live_keys) {
+  const int k_row = lane & 7, k_col = (lane >> 3) * 8;
+#pragma unroll
+  for (int nt = 0; nt < BK / 8; ++nt) {
+    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    if (!kFull && nt * 8 >= live_keys) continue;  // keys past seq_k: masked after
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk += 2) {
+      unsigned kb[4];
+      brrr_ldsm4(kb, kbase + 2u * (unsigned)((nt * 8 + k_row) * LD + kk * 16 + k_col));
+      brrr_mma16816<T>(s[nt], qf[kk], kb[0], kb[1]);
+      brrr_mma16816<T>(s[nt], qf[kk + 1], kb[2], kb[3]);
+    }
+  }
+}
+// O (16 x D) += P V, V's B fragments for two 8-dim tiles per ldmatrix.trans (matrices: keys
+// kk*16 + {0, 8}, dims nt*8 + {0, 8}).
+template <class T, int D, int BK, int LD, bool kFull>
+static __device__ __forceinline__ void brrr_attn_flash_pv(float (&o)[D / 8][4],
+                                                          const unsigned (&pf)[BK / 16][4],
+                                                          unsigned vbase, int lane,
+                                                          int live_keys) {
+  const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
+#pragma unroll
+  for (int nt = 0; nt < D / 8; nt += 2)
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      if (!kFull && kk * 16 >= live_keys) continue;  // P is 0 there
+      unsigned vb[4];
+      brrr_ldsm4_t(vb, vbase + 2u * (unsigned)((kk * 16 + v_row) * LD + nt * 8 + v_col));
+      brrr_mma16816<T>(o[nt], pf[kk], vb[0], vb[1]);
+      brrr_mma16816<T>(o[nt + 1], pf[kk], vb[2], vb[3]);
+    }
+}
+
 // 2^x (the hardware's approximation, as __expf uses; 2^-inf = 0).
 static __device__ __forceinline__ float brrr_attn_ex2(float x) {
   float y;
@@ -480,11 +526,6 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
   float o[D / 8][4];
 #pragma unroll
   for (int nt = 0; nt < D / 8; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
-  // ldmatrix lane addresses (in elements within a tile): K's B fragments for two 16-dim steps
-  // (matrices: rows nt*8.., dims kk*16 + {0, 8, 16, 24}), V's for two 8-dim tiles through
-  // .trans (matrices: keys kk*16 + {0, 8}, dims nt*8 + {0, 8}).
-  const int k_row = lane & 7, k_col = (lane >> 3) * 8;
-  const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_col = (lane >> 4) * 8;
 
   // Scores live in the log2 domain (scale * log2(e) folded into one multiply), so each
   // probability is one ex2 of a difference. The warp's first query row:
@@ -533,20 +574,13 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
     __syncthreads();                                 // and every thread's
     if (!dead) {
     const unsigned kbase = brrr_smem_u32(&ks[st][0][0]), vbase = brrr_smem_u32(&vs[st][0][0]);
-    // S (16 x BK) = Q K^T.
+    const bool full = a.full_tiles && plain;
+    const int live = live_keys < BK ? (int)live_keys : BK;
     float s[BK / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < BK / 8; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-      if (nt * 8 >= live_keys) continue;  // keys past seq_k: masked below
-#pragma unroll
-      for (int kk = 0; kk < D / 16; kk += 2) {
-        unsigned kb[4];
-        brrr_ldsm4(kb, kbase + 2u * (unsigned)((nt * 8 + k_row) * LD + kk * 16 + k_col));
-        brrr_mma16816<T>(s[nt], qf[kk], kb[0], kb[1]);
-        brrr_mma16816<T>(s[nt], qf[kk + 1], kb[2], kb[3]);
-      }
-    }
+    if (full)
+      brrr_attn_flash_qk<T, D, BK, LD, true>(s, qf, kbase, lane, live);
+    else
+      brrr_attn_flash_qk<T, D, BK, LD, false>(s, qf, kbase, lane, live);
     // Scale and masks, into the log2 domain; element c of tile nt is row half (c >> 1), key
     // nt * 8 + 2 tq + (c & 1).
     float mx[2] = {NEG_INF, NEG_INF};
@@ -602,22 +636,15 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
       sum[hf] += __shfl_xor_sync(0xffffffffu, sum[hf], 2);
       l[hf] = l[hf] * alpha[hf] + sum[hf];
     }
-    // O (16 x D) += P V, two 8-dim tiles per ldmatrix.
 #pragma unroll
     for (int nt = 0; nt < D / 8; ++nt) {
       o[nt][0] *= alpha[0], o[nt][1] *= alpha[0];
       o[nt][2] *= alpha[1], o[nt][3] *= alpha[1];
     }
-#pragma unroll
-    for (int nt = 0; nt < D / 8; nt += 2)
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        if (kk * 16 >= live_keys) continue;  // P is 0 there
-        unsigned vb[4];
-        brrr_ldsm4_t(vb, vbase + 2u * (unsigned)((kk * 16 + v_row) * LD + nt * 8 + v_col));
-        brrr_mma16816<T>(o[nt], pf[kk], vb[0], vb[1]);
-        brrr_mma16816<T>(o[nt + 1], pf[kk], vb[2], vb[3]);
-      }
+    if (full)
+      brrr_attn_flash_pv<T, D, BK, LD, true>(o, pf, vbase, lane, live);
+    else
+      brrr_attn_flash_pv<T, D, BK, LD, false>(o, pf, vbase, lane, live);
     }  // !dead
     __syncthreads();  // every warp is done with stage st before it is refilled
     if (ks_n == 2) {
