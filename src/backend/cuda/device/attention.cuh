@@ -399,7 +399,9 @@ extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_f16(const
 //   all: the shared memory is the K/V tiles', whatever the warps) sharing the K/V tiles. The
 //   launch picks 1 when the grid would not fill the SMs (BERT-base batch 1: 96 one-warp blocks,
 //   against 48 two-warp blocks before) and 4 when there is work enough to share tiles.
-// - The mask values of a tile are loaded before its Q K^T so their latency hides under the MMAs.
+// - Mask values are read where a score is scaled, on tiles that need it only (no array of
+//   preloaded values: 32 registers that kept a 4-warp block from fitting 3 to an SM); the
+//   exporters' masks broadcast over rows and heads, so those reads hit L1.
 // Rows are padded by 16 bytes so ldmatrix's eight row addresses fall in distinct banks.
 // - With ksplit = 2 (grids too small to fill the SMs: BERT-base at batch 1 is 96 warps of 16
 //   rows), two warps share each 16 query rows and split the key tiles between them (even tiles
@@ -466,7 +468,6 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
   constexpr int BK = D == 64 ? 64 : 32;  // keys per tile: 2 stages of K and V stay under 48 KB
   constexpr int LD = D + 8;              // row pitch in elements
   constexpr int kChunks = BK * D / 8;    // 16-byte pieces of one K (or V) tile
-  static_assert(BK / 8 * 4 <= 32, "fill_bits holds a tile's scores of one lane");
   __shared__ __align__(16) unsigned short ks[BRRR_ATTN_FLASH_STAGES][BK][LD];
   __shared__ __align__(16) unsigned short vs[BRRR_ATTN_FLASH_STAGES][BK][LD];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, threads = (int)blockDim.x;
@@ -491,17 +492,25 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
     if (last < key_end) key_end = last < 0 ? 0 : last;
   }
   const int tiles = (int)((key_end + BK - 1) / BK);
-  // Tile t of K and V into stage st; rows past seq_k read nothing and fill zeros.
+  // Tile t of K and V into stage st; rows past seq_k read nothing and fill zeros. Each thread
+  // copies the same 16 bytes (column lc) of every lstep-th row from lr0 (threads is a multiple
+  // of D / 8), so its addresses are a pointer and a shared offset stepped per row, not index
+  // math per piece (that was ~90 instructions per K and V pair, a third of a tile's).
+  static_assert(BK * D / 8 == kChunks, "16-byte pieces per tile");
   auto load_tile = [&](int t, int st) {
-    const long long k0 = (long long)t * BK;
+    const int lc = (tid % (D / 8)) * 8, lr0 = tid / (D / 8), lstep = threads / (D / 8);
+    const long long j0 = (long long)t * BK + lr0;
+    const T* kp = K + j0 * a.ks[2] + lc;
+    const T* vp = V + j0 * a.vs[2] + lc;
+    const long long kstep = lstep * a.ks[2], vstep = lstep * a.vs[2];
+    const unsigned kd = brrr_smem_u32(&ks[st][lr0][lc]), vd = brrr_smem_u32(&vs[st][lr0][lc]);
 #pragma unroll 4
-    for (int e = tid; e < kChunks; e += threads) {
-      const int r = e / (D / 8), c = (e % (D / 8)) * 8;
-      const long long j = k0 + r;
-      const bool in = j < a.seq_k;
-      const long long jj = in ? j : 0;
-      brrr_cp16(brrr_smem_u32(&ks[st][r][c]), K + jj * a.ks[2] + c, in ? 16 : 0);
-      brrr_cp16(brrr_smem_u32(&vs[st][r][c]), V + jj * a.vs[2] + c, in ? 16 : 0);
+    for (int r = 0; r < BK; r += lstep) {
+      const bool in = j0 + r < a.seq_k;
+      brrr_cp16(kd + r * (LD * 2), in ? (const void*)kp : (const void*)K, in ? 16 : 0);
+      brrr_cp16(vd + r * (LD * 2), in ? (const void*)vp : (const void*)V, in ? 16 : 0);
+      kp += kstep;
+      vp += vstep;
     }
   };
 #pragma unroll
@@ -549,24 +558,6 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
     const bool plain = a.fast_tiles && !M && !B && wrow0 + 16 <= a.seq_q &&
                        k0 + BK <= a.seq_k && !(a.causal && k0 + BK - 1 > wrow0 + causal_off);
     const long long live_keys = a.fast_tiles ? a.seq_k - k0 : (long long)BK;  // >= 1
-    // The tile's masks first: their loads are in flight while the tile lands and Q K^T runs.
-    // The bool mask as one bit per score (bit nt * 4 + c: the score is the fill), not a register
-    // each.
-    float mv[BK / 8][4];
-    unsigned fill_bits = 0;
-#pragma unroll
-    for (int nt = 0; nt < BK / 8; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        mv[nt][c] = 0.0f;
-        if ((M || B) && !dead) {
-          const long long i = row[c >> 1], j = k0 + nt * 8 + 2 * tq + (c & 1);
-          const bool in = i < a.seq_q && j < a.seq_k;
-          if (M && in) mv[nt][c] = brrr_ld(M + i * a.ms[2] + j * a.ms[3]);
-          if (B && in && ((B[i * a.bs[2] + j * a.bs[3]] != 0) != (a.keep_when != 0)))
-            fill_bits |= 1u << (nt * 4 + c);
-        }
-      }
     if (ks_n == 2)
       brrr_cp_wait<0>();  // both stages' tiles
     else
@@ -601,8 +592,9 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
           float v = NEG_INF;
           if (i < a.seq_q && j < a.seq_k && !(a.causal && j > i + causal_off)) {
             v = s[nt][c] * a.scale;
-            if (fill_bits >> (nt * 4 + c) & 1u) v = a.fill;
-            v = (v + mv[nt][c]) * 1.4426950408889634f;
+            if (B && ((B[i * a.bs[2] + j * a.bs[3]] != 0) != (a.keep_when != 0))) v = a.fill;
+            if (M) v += brrr_ld(M + i * a.ms[2] + j * a.ms[3]);
+            v *= 1.4426950408889634f;
           }
           s[nt][c] = v;
           mx[c >> 1] = fmaxf(mx[c >> 1], v);
