@@ -118,10 +118,12 @@ const Switch kSwitches[] = {
      "CUDA: 16-bit fused attention on cuDNN's SDPA engines where cuDNN takes it (additive or "
      "causal masks; the frontend headers at build time): 1 where it times faster than brrr's "
      "flash kernel on the geometry, 2 always, 0 never"},
-    {"BRRR_CUDNN_RUNTIME_COMPILED", Kind::Int, "0", "", 0, 1,
+    {"BRRR_CUDNN_RUNTIME_COMPILED", Kind::Int, "0", "", 0, 2,
      "CUDA: 1 lets cuDNN take engines that compile at run time (NVRTC inside brrr's process, "
-     "which damages libcuda's state: a SIGSEGV in a later module load); 0 deselects them, and "
-     "attention cuDNN has no other engine for runs on brrr's own kernels"},
+     "which damages libcuda's state: a SIGSEGV in a later module load); 2 builds cuDNN's "
+     "attention plan in a forked child (deviceless, cuDNN 9.8+) where such engines may compile, "
+     "and loads the compiled plan; 0 deselects them, and attention cuDNN has no other engine for "
+     "runs on brrr's own kernels"},
     {"BRRR_ATTENTION_CUDA_CORES", Kind::Flag, "0", "", 0, 0,
      "CUDA: fused attention on CUDA cores even where its Tensor Core kernel applies"},
     {"BRRR_CUDNN_LIB", Kind::Path, "libcudnn.so.9", "", 0, 0, "CUDA: the cuDNN library to load"},

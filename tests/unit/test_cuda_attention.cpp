@@ -467,6 +467,30 @@ TEST(FusedAttentionCuda, CudnnMatchesReference) {
     }
 }
 
+// BRRR_CUDNN_RUNTIME_COMPILED=2: cuDNN's plan built in a forked child (deviceless, NVRTC there)
+// and loaded here; the plan summary says so, and the results match the reference.
+TEST(FusedAttentionCuda, CudnnPlanBuiltInAChildMatchesReference) {
+  brrr_test::EnvVar on("BRRR_FUSED_ATTENTION", "1");
+  brrr_test::EnvVar dnn("BRRR_ATTN_CUDNN", "2");
+  brrr_test::EnvVar rtc("BRRR_CUDNN_RUNTIME_COMPILED", "2");
+  BRRR_REQUIRE_CUDA_DEVICE();
+  const std::vector<Spec> cases = {
+      {1, 12, 128, 64, Mask::Add},      // BERT-base batch 1
+      {16, 12, 128, 64, Mask::Causal},  // GPT-2 batch 16
+      {32, 12, 197, 64, Mask::None},    // ViT-B/16 batch 32
+      {3, 6, 77, 128, Mask::Add},
+  };
+  const bool built = cuda::CudnnSdpa::built();
+  for (DType dt : {DType::bf16, DType::f16})
+    for (Spec s : cases) {
+      s.dt = dt;
+      SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " b" << s.batch << " h" << s.heads
+                                        << " s" << s.seq << " d" << s.dim << " mask "
+                                        << int(s.mask));
+      check_graph_on_device(attention(s), dt, built ? "plan built in a child" : "attention ");
+    }
+}
+
 // K^T as the graph's own input [B, H, D, S] (no transposed copy): K's rows are strided, so the
 // 16-bit Tensor Core path is the strided kernel rather than the flash one.
 TEST(FusedAttentionCuda, StridedKeysUseTheStridedKernel) {

@@ -144,6 +144,8 @@ void CudaExecutor::Impl::plan_cudnn_attention(const plan::AttentionDesc& d, Atte
   g.causal = d.causal;
   g.scale = d.scale;
   g.dt = d.dtype;
+  g.sm_version = dev.info().cc_major * 10 + dev.info().cc_minor;
+  g.sm_count = dev.info().sm_count;
   const std::string key = fmt::format(
       "{} {} {} {} {} {} {} q{} k{} v{} o{} b{} {} {} {}", g.batch, g.heads, g.kv_heads, g.seq_q,
       g.seq_k, g.head_dim, dtype_name(g.dt), fmt::join(g.q, ","), fmt::join(g.k, ","),

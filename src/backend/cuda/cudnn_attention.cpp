@@ -1,6 +1,7 @@
 #include "backend/cuda/cudnn_attention.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "brrr/error.hpp"
 
@@ -12,7 +13,10 @@
 
 #include "backend/cuda/cudnn_api.hpp"
 #include "backend/cuda/cudnn_conv.hpp"
+#include "backend/cuda/nvrtc_compiler.hpp"
 #include "core/env.hpp"
+#include "core/kernel_cache.hpp"
+#include "core/subprocess.hpp"
 
 // The frontend calls cuDNN through the library brrr loaded (cudnn_api.cpp), never a link-time
 // libcudnn: with dynamic loading it resolves every backend symbol from this handle.
@@ -58,10 +62,122 @@ struct CudnnSdpa::Impl {
   int64_t ws = 0;
   bool bias = false;
   DType dt = DType::bf16;
+  bool child_built = false;  // the plan came from a child (BRRR_CUDNN_RUNTIME_COMPILED=2)
+  std::string child_why;     // why the child's plan was not used, when it was tried
 };
 
 CudnnSdpa::CudnnSdpa(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudnnSdpa::~CudnnSdpa() = default;
+
+namespace {
+
+std::string check(fe::error_t e, const char* stage) {
+  return e.is_good() ? std::string() : fmt::format("cuDNN SDPA {}: {}", stage, e.get_message());
+}
+
+// The SDPA of `g` in `gr`: Q, K, V (and the bias) in, O out, with brrr's uids.
+void define_graph(fe::graph::Graph& gr, const SdpaGeometry& g) {
+  gr.set_io_data_type(g.dt == DType::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  auto tensor = [&](const char* name, int64_t uid, std::vector<int64_t> dims,
+                    const std::array<int64_t, 4>& strides) {
+    return gr.tensor(fe::graph::Tensor_attributes()
+                         .set_name(name)
+                         .set_uid(uid)
+                         .set_dim(std::move(dims))
+                         .set_stride(vec(strides)));
+  };
+  auto Q = tensor("Q", kQ, {g.batch, g.heads, g.seq_q, g.head_dim}, g.q);
+  auto K = tensor("K", kK, {g.batch, g.kv_heads, g.seq_k, g.head_dim}, g.k);
+  auto V = tensor("V", kV, {g.batch, g.kv_heads, g.seq_k, g.head_dim}, g.v);
+  auto opts = fe::graph::SDPA_attributes()
+                  .set_name("brrr_sdpa")
+                  .set_generate_stats(false)
+                  .set_attn_scale(g.scale);
+  if (g.causal) opts.set_causal_mask(true);
+  if (g.has_bias) {
+    // Broadcast axes (stride 0) as dims of 1, as cuDNN expects them.
+    const int64_t full[4] = {g.batch, g.heads, g.seq_q, g.seq_k};
+    std::vector<int64_t> dims(4), strides(4);
+    for (int i = 0; i < 4; ++i) {
+      dims[size_t(i)] = g.bias[size_t(i)] == 0 ? 1 : full[i];
+      strides[size_t(i)] = g.bias[size_t(i)] == 0 ? 1 : g.bias[size_t(i)];
+    }
+    opts.set_bias(gr.tensor(fe::graph::Tensor_attributes()
+                                .set_name("bias")
+                                .set_uid(kBias)
+                                .set_dim(dims)
+                                .set_stride(strides)));
+  }
+  auto [O, stats] = gr.sdpa(Q, K, V, opts);
+  (void)stats;
+  O->set_output(true)
+      .set_uid(kOut)
+      .set_dim({g.batch, g.heads, g.seq_q, g.head_dim})
+      .set_stride(vec(g.out));
+}
+
+// The device's properties as cuDNN serializes them (cuDNN 9.8 and later), for plans built where
+// no device may be touched.
+std::string device_properties(cudnnHandle_t h, std::vector<uint8_t>* out) {
+  fe::DeviceProperties dp;
+  dp.set_handle(h);
+  if (std::string w = check(dp.build(), "device properties"); !w.empty()) return w;
+  return check(dp.serialize(*out), "device properties");
+}
+
+// g's plan built in a forked child against the serialized device properties `props`, engines
+// that compile at run time allowed (NVRTC then runs in the child: in a process that drives the
+// GPU it damages libcuda's allocator, docs/CUDA.md), the child making no CUDA call (SM version
+// and count given, cuDNN's deviceless build); the compiled plan comes back serialized.
+std::string build_in_child(const SdpaGeometry& g, const std::vector<uint8_t>& props,
+                           std::vector<uint8_t>* plan) {
+  ProcessResult r = run_forked(
+      [&]() -> std::string {
+        auto dp = std::make_shared<fe::DeviceProperties>();
+        std::string w = check(dp->deserialize(props), "device properties");
+        fe::graph::Graph gr;
+        if (w.empty()) {
+          gr.set_device_properties(dp).set_sm_version(g.sm_version).set_sm_count(g.sm_count);
+          define_graph(gr, g);
+          w = check(gr.validate(), "validate");
+        }
+        if (w.empty()) w = check(gr.build_operation_graph(), "operation graph");
+        if (w.empty()) w = check(gr.create_execution_plans({fe::HeurMode_t::A}), "heuristics");
+        if (w.empty()) w = check(gr.check_support(), "support");
+        if (w.empty())
+          w = check(gr.build_plans(fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "plan");
+        std::vector<uint8_t> data;
+        if (w.empty()) w = check(gr.serialize(data), "serialize");
+        if (!w.empty()) return "F" + w;
+        return "K" + std::string(data.begin(), data.end());
+      },
+      int(env::seconds("BRRR_COMPILE_TIMEOUT")));
+  if (r.timed_out) return "cuDNN SDPA: the child's plan build passed BRRR_COMPILE_TIMEOUT";
+  if (r.exec_errno) return fmt::format("cuDNN SDPA: could not fork: errno {}", r.exec_errno);
+  if (r.exit_code == 1) return "cuDNN SDPA in a child: " + r.output;
+  if (r.exit_code != 0 || r.output.empty() || (r.output[0] != 'K' && r.output[0] != 'F'))
+    return "cuDNN SDPA: the child building the plan died or returned nothing";
+  if (r.output[0] == 'F') return r.output.substr(1);
+  plan->assign(r.output.begin() + 1, r.output.end());
+  return "";
+}
+
+// The disk cache of child-built plans: one entry per geometry, device and cuDNN version, so a
+// warm load deserializes instead of forking a build.
+std::string plan_cache_key(const SdpaGeometry& g, const std::vector<uint8_t>& props) {
+  const CudnnApi* api = try_cudnn(nullptr);
+  const std::string text = fmt::format(
+      "cudnn {} frontend {} sm {} x{}\n{} {} {} {} {} {} {} q{} k{} v{} o{} b{} {} {} {}\n",
+      api ? api->version : 0, CUDNN_FRONTEND_VERSION, g.sm_version, g.sm_count, g.batch, g.heads,
+      g.kv_heads, g.seq_q, g.seq_k, g.head_dim, dtype_name(g.dt), fmt::join(g.q, ","),
+      fmt::join(g.k, ","), fmt::join(g.v, ","), fmt::join(g.out, ","), fmt::join(g.bias, ","),
+      g.has_bias, g.causal, g.scale);
+  return "sdpa-" + content_hash(text + std::string(props.begin(), props.end()));
+}
+
+}  // namespace
 
 std::unique_ptr<CudnnSdpa> CudnnSdpa::make(const CudnnContext& ctx, const SdpaGeometry& g,
                                            std::string* why) {
@@ -79,50 +195,39 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::make(const CudnnContext& ctx, const SdpaGe
     impl->handle = static_cast<cudnnHandle_t>(ctx.handle());
     impl->bias = g.has_bias;
     impl->dt = g.dt;
-    fe::graph::Graph& gr = impl->graph;
-    gr.set_io_data_type(g.dt == DType::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF)
-        .set_intermediate_data_type(fe::DataType_t::FLOAT)
-        .set_compute_data_type(fe::DataType_t::FLOAT);
-    auto tensor = [&](const char* name, int64_t uid, std::vector<int64_t> dims,
-                      const std::array<int64_t, 4>& strides) {
-      return gr.tensor(fe::graph::Tensor_attributes()
-                           .set_name(name)
-                           .set_uid(uid)
-                           .set_dim(std::move(dims))
-                           .set_stride(vec(strides)));
-    };
-    auto Q = tensor("Q", kQ, {g.batch, g.heads, g.seq_q, g.head_dim}, g.q);
-    auto K = tensor("K", kK, {g.batch, g.kv_heads, g.seq_k, g.head_dim}, g.k);
-    auto V = tensor("V", kV, {g.batch, g.kv_heads, g.seq_k, g.head_dim}, g.v);
-    auto opts = fe::graph::SDPA_attributes()
-                    .set_name("brrr_sdpa")
-                    .set_generate_stats(false)
-                    .set_attn_scale(g.scale);
-    if (g.causal) opts.set_causal_mask(true);
-    if (g.has_bias) {
-      // Broadcast axes (stride 0) as dims of 1, as cuDNN expects them.
-      const int64_t full[4] = {g.batch, g.heads, g.seq_q, g.seq_k};
-      std::vector<int64_t> dims(4), strides(4);
-      for (int i = 0; i < 4; ++i) {
-        dims[size_t(i)] = g.bias[size_t(i)] == 0 ? 1 : full[i];
-        strides[size_t(i)] = g.bias[size_t(i)] == 0 ? 1 : g.bias[size_t(i)];
-      }
-      opts.set_bias(gr.tensor(fe::graph::Tensor_attributes()
-                                  .set_name("bias")
-                                  .set_uid(kBias)
-                                  .set_dim(dims)
-                                  .set_stride(strides)));
-    }
-    auto [O, stats] = gr.sdpa(Q, K, V, opts);
-    (void)stats;
-    O->set_output(true)
-        .set_uid(kOut)
-        .set_dim({g.batch, g.heads, g.seq_q, g.head_dim})
-        .set_stride(vec(g.out));
-    auto check = [&](fe::error_t e, const char* stage) {
-      return e.is_good() ? std::string() : fmt::format("cuDNN SDPA {}: {}", stage, e.get_message());
-    };
+    const int64_t rtc = env::integer("BRRR_CUDNN_RUNTIME_COMPILED");
     std::string w;
+    // 2: the plan built in a child (runtime-compiled engines allowed there) and deserialized
+    // here; where any step fails, the in-process build below without those engines.
+    if (rtc == 2 && g.sm_version > 0 && g.sm_count > 0) {
+      std::vector<uint8_t> props, plan;
+      w = device_properties(impl->handle, &props);
+      KernelCache cache(default_cuda_cache_dir(), ".cudnnplan");
+      const std::string key = w.empty() ? plan_cache_key(g, props) : "";
+      bool cached = false;
+      if (w.empty()) {
+        if (auto hit = cache.lookup(key)) {
+          plan.assign(hit->begin(), hit->end());
+          cached = check(impl->graph.deserialize(impl->handle, plan), "deserialize").empty();
+          if (!cached) impl->graph = fe::graph::Graph();  // a stale entry: build it again
+        }
+      }
+      if (w.empty() && !cached) {
+        w = build_in_child(g, props, &plan);
+        if (w.empty()) w = check(impl->graph.deserialize(impl->handle, plan), "deserialize");
+        if (w.empty())
+          cache.publish(key, std::string_view(reinterpret_cast<const char*>(plan.data()), plan.size()));
+      }
+      if (w.empty()) w = check(impl->graph.get_workspace_size(impl->ws), "workspace");
+      if (w.empty()) {
+        impl->child_built = true;
+        return std::unique_ptr<CudnnSdpa>(new CudnnSdpa(std::move(impl)));
+      }
+      impl->child_why = w;
+      impl->graph = fe::graph::Graph();
+    }
+    fe::graph::Graph& gr = impl->graph;
+    define_graph(gr, g);
     if (w = check(gr.validate(), "validate"); !w.empty()) return no(w);
     if (w = check(gr.build_operation_graph(impl->handle), "operation graph"); !w.empty()) return no(w);
     if (w = check(gr.create_execution_plans({fe::HeurMode_t::A}), "heuristics"); !w.empty())
@@ -132,9 +237,8 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::make(const CudnnContext& ctx, const SdpaGe
     // module load (docs/CUDA.md, issue 14; brrr's own kernels compile in a forked child for that
     // reason). On the H200 `brrr doctor --compare` crashed there 3 times in 8 runs, in
     // cuLibraryLoadData right after cuDNN built its SDPA engine. Such engines are left out unless
-    // BRRR_CUDNN_RUNTIME_COMPILED=1.
-    if (env::integer("BRRR_CUDNN_RUNTIME_COMPILED") == 0)
-      gr.deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
+    // BRRR_CUDNN_RUNTIME_COMPILED=1 (or built in a child, 2, above).
+    if (rtc != 1) gr.deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
     if (w = check(gr.check_support(impl->handle), "support"); !w.empty()) return no(w);
     if (w = check(gr.build_plans(impl->handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "plan");
         !w.empty())
@@ -150,8 +254,11 @@ bool CudnnSdpa::built() { return true; }
 std::size_t CudnnSdpa::workspace_bytes() const { return std::size_t(impl_->ws); }
 
 std::string CudnnSdpa::describe() const {
-  return fmt::format("cuDNN SDPA {}{}, workspace {} B", dtype_name(impl_->dt),
-                     impl_->bias ? " +bias" : "", impl_->ws);
+  return fmt::format("cuDNN SDPA {}{}, workspace {} B{}", dtype_name(impl_->dt),
+                     impl_->bias ? " +bias" : "", impl_->ws,
+                     impl_->child_built          ? ", plan built in a child"
+                     : impl_->child_why.empty() ? ""
+                                                 : " (child build: " + impl_->child_why + ")");
 }
 
 void CudnnSdpa::run(DevPtr q, DevPtr k, DevPtr v, DevPtr bias, DevPtr out, DevPtr ws) const {

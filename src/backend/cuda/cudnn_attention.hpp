@@ -28,12 +28,16 @@ struct SdpaGeometry {
   bool has_bias = false, causal = false;
   float scale = 1;
   DType dt = DType::bf16;  // bf16 or f16 (Q, K, V, out and the bias); float32 scores and sums
+  int sm_version = 0, sm_count = 0;  // the device (90, 132): a plan built in a child needs them
 };
 
 class CudnnSdpa {
  public:
   // The graph for `g`, validated and with a built plan; nullptr with *why when cuDNN (or this
-  // build) does not take it. Never throws.
+  // build) does not take it. Never throws. With BRRR_CUDNN_RUNTIME_COMPILED=2 the plan is built
+  // in a forked child against the device's serialized properties (cuDNN's deviceless build, so
+  // engines that compile at run time run NVRTC there, not here) and this process deserializes
+  // the compiled plan; where that fails, the in-process build without such engines.
   static std::unique_ptr<CudnnSdpa> make(const CudnnContext& ctx, const SdpaGeometry& g,
                                          std::string* why);
   ~CudnnSdpa();
