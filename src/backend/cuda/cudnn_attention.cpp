@@ -6,6 +6,7 @@
 #include "brrr/error.hpp"
 
 #if defined(BRRR_HAVE_CUDNN) && defined(BRRR_HAVE_CUDNN_FRONTEND)
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -133,6 +134,9 @@ std::string device_properties(cudnnHandle_t h, std::vector<uint8_t>* out) {
 // and count given, cuDNN's deviceless build); the compiled plan comes back serialized.
 std::string build_in_child(const SdpaGeometry& g, const std::vector<uint8_t>& props,
                            std::vector<uint8_t>* plan) {
+  // One SDPA engine compiles in seconds; a child stuck on a device call it cannot make (the
+  // build is meant to be deviceless) must not hold plan building for BRRR_COMPILE_TIMEOUT.
+  const int kChildSeconds = std::min(env::seconds("BRRR_COMPILE_TIMEOUT"), 60);
   ProcessResult r = run_forked(
       [&]() -> std::string {
         auto dp = std::make_shared<fe::DeviceProperties>();
@@ -153,8 +157,9 @@ std::string build_in_child(const SdpaGeometry& g, const std::vector<uint8_t>& pr
         if (!w.empty()) return "F" + w;
         return "K" + std::string(data.begin(), data.end());
       },
-      int(env::seconds("BRRR_COMPILE_TIMEOUT")));
-  if (r.timed_out) return "cuDNN SDPA: the child's plan build passed BRRR_COMPILE_TIMEOUT";
+      kChildSeconds);
+  if (r.timed_out)
+    return fmt::format("cuDNN SDPA: the child's plan build took over {} s", kChildSeconds);
   if (r.exec_errno) return fmt::format("cuDNN SDPA: could not fork: errno {}", r.exec_errno);
   if (r.exit_code == 1) return "cuDNN SDPA in a child: " + r.output;
   if (r.exit_code != 0 || r.output.empty() || (r.output[0] != 'K' && r.output[0] != 'F'))
