@@ -231,12 +231,17 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::make(const CudnnContext& ctx, const SdpaGe
       impl->child_why = w;
       impl->graph = fe::graph::Graph();
     }
+    // A refusal below also names why the child's plan was not used, when one was tried.
+    const std::string child_note =
+        impl->child_why.empty() ? "" : " (child build: " + impl->child_why + ")";
+    auto refuse = [&](const std::string& why_here) { return no(why_here + child_note); };
     fe::graph::Graph& gr = impl->graph;
     define_graph(gr, g);
-    if (w = check(gr.validate(), "validate"); !w.empty()) return no(w);
-    if (w = check(gr.build_operation_graph(impl->handle), "operation graph"); !w.empty()) return no(w);
+    if (w = check(gr.validate(), "validate"); !w.empty()) return refuse(w);
+    if (w = check(gr.build_operation_graph(impl->handle), "operation graph"); !w.empty())
+      return refuse(w);
     if (w = check(gr.create_execution_plans({fe::HeurMode_t::A}), "heuristics"); !w.empty())
-      return no(w);
+      return refuse(w);
     // An engine that compiles at run time runs NVRTC in this process, and NVRTC in a process
     // that drives the GPU damages libcuda's small-object allocator: the crash shows at a later
     // module load (docs/CUDA.md, issue 14; brrr's own kernels compile in a forked child for that
@@ -244,11 +249,11 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::make(const CudnnContext& ctx, const SdpaGe
     // cuLibraryLoadData right after cuDNN built its SDPA engine. Such engines are left out unless
     // BRRR_CUDNN_RUNTIME_COMPILED=1 (or built in a child, 2, above).
     if (rtc != 1) gr.deselect_behavior_notes({fe::BehaviorNote_t::RUNTIME_COMPILATION});
-    if (w = check(gr.check_support(impl->handle), "support"); !w.empty()) return no(w);
+    if (w = check(gr.check_support(impl->handle), "support"); !w.empty()) return refuse(w);
     if (w = check(gr.build_plans(impl->handle, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "plan");
         !w.empty())
-      return no(w);
-    if (w = check(gr.get_workspace_size(impl->ws), "workspace"); !w.empty()) return no(w);
+      return refuse(w);
+    if (w = check(gr.get_workspace_size(impl->ws), "workspace"); !w.empty()) return refuse(w);
     return std::unique_ptr<CudnnSdpa>(new CudnnSdpa(std::move(impl)));
   } catch (const std::exception& e) {  // the frontend throws where it cannot load what it needs
     return no(fmt::format("cuDNN SDPA: {}", e.what()));
