@@ -29,9 +29,10 @@ if [ -z "${B:-}" ] || [ ! -x "$B/brrr" ]; then
 fi
 export XDG_CACHE_HOME=/tmp/brrr_xdg_attn_profile
 W=${WORKLOADS:-attn_bert_b1 attn_bert_b32 attn_gpt2_b1 attn_gpt2_b16 attn_vit_b1 attn_vit_b32}
-# brrr's flash kernel (cuDNN off) against cuDNN's engines, runtime-compiled ones allowed, in
-# interleaved rounds; median CUDA-graph time of the one-kernel plan.
-CONFIGS=${CONFIGS:-flash=BRRR_ATTN_CUDNN=0 flash_ks=BRRR_ATTN_CUDNN=0,BRRR_ATTN_KSPLIT=1 cudnn_rtc=BRRR_ATTN_CUDNN=2,BRRR_CUDNN_RUNTIME_COMPILED=1}
+# brrr's flash kernel (cuDNN off) with and without its branch-free plain tiles, against cuDNN's
+# plan built in a child (BRRR_CUDNN_RUNTIME_COMPILED=2), in interleaved rounds; median
+# CUDA-graph time of the one-kernel plan. The plan summaries follow (which path, or why not).
+CONFIGS=${CONFIGS:-full=BRRR_ATTN_CUDNN=0 nofull=BRRR_ATTN_CUDNN=0,BRRR_ATTN_FULL_TILES=0 child=BRRR_ATTN_CUDNN=2,BRRR_CUDNN_RUNTIME_COMPILED=2}
 for r in $(seq "${ROUNDS:-2}"); do
   for c in $CONFIGS; do
     name=${c%%=*}; envs=${c#*=}
@@ -39,6 +40,10 @@ for r in $(seq "${ROUNDS:-2}"); do
     env $(echo "$envs" | tr ',' ' ') timeout 120 "$B/brrr" bench --backend cuda $W --reps 300 2>&1 |
       grep -E '^attn_|error|rror' | sed "s/^/round $r $name: /"
   done
+done
+for w in $W; do
+  BRRR_ATTN_CUDNN=2 BRRR_CUDNN_RUNTIME_COMPILED=2 BRRR_DEBUG=1 timeout 60 "$B/brrr" bench \
+    --backend cuda "$w" --reps 3 2>&1 | grep -E 'k0_attention +attention' | cut -c1-600 | head -1
 done
 echo "== bench at $(el) s"
 PYTHONUNBUFFERED=1 timeout 90 python3 scripts/gpu_tools/sdpa_peer.py --rounds 5 2>&1 | grep -v Warning
