@@ -11,7 +11,6 @@
 // export's layout), else through the strided one (brrr_attention_mma<D>_<type>); other types
 // and dims on CUDA cores (brrr_attention_<type>; always with BRRR_ATTENTION_CUDA_CORES=1).
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <optional>
@@ -49,7 +48,10 @@ bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t
 // blocks per SM; fewer where it would not (BERT-base at batch 1: 12 heads x 128 rows are 96 warps,
 // as 96 one-warp blocks rather than 24 four-warp ones on 132 SMs).
 int flash_warps(const plan::AttentionDesc& d, int sms) {
-  if (const int64_t w = env::integer("BRRR_ATTN_WARPS"); w > 0) return int(w);  // 1, 2 or 4
+  if (const int64_t w = env::integer("BRRR_ATTN_WARPS"); w > 0) {
+    if (w == 3) fail("BRRR_ATTN_WARPS=3: the flash attention kernel takes 1, 2 or 4 warps a block");
+    return int(w);
+  }
   for (int w : {4, 2}) {
     const int64_t blocks = d.batch * d.heads * ((d.seq_q + 16 * w - 1) / (16 * w));
     if (blocks >= 2 * int64_t(sms)) return w;
@@ -146,11 +148,7 @@ void CudaExecutor::Impl::plan_cudnn_attention(const plan::AttentionDesc& d, Atte
   g.dt = d.dtype;
   g.sm_version = dev.info().cc_major * 10 + dev.info().cc_minor;
   g.sm_count = dev.info().sm_count;
-  const std::string key = fmt::format(
-      "{} {} {} {} {} {} {} q{} k{} v{} o{} b{} {} {} {}", g.batch, g.heads, g.kv_heads, g.seq_q,
-      g.seq_k, g.head_dim, dtype_name(g.dt), fmt::join(g.q, ","), fmt::join(g.k, ","),
-      fmt::join(g.v, ","), fmt::join(g.out, ","), fmt::join(g.bias, ","), g.has_bias, g.causal,
-      g.scale);
+  const std::string key = sdpa_geometry_key(g);
   auto it = sdpa_graphs.find(key);
   if (it == sdpa_graphs.end()) {
     std::string why;

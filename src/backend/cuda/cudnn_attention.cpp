@@ -5,6 +5,17 @@
 
 #include "brrr/error.hpp"
 
+namespace brrr::cuda {
+
+std::string sdpa_geometry_key(const SdpaGeometry& g) {
+  return fmt::format("{} {} {} {} {} {} {} q{} k{} v{} o{} b{} {} {} {}", g.batch, g.heads,
+                     g.kv_heads, g.seq_q, g.seq_k, g.head_dim, dtype_name(g.dt),
+                     fmt::join(g.q, ","), fmt::join(g.k, ","), fmt::join(g.v, ","),
+                     fmt::join(g.out, ","), fmt::join(g.bias, ","), g.has_bias, g.causal, g.scale);
+}
+
+}  // namespace brrr::cuda
+
 #if defined(BRRR_HAVE_CUDNN) && defined(BRRR_HAVE_CUDNN_FRONTEND)
 #include <algorithm>
 #include <cstdlib>
@@ -173,12 +184,9 @@ std::string build_in_child(const SdpaGeometry& g, const std::vector<uint8_t>& pr
 // warm load deserializes instead of forking a build.
 std::string plan_cache_key(const SdpaGeometry& g, const std::vector<uint8_t>& props) {
   const CudnnApi* api = try_cudnn(nullptr);
-  const std::string text = fmt::format(
-      "cudnn {} frontend {} sm {} x{}\n{} {} {} {} {} {} {} q{} k{} v{} o{} b{} {} {} {}\n",
-      api ? api->version : 0, CUDNN_FRONTEND_VERSION, g.sm_version, g.sm_count, g.batch, g.heads,
-      g.kv_heads, g.seq_q, g.seq_k, g.head_dim, dtype_name(g.dt), fmt::join(g.q, ","),
-      fmt::join(g.k, ","), fmt::join(g.v, ","), fmt::join(g.out, ","), fmt::join(g.bias, ","),
-      g.has_bias, g.causal, g.scale);
+  const std::string text =
+      fmt::format("cudnn {} frontend {} sm {} x{}\n{}\n", api ? api->version : 0,
+                  CUDNN_FRONTEND_VERSION, g.sm_version, g.sm_count, sdpa_geometry_key(g));
   return "sdpa-" + content_hash(text + std::string(props.begin(), props.end()));
 }
 

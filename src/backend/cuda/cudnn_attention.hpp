@@ -31,6 +31,10 @@ struct SdpaGeometry {
   int sm_version = 0, sm_count = 0;  // the device (90, 132): a plan built in a child needs them
 };
 
+// The geometry as text (every field but the device's), one per distinct cuDNN graph: the
+// executor's key for sharing graphs and part of the disk cache's key for child-built plans.
+std::string sdpa_geometry_key(const SdpaGeometry& g);
+
 class CudnnSdpa {
  public:
   // The graph for `g`, validated and with a built plan; nullptr with *why when cuDNN (or this
