@@ -64,7 +64,7 @@ int flash_warps(const plan::AttentionDesc& d, int sms) {
 // of the tiles (device/attention.cuh); else 1.
 int flash_ksplit(const plan::AttentionDesc& d, int warps, int sms) {
   if (warps != 1 || env::integer("BRRR_ATTN_KSPLIT") == 0) return 1;
-  const int64_t tile = d.head_dim == 64 ? 64 : 32;  // the kernel's BK
+  const int64_t tile = 32;  // the kernel's BK
   const int64_t blocks = d.batch * d.heads * ((d.seq_q + 15) / 16);
   return blocks < 2 * int64_t(sms) && d.seq_k > tile ? 2 : 1;
 }

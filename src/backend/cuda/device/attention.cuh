@@ -465,7 +465,12 @@ template <class T, int D>
 static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_args& a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   brrr_grid_wait();  // launched dependent on the kernel before it (prelude.cuh)
-  constexpr int BK = D == 64 ? 64 : 32;  // keys per tile: 2 stages of K and V stay under 48 KB
+  // Keys per tile. 32 for both head dims: at D = 64, 64-key tiles took 168-171 registers (the
+  // scores and P fragments of 64 keys), 2 or 3 blocks of 4 warps per SM, and the warps waited
+  // on each other's dependent chains with nothing else to issue; 32-key tiles fit 128 (4 blocks,
+  // the launch bound below). Measured alone on the H100 (attn_micro.cu): ViT-B/16 b32 88 -> 63
+  // us, GPT-2 b16 21.3 -> 14.2, BERT-base b32 53 -> 41, batch 1 level.
+  constexpr int BK = 32;
   constexpr int LD = D + 8;              // row pitch in elements
   constexpr int kChunks = BK * D / 8;    // 16-byte pieces of one K (or V) tile
   __shared__ __align__(16) unsigned short ks[BRRR_ATTN_FLASH_STAGES][BK][LD];
@@ -550,7 +555,7 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
     // With fast_tiles (warp-uniform): a warp whose rows are all past seq_q, or whose rows see no
     // key of this tile (causal), only helps load the tiles; a tile with every row and key in
     // range, no mask and no causal cut is "plain": no per-score bounds or mask work; key groups
-    // of 8 (then 16) wholly past seq_k skip their MMAs (ViT's 197 keys: the last 64-key tile
+    // of 8 (then 16) wholly past seq_k skip their MMAs (ViT's 197 keys: the last 32-key tile
     // holds 5).
     const bool dead = t >= tiles ||  // the split's odd tile out: its stage holds no tile
                       (a.fast_tiles &&
@@ -705,12 +710,14 @@ static __device__ __forceinline__ void brrr_attention_flash_t(const brrr_attn_ar
 #endif
 }
 
-// 32, 64 or 128 threads (cuda_executor_attention.cpp's flash_warps).
+// 32, 64 or 128 threads (cuda_executor_attention.cpp's flash_warps); at D = 64 at most 128
+// registers, so 4 blocks of 4 warps fit an SM (unbounded, ptxas took 141 on the H100: 3 blocks,
+// ViT-B/16 b32 69 against 63 us).
 #if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_TC64_bf16)
-extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash64_bf16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_bf16, 64>(a); }
+extern "C" __global__ void __launch_bounds__(128, 4) brrr_attention_flash64_bf16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_bf16, 64>(a); }
 #endif
 #if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_TC64_f16)
-extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash64_f16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_f16, 64>(a); }
+extern "C" __global__ void __launch_bounds__(128, 4) brrr_attention_flash64_f16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_f16, 64>(a); }
 #endif
 #if !defined(BRRR_ATTN_SELECT) || defined(BRRR_ATTN_TC128_bf16)
 extern "C" __global__ void __launch_bounds__(128) brrr_attention_flash128_bf16(const brrr_attn_args a) { brrr_attention_flash_t<brrr_bf16, 128>(a); }
