@@ -148,6 +148,7 @@ void CudaExecutor::Impl::plan_cudnn_attention(const plan::AttentionDesc& d, Atte
   g.dt = d.dtype;
   g.sm_version = dev.info().cc_major * 10 + dev.info().cc_minor;
   g.sm_count = dev.info().sm_count;
+  g.device = dev.info().ordinal;
   const std::string key = sdpa_geometry_key(g);
   auto it = sdpa_graphs.find(key);
   if (it == sdpa_graphs.end()) {

@@ -132,11 +132,22 @@ void define_graph(fe::graph::Graph& gr, const SdpaGeometry& g) {
 
 // The device's properties as cuDNN serializes them (cuDNN 9.8 and later), for plans built where
 // no device may be touched.
-std::string device_properties(cudnnHandle_t h, std::vector<uint8_t>* out) {
-  fe::DeviceProperties dp;
-  dp.set_handle(h);
-  if (std::string w = check(dp.build(), "device properties"); !w.empty()) return w;
-  return check(dp.serialize(*out), "device properties");
+// The frontend sets the handle and then a device id (0 unless told): cuDNN 9.19 refused the id
+// after the handle (CUDNN_STATUS_BAD_PARAM, "fromSerialization || initialized"), so the handle
+// alone first, then the handle's device id alone.
+std::string device_properties(cudnnHandle_t h, int device, std::vector<uint8_t>* out) {
+  std::string w;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    fe::DeviceProperties dp;
+    if (attempt == 0)
+      dp.set_handle(h).set_device_id(-1);
+    else
+      dp.set_device_id(device);
+    const std::string why = check(dp.build(), "device properties");
+    if (why.empty()) return check(dp.serialize(*out), "device properties");
+    w += (w.empty() ? "" : "; ") + why;
+  }
+  return w;
 }
 
 // g's plan built in a forked child against the serialized device properties `props`, engines
@@ -214,7 +225,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::make(const CudnnContext& ctx, const SdpaGe
     // here; where any step fails, the in-process build below without those engines.
     if (rtc == 2 && g.sm_version > 0 && g.sm_count > 0) {
       std::vector<uint8_t> props, plan;
-      w = device_properties(impl->handle, &props);
+      w = device_properties(impl->handle, g.device, &props);
       KernelCache cache(default_cuda_cache_dir(), ".cudnnplan");
       const std::string key = w.empty() ? plan_cache_key(g, props) : "";
       bool cached = false;

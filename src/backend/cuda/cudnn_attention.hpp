@@ -29,6 +29,7 @@ struct SdpaGeometry {
   float scale = 1;
   DType dt = DType::bf16;  // bf16 or f16 (Q, K, V, out and the bias); float32 scores and sums
   int sm_version = 0, sm_count = 0;  // the device (90, 132): a plan built in a child needs them
+  int device = 0;                     // its ordinal
 };
 
 // The geometry as text (every field but the device's), one per distinct cuDNN graph: the
