@@ -100,6 +100,11 @@ std::string ceilings_cache_path(const std::string& backend);
 // Measures the CPU ceilings (< ~20 s); progress lines on stderr when `progress`. `quick` shortens
 // every timing about 5x (tests), at some cost in accuracy.
 Ceilings probe_cpu(bool progress, bool quick = false);
+// How many cores' worth of arithmetic `threads` CPU threads get together right now: one thread's
+// FMA loop time over the team's, times the team size (best of a few ~1 ms rounds). Near
+// `threads` on dedicated cores; near 1 where the host runs them on one core's SMT siblings or
+// time-slices them. 1 for threads <= 1.
+double cpu_capacity(int threads);
 // Measures the GPU ceilings of device 0 (< ~20 s). Throws brrr::Error "no CUDA device: <reason>"
 // without a device (or in a build without the CUDA toolkit).
 Ceilings probe_cuda(bool progress);
@@ -251,6 +256,7 @@ struct Reliability {
   double other_busy_cpus = -1;  // -1: not measured
   int online_cpus = 0;
   int threads = 0;  // CPU threads the run used (1 for a GPU run's host thread)
+  double cpu_capacity = -1;  // RunProfile::cpu_capacity
 };
 Reliability assess_reliability(const RunProfile& p, const Ceilings& c);
 

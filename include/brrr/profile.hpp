@@ -68,6 +68,9 @@ struct RunProfile {
   // (-1: not measured) out of the CPUs online (Session::profile measures both).
   double other_busy_cpus = -1;
   int online_cpus = 0;
+  // CPU runs on several threads: how many cores' worth of arithmetic those threads got together
+  // right after the runs (doctor::cpu_capacity; -1: not measured).
+  double cpu_capacity = -1;
   std::vector<KernelRecord> kernels; // in execution order
 };
 

@@ -128,7 +128,9 @@ int timed_runs(Prepared& p, int reps) {
 RunProfile profile_prepared(Prepared& p, int reps) {
   auto inputs = make_inputs(p.graph(), 0);
   if (!p.session) return profile_reference(p.reference, inputs, reps);
-  return p.session->profile(inputs, reps);
+  RunProfile r = p.session->profile(inputs, reps);
+  if (r.backend == "cpu" && r.threads > 1) r.cpu_capacity = doctor::cpu_capacity(r.threads);
+  return r;
 }
 
 // Profiles `a` and `b` in alternating rounds, so that a machine whose load changes meanwhile

@@ -296,6 +296,18 @@ void special_chain_f32(const std::string& fn, const float* x, float* y, int64_t 
   kern::special_chain(int(it - names.begin()), x, y, n, k);
 }
 
+double cpu_capacity(int threads) {
+  if (threads <= 1) return 1.0;
+  constexpr int64_t kIters = 1 << 18;  // ~1 ms of one core's FMAs (AVX-512, 3.5 GHz)
+  kern::fma_team_s(threads, kIters / 8);  // wake the team
+  double one = 1e30, team = 1e30;
+  for (int r = 0; r < 3; ++r) {  // alternating, best of each: a passing hiccup is not the host
+    one = std::min(one, kern::fma_team_s(1, kIters));
+    team = std::min(team, kern::fma_team_s(threads, kIters));
+  }
+  return team > 0 ? double(threads) * one / team : 0.0;
+}
+
 Ceilings probe_cpu(bool progress_on, bool quick) {
   const double q = quick ? 0.2 : 1.0;  // quick: shorter timings and buffers (tests)
   Ceilings c;

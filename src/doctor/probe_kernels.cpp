@@ -101,50 +101,55 @@ double last_span_s() {
 
 // ---- FMA peaks: 16 independent accumulators hide the FMA latency on two ports.
 
+// One thread's fp32 FMA loop (the FLOPs it performed): fma_f32's and fma_team_s's.
+static double fma_f32_thread(int64_t iters) {
+  float seed = 1.0f + 1e-3f * float(omp_get_thread_num());
+#if defined(__AVX512F__)
+  __m512 acc[16];
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_set1_ps(seed + 1e-4f * float(j));
+  __m512 a = _mm512_set1_ps(0.9999f), b = _mm512_set1_ps(1e-4f);
+  opaque(a);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+  }
+  __m512 s = acc[0];
+  for (int j = 1; j < 16; ++j) s = _mm512_add_ps(s, acc[j]);
+  g_sink = _mm512_reduce_add_ps(s);
+  return double(iters) * 16 * 16 * 2;
+#elif defined(__AVX2__) && defined(__FMA__)
+  __m256 acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = _mm256_set1_ps(seed + 1e-4f * float(j));
+  __m256 a = _mm256_set1_ps(0.9999f), b = _mm256_set1_ps(1e-4f);
+  opaque(a);
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
+  }
+  float out[8];
+  __m256 s = acc[0];
+  for (int j = 1; j < 12; ++j) s = _mm256_add_ps(s, acc[j]);
+  _mm256_storeu_ps(out, s);
+  g_sink = out[0];
+  return double(iters) * 12 * 8 * 2;
+#else
+  float acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = seed + 1e-4f * float(j);
+  float a = 0.9999f, b = 1e-4f;
+  for (int64_t i = 0; i < iters; ++i)
+    for (int j = 0; j < 8; ++j) acc[j] = std::fma(acc[j], a, b);
+  g_sink = acc[0] + acc[7];
+  return double(iters) * 8 * 2;
+#endif
+}
+
 double fma_f32(int64_t iters) {
   double total = 0;
   g_span = 0;
 #pragma omp parallel reduction(+ : total)
   {
     CpuSpanTimer span;
-    float seed = 1.0f + 1e-3f * float(omp_get_thread_num());
-#if defined(__AVX512F__)
-    __m512 acc[16];
-    for (int j = 0; j < 16; ++j) acc[j] = _mm512_set1_ps(seed + 1e-4f * float(j));
-    __m512 a = _mm512_set1_ps(0.9999f), b = _mm512_set1_ps(1e-4f);
-    opaque(a);
-    for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 16
-      for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
-    }
-    __m512 s = acc[0];
-    for (int j = 1; j < 16; ++j) s = _mm512_add_ps(s, acc[j]);
-    g_sink = _mm512_reduce_add_ps(s);
-    total = double(iters) * 16 * 16 * 2;
-#elif defined(__AVX2__) && defined(__FMA__)
-    __m256 acc[12];
-    for (int j = 0; j < 12; ++j) acc[j] = _mm256_set1_ps(seed + 1e-4f * float(j));
-    __m256 a = _mm256_set1_ps(0.9999f), b = _mm256_set1_ps(1e-4f);
-    opaque(a);
-    for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-      for (int j = 0; j < 12; ++j) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
-    }
-    float out[8];
-    __m256 s = acc[0];
-    for (int j = 1; j < 12; ++j) s = _mm256_add_ps(s, acc[j]);
-    _mm256_storeu_ps(out, s);
-    g_sink = out[0];
-    total = double(iters) * 12 * 8 * 2;
-#else
-    float acc[8];
-    for (int j = 0; j < 8; ++j) acc[j] = seed + 1e-4f * float(j);
-    float a = 0.9999f, b = 1e-4f;
-    for (int64_t i = 0; i < iters; ++i)
-      for (int j = 0; j < 8; ++j) acc[j] = std::fma(acc[j], a, b);
-    g_sink = acc[0] + acc[7];
-    total = double(iters) * 8 * 2;
-#endif
+    total = fma_f32_thread(iters);
   }
   return total;
 }
@@ -461,6 +466,16 @@ void parallel_fill(void* p, size_t bytes) {
     size_t e = b + chunk < bytes ? b + chunk : bytes;
     if (e > b) std::memset(static_cast<char*>(p) + b, 1, e - b);
   }
+}
+
+double fma_team_s(int threads, int64_t iters) {
+  g_span = 0;
+#pragma omp parallel num_threads(threads)
+  {
+    SpanTimer span;  // the wall: a core shared with another thread (SMT, time slices) shows here
+    fma_f32_thread(iters);  // its result lands in g_sink
+  }
+  return g_span;
 }
 
 void fork_join(int64_t reps) {

@@ -37,6 +37,10 @@ void parallel_copy(void* dst, const void* src, size_t bytes);
 double cache_copy(void* a, void* b, size_t bytes, int64_t passes);
 // Writes the buffer with the same static split as parallel_copy (first-touch placement).
 void parallel_fill(void* p, size_t bytes);
+// A team of `threads` OpenMP threads each running fma_f32's loop for `iters`; returns the wall
+// time of the slowest thread's loop (s). One thread's time over the team's, times the team size,
+// is how many cores' worth of arithmetic the team got (cpu_capacity in probe_cpu.cpp).
+double fma_team_s(int threads, int64_t iters);
 // Runs `reps` empty OpenMP parallel regions.
 void fork_join(int64_t reps);
 int max_threads();

@@ -11,6 +11,8 @@ namespace {
 
 // Runs whose p90 is more than this times their p10 vary too much for a per-kernel diagnosis.
 constexpr double kWideSpread = 1.5;
+// Threads that get less than this share of a core each cannot run as the plan assumes.
+constexpr double kCapacityShare = 0.75;
 // Other processes busy on at least this many CPUs, more than the machine had to spare for
 // brrr's threads, make every timing a share of a contended machine.
 constexpr double kBusyCpus = 0.5;
@@ -76,6 +78,17 @@ Reliability assess_reliability(const RunProfile& p, const Ceilings& c) {
                                     "{} thread{}",
                                     r.other_busy_cpus, r.online_cpus, r.threads,
                                     r.threads == 1 ? "" : "s"));
+  // The load meter sees processes of this machine, not the host under a VM: two vCPUs that are
+  // one core's SMT siblings, or time-sliced, show as idle CPUs. On the 2-CPU development VM they
+  // were at times (cpu_capacity 1.00 of 2 in some minutes, 2.00 in others), and mobilenet's runs
+  // moved between 0.9 and 1.7 ms with them.
+  r.cpu_capacity = p.cpu_capacity;
+  if (p.cpu_capacity >= 0 && r.threads > 1 && p.cpu_capacity < kCapacityShare * r.threads)
+    r.reasons.push_back(fmt::format(
+        "the {} threads together did {:.2f} cores' worth of arithmetic right after the runs "
+        "(dedicated cores: {}): the host shares these CPUs (SMT siblings or time slices), so "
+        "parallel kernels run slower than the ceilings say and times move between runs",
+        r.threads, p.cpu_capacity, r.threads));
   for (const auto& cw : ceilings_warnings(c)) r.reasons.push_back("ceilings: " + cw);
   r.reliable = r.reasons.empty();
   return r;

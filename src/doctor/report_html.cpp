@@ -482,11 +482,14 @@ std::string render_html(const Report& r) {
     std::string why;
     for (const auto& x : t.reasons) why += "<li>" + esc(x) + "</li>";
     h += fmt::format(
-        "<p id=\"trust\">Trust: {} timed runs, wall p10 {:.4f} ms, p90 {:.4f} ms{}. {}</p>\n",
+        "<p id=\"trust\">Trust: {} timed runs, wall p10 {:.4f} ms, p90 {:.4f} ms{}{}. {}</p>\n",
         t.samples, t.wall_p10_ms, t.wall_p90_ms,
         t.other_busy_cpus >= 0
             ? fmt::format(", other processes busy on {:.1f} of {} CPUs", t.other_busy_cpus,
                           t.online_cpus)
+            : std::string(),
+        t.cpu_capacity >= 0 && t.threads > 1
+            ? fmt::format(", {} threads at {:.2f} cores' worth", t.threads, t.cpu_capacity)
             : std::string(),
         t.reliable ? std::string("Reliable.") : "Unreliable:<ul>" + why + "</ul>");
     if (!r.timing.empty()) h += "<p id=\"timing\">Timing: " + esc(r.timing) + ".</p>\n";

@@ -145,7 +145,8 @@ json report_json(const Report& r) {
                       {"other_busy_cpus", t.other_busy_cpus < 0 ? json(nullptr)
                                                                 : json(t.other_busy_cpus)},
                       {"online_cpus", t.online_cpus},
-                      {"threads", t.threads}};
+                      {"threads", t.threads},
+                      {"cpu_capacity", t.cpu_capacity < 0 ? json(nullptr) : json(t.cpu_capacity)}};
   j["checks"] = json::array();
   for (const auto& k : r.checks)
     j["checks"].push_back({{"remedy", k.remedy},
@@ -214,6 +215,7 @@ json profile_to_json(const RunProfile& p) {
               {"threads", p.threads},
               {"other_busy_cpus", p.other_busy_cpus},
               {"online_cpus", p.online_cpus},
+              {"cpu_capacity", p.cpu_capacity},
               {"kernels", ks}};
 }
 
@@ -228,6 +230,7 @@ RunProfile profile_from_json(const json& j) {
     p.threads = j.value("threads", 0);
     p.other_busy_cpus = j.value("other_busy_cpus", -1.0);
     p.online_cpus = j.value("online_cpus", 0);
+    p.cpu_capacity = j.value("cpu_capacity", -1.0);
     for (const auto& kj : j.at("kernels")) {
       KernelRecord k;
       k.name = kj.value("name", "");

@@ -79,6 +79,8 @@ std::string trust_line(const Reliability& t) {
   if (t.samples >= 2) s += fmt::format(", wall p10 {:.4f} ms / p90 {:.4f} ms", t.wall_p10_ms, t.wall_p90_ms);
   if (t.other_busy_cpus >= 0)
     s += fmt::format(", other processes busy on {:.1f} of {} CPUs", t.other_busy_cpus, t.online_cpus);
+  if (t.cpu_capacity >= 0 && t.threads > 1)
+    s += fmt::format(", {} threads at {:.2f} cores' worth", t.threads, t.cpu_capacity);
   s += t.reliable ? "; reliable" : "; UNRELIABLE: " + fmt::format("{}", fmt::join(t.reasons, "; "));
   return s;
 }

@@ -2,6 +2,8 @@
 // busy on the CPUs, and suspect ceilings each make the report say its measurements are
 // unreliable, with the reason; a quiet, steady run does not. The load meter itself is checked
 // against real CPU hogs in tests/timing/test_doctor_load.cpp.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "brrr/doctor.hpp"
@@ -244,4 +246,37 @@ TEST(DoctorTrust, AKernelThatConvertsLayoutsInsideSaysSo) {
   EXPECT_NE(render_html(r).find("converts layouts inside each run: output nChw16c -&gt; nchw"),
             std::string::npos);
   EXPECT_EQ(profile_from_json(profile_to_json(p)).kernels[0].layout_note, "output nChw16c -> nchw");
+}
+
+// Two threads that got one core's worth of arithmetic (the host runs the two vCPUs on one core's
+// SMT siblings, or time-slices them: the load meter sees idle CPUs) make the report unreliable,
+// with the figure in the trust line, the JSON and a saved profile; near two cores' worth does not.
+TEST(DoctorTrust, ThreadsSharingACoreMakeItUnreliable) {
+  RunProfile p = steady_profile();
+  p.cpu_capacity = 1.02;
+  Report r = diagnose(p, quiet_ceilings());
+  EXPECT_FALSE(r.reliability.reliable);
+  ASSERT_EQ(r.reliability.reasons.size(), 1u);
+  EXPECT_NE(r.reliability.reasons[0].find("1.02 cores' worth"), std::string::npos)
+      << r.reliability.reasons[0];
+  EXPECT_NE(render_table(r).find("2 threads at 1.02 cores' worth"), std::string::npos);
+  EXPECT_DOUBLE_EQ(report_json(r)["reliability"]["cpu_capacity"].get<double>(), 1.02);
+  EXPECT_DOUBLE_EQ(profile_from_json(profile_to_json(p)).cpu_capacity, 1.02);
+
+  p.cpu_capacity = 1.93;
+  Report ok = diagnose(p, quiet_ceilings());
+  EXPECT_TRUE(ok.reliability.reliable) << fmt::format("{}", fmt::join(ok.reliability.reasons, "; "));
+  EXPECT_NE(render_table(ok).find("2 threads at 1.93 cores' worth"), std::string::npos);
+
+  p.cpu_capacity = -1;  // not measured (a saved profile from before, a GPU run): no figure
+  EXPECT_EQ(render_table(diagnose(p, quiet_ceilings())).find("cores' worth"), std::string::npos);
+}
+
+// The measurement itself: one thread is one core's worth by definition; a team's figure is a
+// positive share of its size (how much of it, the machine decides).
+TEST(DoctorTrust, CpuCapacityIsAShareOfTheTeam) {
+  EXPECT_DOUBLE_EQ(cpu_capacity(1), 1.0);
+  const double two = cpu_capacity(2);
+  EXPECT_GT(two, 0.0);
+  EXPECT_LT(two, 3.0);
 }
