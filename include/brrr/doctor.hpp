@@ -112,6 +112,9 @@ Ceilings probe_cuda(bool progress);
 // that cannot be written is a warning line, and its reason goes to *cache_error when given.
 Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress,
                        bool* from_cache = nullptr, std::string* cache_error = nullptr);
+// This machine's cached ceilings for `backend` as load_or_probe reads them, without measuring:
+// nothing (and *why) when none are cached, the file is unreadable or an older probe wrote it.
+std::optional<Ceilings> cached_ceilings(const std::string& backend, std::string* why = nullptr);
 std::string render_ceilings(const Ceilings& c);
 
 // The probe's special-function kernel, exposed so tests can build known-regime runs with the

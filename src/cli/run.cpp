@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 
+#include "brrr/doctor.hpp"
 #include "brrr/error.hpp"
 #include "brrr/onnx.hpp"
 #include "brrr/passes.hpp"
@@ -280,9 +281,18 @@ int run_command(const RunOptions& o) {
       (o.atol < 0 && o.atol != -1))
     fail("--rtol and --atol must be non-negative");
   check_backend_options(o.backend, o.threads, o.precision);
-  if (o.backend == "cpu")
-    if (std::string note = plan::cpu_precision_note(o.precision, CpuFeatures::host()); !note.empty())
+  if (o.backend == "cpu" && o.precision == "bf16") {
+    // The probe's GEMM rates where this machine has them cached (never measured here).
+    double ratio = 0;
+    if (auto c = doctor::cached_ceilings("cpu")) {
+      const auto b = c->library_gflops.find("bf16"), f = c->library_gflops.find("fp32");
+      if (b != c->library_gflops.end() && f != c->library_gflops.end() && f->second > 0)
+        ratio = b->second / f->second;
+    }
+    if (std::string note = plan::cpu_precision_note(o.precision, CpuFeatures::host(), ratio);
+        !note.empty())
       std::fprintf(stderr, "brrr: note: --precision %s: %s\n", o.precision.c_str(), note.c_str());
+  }
   if (!o.save_outputs.empty()) check_save_dir(o);
   check_plan_options(o.backend, o.save_plan, o.load_plan);
   auto load_start = std::chrono::steady_clock::now();

@@ -185,6 +185,29 @@ std::string ceilings_cache_path(const std::string& backend) {
   return (dir / fmt::format("ceilings-{}-{}.json", host, backend)).string();
 }
 
+std::optional<Ceilings> cached_ceilings(const std::string& backend, std::string* why) {
+  const std::string path = ceilings_cache_path(backend);
+  if (!fs::exists(path)) {
+    if (why) *why = "none cached";
+    return std::nullopt;
+  }
+  try {
+    std::string text;
+    BRRR_CHECK(read_regular_file(path, 1 << 20, &text), "not a regular file of at most 1 MiB");
+    json j = json::parse(text);
+    Ceilings c = ceilings_from_json(j);
+    BRRR_CHECK(c.backend == backend, "it holds '{}' ceilings", c.backend);
+    const int method = backend == "cuda" ? kProbeMethodCuda : kProbeMethod;
+    BRRR_CHECK(j.is_object() && j.value("probe_method", 1) >= method,
+               "it was measured by an older probe (method {}, now {})",
+               j.is_object() ? j.value("probe_method", 1) : 1, method);
+    return c;
+  } catch (const std::exception& e) {
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
+}
+
 Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, bool* from_cache,
                        std::string* cache_error) {
   BRRR_CHECK(backend == "cpu" || backend == "cuda",
@@ -193,16 +216,9 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
   if (from_cache) *from_cache = false;
   double cached_load = -1;  // >= 0: a cached probe taken under load is being measured again
   if (!refresh && fs::exists(path)) {
-    try {
-      std::string text;
-      BRRR_CHECK(read_regular_file(path, 1 << 20, &text), "not a regular file of at most 1 MiB");
-      json j = json::parse(text);
-      Ceilings c = ceilings_from_json(j);
-      BRRR_CHECK(c.backend == backend, "it holds '{}' ceilings", c.backend);
-      const int method = backend == "cuda" ? kProbeMethodCuda : kProbeMethod;
-      BRRR_CHECK(j.is_object() && j.value("probe_method", 1) >= method,
-                 "it was measured by an older probe (method {}, now {})",
-                 j.is_object() ? j.value("probe_method", 1) : 1, method);
+    std::string bad;
+    if (std::optional<Ceilings> cached = cached_ceilings(backend, &bad)) {
+      const Ceilings& c = *cached;
       // A probe that ran on a busy machine measured the contention, not the machine: measure
       // again, unless the machine is no quieter now (a probe now would measure the same load).
       double now = -1;
@@ -219,9 +235,9 @@ Ceilings load_or_probe(const std::string& backend, bool refresh, bool progress, 
                          "{:.1f} CPUs busy ({:.1f} now); measuring again\n",
                  path, c.probe_other_busy_cpus, now);
       cached_load = c.probe_other_busy_cpus;
-    } catch (const std::exception& e) {
+    } else {
       fmt::print(stderr, "probe: ignoring the cached ceilings {} ({}); measuring again\n", path,
-                 e.what());
+                 bad);
     }
   }
   Ceilings c = backend == "cuda" ? probe_cuda(progress) : probe_cpu(progress);

@@ -211,10 +211,14 @@ std::string cpu_precision_refusal(const std::string& precision, const CpuFeature
 std::string cpu_precision_refusal(const std::string& precision);  // the host, this build
 
 // What a user should know before timing `precision` on a CPU with `features` that takes it (one
-// line, "" for nothing): bf16 without AMX computes on vdpbf16ps, whose rate is at or below the
-// fp32 FMA rate (a 2-core Xeon VM without AMX, one thread: 140-145 against 160-167 GFLOP/s), and
-// the activations' casts come on top: there BERT-base and ViT-B/16 ran 1.2-2.0x slower with
-// --precision bf16 than in fp32 (2 threads, interleaved rounds, load 5-6).
-std::string cpu_precision_note(const std::string& precision, const CpuFeatures& features);
+// line, "" for nothing). bf16 without AMX computes on vdpbf16ps, whose rate against fp32 FMAs
+// depends on the CPU: below it on a 2-core Xeon VM (one thread: 140-145 against 160-167
+// GFLOP/s; BERT-base and ViT-B/16 ran 1.2-2.0x slower at bf16 there), twice it on a 2-core
+// AMD EPYC VM (Zen 4: oneDNN's bf16 GEMM 457 against 229 GFLOP/s; BERT-base and ViT-B/16 ran
+// 1.8x and 1.9x faster). `bf16_gemm_ratio` is oneDNN's bf16 GEMM rate over its fp32 rate from
+// this machine's probe (0: not probed): under 1.2 the note says bf16 gains little here, from
+// 1.2 there is nothing to say, unknown it says how to find out.
+std::string cpu_precision_note(const std::string& precision, const CpuFeatures& features,
+                               double bf16_gemm_ratio = 0);
 
 }  // namespace brrr::plan
