@@ -392,8 +392,7 @@ extern "C" __global__ void __launch_bounds__(64) brrr_attention_mma128_f16(const
 // trip) and two block barriers. Here:
 // - K and V tiles go to shared memory as 16-byte cp.async copies, in their own 16-bit layout (no
 //   transposition: ldmatrix.trans reads V's B fragments straight from its rows), two tiles in
-//   flight, so the next tile arrives while this one computes and a 128-key sequence is a single
-//   memory round trip.
+//   flight, so the next tile arrives while this one computes.
 // - Q goes from global memory straight into the A fragments (it is read once), no staging.
 // - Each warp owns 16 query rows; the block has 1 to 4 warps (blockDim.x / 32, one kernel for
 //   all: the shared memory is the K/V tiles', whatever the warps) sharing the K/V tiles. The
