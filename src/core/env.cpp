@@ -148,7 +148,7 @@ const Switch kSwitches[] = {
     {"BRRR_NO_PREPACK", Kind::Flag, "0", "", 0, 0,
      "CPU: oneDNN matmuls read constant weights as stored"},
     {"BRRR_NO_WEIGHT_PITCH_PAD", Kind::Flag, "0", "", 0, 0,
-     "CPU: prepacked plain weights keep a row pitch that is a multiple of 4 KiB (not padded by "
+     "CPU: prepacked plain weights keep a row pitch that is a multiple of 1 KiB (not padded by "
      "64 bytes)"},
     {"BRRR_CPU_FUSED_ATTENTION", Kind::Int, "2", "", 0, 2,
      "CPU: float32 scaled dot-product attention (Q.K^T, masks, softmax, P.V) as one kernel: 2 "

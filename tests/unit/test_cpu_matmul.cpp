@@ -155,18 +155,21 @@ TEST(CpuMatMul, ExportedErfGeluIsAPostOp) {
   }
 }
 
-// A weight row pitch that is a multiple of 4 KiB is padded by 64 bytes (cache-set conflicts);
-// other pitches, few rows, and the switch off keep it.
-TEST(CpuMatMul, WeightPitchPaddedOffMultiplesOf4KiB) {
+// A weight row pitch that is a multiple of 1 KiB is padded by 64 bytes (every 4th row, or every
+// row, in the same cache sets); other pitches, few rows, and the switch off keep it.
+TEST(CpuMatMul, WeightPitchPaddedOffMultiplesOf1KiB) {
   EXPECT_EQ(cpu::padded_weight_pitch(768, 3072, 4), 3088);  // BERT's MLP up-projection
   EXPECT_EQ(cpu::padded_weight_pitch(768, 1024, 4), 1040);
   EXPECT_EQ(cpu::padded_weight_pitch(2048, 2048, 2), 2080);  // 16-bit: 4 KiB is 2048 elements
-  EXPECT_EQ(cpu::padded_weight_pitch(768, 768, 4), 768);
-  EXPECT_EQ(cpu::padded_weight_pitch(768, 2304, 4), 2304);
-  EXPECT_EQ(cpu::padded_weight_pitch(768, 1536, 2), 1536);
-  EXPECT_EQ(cpu::padded_weight_pitch(32, 3072, 4), 3072);  // few rows
+  EXPECT_EQ(cpu::padded_weight_pitch(3072, 768, 4), 784);    // its down-projection: 3 KiB rows
+  EXPECT_EQ(cpu::padded_weight_pitch(768, 2304, 4), 2320);   // fused Q/K/V: 9 KiB rows
+  EXPECT_EQ(cpu::padded_weight_pitch(768, 1536, 2), 1568);
+  EXPECT_EQ(cpu::padded_weight_pitch(768, 1000, 4), 1000);   // 4000 bytes: rows spread over sets
+  EXPECT_EQ(cpu::padded_weight_pitch(768, 640, 4), 640);     // 2.5 KiB
+  EXPECT_EQ(cpu::padded_weight_pitch(32, 3072, 4), 3072);    // few rows
   brrr_test::EnvVar off("BRRR_NO_WEIGHT_PITCH_PAD", "1");
   EXPECT_EQ(cpu::padded_weight_pitch(768, 3072, 4), 3072);
+  EXPECT_EQ(cpu::padded_weight_pitch(3072, 768, 4), 768);
 }
 
 // The padded pitch in a model: MatMul + bias + erf GELU (an MLP up-projection) on a [128, 1024]

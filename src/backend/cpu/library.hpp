@@ -95,10 +95,15 @@ bool blocked_layouts_enabled(bool bf16_convs = false);
 bool winograd_enabled();
 
 // The row pitch, in elements, of a prepacked plain weight of `rows` rows of `pitch` elements of
-// `esize` bytes: padded by 64 bytes when the pitch is a multiple of 4 KiB and there are 64 rows
+// `esize` bytes: padded by 64 bytes when the pitch is a multiple of 1 KiB and there are 64 rows
 // or more (BRRR_NO_WEIGHT_PITCH_PAD=1: never), else `pitch`. Rows 4 KiB apart fall into the same
-// cache sets: on an AVX2 EPYC, 2 threads, oneDNN 2.6's gemm:jit ran [197,768]x[768,3072] at 55
-// GFLOP/s and at 71 with the pitch padded (N = 1024, 2048, 4096 alike; 768, 1536, 2304 not).
+// cache sets: with a 4 KiB pitch every row does, with 1, 2 or 3 KiB every 4th (2nd) row. On an
+// AVX2 EPYC, 2 threads, oneDNN 2.6's gemm:jit ran [197,768]x[768,3072] at 55 GFLOP/s and at 71
+// with the pitch padded. On a 2-core Zen 3 (peak about 190 GFLOP/s) padded against not, 3 runs of
+// 6 interleaved rounds: [197,768]x[768,3072] 2.4-2.6x, [128,3072]x[3072,768] 1.10-1.18x,
+// [197,768]x[768,2304] 1.14-1.19x, [128,768]x[768,768] 1.02-1.03x, [128,768]x[768,2304]
+// 0.98-1.02x; whole models (min of 12 runs, 3 interleaved rounds): GPT-2 212-219 -> 193-198 ms,
+// ViT-B/16 215-226 -> 203-205 ms.
 int64_t padded_weight_pitch(int64_t rows, int64_t pitch, size_t esize);
 
 // A ready-to-run primitive for a Library kernel, or nullptr when the library cannot do this case

@@ -20,7 +20,7 @@
 namespace brrr::cpu {
 
 int64_t padded_weight_pitch(int64_t rows, int64_t pitch, size_t esize) {
-  if (rows < 64 || (int64_t(esize) * pitch) % 4096 != 0 || env::flag("BRRR_NO_WEIGHT_PITCH_PAD"))
+  if (rows < 64 || (int64_t(esize) * pitch) % 1024 != 0 || env::flag("BRRR_NO_WEIGHT_PITCH_PAD"))
     return pitch;
   return pitch + int64_t(64 / esize);
 }
