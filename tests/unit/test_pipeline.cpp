@@ -10,6 +10,7 @@
 
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
+#include "dnnl_flag.hpp"
 #include "env_var.hpp"
 #include "passes/pipeline.hpp"
 #include "random_tensor.hpp"
@@ -342,6 +343,39 @@ TEST(KernelRecord, GatherReadsThePickedRowsOfItsTable) {
   for (size_t n = 0; n < c2.graph.nodes.size(); ++n) both.nodes.push_back(int(n));
   both.inputs = {t2};
   EXPECT_DOUBLE_EQ(plan::kernel_record(c2.graph, both).cost.bytes, 1000 * 64 * 4);
+}
+
+// GPT-2's tanh GELU (Pow(u, 3) among its eight nodes) as a GEMM's library epilogue is priced as
+// the epilogue computes it: u^3 two products, one tanh per element, no powf. The same Pow in a
+// generated kernel keeps its powf price.
+TEST(KernelRecord, TanhGeluEpilogueCubesWithProducts) {
+  GraphBuilder b;
+  std::mt19937 rng(5);
+  const int64_t M = 16, K = 32, N = 64;
+  int x = b.input("x", {M, K});
+  int up = b.node("MatMul", {x, b.constant("w", brrr_test::uniform_f32({K, N}, rng, -1, 1))});
+  int cube = b.node("Pow", {up, b.scalar(3.f)});
+  int inner = b.node("Add", {up, b.node("Mul", {b.scalar(0.044715f), cube})});
+  int t = b.node("Tanh", {b.node("Mul", {b.scalar(0.7978845608f), inner})});
+  b.output(b.node("Mul", {b.node("Mul", {b.scalar(0.5f), up}), b.node("Add", {b.scalar(1.f), t})}));
+  b.output(b.node("Pow", {b.input("y", {M, N}), b.scalar(3.f)}));
+  Compiled c = compile(b.g, plan::Target::cpu(), CompileOptions{});
+  int epilogues = 0, generated_pows = 0;
+  for (const plan::Kernel& k : c.plan.kernels) {
+    KernelRecord r = plan::kernel_record(c.graph, k);
+    if (k.activation == "gelu_tanh") {
+      ++epilogues;
+      EXPECT_EQ(r.cost.special.count("pow"), 0u) << k.name;
+      EXPECT_DOUBLE_EQ(r.cost.special["tanh"], double(M * N)) << k.name;
+      EXPECT_GE(r.cost.flops, 2.0 * M * K * N + 2.0 * M * N) << k.name;
+    } else if (k.kind == plan::KernelKind::Fused && r.cost.special.count("pow")) {
+      ++generated_pows;
+      EXPECT_DOUBLE_EQ(r.cost.special["pow"], double(M * N)) << k.name;
+    }
+  }
+  EXPECT_EQ(generated_pows, 1) << c.plan.print(c.graph);
+  if (!brrr_test::kDnnl) GTEST_SKIP() << brrr_test::kNoDnnl << ": no GEMM epilogue";
+  EXPECT_EQ(epilogues, 1) << c.plan.print(c.graph);
 }
 
 // One kernel per node: each intermediate gets arena bytes, the graph output none, and buffers
