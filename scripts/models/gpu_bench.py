@@ -90,13 +90,32 @@ def shape_arg(man, batch):
     return f"{man['input']['name']}:{'x'.join(map(str, s))}"
 
 
-def brrr_env():
-    return dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
+def brrr_env(extra=None):
+    return dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"),
+                **(extra or {}))
 
 
-def run_cmd(cmd, timeout):
+def parse_variants(s):
+    """--variants "rtc2:BRRR_CUDNN_RUNTIME_COMPILED=2;own:BRRR_ATTN_CUDNN=0,X=1" -> {name: env}:
+    each export is checked and timed once more per variant, with that environment, its rows
+    labelled exporter+name, in the same rounds as the plain run and PyTorch."""
+    out = {}
+    for part in filter(None, (x.strip() for x in s.split(";"))):
+        name, _, envs = part.partition(":")
+        env = dict(kv.split("=", 1) for kv in envs.split(",") if "=" in kv)
+        if not name or not env or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            sys.exit(f"gpu_bench.py: bad --variants entry '{part}' (want NAME:VAR=VALUE[,...])")
+        out[name] = env
+    return out
+
+
+VARIANT_ENV = {}  # exporter label ("torchscript+rtc2") -> that variant's environment
+
+
+def run_cmd(cmd, timeout, label=None):
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=brrr_env())
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           env=brrr_env(VARIANT_ENV.get(label)))
         return p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired:
         return 124, "", f"timed out after {timeout} s"
@@ -117,13 +136,13 @@ def check_sets(path, man):
     return {k: b for k, b in sets.items() if os.path.isdir(os.path.join(path, k))}
 
 
-def brrr_check(a, path, prec, td):
+def brrr_check(a, path, prec, td, label=None):
     """`brrr run --check` on one reference set: result, error summary, host kernels, compile ms."""
     td = os.path.join(path, td)
     cmd = [a.brrr, "run", os.path.join(path, "model.onnx"), "--data", td, "--check",
            "--backend", a.backend, "--reps", "3"] + precision_args(prec) + \
         (["--threads", str(a.threads)] if a.backend == "cpu" else [])
-    rc, out, err = run_cmd(cmd, a.check_timeout)
+    rc, out, err = run_cmd(cmd, a.check_timeout, label)
     host = [x for x in err.splitlines() if "runs on the host" in x]
     checks = [x.strip() for x in out.splitlines() if x.startswith("check ")]
     m = re.search(r"compile ([0-9.e+]+) ms", out)
@@ -160,7 +179,7 @@ def median_from_bench_json(j):
     raise ValueError(f"no latency median in bench JSON keys {list(recs[0]) if recs else []}")
 
 
-def brrr_time(a, path, man, batch, use_bench, prec, starts=None):
+def brrr_time(a, path, man, batch, use_bench, prec, starts=None, label=None):
     """One brrr measurement: (ms, None) or (None, error). doctor takes no --precision: a
     --precisions row is timed only through bench. With bench, the run's cold compile and warm
     (cached) load times are appended to `starts` as (cold_ms, warm_ms)."""
@@ -177,7 +196,7 @@ def brrr_time(a, path, man, batch, use_bench, prec, starts=None):
         else:
             cmd = [a.brrr, "doctor", model, "--backend", a.backend, "--shape",
                    shape_arg(man, batch), "--reps", str(a.reps), "--json", jpath] + thr
-        rc, out, err = run_cmd(cmd, a.time_timeout)
+        rc, out, err = run_cmd(cmd, a.time_timeout, label)
         if rc != 0:
             return None, last_error(err)
         with open(jpath) as f:
@@ -277,7 +296,8 @@ def time_group(a, model, dtype, exps, batches, use_bench, rows, checks):
             for (_, _, exporter, path, man, prec) in exps:
                 if exporter in berr:
                     continue
-                ms, err = brrr_time(a, path, man, batch, use_bench, prec, bstart[exporter])
+                ms, err = brrr_time(a, path, man, batch, use_bench, prec, bstart[exporter],
+                                    exporter)
                 if ms is None:
                     berr[exporter] = err
                 else:
@@ -373,6 +393,9 @@ def main():
                     help="brrr --check runs at a time (their compile times then overlap)")
     ap.add_argument("--no-check", action="store_true", help="skip the --check phase")
     ap.add_argument("--no-time", action="store_true", help="skip the timing phase")
+    ap.add_argument("--variants", default="",
+                    help='brrr run again per variant with extra environment, e.g. '
+                         '"rtc2:BRRR_CUDNN_RUNTIME_COMPILED=2" (rows labelled exporter+name)')
     ap.add_argument("--json", help="write every row here")
     a = ap.parse_args()
     for m in a.models:
@@ -388,6 +411,12 @@ def main():
     exps = find_exports(a.suite, a.models, a.dtypes, a.exporters, a.precisions)
     if not exps:
         sys.exit(f"gpu_bench.py: no exports under {a.suite} for the selection")
+    for name, env in parse_variants(a.variants).items():
+        for x in list(exps):
+            if "+" not in x[2]:
+                VARIANT_ENV[f"{x[2]}+{name}"] = env
+                exps.append(x[:2] + (f"{x[2]}+{name}",) + x[3:])
+    exps.sort(key=lambda x: (x[0], x[1], x[2]))
     checks = {}  # (model, label, exporter, batch) -> check result
     if not a.no_check:
         work = [(m, d, e, path, prec, td, b) for (m, d, e, path, man, prec) in exps
@@ -397,7 +426,7 @@ def main():
 
         def one(w):
             (m, d, e, path, prec, td, b) = w
-            return w, brrr_check(a, path, prec, td)
+            return w, brrr_check(a, path, prec, td, e)
         with ThreadPoolExecutor(max_workers=max(1, a.check_jobs)) as pool:
             for (m, d, e, path, prec, td, b), c in pool.map(one, work):
                 checks[(m, d, e, b)] = c

@@ -56,6 +56,10 @@ DevPtr CudaExecutor::Impl::slot_of(int v, const char* what) const {
   return slot[size_t(v)];
 }
 
+std::string CudaExecutor::Impl::cache_dir() const {
+  return opts.cache_dir.empty() ? default_cuda_cache_dir() : opts.cache_dir + "/cuda";
+}
+
 // The cuDNN handle, opened at the first Conv or pool; false (dnn_why says why) when it cannot.
 bool CudaExecutor::Impl::open_dnn() {
   if (!dnn && dnn_why.empty()) {
@@ -240,9 +244,7 @@ void CudaExecutor::Impl::build() {
   src = generate_cuda(g, plan, co);
   if (!chain_src.empty()) src.add_part(chain_src);
   if (!small_m_src.empty()) src.add_part(small_m_src);
-  NvrtcCompiler nv(info.arch(),
-                   opts.cache_dir.empty() ? default_cuda_cache_dir() : opts.cache_dir + "/cuda",
-                   opts.dump_dir);
+  NvrtcCompiler nv(info.arch(), cache_dir(), opts.dump_dir);
   const auto t_compile = std::chrono::steady_clock::now();
   std::vector<std::future<CompiledKernel>> parts;
   for (size_t i = 0; i < src.parts.size(); ++i)

@@ -153,7 +153,7 @@ void CudaExecutor::Impl::plan_cudnn_attention(const plan::AttentionDesc& d, Atte
   auto it = sdpa_graphs.find(key);
   if (it == sdpa_graphs.end()) {
     std::string why;
-    std::shared_ptr<CudnnSdpa> made = CudnnSdpa::make(*dnn, g, &why);
+    std::shared_ptr<CudnnSdpa> made = CudnnSdpa::make(*dnn, g, cache_dir(), &why);
     it = sdpa_graphs.emplace(key, std::move(made)).first;
     if (!it->second) sdpa_whys[key] = why;
   }

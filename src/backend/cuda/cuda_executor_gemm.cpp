@@ -312,8 +312,7 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   // GEMM's own buffers, not at the first run. Chain layers never reach cuBLASLt.
   if (st.type == Step::Library && !gm.small_splits) {
     if (!lt.tuning())
-      lt.enable_tuning(dev.info(), opts.cache_dir.empty() ? default_cuda_cache_dir()
-                                                          : opts.cache_dir + "/cuda");
+      lt.enable_tuning(dev.info(), cache_dir());
     lt.prepare(gm.prec, gm.epi, gm.shape, gm.a, gm.b, gm.c, gm.bias, stream, st.what);
   }
 }

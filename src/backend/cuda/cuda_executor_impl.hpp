@@ -256,6 +256,9 @@ struct CudaExecutor::Impl {
   DevPtr alloc(size_t bytes, const std::string& what);
   DevPtr slot_of(int v, const char* what) const;  // v's device buffer (0 for v < 0)
   bool open_dnn();
+  // The disk cache of this session's compiled code, cuBLASLt choices and cuDNN plans: the
+  // options' folder (+ "/cuda") or the user's default.
+  std::string cache_dir() const;
   // Blocks for a grid-striding helper kernel over `items` work items, `per_block` per block.
   Dim3 helper_grid(int64_t items, int64_t per_block) const;
   // A grid-striding helper kernel f(ptrs..., n) of 256-thread blocks.

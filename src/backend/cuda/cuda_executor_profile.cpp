@@ -200,10 +200,7 @@ void CudaExecutor::Impl::profile_events(int reps, RunProfile* prof) {
   using Clock = std::chrono::steady_clock;
   Impl& m = *this;
   if (!m.spin_module) {
-    NvrtcCompiler nv(m.dev.info().arch(), m.opts.cache_dir.empty()
-                                              ? default_cuda_cache_dir()
-                                              : m.opts.cache_dir + "/cuda",
-                     m.opts.dump_dir);
+    NvrtcCompiler nv(m.dev.info().arch(), m.cache_dir(), m.opts.dump_dir);
     m.spin_module = std::make_unique<Module>(nv.compile(kSpinSource, "brrr_spin").cubin, "spin");
     m.spin = m.spin_module->function("brrr_spin");
   }

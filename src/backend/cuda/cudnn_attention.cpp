@@ -204,7 +204,7 @@ std::string plan_cache_key(const SdpaGeometry& g, const std::vector<uint8_t>& pr
 }  // namespace
 
 std::unique_ptr<CudnnSdpa> CudnnSdpa::make(const CudnnContext& ctx, const SdpaGeometry& g,
-                                           std::string* why) {
+                                           const std::string& cache_dir, std::string* why) {
   auto no = [&](std::string w) -> std::unique_ptr<CudnnSdpa> {
     if (why) *why = std::move(w);
     return nullptr;
@@ -226,7 +226,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::make(const CudnnContext& ctx, const SdpaGe
     if (rtc == 2 && g.sm_version > 0 && g.sm_count > 0) {
       std::vector<uint8_t> props, plan;
       w = device_properties(impl->handle, g.device, &props);
-      KernelCache cache(default_cuda_cache_dir(), ".cudnnplan");
+      KernelCache cache(cache_dir, ".cudnnplan");
       const std::string key = w.empty() ? plan_cache_key(g, props) : "";
       bool cached = false;
       if (w.empty()) {
@@ -308,7 +308,7 @@ struct CudnnSdpa::Impl {};
 CudnnSdpa::CudnnSdpa(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudnnSdpa::~CudnnSdpa() = default;
 std::unique_ptr<CudnnSdpa> CudnnSdpa::make(const CudnnContext&, const SdpaGeometry&,
-                                           std::string* why) {
+                                           const std::string&, std::string* why) {
   if (why) *why = "brrr was built without the cuDNN frontend headers";
   return nullptr;
 }

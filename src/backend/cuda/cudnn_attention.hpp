@@ -42,9 +42,10 @@ class CudnnSdpa {
   // build) does not take it. Never throws. With BRRR_CUDNN_RUNTIME_COMPILED=2 the plan is built
   // in a forked child against the device's serialized properties (cuDNN's deviceless build, so
   // engines that compile at run time run NVRTC there, not here) and this process deserializes
-  // the compiled plan; where that fails, the in-process build without such engines.
+  // the compiled plan, cached under `cache_dir` (the session's kernel cache folder); where that
+  // fails, the in-process build without such engines.
   static std::unique_ptr<CudnnSdpa> make(const CudnnContext& ctx, const SdpaGeometry& g,
-                                         std::string* why);
+                                         const std::string& cache_dir, std::string* why);
   ~CudnnSdpa();
   CudnnSdpa(const CudnnSdpa&) = delete;
   CudnnSdpa& operator=(const CudnnSdpa&) = delete;
