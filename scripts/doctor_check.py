@@ -3,6 +3,7 @@
 stated reason, (3) each applied remedy's predicted against measured time.
 
   python3 scripts/doctor_check.py [--brrr build/brrr] [--threads 2] [--reps 20] MODEL.onnx...
+  python3 scripts/doctor_check.py --backend cuda [--precision bf16] [--shape x:16x128] MODEL.onnx...
 """
 import argparse, json, os, subprocess, sys, tempfile
 
@@ -12,6 +13,10 @@ ap.add_argument("--brrr", default=os.path.join(os.path.dirname(__file__), "..", 
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--reps", type=int, default=5)
 ap.add_argument("--no-compare", action="store_true")
+ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
+ap.add_argument("--precision", help="passed to doctor (default: its own, fp32)")
+ap.add_argument("--shape", help="passed to doctor, e.g. input_ids:16x128")
+ap.add_argument("--keep", help="folder: keep each doctor's report there as NAME.txt and NAME.json")
 a = ap.parse_args()
 
 rows = []
@@ -19,7 +24,10 @@ for m in a.models:
     name = os.path.basename(os.path.dirname(m)) or m
     with tempfile.TemporaryDirectory() as t:
         js = os.path.join(t, "d.json")
-        cmd = [a.brrr, "doctor", m, "--threads", str(a.threads), "--reps", str(a.reps), "--json", js]
+        cmd = [a.brrr, "doctor", m, "--backend", a.backend, "--reps", str(a.reps), "--json", js]
+        cmd += ["--threads", str(a.threads)] if a.backend == "cpu" else []
+        cmd += ["--precision", a.precision] if a.precision else []
+        cmd += ["--shape", a.shape] if a.shape else []
         if not a.no_compare:
             cmd.append("--compare")
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -27,6 +35,12 @@ for m in a.models:
             print(f"{name}: doctor failed: {(r.stderr or r.stdout).strip().splitlines()[-1:]}", flush=True)
             continue
         d = json.load(open(js))
+        if a.keep:
+            os.makedirs(a.keep, exist_ok=True)
+            with open(os.path.join(a.keep, name + ".txt"), "w") as f:
+                f.write(r.stdout + r.stderr)
+            with open(os.path.join(a.keep, name + ".json"), "w") as f:
+                json.dump(d, f)
     total = sum(c["time_ms"] for c in d["class_table"])
     off = 100 * (total / d["wall_ms"] - 1)
     bad = [k["name"] for k in d["kernels"] if k["efficiency"] > 1.0 and not k.get("over_roof_reason")]

@@ -298,7 +298,8 @@ struct DoctorOptions {
 };
 // A kernel of DoctorOptions::fused_kernels that the fusion remedy prices at its time alone: a
 // library conv or pool with samples (its layout and algorithm change in the fused plan; a GEMM's
-// do not, and its measured call is the better price).
+// do not, and its measured call is the better price), or a fused attention call (one algorithm
+// for what took several calls and kernels).
 bool priced_alone(const KernelRecord& planned);
 
 // --compare's check of one remedy: the plan without it and with it, profiled in interleaved

@@ -97,8 +97,8 @@ TEST(CliBf16, RemediesPricedFromLibraryKernelsTimedAlone) {
     if (c.at("remedy") == "fusion") fusion = &c;
   ASSERT_NE(fusion, nullptr) << j.at("checks").dump();
   EXPECT_GT(fusion->at("library_alone_ms").get<double>(), 0) << fusion->dump();
-  EXPECT_TRUE(has(r.out, "library kernels but GEMMs (convs, pools, channel scales) timed alone in "
-                         "the fused plan's own layouts"))
+  EXPECT_TRUE(has(r.out, "library kernels but GEMMs (convs, pools, channel scales, attention) "
+                         "timed alone in the fused plan's own layouts"))
       << r.out;
   EXPECT_TRUE(has(r.out, "(those but GEMMs priced at their time alone in the fused plan: "))
       << r.out;
