@@ -507,11 +507,22 @@ TEST(DoctorRemedies, FusionPricesAFusedAttentionAtItsTimeInTheFusedPlan) {
   o.fused_kernels = {attn};
   const double untimed = find(diagnose(p, c, o).remedies, "fusion").gain_ms;
   o.fused_kernels[0].samples_ms = {0.006, 0.005, 0.007};
-  const Remedy& f = find(diagnose(p, c, o).remedies, "fusion");
+  const Report timed = diagnose(p, c, o);
+  const Remedy& f = find(timed.remedies, "fusion");
   EXPECT_NEAR(f.gain_ms, 0.026 - 0.006, 1e-9) << f.detail;
   EXPECT_GT(f.gain_ms, untimed + 0.003) << f.detail;
   EXPECT_NE(f.detail.find("attention) timed on its CUPTI timeline"), std::string::npos)
       << f.detail;
+  // Idle GPU time between the kernels (0.008 ms here) goes with the boundaries: 4 kernels become
+  // 1, so three quarters of it.
+  p.wall_ms = 0.034;
+  const Report gaps = diagnose(p, c, o);
+  const Remedy& g = find(gaps.remedies, "fusion");
+  EXPECT_NEAR(g.gain_ms, 0.020 + 0.006, 1e-9) << g.detail;
+  EXPECT_NE(g.detail.find("the 0.008 ms of idle GPU time between kernels shrinks with their "
+                          "number (-0.006 ms)"),
+            std::string::npos)
+      << g.detail;
 }
 
 // A pointwise op that the fused plan runs in a library call's epilogue (a GELU's Erf after a
