@@ -124,8 +124,8 @@ const Switch kSwitches[] = {
      "a forked child (deviceless, cuDNN 9.8+) where such engines may compile, and loads the "
      "compiled plan, cached on disk (H100, cuDNN 9.19, bf16: ViT-B/16 b32 2.89 -> 2.47 ms, b1 "
      "0.580 -> 0.501); 1 lets cuDNN compile them inside brrr's process (NVRTC there damages "
-     "libcuda's state: a SIGSEGV in a later module load); 0 deselects them, and attention "
-     "cuDNN has no other engine for runs on brrr's flash kernel"},
+     "libcuda's state: a SIGSEGV in a later module load); 0 leaves them out, and attention "
+     "for which cuDNN then has no engine runs on brrr's flash kernel"},
     {"BRRR_ATTENTION_CUDA_CORES", Kind::Flag, "0", "", 0, 0,
      "CUDA: fused attention on CUDA cores even where its Tensor Core kernel applies"},
     {"BRRR_CUDNN_LIB", Kind::Path, "libcudnn.so.9", "", 0, 0, "CUDA: the cuDNN library to load"},
