@@ -649,10 +649,14 @@ TEST(DoctorRemedies, FasterUnitsOnA16BitModelMovesNothing) {
   gemm.ops = {"Gemm", "Mul", "Tanh"};
   gemm.precision = "bf16";
   auto gen = kernel("gen", OpClass::contraction, 1e8, 1e3, 0.5, "fused");
-  p.kernels = {gemm, gen};
+  // A memory-bound kernel of a 16-bit model already stores 16 bits: no bytes to halve.
+  auto ln = kernel("ln", OpClass::normalization, 1e3, 8e6, 0.2, "fused");
+  p.kernels = {gemm, gen, ln};
+  p.wall_ms = 4.7;
   Report r = diagnose(p, c, {.precisions = {"bf16"}});
   const Remedy& u = find(r.remedies, "faster_units");
-  EXPECT_EQ(u.gain_ms, 0);
+  EXPECT_EQ(u.gain_ms, 0) << u.detail;
+  EXPECT_EQ(u.detail.find("store 16 bits"), std::string::npos) << u.detail;
   EXPECT_FALSE(u.applicable);
   EXPECT_NE(u.detail.find("no float32 library GEMM or conv to move"), std::string::npos) << u.detail;
   EXPECT_NE(u.detail.find("1 library GEMM and conv (4.000 ms) already runs in bf16"),
