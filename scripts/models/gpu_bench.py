@@ -416,7 +416,6 @@ def main():
             if "+" not in x[2]:
                 VARIANT_ENV[f"{x[2]}+{name}"] = env
                 exps.append(x[:2] + (f"{x[2]}+{name}",) + x[3:])
-    exps.sort(key=lambda x: (x[0], x[1], x[2]))
     checks = {}  # (model, label, exporter, batch) -> check result
     if not a.no_check:
         work = [(m, d, e, path, prec, td, b) for (m, d, e, path, man, prec) in exps

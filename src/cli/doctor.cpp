@@ -152,18 +152,24 @@ std::pair<RunProfile, RunProfile> profile_interleaved(Prepared& a, Prepared& b, 
                                                       const std::string& what = "",
                                                       bool every = false) {
   std::vector<RunProfile> pa, pb;
+  auto add_alone = [&](std::vector<KernelRecord> t) {
+    if (alone->empty()) {
+      *alone = std::move(t);
+    } else if (t.size() == alone->size()) {
+      for (size_t k = 0; k < t.size(); ++k)
+        for (double x : t[k].samples_ms) (*alone)[k].samples_ms.push_back(x);
+    }
+  };
   for (int r = 0; r < rounds; ++r) {
     pa.push_back(profile_prepared(a, reps));
-    if (alone) {
-      std::vector<KernelRecord> t = timed_alone(b, std::max(reps, 10), what, every);
-      if (alone->empty()) {
-        *alone = std::move(t);
-      } else if (t.size() == alone->size()) {
-        for (size_t k = 0; k < t.size(); ++k)
-          for (double x : t[k].samples_ms) (*alone)[k].samples_ms.push_back(x);
-      }
-    }
+    // On the GPU a plan's kernels "alone" are its CUPTI timeline (timed_alone): b's own profile
+    // below is that timeline already, so it is not taken twice.
+    const bool timeline = pa.back().backend == "cuda";
+    if (alone && !timeline) add_alone(timed_alone(b, std::max(reps, 10), what, every));
     pb.push_back(profile_prepared(b, reps));
+    if (alone && timeline)
+      add_alone(pb.back().timing_source.rfind("CUPTI", 0) == 0 ? pb.back().kernels
+                                                                : std::vector<KernelRecord>{});
   }
   if (alone)
     for (KernelRecord& k : *alone)

@@ -134,21 +134,19 @@ FusionEstimate estimate_fusion(const RunProfile& p, const std::vector<KernelAnal
 // A library kernel whose layout (and algorithm) may change in the fused plan: any but a GEMM
 // (convs, pools, channel scales and means on the CPU's blocked activations: EfficientNet's SE
 // gates ran 0.44 ms fused where their calls one op per kernel took 2 ms).
-bool relayouts(const KernelRecord& r) {
-  return std::none_of(r.ops.begin(), r.ops.end(), [](const std::string& op) {
-    return op == "MatMul" || op == "Gemm";
+bool has_any(const KernelRecord& k, std::initializer_list<const char*> ops) {
+  return std::any_of(k.ops.begin(), k.ops.end(), [&](const std::string& o) {
+    return std::any_of(ops.begin(), ops.end(), [&](const char* x) { return o == x; });
   });
 }
+
+bool relayouts(const KernelRecord& r) { return !has_any(r, {"MatMul", "Gemm"}); }
 
 // A library call that does in one algorithm what the plan one kernel per op did in several
 // calls and kernels: fused attention (cuDNN's SDPA or brrr's flash kernel: both batched GEMMs,
 // the scale, the mask and the softmax), which no sum of those kernels' times or floors prices
 // (GPT-2 bf16 b1 on an H100: predicted 0.639 ms after fusion, measured 0.468).
-bool another_algorithm(const KernelRecord& r) {
-  return std::any_of(r.ops.begin(), r.ops.end(), [](const std::string& op) {
-    return op == "Softmax";
-  });
-}
+bool another_algorithm(const KernelRecord& r) { return has_any(r, {"Softmax"}); }
 
 }  // namespace
 
@@ -356,12 +354,6 @@ void concern(Remedy& r, const KernelRecord& k) {
   r.kernels.push_back(k.name);
   for (const auto& n : k.nodes)
     if (std::find(r.nodes.begin(), r.nodes.end(), n) == r.nodes.end()) r.nodes.push_back(n);
-}
-
-bool has_any(const KernelRecord& k, std::initializer_list<const char*> ops) {
-  return std::any_of(k.ops.begin(), k.ops.end(), [&](const std::string& o) {
-    return std::any_of(ops.begin(), ops.end(), [&](const char* x) { return o == x; });
-  });
 }
 
 // The unit `--precision unit` moves a float32 library kernel to, "" when it does not move it:
