@@ -162,14 +162,10 @@ std::pair<RunProfile, RunProfile> profile_interleaved(Prepared& a, Prepared& b, 
   };
   for (int r = 0; r < rounds; ++r) {
     pa.push_back(profile_prepared(a, reps));
-    // On the GPU a plan's kernels "alone" are its CUPTI timeline (timed_alone): b's own profile
-    // below is that timeline already, so it is not taken twice.
-    const bool timeline = pa.back().backend == "cuda";
-    if (alone && !timeline) add_alone(timed_alone(b, std::max(reps, 10), what, every));
+    // The price comes from runs of its own, never from the runs it is checked against (on the
+    // GPU a plan's kernels "alone" are its CUPTI timeline, which b's profile also takes).
+    if (alone) add_alone(timed_alone(b, std::max(reps, 10), what, every));
     pb.push_back(profile_prepared(b, reps));
-    if (alone && timeline)
-      add_alone(pb.back().timing_source.rfind("CUPTI", 0) == 0 ? pb.back().kernels
-                                                                : std::vector<KernelRecord>{});
   }
   if (alone)
     for (KernelRecord& k : *alone)

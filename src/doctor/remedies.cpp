@@ -422,13 +422,14 @@ std::string origin_node(const std::string& n) {
 }
 
 // The kernels of a profile and of `alone` (the plan at another precision, its kernels timed
-// alone: every one on the CPU, the library ones elsewhere) joined where they cover a common ONNX
+// alone: the CPU one by one, the GPU on that plan's own timeline) joined where they cover a common ONNX
 // node (union-find; split nodes count as their origin). A kernel of the profile maps to its
 // group's price: the summed time alone of the group's `alone` records (a generated one not timed
 // at generated_price with `share`), shared in proportion to the profile kernels' steady times;
-// only where every profile kernel of the group is a library kernel `moved` accepts or, with
-// `generated_too`, a generated kernel whose group is timed throughout (whisper's fused fp32
-// attention is, at bf16, two GEMMs and a softmax). `extra_ms`: records of `alone` that cover no
+// only where every profile kernel of the group is a library kernel `moved` accepts or a
+// generated kernel whose group is timed throughout (whisper's fused fp32 attention is, at bf16,
+// two GEMMs and a softmax; GPT-2 fp32's GEMM and GELU kernel are one GEMM with a GELU epilogue,
+// whose prediction at bf16 was 22% over while the pair was left to the rates, H100). `extra_ms`: records of `alone` that cover no
 // node of the profile's kernels (a Concat the narrow plan copies, a cast of an input), a cost it
 // adds.
 struct AlonePrices {
@@ -439,8 +440,7 @@ struct AlonePrices {
 
 AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
                         const std::vector<KernelRecord>& alone, const Ceilings& c, double share,
-                        const std::function<bool(const KernelRecord&)>& moved,
-                        bool generated_too) {
+                        const std::function<bool(const KernelRecord&)>& moved) {
   const size_t nb = ks.size(), n = nb + alone.size();
   auto rec = [&](size_t i) -> const KernelRecord& {
     return i < nb ? ks[i].rec : alone[i - nb];
@@ -459,7 +459,7 @@ AlonePrices price_alone(const std::vector<KernelAnalysis>& ks,
     const KernelRecord& r = rec(i);
     if (i < nb) {
       g.before++, g.before_ms += steady_time(r);
-      if (is_generated(r) && generated_too) g.generated++;
+      if (is_generated(r)) g.generated++;
       else g.ok = g.ok && moved(r);
       continue;
     }
@@ -506,8 +506,7 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceiling
         ks, *alone, c, generated_memory_share(ks),
         [&](const KernelRecord& r) {
           return r.kind == "library" && (r.precision.empty() || r.precision == "fp32");
-        },
-        cpu_convs);  // the CPU times every kernel of the plan at `unit`
+        });
   // A GPU run whose library GEMMs or convs already compute in 16 bits stores its activations in
   // 16 bits (a bf16 or fp16 model, or --precision bf16|fp16): its memory-bound kernels have no
   // bytes left to halve (GPT-2 bf16 b16's 26 LayerNorms were said to save 0.048 ms at bf16).
@@ -563,15 +562,19 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceiling
     (lib_new ? any_library : any_peak) = true;
     double special_ms = 0;
     for (const auto& [fn, n] : k.rec.cost.special) special_ms += n / c.special_per_s(fn) * 1e3;
+    // On the GPU a 16-bit unit also stores the moved kernel's operands in 16 bits: half its
+    // float32 bytes, half its memory floor (GPT-2 fp32's 61 GEMMs at batch 1, memory-bound at
+    // bf16, were predicted 0.11 ms slower than measured with the float32 floor, H100).
+    const double mem_new = !cpu_convs && sixteen_bit(to) ? 0.5 * k.memory_floor_ms : k.memory_floor_ms;
     const double floor_old = std::max(k.memory_floor_ms, k.rec.cost.flops / old_rate * 1e3 + special_ms);
-    const double floor_new = std::max(k.memory_floor_ms, k.rec.cost.flops / new_rate * 1e3 + special_ms);
+    const double floor_new = std::max(mem_new, k.rec.cost.flops / new_rate * 1e3 + special_ms);
     const double work = std::max(0.0, steady_time(k.rec) - k.overhead_ms);
     // A library GEMM measured at both precisions: its work scales by the library's own rate
     // ratio, never below its memory floor. Its floors cannot say it: a small GEMM far from both
     // roofs (bert_tiny's 32x128x384) is "memory-bound" by its floors, yet oneDNN's bf16 GEMM
     // (AMX) ran bert_tiny's twelve GEMMs 0.224 -> 0.080 ms here. Other kernels: the floors.
     const double work_new =
-        lib_new ? std::max(std::min(work, k.memory_floor_ms), work * old_rate / new_rate)
+        lib_new ? std::max(std::min(work, mem_new), work * old_rate / new_rate)
         : floor_old > 0 ? work * floor_new / floor_old
                         : work;
     // On the CPU a moved kernel casts its float32 activations to bf16 first, a second oneDNN call

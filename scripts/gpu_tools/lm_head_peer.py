@@ -1,0 +1,68 @@
+"""PyTorch's (cuBLAS's) time for GPT-2's vocabulary projection, the peer for brrr's lm_head step.
+
+    python3 scripts/gpu_tools/lm_head_peer.py [--rows 128,2048] [--k 768] [--vocab 50257]
+
+bf16 x [M, K] @ W^T (W [V, K], nn.Linear's layout) per M: the output written at its odd pitch V
+(what torch.compile's graph does), into rows padded to a multiple of 8 (V8), and the padded
+product followed by the copy of the V real columns (what brrr runs today). Per call, the median
+over 20 replays of a CUDA graph of 20 calls between two CUDA events, after 10 warm-ups, inputs
+rotated over 4 buffers of random values.
+"""
+import argparse
+import statistics
+
+import torch
+
+
+def timed(fn, reps=20, calls=20, warm=10):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for i in range(warm):
+            fn(i)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(calls):
+            fn(i)
+    g.replay()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1e3 / calls)
+    return statistics.median(ts), min(ts), max(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", default="128,2048")
+    ap.add_argument("--k", type=int, default=768)
+    ap.add_argument("--vocab", type=int, default=50257)
+    a = ap.parse_args()
+    v, k = a.vocab, a.k
+    vp = (v + 7) // 8 * 8
+    w = torch.randn(v, k, device="cuda", dtype=torch.bfloat16) * 0.05
+    wp = torch.zeros(vp, k, device="cuda", dtype=torch.bfloat16)
+    wp[:v] = w
+    print(f"{'M':>6} {'odd pitch us':>13} {'padded us':>10} {'padded+copy us':>15} {'TFLOP/s odd':>12}")
+    for m in (int(t) for t in a.rows.split(",")):
+        xs = [torch.randn(m, k, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+        out = torch.empty(m, v, device="cuda", dtype=torch.bfloat16)
+        outp = torch.empty(m, vp, device="cuda", dtype=torch.bfloat16)
+        odd = timed(lambda i: torch.matmul(xs[i % 4], w.t(), out=out))
+        pad = timed(lambda i: torch.matmul(xs[i % 4], wp.t(), out=outp))
+        both = timed(lambda i: (torch.matmul(xs[i % 4], wp.t(), out=outp), out.copy_(outp[:, :v])))
+        assert torch.allclose(out.float(), outp[:, :v].float(), rtol=2e-2, atol=2e-2)
+        tf = 2.0 * m * v * k / (odd[0] * 1e-6) / 1e12
+        print(f"{m:>6} {odd[0]:>13.1f} {pad[0]:>10.1f} {both[0]:>15.1f} {tf:>12.0f}"
+              f"   (spread odd {odd[1]:.1f}-{odd[2]:.1f}, padded+copy {both[1]:.1f}-{both[2]:.1f})")
+
+
+if __name__ == "__main__":
+    main()
