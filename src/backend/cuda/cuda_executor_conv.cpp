@@ -16,6 +16,17 @@ namespace {
 // Per-conv workspace cap: the heuristic's first algorithm within it is taken.
 constexpr size_t kMaxConvWorkspace = size_t(256) << 20;
 
+// A channels-last 16-bit 1x1 conv (stride 1, no pads, one group) with a channel count that is no
+// multiple of 8: cuDNN's Tensor Core kernels want multiples of 8, cuBLASLt's GEMM does not.
+bool pointwise_unaligned(const ConvGeometry& g) {
+  if (!g.nhwc || g.dt == DType::f32 || g.groups != 1 || g.w.size() != 4 || g.w[2] != 1 ||
+      g.w[3] != 1)
+    return false;
+  for (size_t i = 0; i < g.pad.size(); ++i)
+    if (g.pad[i] != 0 || g.stride[i] != 1) return false;
+  return g.x[1] % 8 != 0 || g.y[1] % 8 != 0;
+}
+
 }  // namespace
 
 // cuDNN's conv for plan kernel k (descriptors, output check, the heuristic's algorithm); throws
@@ -137,6 +148,8 @@ void CudaExecutor::Impl::choose_layouts() {
       c.in_c = c.in_cp = c.geo.x[1];
       if (c.transpose_in && c.geo.groups == 1 && c.in_c % 8 != 0 && env::integer("BRRR_CONV_PAD_C"))
         pad_conv_channels(c, plan.kernels[i]);
+      c.gemm = pointwise_unaligned(c.geo) && env::integer("BRRR_CONV_GEMM");
+      c.what = plan.kernels[i].name;
     } else if (steps[i].type == Step::Op && roles[i].kind == DeviceLayoutRole::Pool &&
                nhwc[size_t(roles[i].out)]) {
       OpStep& r = steps[i].op();
@@ -172,24 +185,31 @@ void CudaExecutor::Impl::pad_conv_channels(ConvStep& c, const plan::Kernel& k) {
   c.in_cp = padded.x[1];
 }
 
-void CudaExecutor::Impl::setup_conv(ConvStep& c) {
-  if (c.geo.nhwc) {  // KCRS -> KRSC, once (channels zero-padded to in_cp when padded)
-    Tensor krsc = g.value(c.vw).constant.permute({0, 2, 3, 1}).contiguous();
-    if (c.transpose_in && c.in_cp != c.in_c) {
-      Shape ps = krsc.shape();
-      const size_t rows = size_t(shape_numel(ps) / ps[3]), es = dtype_size(krsc.dtype());
-      ps[3] = c.in_cp;
-      Tensor pad = Tensor::zeros(krsc.dtype(), ps);
-      for (size_t r = 0; r < rows; ++r)
-        std::memcpy(static_cast<char*>(pad.raw()) + r * size_t(c.in_cp) * es,
-                    static_cast<const char*>(krsc.raw()) + r * size_t(c.in_c) * es,
-                    size_t(c.in_c) * es);
-      krsc = pad;
-    }
-    c.w = upload(krsc, "Conv weights (KRSC) " + g.value(c.vw).name);
-  } else {
-    c.w = slot_of(c.vw, "Conv operand");
+// The 1x1 conv as a cuBLASLt GEMM (ConvStep::gemm): B is the KRSC weights' [K, C] transposed to
+// [C, K]; bias and ReLU in cuBLASLt's epilogue, a residual or another activation in brrr's after
+// it. If cuBLASLt refuses the shape, the conv stays on cuDNN.
+void CudaExecutor::Impl::setup_conv_gemm(ConvStep& c, const Tensor& krsc) {
+  const std::vector<int>& x = c.geo.x;
+  c.gprec = c.dt == DType::bf16 ? GemmPrecision::kBf16 : GemmPrecision::kFp16;
+  c.gshape = {int64_t(x[0]) * x[2] * x[3], c.geo.y[1], x[1]};
+  const bool in_epilogue = c.bias && !c.sum && (c.act == 0 || c.act == 1);
+  c.gepi = !in_epilogue ? GemmEpilogue::kNone
+           : c.act == 1 ? GemmEpilogue::kReluBias
+                        : GemmEpilogue::kBias;
+  Tensor b = krsc.reshape({krsc.shape()[0], krsc.shape()[3]}).permute({1, 0}).contiguous();
+  c.w = upload(b, "Conv weights ([C, K], a GEMM's B) " + g.value(c.vw).name);
+  try {
+    if (!lt.tuning()) lt.enable_tuning(dev.info(), cache_dir());
+    lt.prepare(c.gprec, c.gepi, c.gshape, c.transpose_in ? c.xt : c.x, c.w, c.y,
+               in_epilogue ? c.bias : 0, stream, c.what);
+  } catch (const Error&) {
+    c.gemm = false, c.gepi = GemmEpilogue::kNone;
+    return;
   }
+  if (in_epilogue) c.epilogue = false;
+}
+
+void CudaExecutor::Impl::setup_conv(ConvStep& c) {
   c.x = slot_of(c.vx, "Conv operand");
   c.y = slot_of(c.vy, "Conv operand"), c.bias = slot_of(c.vbias, "Conv operand");
   c.sum = slot_of(c.vsum, "Conv operand");
@@ -205,9 +225,27 @@ void CudaExecutor::Impl::setup_conv(ConvStep& c) {
   // The residual is read after cuDNN wrote y: it must not share y's bytes (the memory planner
   // keeps a kernel's inputs and outputs apart; a graph input or output has its own buffer).
   BRRR_ASSERT(c.sum == 0 || c.sum != c.y, "Conv residual aliases the Conv output");
+  if (!c.geo.nhwc) {
+    c.w = slot_of(c.vw, "Conv operand");
+  } else {  // KCRS -> KRSC, once (channels zero-padded to in_cp when padded)
+    Tensor krsc = g.value(c.vw).constant.permute({0, 2, 3, 1}).contiguous();
+    if (c.transpose_in && c.in_cp != c.in_c) {
+      Shape ps = krsc.shape();
+      const size_t rows = size_t(shape_numel(ps) / ps[3]), es = dtype_size(krsc.dtype());
+      ps[3] = c.in_cp;
+      Tensor pad = Tensor::zeros(krsc.dtype(), ps);
+      for (size_t r = 0; r < rows; ++r)
+        std::memcpy(static_cast<char*>(pad.raw()) + r * size_t(c.in_cp) * es,
+                    static_cast<const char*>(krsc.raw()) + r * size_t(c.in_c) * es,
+                    size_t(c.in_c) * es);
+      krsc = pad;
+    }
+    if (c.gemm) setup_conv_gemm(c, krsc);
+    if (!c.gemm) c.w = upload(krsc, "Conv weights (KRSC) " + g.value(c.vw).name);
+  }
   if (!c.epilogue) return;
   // Bias, residual and ReLU in cuDNN's own call where it takes them (one pass over y fewer).
-  if (env::integer("BRRR_CONV_FUSE") && c.bias && (c.act == 0 || c.act == 1) &&
+  if (!c.gemm && env::integer("BRRR_CONV_FUSE") && c.bias && (c.act == 0 || c.act == 1) &&
       c.dnn->fuse_epilogue(c.act == 1, c.transpose_in ? c.xt : c.x, c.w, c.y, conv_ws, c.bias,
                            c.sum))
     return;
@@ -222,6 +260,12 @@ void CudaExecutor::Impl::setup_conv(ConvStep& c) {
 
 void CudaExecutor::Impl::exec_conv(ConvStep& c) {
   if (c.transpose_in) launch(c.tfn, c.tgrid, {256, 1, 1}, 0, stream, c.targp.data());
+  if (c.gemm) {
+    lt.run(c.gprec, c.gepi, c.gshape, c.transpose_in ? c.xt : c.x, c.w, c.y,
+           c.gepi == GemmEpilogue::kNone ? 0 : c.bias, stream, c.what);
+    if (c.epilogue) launch(c.fn, c.grid, c.block, 0, stream, c.argp.data());
+    return;
+  }
   if (c.dnn->fused()) {
     c.dnn->run_fused(c.transpose_in ? c.xt : c.x, c.w, c.y, conv_ws, c.bias, c.sum);
     return;
@@ -232,6 +276,14 @@ void CudaExecutor::Impl::exec_conv(ConvStep& c) {
 
 std::string CudaExecutor::Impl::conv_summary(size_t i) const {
   const ConvStep& c = steps[i].conv();
+  if (c.gemm)
+    return fmt::format("  {:<24} 1x1 conv as a cuBLASLt GEMM ({} channels to {}, not all multiples "
+                       "of 8; {}{}, NHWC){}{}\n", plan.kernels[i].name, c.gshape.k, c.gshape.n,
+                       to_string(c.gprec), c.gepi == GemmEpilogue::kNone
+                                               ? std::string()
+                                               : std::string(", ") + to_string(c.gepi),
+                       c.transpose_in ? ", input transposed to NHWC first" : "",
+                       c.epilogue ? " + bias/sum/activation kernel" : "");
   return fmt::format("  {:<24} cuDNN conv {}{}{}\n", plan.kernels[i].name, c.dnn->describe(),
                      c.transpose_in ? c.in_cp != c.in_c
                                           ? fmt::format(", input transposed to NHWC first, its {} "
