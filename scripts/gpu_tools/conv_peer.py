@@ -3,7 +3,8 @@
     python3 scripts/gpu_tools/conv_peer.py [--shapes CIN,COUT,HW,K,GROUPS;...] [--batch 1]
 
 Each shape at fp32 and bf16, NCHW and channels-last, plus the same 1x1 conv as a batched matmul
-(W [Cout, Cin] x X [N, Cin, H*W]): per call, the median over 20 replays of a CUDA graph of 50
+(W [Cout, Cin] x X [N, Cin, H*W]), or for a k x k conv F.unfold's columns and one matmul: per
+call, the median over 20 replays of a CUDA graph of 50
 calls between two CUDA events (one eager call per event pair measured PyTorch's host cost
 instead, 28-47 us for every one of these shapes on an H100), after 20 warm-ups, inputs rotated
 over 8 buffers (not zeros). Default shapes: ShuffleNetV2 x1.0's 1x1 and depthwise convs.
@@ -66,6 +67,9 @@ def main():
                 w2 = w.view(cout, cin)
                 x3 = [x.view(a.batch, cin, hw * hw) for x in xs]
                 mm = timed(lambda i: torch.matmul(w2, x3[i % 8]).add_(bias.view(1, cout, 1)))
+            elif g == 1:  # im2col (F.unfold) and one matmul
+                w2 = w.view(cout, -1)
+                mm = timed(lambda i: torch.matmul(w2, F.unfold(xs[i % 8], k, padding=k // 2)))
             print(f"{s:>20} {str(dt).split('.')[-1]:>6} {row[0]:8.1f} {row[1]:8.1f} {mm:9.1f}")
 
 
