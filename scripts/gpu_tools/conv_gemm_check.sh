@@ -42,6 +42,10 @@ for r in $(seq "${ROUNDS:-2}"); do
       --iterations 200 2>&1 | grep -E '^latency|^kernels' | line
   done
 done
+BRRR_DEBUG=1 timeout 60 "$B/brrr" bench $M/model.onnx --backend cuda --precision bf16 \
+  --iterations 5 2>&1 | grep -E "conv" | cut -c1-220 > "$OUT/shufflenet_plan.txt"
+echo "shufflenet_v2 convs as GEMMs at 1: $(grep -c 'as a cuBLASLt GEMM' "$OUT/shufflenet_plan.txt")," \
+  "NHWC $(grep -c 'NHWC' "$OUT/shufflenet_plan.txt"), on cuDNN $(grep -c 'cuDNN conv' "$OUT/shufflenet_plan.txt")"
 echo -n "shufflenet_v2 bf16 BRRR_CONV_GEMM=1: "
 timeout 60 "$B/brrr" run $M/model.onnx --data $M/test_data_set_0 --check --backend cuda \
   --precision bf16 --reps 3 2>&1 | grep -E '^check|rror|host' | head -2 | line

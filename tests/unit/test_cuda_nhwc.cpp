@@ -205,57 +205,69 @@ TEST(CudaNhwc, ConvsAsIm2colGemmsMatchTheReference) {
       }
 }
 
-// ShuffleNetV2's channel counts (58, 116: no multiple of 8) in a channels-last 16-bit chain: 1x1
-// convs with bias and ReLU, without an activation, and with a residual, around a depthwise 3x3;
-// with BRRR_CONV_GEMM=1 (the default) the 1x1 convs run as cuBLASLt GEMMs, with 0 on cuDNN; both
-// give the reference's results at batch 1 and 3.
+// ShuffleNetV2's channel counts (58, 116: no multiple of 8) in a 16-bit chain, channels-last or
+// NCHW: 1x1 convs with bias and ReLU, without an activation, and with a residual, around a
+// depthwise 3x3; with BRRR_CONV_GEMM=1 (the default) the 1x1 convs run as cuBLASLt GEMMs, with 0
+// on cuDNN; all give the reference's results at batch 1 and 3.
 TEST(CudaNhwc, UnalignedPointwiseConvsAsGemmsMatchTheReference) {
   BRRR_REQUIRE_CUDNN("Conv");
   for (DType t : {DType::bf16, DType::f16})
     for (int64_t batch : {1, 3})
-      for (const char* on : {"1", "0"}) {
-        SCOPED_TRACE(fmt::format("{} batch {} BRRR_CONV_GEMM={}", dtype_name(t), batch, on));
-        brrr_test::EnvVar e("BRRR_CONV_GEMM", on);
-        GraphBuilder b;
-        auto conv = [&](int x, int64_t cin, int64_t cout, int64_t k, int64_t group, bool bias) {
-          std::vector<int> ins{x, b.constant("w" + std::to_string(b.count),
-                                             rnd({cout, cin / group, k, k}, t, -0.3f, 0.3f))};
-          if (bias) ins.push_back(b.constant("b" + std::to_string(b.count), rnd({cout}, t, -0.1f, 0.1f)));
-          return b.node("Conv", ins,
-                        {{"pads", std::vector<int64_t>(4, k / 2)}, {"group", group}});
-        };
-        int x = b.input("x", {batch, 24, 14, 14}, t);
-        int c1 = b.node("Relu", {conv(x, 24, 58, 3, 1, true)});    // cuDNN: 24 -> 58, 3x3
-        int c2 = b.node("Relu", {conv(c1, 58, 58, 1, 1, true)});   // GEMM + bias + ReLU
-        int d = conv(c2, 58, 58, 3, 58, true);                     // depthwise, cuDNN
-        int c3 = conv(d, 58, 116, 1, 1, false);                    // GEMM, no epilogue
-        int c4 = b.node("Add", {conv(c3, 116, 116, 1, 1, true), c3});  // GEMM + residual kernel
-        b.output(b.node("Flatten", {b.node("GlobalAveragePool", {c4})}));
-        std::map<std::string, Tensor> in{{"x", rnd({batch, 24, 14, 14}, t, -2.f, 2.f)}};
-        SessionOptions o;
-        o.backend = "cuda";
-        Session s(b.g, o);
-        const std::string sum = s.plan_summary();
-        const size_t gemms = [&] {
-          size_t n = 0;
-          for (size_t p = sum.find("conv as a cuBLASLt GEMM"); p != std::string::npos;
-               p = sum.find("conv as a cuBLASLt GEMM", p + 1))
-            ++n;
-          return n;
-        }();
-        EXPECT_EQ(gemms, on[0] == '1' ? 3u : 0u) << sum;
-        if (on[0] == '1') {
-          EXPECT_NE(sum.find(fmt::format("(1x1, channels not all multiples of 8; {} x 58 x 58, ",
-                                         batch * 196)),
-                    std::string::npos)
-              << sum;
-          EXPECT_NE(sum.find("+ bias/sum/activation kernel"), std::string::npos) << sum;
+      for (const char* on : {"1", "0"})
+        for (const char* layout : {"1", "0"}) {
+          SCOPED_TRACE(fmt::format("{} batch {} BRRR_CONV_GEMM={} BRRR_CUDA_NHWC={}", dtype_name(t),
+                                   batch, on, layout));
+          brrr_test::EnvVar e("BRRR_CONV_GEMM", on), l("BRRR_CUDA_NHWC", layout);
+          GraphBuilder b;
+          auto conv = [&](int x, int64_t cin, int64_t cout, int64_t k, int64_t group, bool bias) {
+            std::vector<int> ins{x, b.constant("w" + std::to_string(b.count),
+                                               rnd({cout, cin / group, k, k}, t, -0.3f, 0.3f))};
+            if (bias)
+              ins.push_back(b.constant("b" + std::to_string(b.count), rnd({cout}, t, -0.1f, 0.1f)));
+            return b.node("Conv", ins,
+                          {{"pads", std::vector<int64_t>(4, k / 2)}, {"group", group}});
+          };
+          int x = b.input("x", {batch, 24, 14, 14}, t);
+          int c1 = b.node("Relu", {conv(x, 24, 58, 3, 1, true)});        // cuDNN: 24 -> 58, 3x3
+          int c2 = b.node("Relu", {conv(c1, 58, 58, 1, 1, true)});       // GEMM + bias + ReLU
+          int d = conv(c2, 58, 58, 3, 58, true);                         // depthwise, cuDNN
+          int c3 = conv(d, 58, 116, 1, 1, false);                        // GEMM, no epilogue
+          int c4 = b.node("Add", {conv(c3, 116, 116, 1, 1, true), c3});  // GEMM + residual kernel
+          b.output(b.node("Flatten", {b.node("GlobalAveragePool", {c4})}));
+          std::map<std::string, Tensor> in{{"x", rnd({batch, 24, 14, 14}, t, -2.f, 2.f)}};
+          SessionOptions o;
+          o.backend = "cuda";
+          Session s(b.g, o);
+          const std::string sum = s.plan_summary();
+          const size_t gemms = [&] {
+            size_t n = 0;
+            for (size_t p = sum.find("conv as a cuBLASLt GEMM"); p != std::string::npos;
+                 p = sum.find("conv as a cuBLASLt GEMM", p + 1))
+              ++n;
+            return n;
+          }();
+          EXPECT_EQ(gemms, on[0] == '1' ? 3u : 0u) << sum;
+          if (on[0] == '1') {
+            // channels-last: one GEMM over every pixel; NCHW: one per image
+            EXPECT_NE(
+                sum.find(layout[0] == '1'
+                             ? fmt::format("(1x1, channels not all multiples of 8; {} x 58 x "
+                                           "58, ",
+                                           batch * 196)
+                             : std::string("(1x1, channels not all multiples of 8; 58 x 196 x "
+                                           "58, ")),
+                std::string::npos)
+                << sum;
+            EXPECT_NE(sum.find(layout[0] == '1' ? ", NHWC)" : ", NCHW, one per image)"),
+                      std::string::npos)
+                << sum;
+            EXPECT_NE(sum.find("+ bias/sum/activation kernel"), std::string::npos) << sum;
+          }
+          EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
+          std::vector<Tensor> got = s.run(in);
+          brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
+          brrr_test::expect_same_bytes(got, s.run(in));
         }
-        EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
-        std::vector<Tensor> got = s.run(in);
-        brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
-        brrr_test::expect_same_bytes(got, s.run(in));
-      }
 }
 #endif
 

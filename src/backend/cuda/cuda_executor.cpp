@@ -174,6 +174,7 @@ void CudaExecutor::Impl::build() {
   std::string chain_src = find_gemm_chains();
   std::string small_m_src = find_small_m_gemms();
   choose_layouts();
+  choose_conv_gemms();
   tune_convs();
   stage("cuda layouts");
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
+#include "backend/cuda/cuda_graph.hpp"
 #include "backend/cuda/gpu_probe.hpp"
 #include "core/env.hpp"
 #include "passes/choose_device_layouts.hpp"
@@ -19,12 +20,15 @@ constexpr size_t kMaxConvWorkspace = size_t(256) << 20;
 
 // A channels-last 16-bit 1x1 conv (stride 1, no pads, one group) with a channel count that is no
 // multiple of 8: cuDNN's Tensor Core kernels want multiples of 8, cuBLASLt's GEMM does not.
+// NCHW (one GEMM per image, y_n[K, HW] = w[K, C] @ x_n[C, HW]) only where every image starts
+// 16-byte aligned like the first, which cuBLASLt's algorithm was chosen on.
 bool pointwise_unaligned(const ConvGeometry& g) {
-  if (!g.nhwc || g.dt == DType::f32 || g.groups != 1 || g.w.size() != 4 || g.w[2] != 1 ||
-      g.w[3] != 1)
+  if (g.dt == DType::f32 || g.groups != 1 || g.w.size() != 4 || g.w[2] != 1 || g.w[3] != 1)
     return false;
   for (size_t i = 0; i < g.pad.size(); ++i)
     if (g.pad[i] != 0 || g.stride[i] != 1) return false;
+  const int64_t hw = int64_t(g.x[2]) * g.x[3];
+  if (!g.nhwc && g.x[0] > 1 && (g.x[1] * hw % 8 != 0 || g.y[1] * hw % 8 != 0)) return false;
   return g.x[1] % 8 != 0 || g.y[1] % 8 != 0;
 }
 
@@ -88,8 +92,11 @@ std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
       a != Act::Clip)
     return "activation " + d->epi.act_name + " after Conv";
   // brrr_conv_epilogue's activation codes
-  const int act = a == Act::Relu ? 1 : a == Act::HardSwish ? 2 : a == Act::HardSigmoid ? 3
-                  : a == Act::Clip ? 4 : 0;
+  const int act = a == Act::Relu          ? 1
+                  : a == Act::HardSwish   ? 2
+                  : a == Act::HardSigmoid ? 3
+                  : a == Act::Clip        ? 4
+                                          : 0;
   if (std::string why = conv_geometry(*d, xs, ws, ys, &cr->geo); !why.empty()) return why;
   cr->geo.dt = cr->dt = dt;
   cr->vx = vx, cr->vw = vw, cr->vy = vo, cr->vbias = vb, cr->vsum = vs;
@@ -114,7 +121,9 @@ std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
   return "";
 }
 
-size_t CudaExecutor::Impl::conv_im2col_bytes(const ConvStep& c) { return im2col_bytes(c.geo); }
+size_t CudaExecutor::Impl::conv_im2col_bytes(const ConvStep& c) {
+  return im2col_bytes(c.geo);
+}
 
 void CudaExecutor::Impl::tune_convs() {
   if (env::integer("BRRR_CONV_TUNE") != 1) return;
@@ -174,15 +183,12 @@ void CudaExecutor::Impl::choose_layouts() {
       c.in_c = c.in_cp = c.geo.x[1];
       if (c.transpose_in && c.geo.groups == 1 && c.in_c % 8 != 0 && env::integer("BRRR_CONV_PAD_C"))
         pad_conv_channels(c, plan.kernels[i]);
-      const int as_gemm = env::integer("BRRR_CONV_GEMM");
-      c.gemm = pointwise_unaligned(c.geo) && as_gemm >= 1;
-      c.candidate = !c.gemm && as_gemm >= 2 && gemm_candidate(c.geo);
-      c.what = plan.kernels[i].name;
     } else if (steps[i].type == Step::Op && roles[i].kind == DeviceLayoutRole::Pool &&
                nhwc[size_t(roles[i].out)]) {
       OpStep& r = steps[i].op();
       if (r.kind == OpStep::Pool) {  // cuDNN's pool path is NCHW here: brrr's pool kernel
-        const std::string no = pool_kernel_plan(*plan::desc_of<plan::PoolDesc>(plan.kernels[i]), &r);
+        const std::string no =
+            pool_kernel_plan(*plan::desc_of<plan::PoolDesc>(plan.kernels[i]), &r);
         BRRR_ASSERT(no.empty(), "16-bit pool without a pool kernel: " + no);
         r.pool.reset();
         r.desc = "pool kernel";
@@ -194,6 +200,18 @@ void CudaExecutor::Impl::choose_layouts() {
       steps[i].op().nhwc = true;
       steps[i].op().desc += ", over NHWC";
     }
+  }
+}
+
+// Which convs run as cuBLASLt GEMMs (ConvStep::gemm, ::candidate), once their layouts are known.
+void CudaExecutor::Impl::choose_conv_gemms() {
+  const int as_gemm = env::integer("BRRR_CONV_GEMM");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].type != Step::Conv) continue;
+    ConvStep& c = steps[i].conv();
+    c.what = plan.kernels[i].name;
+    c.gemm = as_gemm >= 1 && pointwise_unaligned(c.geo);
+    c.candidate = !c.gemm && as_gemm >= 2 && gemm_candidate(c.geo);
   }
 }
 
@@ -221,6 +239,18 @@ void CudaExecutor::Impl::setup_conv_gemm(ConvStep& c, const Tensor& krsc) {
   const std::vector<int>&x = c.geo.x, &y = c.geo.y;
   const int64_t taps = int64_t(c.geo.w[2]) * c.geo.w[3];
   c.gprec = c.dt == DType::bf16 ? GemmPrecision::kBf16 : GemmPrecision::kFp16;
+  if (!c.geo.nhwc) {  // per image y_n[K, HW] = w[K, C] @ x_n[C, HW]; bias and activation after
+    c.gshape = {y[1], int64_t(y[2]) * y[3], x[1]};
+    c.gepi = GemmEpilogue::kNone;
+    c.wg = c.w;
+    try {
+      if (!lt.tuning()) lt.enable_tuning(dev.info(), cache_dir());
+      lt.prepare(c.gprec, c.gepi, c.gshape, c.wg, c.x, c.y, 0, stream, c.what);
+    } catch (const Error&) {
+      c.gemm = false;
+    }
+    return;
+  }
   c.gshape = {int64_t(y[0]) * y[2] * y[3], y[1], taps * x[1]};
   const bool in_epilogue = c.bias && !c.sum && (c.act == 0 || c.act == 1);
   c.gepi = !in_epilogue ? GemmEpilogue::kNone
@@ -230,9 +260,18 @@ void CudaExecutor::Impl::setup_conv_gemm(ConvStep& c, const Tensor& krsc) {
     c.cols = im2col_ws;
     c.c8 = x[1] / 8;
     c.ctotal = c.gshape.m * taps * c.c8;
-    const int geo[12] = {x[2],        x[3],        y[2],          y[3],
-                         c.geo.w[2],  c.geo.w[3],  c.geo.stride[0], c.geo.stride[1],
-                         c.geo.pad[0], c.geo.pad[1], c.geo.dilation[0], c.geo.dilation[1]};
+    const int geo[12] = {x[2],
+                         x[3],
+                         y[2],
+                         y[3],
+                         c.geo.w[2],
+                         c.geo.w[3],
+                         c.geo.stride[0],
+                         c.geo.stride[1],
+                         c.geo.pad[0],
+                         c.geo.pad[1],
+                         c.geo.dilation[0],
+                         c.geo.dilation[1]};
     std::copy(geo, geo + 12, c.cgeo);
     c.cfn = module->function("brrr_im2col_nhwc_u2");
     c.cgrid = helper_grid(c.ctotal, 256);
@@ -247,8 +286,11 @@ void CudaExecutor::Impl::setup_conv_gemm(ConvStep& c, const Tensor& krsc) {
   c.wg = upload(b, "Conv weights ([R*S*C, K], a GEMM's B) " + g.value(c.vw).name);
   try {
     if (!lt.tuning()) lt.enable_tuning(dev.info(), cache_dir());
-    lt.prepare(c.gprec, c.gepi, c.gshape, c.ctotal ? c.cols : c.transpose_in ? c.xt : c.x, c.wg,
-               c.y, in_epilogue ? c.bias : 0, stream, c.what);
+    lt.prepare(c.gprec, c.gepi, c.gshape,
+               c.ctotal         ? c.cols
+               : c.transpose_in ? c.xt
+                                : c.x,
+               c.wg, c.y, in_epilogue ? c.bias : 0, stream, c.what);
   } catch (const Error&) {
     c.gemm = c.candidate = false;
     c.ctotal = 0;
@@ -273,6 +315,7 @@ void CudaExecutor::Impl::setup_conv(ConvStep& c) {
   BRRR_ASSERT(c.sum == 0 || c.sum != c.y, "Conv residual aliases the Conv output");
   if (!c.geo.nhwc) {
     c.w = slot_of(c.vw, "Conv operand");
+    if (c.gemm) setup_conv_gemm(c, Tensor());
   } else {  // KCRS -> KRSC, once (channels zero-padded to in_cp when padded)
     Tensor krsc = g.value(c.vw).constant.permute({0, 2, 3, 1}).contiguous();
     if (c.transpose_in && c.in_cp != c.in_c) {
@@ -307,10 +350,19 @@ void CudaExecutor::Impl::setup_conv(ConvStep& c) {
 
 void CudaExecutor::Impl::exec_conv(ConvStep& c) {
   if (c.transpose_in) launch(c.tfn, c.tgrid, {256, 1, 1}, 0, stream, c.targp.data());
-  if (c.gemm) {
+  if (c.gemm && !c.geo.nhwc) {
+    const DevPtr xs = c.gshape.k * c.gshape.n * 2, ys = c.gshape.m * c.gshape.n * 2;
+    for (int n = 0; n < c.geo.x[0]; ++n)
+      lt.run(c.gprec, c.gepi, c.gshape, c.wg, c.x + n * xs, c.y + n * ys, 0, stream, c.what);
+  } else if (c.gemm) {
     if (c.ctotal) launch(c.cfn, c.cgrid, {256, 1, 1}, 0, stream, c.cargp.data());
-    lt.run(c.gprec, c.gepi, c.gshape, c.ctotal ? c.cols : c.transpose_in ? c.xt : c.x, c.wg, c.y,
-           c.gepi == GemmEpilogue::kNone ? 0 : c.bias, stream, c.what);
+    lt.run(c.gprec, c.gepi, c.gshape,
+           c.ctotal         ? c.cols
+           : c.transpose_in ? c.xt
+                            : c.x,
+           c.wg, c.y, c.gepi == GemmEpilogue::kNone ? 0 : c.bias, stream, c.what);
+  }
+  if (c.gemm) {
     if (c.epilogue && c.gepi == GemmEpilogue::kNone)
       launch(c.fn, c.grid, c.block, 0, stream, c.argp.data());
     return;
@@ -323,8 +375,9 @@ void CudaExecutor::Impl::exec_conv(ConvStep& c) {
   if (c.epilogue) launch(c.fn, c.grid, c.block, 0, stream, c.argp.data());
 }
 
-// BRRR_CONV_GEMM=2: each candidate conv timed both ways on its own buffers (10 calls between two
-// events, the median of 7, after 2 warm-ups), the GEMM kept where it is 10% faster; 3: every
+// BRRR_CONV_GEMM=2: each candidate conv timed both ways on its own buffers (a graph of 5 calls
+// between two events, the median of 5, after 2 warm-ups), the GEMM kept where it is 10% faster;
+// 3: every
 // candidate runs as the GEMM, untimed (tests, measurements).
 void CudaExecutor::Impl::choose_conv_paths() {
   const bool always = env::integer("BRRR_CONV_GEMM") == 3;
@@ -335,9 +388,20 @@ void CudaExecutor::Impl::choose_conv_paths() {
       c.gemm = true;
       continue;
     }
+    // On the device's clock: five calls captured as a CUDA graph, as the plan replays them
+    // (timed eagerly, the host's launch costs decided: every ResNet-50 conv "won" as a GEMM, and
+    // the model ran 345 -> 385 us on an H100).
     auto time_us = [&](bool as_gemm) {
       c.gemm = as_gemm;
-      return time_events_ms(stream, [&] { for (int r = 0; r < 10; ++r) exec_conv(c); }, 2, 7) * 100;
+      CudaGraph g = CudaGraph::capture(
+          stream,
+          [&] {
+            for (int r = 0; r < 5; ++r) exec_conv(c);
+          },
+          "a conv timed at build");
+      return time_events_ms(
+                 stream, [&] { g.replay(stream); }, 2, 5) *
+             200;
     };
     c.cudnn_us = time_us(false);
     c.gemm_us = time_us(true);
@@ -348,27 +412,26 @@ void CudaExecutor::Impl::choose_conv_paths() {
 std::string CudaExecutor::Impl::conv_summary(size_t i) const {
   const ConvStep& c = steps[i].conv();
   const std::string timed =
-      c.cudnn_us > 0 ? fmt::format(" (timed: {:.1f} us on cuDNN, {:.1f} us as a GEMM)", c.cudnn_us,
-                                   c.gemm_us)
-                     : std::string();
+      c.cudnn_us > 0
+          ? fmt::format(" (timed: {:.1f} us on cuDNN, {:.1f} us as a GEMM)", c.cudnn_us, c.gemm_us)
+          : std::string();
   const std::string in = c.transpose_in ? c.in_cp != c.in_c
-                                              ? fmt::format(", input transposed to NHWC first, its "
-                                                            "{} channels zero-padded to {}",
-                                                            c.in_c, c.in_cp)
+                                              ? fmt::format(
+                                                    ", input transposed to NHWC first, its "
+                                                    "{} channels zero-padded to {}",
+                                                    c.in_c, c.in_cp)
                                               : std::string(", input transposed to NHWC first")
                                         : std::string();
   if (c.gemm)
-    return fmt::format("  {:<24} conv as a cuBLASLt GEMM ({}{} x {} x {}, {}{}, NHWC){}{}{}\n",
-                       plan.kernels[i].name,
-                       c.ctotal ? "im2col first; "
-                       : c.candidate ? "1x1; "
-                                     : "1x1, channels not all multiples of 8; ",
-                       c.gshape.m, c.gshape.n, c.gshape.k, to_string(c.gprec),
-                       c.gepi == GemmEpilogue::kNone ? std::string()
-                                                     : std::string(", ") + to_string(c.gepi),
-                       in, c.epilogue && c.gepi == GemmEpilogue::kNone
-                               ? " + bias/sum/activation kernel" : "",
-                       timed);
+    return fmt::format(
+        "  {:<24} conv as a cuBLASLt GEMM ({}{} x {} x {}, {}{}, {}){}{}{}\n", plan.kernels[i].name,
+        c.ctotal      ? "im2col first; "
+        : c.candidate ? "1x1; "
+                      : "1x1, channels not all multiples of 8; ",
+        c.gshape.m, c.gshape.n, c.gshape.k, to_string(c.gprec),
+        c.gepi == GemmEpilogue::kNone ? std::string() : std::string(", ") + to_string(c.gepi),
+        c.geo.nhwc ? "NHWC" : "NCHW, one per image", in,
+        c.epilogue && c.gepi == GemmEpilogue::kNone ? " + bias/sum/activation kernel" : "", timed);
   return fmt::format("  {:<24} cuDNN conv {}{}{}{}\n", plan.kernels[i].name, c.dnn->describe(), in,
                      c.epilogue && !c.dnn->fused() ? " + bias/sum/activation kernel" : "", timed);
 }

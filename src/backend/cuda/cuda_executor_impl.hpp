@@ -303,6 +303,7 @@ struct CudaExecutor::Impl {
   // Channels-last values (passes/choose_device_layouts.hpp) for 16-bit conv nets, and the
   // conv, pool and channel-mean steps switched to them (BRRR_CUDA_NHWC=0: all NCHW).
   void choose_layouts();
+  void choose_conv_gemms();
   // BRRR_CONV_TUNE=1: each conv's algorithm timed once, in its final layout.
   void tune_convs();
   void pad_conv_channels(ConvStep& c, const plan::Kernel& k);
