@@ -18,7 +18,8 @@ import torch.nn.functional as F
 DEFAULT = "24,58,56,1,1;58,58,28,1,1;58,58,28,3,58;116,116,14,1,1;116,116,14,3,116;232,232,7,1,1;464,1024,7,1,1"
 
 
-def timed(fn, reps=20, calls=50, warm=20):
+def graph_times(fn, reps=20, calls=50, warm=20):
+    """Microseconds per call of fn(i), one per replay of a CUDA graph of `calls` calls."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):  # warm-ups (cudnn.benchmark chooses here) off the capture
@@ -40,7 +41,11 @@ def timed(fn, reps=20, calls=50, warm=20):
         b.record()
         b.synchronize()
         ts.append(a.elapsed_time(b) * 1e3 / calls)
-    return statistics.median(ts)
+    return ts
+
+
+def timed(fn, reps=20, calls=50, warm=20):
+    return statistics.median(graph_times(fn, reps, calls, warm))
 
 
 def main():

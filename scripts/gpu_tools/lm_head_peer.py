@@ -20,29 +20,11 @@ import statistics
 
 import torch
 
+from conv_peer import graph_times  # scripts/gpu_tools/, beside this file
 
-def timed(fn, reps=20, calls=20, warm=10):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for i in range(warm):
-            fn(i)
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(calls):
-            fn(i)
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3 / calls)
+
+def timed(fn):
+    ts = graph_times(fn, reps=20, calls=20, warm=10)
     return statistics.median(ts), min(ts), max(ts)
 
 
