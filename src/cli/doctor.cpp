@@ -152,19 +152,19 @@ std::pair<RunProfile, RunProfile> profile_interleaved(Prepared& a, Prepared& b, 
                                                       const std::string& what = "",
                                                       bool every = false) {
   std::vector<RunProfile> pa, pb;
-  auto add_alone = [&](std::vector<KernelRecord> t) {
-    if (alone->empty()) {
-      *alone = std::move(t);
-    } else if (t.size() == alone->size()) {
-      for (size_t k = 0; k < t.size(); ++k)
-        for (double x : t[k].samples_ms) (*alone)[k].samples_ms.push_back(x);
-    }
-  };
   for (int r = 0; r < rounds; ++r) {
     pa.push_back(profile_prepared(a, reps));
     // The price comes from runs of its own, never from the runs it is checked against (on the
     // GPU a plan's kernels "alone" are its CUPTI timeline, which b's profile also takes).
-    if (alone) add_alone(timed_alone(b, std::max(reps, 10), what, every));
+    if (alone) {
+      std::vector<KernelRecord> t = timed_alone(b, std::max(reps, 10), what, every);
+      if (alone->empty()) {
+        *alone = std::move(t);
+      } else if (t.size() == alone->size()) {
+        for (size_t k = 0; k < t.size(); ++k)
+          for (double x : t[k].samples_ms) (*alone)[k].samples_ms.push_back(x);
+      }
+    }
     pb.push_back(profile_prepared(b, reps));
   }
   if (alone)

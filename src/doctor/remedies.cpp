@@ -422,16 +422,16 @@ std::string origin_node(const std::string& n) {
 }
 
 // The kernels of a profile and of `alone` (the plan at another precision, its kernels timed
-// alone: the CPU one by one, the GPU on that plan's own timeline) joined where they cover a common ONNX
-// node (union-find; split nodes count as their origin). A kernel of the profile maps to its
-// group's price: the summed time alone of the group's `alone` records (a generated one not timed
-// at generated_price with `share`), shared in proportion to the profile kernels' steady times;
-// only where every profile kernel of the group is a library kernel `moved` accepts or a
+// alone: the CPU one by one, the GPU on that plan's own timeline) joined where they cover a
+// common ONNX node (union-find; split nodes count as their origin). A kernel of the profile maps
+// to its group's price: the summed time alone of the group's `alone` records (a generated one not
+// timed at generated_price with `share`), shared in proportion to the profile kernels' steady
+// times; only where every profile kernel of the group is a library kernel `moved` accepts or a
 // generated kernel whose group is timed throughout (whisper's fused fp32 attention is, at bf16,
 // two GEMMs and a softmax; GPT-2 fp32's GEMM and GELU kernel are one GEMM with a GELU epilogue,
-// whose prediction at bf16 was 22% over while the pair was left to the rates, H100). `extra_ms`: records of `alone` that cover no
-// node of the profile's kernels (a Concat the narrow plan copies, a cast of an input), a cost it
-// adds.
+// whose prediction at bf16 was 22% over while the pair was left to the rates, H100).
+// `extra_ms`: records of `alone` that cover no node of the profile's kernels (a Concat the narrow
+// plan copies, a cast of an input), a cost it adds.
 struct AlonePrices {
   std::map<const KernelRecord*, double> after_ms;
   double extra_ms = 0;
@@ -565,7 +565,8 @@ UnitPrediction predict_unit(const std::vector<KernelAnalysis>& ks, const Ceiling
     // On the GPU a 16-bit unit also stores the moved kernel's operands in 16 bits: half its
     // float32 bytes, half its memory floor (GPT-2 fp32's 61 GEMMs at batch 1, memory-bound at
     // bf16, were predicted 0.11 ms slower than measured with the float32 floor, H100).
-    const double mem_new = !cpu_convs && sixteen_bit(to) ? 0.5 * k.memory_floor_ms : k.memory_floor_ms;
+    const double mem_new =
+        !cpu_convs && sixteen_bit(to) ? 0.5 * k.memory_floor_ms : k.memory_floor_ms;
     const double floor_old = std::max(k.memory_floor_ms, k.rec.cost.flops / old_rate * 1e3 + special_ms);
     const double floor_new = std::max(mem_new, k.rec.cost.flops / new_rate * 1e3 + special_ms);
     const double work = std::max(0.0, steady_time(k.rec) - k.overhead_ms);

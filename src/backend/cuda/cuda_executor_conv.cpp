@@ -67,11 +67,8 @@ std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
       a != Act::Clip)
     return "activation " + d->epi.act_name + " after Conv";
   // brrr_conv_epilogue's activation codes
-  const int act = a == Act::Relu          ? 1
-                  : a == Act::HardSwish   ? 2
-                  : a == Act::HardSigmoid ? 3
-                  : a == Act::Clip        ? 4
-                                          : 0;
+  const int act = a == Act::Relu ? 1 : a == Act::HardSwish ? 2 : a == Act::HardSigmoid ? 3
+                  : a == Act::Clip ? 4 : 0;
   if (std::string why = conv_geometry(*d, xs, ws, ys, &cr->geo); !why.empty()) return why;
   cr->geo.dt = cr->dt = dt;
   cr->vx = vx, cr->vw = vw, cr->vy = vo, cr->vbias = vb, cr->vsum = vs;
@@ -158,8 +155,7 @@ void CudaExecutor::Impl::choose_layouts() {
                nhwc[size_t(roles[i].out)]) {
       OpStep& r = steps[i].op();
       if (r.kind == OpStep::Pool) {  // cuDNN's pool path is NCHW here: brrr's pool kernel
-        const std::string no =
-            pool_kernel_plan(*plan::desc_of<plan::PoolDesc>(plan.kernels[i]), &r);
+        const std::string no = pool_kernel_plan(*plan::desc_of<plan::PoolDesc>(plan.kernels[i]), &r);
         BRRR_ASSERT(no.empty(), "16-bit pool without a pool kernel: " + no);
         r.pool.reset();
         r.desc = "pool kernel";
@@ -286,7 +282,8 @@ void CudaExecutor::Impl::exec_conv(ConvStep& c) {
       lt.run(c.gprec, c.gepi, c.gshape, c.transpose_in ? c.xt : c.x, c.wg, c.y,
              c.gepi == GemmEpilogue::kNone ? 0 : c.bias, stream, c.what);
     } else {
-      const DevPtr xs = c.gshape.k * c.gshape.n * 2, ys = c.gshape.m * c.gshape.n * 2;
+      const DevPtr es = dtype_size(c.dt), xs = c.gshape.k * c.gshape.n * es,
+                   ys = c.gshape.m * c.gshape.n * es;
       for (int n = 0; n < c.geo.x[0]; ++n)
         lt.run(c.gprec, c.gepi, c.gshape, c.wg, c.x + n * xs, c.y + n * ys, 0, stream, c.what);
     }
