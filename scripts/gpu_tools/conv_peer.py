@@ -1,6 +1,6 @@
 """PyTorch's (cuDNN's) time for single convolutions, the peer for one brrr conv kernel.
 
-    python3 scripts/gpu_tools/conv_peer.py [--shapes CIN,COUT,HW,K,GROUPS;...] [--batch 1]
+    python3 scripts/gpu_tools/conv_peer.py [--shapes CIN,COUT,HW,K,GROUPS[,STRIDE];...] [--batch 1]
 
 Each shape at fp32 and bf16, NCHW and channels-last, plus the same 1x1 conv as a batched matmul
 (W [Cout, Cin] x X [N, Cin, H*W]), or for a k x k conv F.unfold's columns and one matmul: per
@@ -56,7 +56,9 @@ def main():
     torch.backends.cudnn.benchmark = True
     print(f"{'cin,cout,hw,k,g':>20} {'dtype':>6} {'nchw us':>8} {'nhwc us':>8} {'matmul us':>9}")
     for s in a.shapes.split(";"):
-        cin, cout, hw, k, g = (int(t) for t in s.split(","))
+        f = [int(t) for t in s.split(",")]
+        cin, cout, hw, k, g = f[:5]
+        st = f[5] if len(f) > 5 else 1
         for dt in (torch.float32, torch.bfloat16):
             xs = [torch.randn(a.batch, cin, hw, hw, device="cuda", dtype=dt) for _ in range(8)]
             w = torch.randn(cout, cin // g, k, k, device="cuda", dtype=dt) * 0.1
@@ -66,15 +68,15 @@ def main():
                 mf = torch.channels_last if cl else torch.contiguous_format
                 xx = [x.contiguous(memory_format=mf) for x in xs]
                 ww = w.contiguous(memory_format=mf)
-                row.append(timed(lambda i: F.conv2d(xx[i % 8], ww, bias, padding=k // 2, groups=g)))
+                row.append(timed(lambda i: F.conv2d(xx[i % 8], ww, bias, st, k // 2, 1, g)))
             mm = float("nan")
-            if k == 1 and g == 1:
+            if k == 1 and g == 1 and st == 1:
                 w2 = w.view(cout, cin)
                 x3 = [x.view(a.batch, cin, hw * hw) for x in xs]
                 mm = timed(lambda i: torch.matmul(w2, x3[i % 8]).add_(bias.view(1, cout, 1)))
             elif g == 1:  # im2col (F.unfold) and one matmul
                 w2 = w.view(cout, -1)
-                mm = timed(lambda i: torch.matmul(w2, F.unfold(xs[i % 8], k, padding=k // 2)))
+                mm = timed(lambda i: torch.matmul(w2, F.unfold(xs[i % 8], k, padding=k // 2, stride=st)))
             print(f"{s:>20} {str(dt).split('.')[-1]:>6} {row[0]:8.1f} {row[1]:8.1f} {mm:9.1f}")
 
 

@@ -80,10 +80,12 @@ const Switch kSwitches[] = {
      "CUDA: 1 zero-pads the channels of a channels-last conv's transposed NCHW input (an RGB "
      "image's 3) to a multiple of 8, with zero weights, so cuDNN runs it on Tensor Cores; 0 "
      "keeps the real count"},
-    {"BRRR_CONV_GEMM", Kind::Int, "0", "", 0, 1,
-     "CUDA (experimental, no model measured faster yet): 1 runs a 16-bit 1x1 conv whose channel "
-     "counts are not all multiples of 8 (ShuffleNetV2's 58, 116, 232) as cuBLASLt GEMMs, one over "
-     "the pixels of channels-last data or one per image of NCHW data; 0 on cuDNN"},
+    {"BRRR_CONV_GEMM", Kind::Int, "1", "", 0, 3,
+     "CUDA: 1 runs a 16-bit 1x1 conv whose channel counts are not all multiples of 8 "
+     "(ShuffleNetV2's 58, 116, 232) as cuBLASLt GEMMs, one over the pixels of channels-last data "
+     "or one per image of NCHW data; 2 also times every other channels-last 16-bit conv of one "
+     "group as im2col and one GEMM against cuDNN at build (a CUDA graph of calls) and keeps the "
+     "faster (3: the GEMM, untimed); 0 runs every conv on cuDNN"},
     {"BRRR_FUSED_ATTENTION", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 runs each attention block as one fused kernel; 0 as separate GEMM, softmax and "
      "head-transpose kernels"},

@@ -138,45 +138,82 @@ TEST(CudaNhwc, ResNetBlockMatchesTheReference) {
 
 // An RGB stem (3 channels, Conv 7x7 stride 2 + bias + Relu, MaxPool, Conv 1x1, mean): the
 // transposed input's channels are zero-padded to 8 with zero weights (BRRR_CONV_PAD_C=1, the
-// default) or kept at 3 (0); both give the reference's results.
+// default) or kept at 3 (0); both give the reference's results. With BRRR_CONV_GEMM=3 the padded
+// stem runs as im2col and one cuBLASLt GEMM.
 TEST(CudaNhwc, RgbStemPaddedToEightChannelsMatchesTheReference) {
   BRRR_REQUIRE_CUDNN("Conv");
   for (DType t : {DType::bf16, DType::f16})
-    for (const char* pad : {"1", "0"}) {
-      SCOPED_TRACE(fmt::format("{} BRRR_CONV_PAD_C={}", dtype_name(t), pad));
-      brrr_test::EnvVar e("BRRR_CONV_PAD_C", pad);
-      GraphBuilder b;
-      int x = b.input("x", {2, 3, 20, 20}, t);
-      int c1 = b.node("Relu", {b.node("Conv",
-                                      {x, b.constant("w1", rnd({16, 3, 7, 7}, t, -0.3f, 0.3f)),
-                                       b.constant("b1", rnd({16}, t, -0.1f, 0.1f))},
-                                      {{"pads", std::vector<int64_t>(4, 3)},
-                                       {"strides", std::vector<int64_t>{2, 2}}})});
-      int p = b.node("MaxPool", {c1},
-                     {{"kernel_shape", std::vector<int64_t>{3, 3}},
-                      {"strides", std::vector<int64_t>{2, 2}},
-                      {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
-      int c2 = b.node("Conv", {p, b.constant("w2", rnd({16, 16, 1, 1}, t, -0.3f, 0.3f)),
-                               b.constant("b2", rnd({16}, t, -0.1f, 0.1f))});
-      b.output(b.node("Flatten", {b.node("GlobalAveragePool", {c2})}));
-      std::map<std::string, Tensor> in{{"x", rnd({2, 3, 20, 20}, t, -2.f, 2.f)}};
-      SessionOptions o;
-      o.backend = "cuda";
-      Session s(b.g, o);
-      const std::string sum = s.plan_summary();
-      EXPECT_EQ(sum.find("its 3 channels zero-padded to 8") != std::string::npos, pad[0] == '1')
-          << sum;
-      EXPECT_NE(sum.find("input transposed to NHWC first"), std::string::npos) << sum;
-      EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
-      std::vector<Tensor> got = s.run(in);
-      brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
-      brrr_test::expect_same_bytes(got, s.run(in));
-    }
+    for (const char* pad : {"1", "0"})
+      for (const char* mode : {"1", "3"}) {
+        SCOPED_TRACE(
+            fmt::format("{} BRRR_CONV_PAD_C={} BRRR_CONV_GEMM={}", dtype_name(t), pad, mode));
+        brrr_test::EnvVar e("BRRR_CONV_PAD_C", pad), m("BRRR_CONV_GEMM", mode);
+        GraphBuilder b;
+        int x = b.input("x", {2, 3, 20, 20}, t);
+        int c1 = b.node("Relu", {b.node("Conv",
+                                        {x, b.constant("w1", rnd({16, 3, 7, 7}, t, -0.3f, 0.3f)),
+                                         b.constant("b1", rnd({16}, t, -0.1f, 0.1f))},
+                                        {{"pads", std::vector<int64_t>(4, 3)},
+                                         {"strides", std::vector<int64_t>{2, 2}}})});
+        int p = b.node("MaxPool", {c1},
+                       {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                        {"strides", std::vector<int64_t>{2, 2}},
+                        {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+        int c2 = b.node("Conv", {p, b.constant("w2", rnd({16, 16, 1, 1}, t, -0.3f, 0.3f)),
+                                 b.constant("b2", rnd({16}, t, -0.1f, 0.1f))});
+        b.output(b.node("Flatten", {b.node("GlobalAveragePool", {c2})}));
+        std::map<std::string, Tensor> in{{"x", rnd({2, 3, 20, 20}, t, -2.f, 2.f)}};
+        SessionOptions o;
+        o.backend = "cuda";
+        Session s(b.g, o);
+        const std::string sum = s.plan_summary();
+        EXPECT_EQ(sum.find("its 3 channels zero-padded to 8") != std::string::npos, pad[0] == '1')
+            << sum;
+        EXPECT_EQ(sum.find("conv as a cuBLASLt GEMM (im2col first; ") != std::string::npos,
+                  pad[0] == '1' && mode[0] == '3')
+            << sum;
+        EXPECT_NE(sum.find("input transposed to NHWC first"), std::string::npos) << sum;
+        EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
+        std::vector<Tensor> got = s.run(in);
+        brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
+        brrr_test::expect_same_bytes(got, s.run(in));
+      }
+}
+
+// BRRR_CONV_GEMM=3 runs every channels-last 16-bit conv of one group as im2col and a cuBLASLt GEMM
+// (the 3x3 convs: the first on the transposed graph input, the last with a residual) or as a
+// plain GEMM (the 1x1): the ResNet-like block gives the reference's results; 2 times each against
+// cuDNN and says so.
+TEST(CudaNhwc, ConvsAsIm2colGemmsMatchTheReference) {
+  BRRR_REQUIRE_CUDNN("Conv");
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t batch : {1, 3})
+      for (const char* mode : {"3", "2"}) {
+        SCOPED_TRACE(fmt::format("{} batch {} BRRR_CONV_GEMM={}", dtype_name(t), batch, mode));
+        brrr_test::EnvVar e("BRRR_CONV_GEMM", mode);
+        Graph g = resnet_block(t, batch);
+        std::map<std::string, Tensor> in{{"x", rnd({batch, 8, 16, 16}, t, -2.f, 2.f)}};
+        SessionOptions o;
+        o.backend = "cuda";
+        Session s(g, o);
+        const std::string sum = s.plan_summary();
+        if (mode[0] == '3') {
+          EXPECT_NE(sum.find("conv as a cuBLASLt GEMM (im2col first; "), std::string::npos) << sum;
+          EXPECT_NE(sum.find("conv as a cuBLASLt GEMM (1x1; "), std::string::npos) << sum;
+          EXPECT_EQ(sum.find("cuDNN conv"), std::string::npos) << sum;
+        } else {
+          EXPECT_NE(sum.find(" us as a GEMM)"), std::string::npos) << sum;
+        }
+        EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
+        std::vector<Tensor> got = s.run(in);
+        brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
+        brrr_test::expect_same_bytes(got, s.run(in));
+      }
 }
 
 // ShuffleNetV2's channel counts (58, 116: no multiple of 8) in a 16-bit chain, channels-last or
 // NCHW: 1x1 convs with bias and ReLU, without an activation, and with a residual, around a
-// depthwise 3x3; with BRRR_CONV_GEMM=1 the 1x1 convs run as cuBLASLt GEMMs, with 0 (the default)
+// depthwise 3x3; with BRRR_CONV_GEMM=1 (the default) the 1x1 convs run as cuBLASLt GEMMs, with 0
 // on cuDNN; all give the reference's results at batch 1 and 3.
 TEST(CudaNhwc, UnalignedPointwiseConvsAsGemmsMatchTheReference) {
   BRRR_REQUIRE_CUDNN("Conv");

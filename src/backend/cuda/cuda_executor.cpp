@@ -268,6 +268,11 @@ void CudaExecutor::Impl::build() {
     else if (s.type == Step::Attention && s.attention().sdpa)
       ws_bytes = std::max(ws_bytes, s.attention().sdpa->workspace_bytes());
   if (ws_bytes) conv_ws = alloc(ws_bytes, "cuDNN workspace");
+  size_t cols_bytes = 0;
+  for (const Step& s : steps)
+    if (s.type == Step::Conv && s.conv().candidate)
+      cols_bytes = std::max(cols_bytes, conv_im2col_bytes(s.conv()));
+  if (cols_bytes) im2col_ws = alloc(cols_bytes, "im2col scratch");
   stage("cuda modules");
 
   for (int i = 0; i < nk; ++i) {
@@ -288,6 +293,7 @@ void CudaExecutor::Impl::build() {
   setup_chains();
   stream.synchronize("uploading weights");
   staged.reset();
+  choose_conv_paths();
   stage("cuda setup");
 
   bool graphs = opts.graphs;

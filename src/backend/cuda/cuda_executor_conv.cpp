@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
+#include "backend/cuda/cuda_graph.hpp"
+#include "backend/cuda/gpu_probe.hpp"
 #include "core/env.hpp"
 #include "passes/choose_device_layouts.hpp"
 
@@ -16,8 +18,8 @@ namespace {
 // Per-conv workspace cap: the heuristic's first algorithm within it is taken.
 constexpr size_t kMaxConvWorkspace = size_t(256) << 20;
 
-// A 16-bit 1x1 conv (stride 1, no pads, one group) with a channel count that is no multiple of 8:
-// cuDNN's Tensor Core kernels want multiples of 8, cuBLASLt's GEMM does not.
+// A channels-last 16-bit 1x1 conv (stride 1, no pads, one group) with a channel count that is no
+// multiple of 8: cuDNN's Tensor Core kernels want multiples of 8, cuBLASLt's GEMM does not.
 // NCHW (one GEMM per image, y_n[K, HW] = w[K, C] @ x_n[C, HW]) only where every image starts
 // 16-byte aligned like the first, which cuBLASLt's algorithm was chosen on.
 bool pointwise_unaligned(const ConvGeometry& g) {
@@ -28,6 +30,29 @@ bool pointwise_unaligned(const ConvGeometry& g) {
   const int64_t hw = int64_t(g.x[2]) * g.x[3];
   if (!g.nhwc && g.x[0] > 1 && (g.x[1] * hw % 8 != 0 || g.y[1] * hw % 8 != 0)) return false;
   return g.x[1] % 8 != 0 || g.y[1] % 8 != 0;
+}
+
+bool pointwise(const ConvGeometry& g) {
+  if (g.w.size() != 4 || g.w[2] != 1 || g.w[3] != 1) return false;
+  for (size_t i = 0; i < g.pad.size(); ++i)
+    if (g.pad[i] != 0 || g.stride[i] != 1) return false;
+  return true;
+}
+
+// The im2col scratch above which a conv is not tried as a GEMM (ResNet-50's stem at batch 1:
+// 9.8 MB; at batch 64, 630 MB).
+constexpr size_t kMaxIm2col = size_t(64) << 20;
+
+// Bytes of brrr_im2col_nhwc_u2's output for a conv: 0 for a plain 1x1.
+size_t im2col_bytes(const ConvGeometry& g) {
+  if (pointwise(g)) return 0;
+  return size_t(g.y[0]) * g.y[2] * g.y[3] * g.w[2] * g.w[3] * g.x[1] * 2;
+}
+
+// A conv that BRRR_CONV_GEMM=2 times as a GEMM against cuDNN (ConvStep::candidate).
+bool gemm_candidate(const ConvGeometry& g) {
+  return g.nhwc && g.dt != DType::f32 && g.groups == 1 && g.w.size() == 4 && g.x[1] % 8 == 0 &&
+         g.y[1] % 8 == 0 && im2col_bytes(g) <= kMaxIm2col;
 }
 
 }  // namespace
@@ -91,6 +116,10 @@ std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
     return e.what();
   }
   return "";
+}
+
+size_t CudaExecutor::Impl::conv_im2col_bytes(const ConvStep& c) {
+  return im2col_bytes(c.geo);
 }
 
 void CudaExecutor::Impl::tune_convs() {
@@ -170,14 +199,15 @@ void CudaExecutor::Impl::choose_layouts() {
   }
 }
 
-// Which convs run as cuBLASLt GEMMs (ConvStep::gemm), once their layouts are known.
+// Which convs run as cuBLASLt GEMMs (ConvStep::gemm, ::candidate), once their layouts are known.
 void CudaExecutor::Impl::choose_conv_gemms() {
-  const bool as_gemm = env::integer("BRRR_CONV_GEMM") == 1;
+  const int as_gemm = env::integer("BRRR_CONV_GEMM");
   for (size_t i = 0; i < steps.size(); ++i) {
     if (steps[i].type != Step::Conv) continue;
     ConvStep& c = steps[i].conv();
     c.what = plan.kernels[i].name;
-    c.gemm = as_gemm && pointwise_unaligned(c.geo);
+    c.gemm = as_gemm >= 1 && pointwise_unaligned(c.geo);
+    c.candidate = !c.gemm && as_gemm >= 2 && gemm_candidate(c.geo);
   }
 }
 
@@ -197,31 +227,69 @@ void CudaExecutor::Impl::pad_conv_channels(ConvStep& c, const plan::Kernel& k) {
   c.in_cp = padded.x[1];
 }
 
-// The 1x1 conv as cuBLASLt GEMMs (ConvStep::gemm). Channels-last: one over every pixel, A its
-// input, B the KRSC weights [K, C] transposed to [C, K], bias and ReLU in cuBLASLt's epilogue.
-// NCHW: one per image, y_n[K, HW] = w[K, C] @ x_n[C, HW]. A residual or another activation (and on
-// NCHW the bias) in brrr's epilogue kernel after it. If cuBLASLt refuses the shape, cuDNN runs it.
+// The conv as a cuBLASLt GEMM (ConvStep::gemm, ::candidate): A is its input's pixels, or for a
+// conv that is not a plain 1x1 brrr_im2col_nhwc_u2's rows in the shared scratch; B the KRSC
+// weights [K, R*S*C] transposed to [R*S*C, K]. Bias and ReLU in cuBLASLt's epilogue, a residual or
+// another activation in brrr's after it. If cuBLASLt refuses the shape, the conv stays on cuDNN.
 void CudaExecutor::Impl::setup_conv_gemm(ConvStep& c, const Tensor& krsc) {
   const std::vector<int>&x = c.geo.x, &y = c.geo.y;
+  const int64_t taps = int64_t(c.geo.w[2]) * c.geo.w[3];
   c.gprec = c.dt == DType::bf16 ? GemmPrecision::kBf16 : GemmPrecision::kFp16;
-  const bool in_epilogue = c.geo.nhwc && c.bias && !c.sum && (c.act == 0 || c.act == 1);
+  if (!c.geo.nhwc) {  // per image y_n[K, HW] = w[K, C] @ x_n[C, HW]; bias and activation after
+    c.gshape = {y[1], int64_t(y[2]) * y[3], x[1]};
+    c.gepi = GemmEpilogue::kNone;
+    c.wg = c.w;
+    try {
+      if (!lt.tuning()) lt.enable_tuning(dev.info(), cache_dir());
+      lt.prepare(c.gprec, c.gepi, c.gshape, c.wg, c.x, c.y, 0, stream, c.what);
+    } catch (const Error&) {
+      c.gemm = false;
+    }
+    return;
+  }
+  c.gshape = {int64_t(y[0]) * y[2] * y[3], y[1], taps * x[1]};
+  const bool in_epilogue = c.bias && !c.sum && (c.act == 0 || c.act == 1);
   c.gepi = !in_epilogue ? GemmEpilogue::kNone
            : c.act == 1 ? GemmEpilogue::kReluBias
                         : GemmEpilogue::kBias;
-  if (c.geo.nhwc) {
-    c.gshape = {int64_t(x[0]) * x[2] * x[3], y[1], x[1]};
-    Tensor b = krsc.reshape({krsc.shape()[0], krsc.shape()[3]}).permute({1, 0}).contiguous();
-    c.wg = upload(b, "Conv weights ([C, K], a GEMM's B) " + g.value(c.vw).name);
-  } else {
-    c.gshape = {y[1], int64_t(y[2]) * y[3], x[1]};
-    c.wg = c.w;
+  if (im2col_bytes(c.geo)) {
+    c.cols = im2col_ws;
+    c.c8 = x[1] / 8;
+    c.ctotal = c.gshape.m * taps * c.c8;
+    const int geo[12] = {x[2],
+                         x[3],
+                         y[2],
+                         y[3],
+                         c.geo.w[2],
+                         c.geo.w[3],
+                         c.geo.stride[0],
+                         c.geo.stride[1],
+                         c.geo.pad[0],
+                         c.geo.pad[1],
+                         c.geo.dilation[0],
+                         c.geo.dilation[1]};
+    std::copy(geo, geo + 12, c.cgeo);
+    c.cfn = module->function("brrr_im2col_nhwc_u2");
+    c.cgrid = helper_grid(c.ctotal, 256);
+    c.cargp = {c.transpose_in ? &c.xt : &c.x, &c.cols};
+    for (int& v : c.cgeo) c.cargp.push_back(&v);
+    c.cargp.push_back(&c.c8);
+    c.cargp.push_back(&c.ctotal);
   }
+  Tensor b = krsc.reshape({krsc.shape()[0], shape_numel(krsc.shape()) / krsc.shape()[0]})
+                 .permute({1, 0})
+                 .contiguous();
+  c.wg = upload(b, "Conv weights ([R*S*C, K], a GEMM's B) " + g.value(c.vw).name);
   try {
     if (!lt.tuning()) lt.enable_tuning(dev.info(), cache_dir());
-    lt.prepare(c.gprec, c.gepi, c.gshape, c.geo.nhwc ? c.transpose_in ? c.xt : c.x : c.wg,
-               c.geo.nhwc ? c.wg : c.x, c.y, in_epilogue ? c.bias : 0, stream, c.what);
+    lt.prepare(c.gprec, c.gepi, c.gshape,
+               c.ctotal         ? c.cols
+               : c.transpose_in ? c.xt
+                                : c.x,
+               c.wg, c.y, in_epilogue ? c.bias : 0, stream, c.what);
   } catch (const Error&) {
-    c.gemm = false, c.gepi = GemmEpilogue::kNone;
+    c.gemm = c.candidate = false;
+    c.ctotal = 0;
   }
 }
 
@@ -257,14 +325,15 @@ void CudaExecutor::Impl::setup_conv(ConvStep& c) {
                     size_t(c.in_c) * es);
       krsc = pad;
     }
-    if (c.gemm) setup_conv_gemm(c, krsc);
+    if (c.gemm || c.candidate) setup_conv_gemm(c, krsc);
     if (!c.gemm) c.w = upload(krsc, "Conv weights (KRSC) " + g.value(c.vw).name);
   }
   if (!c.epilogue) return;
   // Bias, residual and ReLU in cuDNN's own call where it takes them (one pass over y fewer).
   if (!c.gemm && env::integer("BRRR_CONV_FUSE") && c.bias && (c.act == 0 || c.act == 1) &&
       c.dnn->fuse_epilogue(c.act == 1, c.transpose_in ? c.xt : c.x, c.w, c.y, conv_ws, c.bias,
-                           c.sum))
+                           c.sum) &&
+      !c.candidate)
     return;
   c.fn = module->function(c.dt == DType::bf16  ? "brrr_conv_epilogue_bf16"
                           : c.dt == DType::f16 ? "brrr_conv_epilogue_f16"
@@ -277,16 +346,20 @@ void CudaExecutor::Impl::setup_conv(ConvStep& c) {
 
 void CudaExecutor::Impl::exec_conv(ConvStep& c) {
   if (c.transpose_in) launch(c.tfn, c.tgrid, {256, 1, 1}, 0, stream, c.targp.data());
+  if (c.gemm && !c.geo.nhwc) {
+    const DevPtr es = dtype_size(c.dt), xs = c.gshape.k * c.gshape.n * es,
+                 ys = c.gshape.m * c.gshape.n * es;
+    for (int n = 0; n < c.geo.x[0]; ++n)
+      lt.run(c.gprec, c.gepi, c.gshape, c.wg, c.x + n * xs, c.y + n * ys, 0, stream, c.what);
+  } else if (c.gemm) {
+    if (c.ctotal) launch(c.cfn, c.cgrid, {256, 1, 1}, 0, stream, c.cargp.data());
+    lt.run(c.gprec, c.gepi, c.gshape,
+           c.ctotal         ? c.cols
+           : c.transpose_in ? c.xt
+                            : c.x,
+           c.wg, c.y, c.gepi == GemmEpilogue::kNone ? 0 : c.bias, stream, c.what);
+  }
   if (c.gemm) {
-    if (c.geo.nhwc) {
-      lt.run(c.gprec, c.gepi, c.gshape, c.transpose_in ? c.xt : c.x, c.wg, c.y,
-             c.gepi == GemmEpilogue::kNone ? 0 : c.bias, stream, c.what);
-    } else {
-      const DevPtr es = dtype_size(c.dt), xs = c.gshape.k * c.gshape.n * es,
-                   ys = c.gshape.m * c.gshape.n * es;
-      for (int n = 0; n < c.geo.x[0]; ++n)
-        lt.run(c.gprec, c.gepi, c.gshape, c.wg, c.x + n * xs, c.y + n * ys, 0, stream, c.what);
-    }
     if (c.epilogue && c.gepi == GemmEpilogue::kNone)
       launch(c.fn, c.grid, c.block, 0, stream, c.argp.data());
     return;
@@ -299,8 +372,43 @@ void CudaExecutor::Impl::exec_conv(ConvStep& c) {
   if (c.epilogue) launch(c.fn, c.grid, c.block, 0, stream, c.argp.data());
 }
 
+// BRRR_CONV_GEMM=2: each candidate conv timed both ways on its own buffers (a graph of 5 calls
+// between two events, the median of 5, after 2 warm-ups), the GEMM kept where it is 10% faster;
+// 3: every candidate runs as the GEMM, untimed (tests, measurements).
+void CudaExecutor::Impl::choose_conv_paths() {
+  const bool always = env::integer("BRRR_CONV_GEMM") == 3;
+  for (Step& s : steps) {
+    if (s.type != Step::Conv || !s.conv().candidate) continue;
+    ConvStep& c = s.conv();
+    if (always) {
+      c.gemm = true;
+      continue;
+    }
+    // On the device's clock: five calls captured as a CUDA graph, as the plan replays them
+    // (timed eagerly, the host's launch costs decided: every ResNet-50 conv "won" as a GEMM, and
+    // the model ran 345 -> 385 us on an H100).
+    auto time_us = [&](bool as_gemm) {
+      c.gemm = as_gemm;
+      CudaGraph g = CudaGraph::capture(
+          stream,
+          [&] {
+            for (int r = 0; r < 5; ++r) exec_conv(c);
+          },
+          "a conv timed at build");
+      return time_events_ms(stream, [&] { g.replay(stream); }, 2, 5) * 200;
+    };
+    c.cudnn_us = time_us(false);
+    c.gemm_us = time_us(true);
+    c.gemm = c.gemm_us < 0.9 * c.cudnn_us;
+  }
+}
+
 std::string CudaExecutor::Impl::conv_summary(size_t i) const {
   const ConvStep& c = steps[i].conv();
+  const std::string timed =
+      c.cudnn_us > 0
+          ? fmt::format(" (timed: {:.1f} us on cuDNN, {:.1f} us as a GEMM)", c.cudnn_us, c.gemm_us)
+          : std::string();
   const std::string in = c.transpose_in ? c.in_cp != c.in_c
                                               ? fmt::format(
                                                     ", input transposed to NHWC first, its "
@@ -308,17 +416,18 @@ std::string CudaExecutor::Impl::conv_summary(size_t i) const {
                                                     c.in_c, c.in_cp)
                                               : std::string(", input transposed to NHWC first")
                                         : std::string();
-  const char* after = " + bias/sum/activation kernel";
   if (c.gemm)
     return fmt::format(
-        "  {:<24} 1x1 conv as a cuBLASLt GEMM (channels not all multiples of 8; {} x {} x {}, "
-        "{}{}, {}){}{}\n",
-        plan.kernels[i].name, c.gshape.m, c.gshape.n, c.gshape.k, to_string(c.gprec),
+        "  {:<24} conv as a cuBLASLt GEMM ({}{} x {} x {}, {}{}, {}){}{}{}\n", plan.kernels[i].name,
+        c.ctotal      ? "im2col first; "
+        : c.candidate ? "1x1; "
+                      : "1x1, channels not all multiples of 8; ",
+        c.gshape.m, c.gshape.n, c.gshape.k, to_string(c.gprec),
         c.gepi == GemmEpilogue::kNone ? std::string() : std::string(", ") + to_string(c.gepi),
         c.geo.nhwc ? "NHWC" : "NCHW, one per image", in,
-        c.epilogue && c.gepi == GemmEpilogue::kNone ? after : "");
-  return fmt::format("  {:<24} cuDNN conv {}{}{}\n", plan.kernels[i].name, c.dnn->describe(), in,
-                     c.epilogue && !c.dnn->fused() ? after : "");
+        c.epilogue && c.gepi == GemmEpilogue::kNone ? " + bias/sum/activation kernel" : "", timed);
+  return fmt::format("  {:<24} cuDNN conv {}{}{}{}\n", plan.kernels[i].name, c.dnn->describe(), in,
+                     c.epilogue && !c.dnn->fused() ? " + bias/sum/activation kernel" : "", timed);
 }
 
 }  // namespace brrr::cuda

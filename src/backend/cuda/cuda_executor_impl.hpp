@@ -112,19 +112,28 @@ struct ConvStep {
   Function tfn;
   Dim3 tgrid;
   std::vector<void*> targp;
-  // BRRR_CONV_GEMM=1 (opt-in until measured on a model): a 16-bit 1x1 conv (stride 1, no pads,
-  // one group) whose channel counts are not all multiples of 8 runs as cuBLASLt GEMMs: on
-  // channels-last data one over its P pixels, y[P, K] = x[P, C] @ w[C, K] (the weights transposed
-  // once at upload, `wg`), bias and ReLU in cuBLASLt's epilogue; on NCHW data one per image,
-  // y_n[K, HW] = w[K, C] @ x_n[C, HW]. A residual, another activation and NCHW's bias run in
-  // brrr_conv_epilogue after it. cuDNN took 22 us for each of ShuffleNetV2's such convs at bf16
-  // (58, 116, 232 channels), about 5 at fp32.
-  bool gemm = false;
+  // A channels-last 16-bit 1x1 conv (stride 1, no pads, one group) whose channel counts are not
+  // all multiples of 8 runs as one cuBLASLt GEMM, y[P, K] = x[P, C] @ w[C, K] over its P pixels
+  // (the weights transposed once at upload, `wg`), bias and ReLU in cuBLASLt's epilogue where
+  // there is no residual, else brrr_conv_epilogue after it: cuDNN's kernels for such channel
+  // counts took 22 us per conv (ShuffleNetV2's 58, 116 and 232) against ~5 for the GEMM. With
+  // BRRR_CONV_GEMM=2 every other channels-last 16-bit conv of one group on channels in multiples
+  // of 8 is a candidate: brrr_im2col_nhwc_u2 into the shared scratch `cols` ([P, R*S*C]; none
+  // for a plain 1x1) and the GEMM on it, timed against cuDNN at build (choose_conv_paths).
+  bool gemm = false;       // runs as the GEMM
+  bool candidate = false;  // set up both ways; the timing decides `gemm`
   GemmPrecision gprec = GemmPrecision::kBf16;
   GemmEpilogue gepi = GemmEpilogue::kNone;
   GemmShape gshape;
   DevPtr wg = 0;
   std::string what;  // the plan kernel, for cuBLASLt's errors
+  DevPtr cols = 0;
+  Function cfn;
+  Dim3 cgrid;
+  int cgeo[12] = {};  // brrr_im2col_nhwc_u2's h, w, oh, ow, kr, ks, sh, sw, ph, pw, dh, dw
+  int64_t c8 = 0, ctotal = 0;  // ctotal 0: no im2col
+  std::vector<void*> cargp;
+  double cudnn_us = 0, gemm_us = 0;  // the timings behind the choice (0: not timed)
 };
 
 // The other library kernels: a pool on cuDNN or brrr's pool kernel, a Concat (one 2-D copy per
@@ -249,6 +258,7 @@ struct CudaExecutor::Impl {
   // Microseconds of cuDNN's SDPA and of the flash kernel per geometry, timed once at setup.
   std::map<std::string, std::pair<double, double>> attention_timings;
   DevPtr conv_ws = 0;                 // one workspace for every Conv (the largest need)
+  DevPtr im2col_ws = 0;               // one im2col scratch for every Conv that may use it
   std::vector<Step> steps;
   std::vector<ChainRun> chains;
   // Raised by a Gather kernel on an index out of range. Each run copies it back with its outputs
@@ -298,6 +308,8 @@ struct CudaExecutor::Impl {
   void tune_convs();
   void pad_conv_channels(ConvStep& c, const plan::Kernel& k);
   void setup_conv_gemm(ConvStep& c, const Tensor& krsc);
+  void choose_conv_paths();
+  static size_t conv_im2col_bytes(const ConvStep& c);
   std::unique_ptr<CudnnConv> make_conv(const plan::Kernel& k, const ConvGeometry& geo, ConvMath m);
   std::vector<char> nhwc;  // per value
   int nhwc_convs = 0;

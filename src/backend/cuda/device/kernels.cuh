@@ -264,6 +264,26 @@ static __device__ __forceinline__ void brrr_nhwc_mean_t(const T* __restrict__ x,
 }
 extern "C" __global__ void brrr_nhwc_mean_bf16(const brrr_bf16* __restrict__ x, brrr_bf16* __restrict__ y, i64 hw, i64 c, float scale, i64 n) { brrr_nhwc_mean_t<brrr_bf16>(x, y, hw, c, scale, n); }
 extern "C" __global__ void brrr_nhwc_mean_f16(const brrr_f16* __restrict__ x, brrr_f16* __restrict__ y, i64 hw, i64 c, float scale, i64 n) { brrr_nhwc_mean_t<brrr_f16>(x, y, hw, c, scale, n); }
+// Channels-last im2col of 2-byte elements for a 2-D conv run as one GEMM: row p = (n * oh + y) *
+// ow + x of a holds, for each tap (r, s) in order and each channel, x[n, y * sh - ph + r * dh,
+// x * sw - pw + s * dw, c], zero outside the image: a[p, (r * ks + s) * c + ch]; the weights
+// KRSC [k, r * s * c] are the GEMM's B transposed. c8 = channels / 8: one thread per 16-byte piece.
+extern "C" __global__ void brrr_im2col_nhwc_u2(const uint4* __restrict__ x, uint4* __restrict__ a, int h, int w, int oh, int ow, int kr, int ks, int sh, int sw, int ph, int pw, int dh, int dw, i64 c8, i64 total) {
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (i64)gridDim.x * blockDim.x) {
+    const i64 piece = i % c8, tap_p = i / c8;
+    const int taps = kr * ks;
+    const int tap = (int)(tap_p % taps);
+    const i64 p = tap_p / taps;
+    const int r = tap / ks, s = tap - r * ks;
+    const int ox = (int)(p % ow);
+    const i64 rest = p / ow;
+    const int oy = (int)(rest % oh);
+    const i64 n = rest / oh;
+    const int iy = oy * sh - ph + r * dh, ix = ox * sw - pw + s * dw;
+    a[i] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? x[((n * h + iy) * w + ix) * c8 + piece]
+                                                  : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
 // NCHW -> NHWC of 2-byte elements (a Conv's channels-last input), the channels padded with zeros
 // from c to cp: y[(b * hw + q) * cp + ch] = ch < c ? x[(b * c + ch) * hw + q] : 0. One thread per
 // pixel (one 64-bit division per pixel, not three per element), 16-byte stores when cp % 8 == 0.
