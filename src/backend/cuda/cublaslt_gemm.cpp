@@ -100,9 +100,12 @@ bool stream_capturing(const Stream& s) {
 
 std::string gemm_tune_key(GemmPrecision p, GemmEpilogue e, const GemmShape& sh) {
   // The layouts are the ones plan_for builds: row-major, contiguous batches.
-  return fmt::format("{} epilogue {} m {} n {} k {} batch {} layout rowmajor-contiguous{}",
+  return fmt::format("{} epilogue {} m {} n {} k {} batch {} layout rowmajor-contiguous{}{}",
                      to_string(p), to_string(e), sh.m, sh.n, sh.k, sh.batch,
-                     sh.ldb || sh.ldc ? fmt::format(" ldb {} ldc {}", sh.ldb, sh.ldc) : "");
+                     sh.ldb || sh.ldc ? fmt::format(" ldb {} ldc {}", sh.ldb, sh.ldc) : "",
+                     sh.lda || sh.b_nk || sh.align
+                         ? fmt::format(" lda {}{} align {}", sh.lda, sh.b_nk ? " b-nk" : "", sh.align)
+                         : "");
 }
 
 const char* to_string(GemmPrecision p) {
@@ -157,7 +160,8 @@ LtGemm::~LtGemm() {
 }
 
 LtGemm::Key LtGemm::key_of(GemmPrecision p, GemmEpilogue e, const GemmShape& sh) {
-  return Key{static_cast<int>(p), static_cast<int>(e), sh.m, sh.n, sh.k, sh.batch, sh.ldb, sh.ldc};
+  return Key{static_cast<int>(p), static_cast<int>(e), sh.m, sh.n, sh.k, sh.batch, sh.ldb, sh.ldc,
+             sh.lda, sh.b_nk, sh.align};
 }
 
 LtGemm::Plan& LtGemm::plan_for(GemmPrecision p, GemmEpilogue e, const GemmShape& sh,
@@ -177,12 +181,22 @@ LtGemm::Plan& LtGemm::plan_for(GemmPrecision p, GemmEpilogue e, const GemmShape&
           what);
   // Row-major C = A @ B is column-major C^T = B^T @ A^T: pass B as the first operand. The
   // bias then runs along cuBLASLt's rows, i.e. along our N: one value per output column.
+  // B stored [N, K] is column-major K x N: the first operand transposed.
   const std::uint64_t m = sh.n, n = sh.m, k = sh.k;
-  const std::int64_t ldb = sh.ldb ? sh.ldb : sh.n, ldc = sh.ldc ? sh.ldc : sh.n;
-  BRRR_ASSERT(ldb >= sh.n && ldc >= sh.n && (sh.batch == 1 || (ldb == sh.n && ldc == sh.n)),
-              "GEMM row pitches below n, or with batches");
-  BRRR_LT(cublasLtMatrixLayoutCreate(&plan->a, dt, m, k, ldb), what);  // B^T: N x K, ld ldb
-  BRRR_LT(cublasLtMatrixLayoutCreate(&plan->b, dt, k, n, k), what);    // A^T: K x M, ld K
+  const std::int64_t ldb = sh.ldb ? sh.ldb : sh.b_nk ? sh.k : sh.n, ldc = sh.ldc ? sh.ldc : sh.n,
+                     lda = sh.lda ? sh.lda : sh.k;
+  BRRR_ASSERT(ldb >= (sh.b_nk ? sh.k : sh.n) && ldc >= sh.n && lda >= sh.k &&
+                  (sh.batch == 1 || (!sh.ldb && !sh.ldc && !sh.lda && !sh.b_nk)),
+              "GEMM row pitches below their rows, or with batches");
+  if (sh.b_nk) {
+    const cublasOperation_t t = CUBLAS_OP_T;
+    BRRR_LT(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)),
+            what);
+    BRRR_LT(cublasLtMatrixLayoutCreate(&plan->a, dt, k, m, ldb), what);  // B: K x N, ld ldb
+  } else {
+    BRRR_LT(cublasLtMatrixLayoutCreate(&plan->a, dt, m, k, ldb), what);  // B^T: N x K, ld ldb
+  }
+  BRRR_LT(cublasLtMatrixLayoutCreate(&plan->b, dt, k, n, lda), what);  // A^T: K x M, ld lda
   BRRR_LT(cublasLtMatrixLayoutCreate(&plan->c, dt, m, n, ldc), what);  // C^T: N x M, ld ldc
   if (sh.batch > 1) {
     const std::int32_t count = static_cast<std::int32_t>(sh.batch);
@@ -204,6 +218,14 @@ LtGemm::Plan& LtGemm::plan_for(GemmPrecision p, GemmEpilogue e, const GemmShape&
   const std::uint64_t ws = workspace_.size();
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                        sizeof(ws));
+  if (sh.align) {
+    const std::uint32_t al = std::uint32_t(sh.align);
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof(al));
+  }
   const bool tune = tune_ && !stream_capturing(s);  // timing cannot run inside a capture
   std::vector<cublasLtMatmulHeuristicResult_t> results(tune ? kMaxCandidates : 1);
   int found = 0;

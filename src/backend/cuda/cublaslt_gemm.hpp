@@ -32,6 +32,12 @@ struct GemmShape {
   std::int64_t batch = 1;  // contiguous batches: strides M*K, K*N, M*N
   // Row pitches of B and C in elements, 0: n (contiguous rows). One batch only when set.
   std::int64_t ldb = 0, ldc = 0;
+  // A's row pitch in elements, 0: k. B stored transposed ([N, K] rows of K; ldb is then their
+  // pitch, 0: k). One batch only when either is set.
+  std::int64_t lda = 0;
+  bool b_nk = false;
+  // The alignment in bytes every call's A, B and C pointers keep, 0: cuBLASLt's default (256).
+  std::int64_t align = 0;
 };
 
 // The GEMM as the tuning cache knows it: precision, epilogue, shape and operand layouts.
@@ -75,7 +81,7 @@ class LtGemm {
     DevPtr a, b, c, bias;
   };
   using Key = std::tuple<int, int, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                         std::int64_t, std::int64_t>;
+                         std::int64_t, std::int64_t, std::int64_t, bool, std::int64_t>;
   static Key key_of(GemmPrecision p, GemmEpilogue e, const GemmShape& sh);
   Plan& plan_for(GemmPrecision p, GemmEpilogue e, const GemmShape& shape, const Operands& ops,
                  const Stream& s, const std::string& what);

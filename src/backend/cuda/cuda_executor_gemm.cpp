@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
@@ -84,6 +85,25 @@ Tensor host_cast(const Tensor& src, DType to, bool transpose) {
 }
 
 namespace {
+
+// Phase j of a row-phase GEMM (GemmStep::phases): rows j, j + p, ... of C from the first column
+// whose address is 16-byte aligned in row j (all rows of the phase share it: their pitch p * n
+// is a multiple of p), A's rows at pitch p * k, B read [N, K] from that column's row; offsets in
+// elements. Empty when the phase has no rows or no columns.
+struct PhaseGemm {
+  GemmShape shape;
+  int64_t a_off = 0, b_off = 0, c_off = 0;
+};
+std::optional<PhaseGemm> phase_gemm(const GemmStep& gm, int64_t j) {
+  const int64_t p = gm.phases, m = gm.shape.m, n = gm.shape.n, k = gm.shape.k;
+  const int64_t rows = (m - j + p - 1) / p, c0 = (p - j * n % p) % p;
+  if (rows <= 0 || c0 >= n) return std::nullopt;
+  PhaseGemm r;
+  r.shape.m = rows, r.shape.n = n - c0, r.shape.k = k;
+  r.shape.lda = p * k, r.shape.ldc = p * n, r.shape.b_nk = true, r.shape.align = 16;
+  r.a_off = j * k, r.b_off = c0 * k, r.c_off = j * n + c0;
+  return r;
+}
 
 // [rows, cols] -> [rows, cols_pad], the new columns zero (any element type).
 Tensor pad_columns(const Tensor& t, int64_t cols_pad) {
@@ -242,11 +262,16 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   const Step& st = steps[size_t(&k - plan.kernels.data())];
   // Output rows that are no whole 16 bytes (BRRR_GEMM_PAD_N; a constant B, no cast, one batch):
   // 1 computes padded rows and copies the real columns out, 2 reads B at a padded pitch and
-  // writes C in place at its own.
+  // writes C in place at its own, 3 writes C in place in row phases (GemmStep::phases; no
+  // epilogue, K a multiple of the phase count, else as 1).
   const int64_t eb = int64_t(dtype_size(et)), align = 16 / eb;
   const int64_t pad_n = env::integer("BRRR_GEMM_PAD_N");
   int64_t b_pitch = 0;  // > 0: B's columns padded to this
   if (pad_n >= 1 && st.type == Step::Library && !cast && g.value(vb).constant.defined() &&
+      gm.shape.batch == 1 && gm.shape.n % align != 0 && pad_n == 3 &&
+      gm.epi == GemmEpilogue::kNone && gm.shape.k % align == 0) {
+    gm.phases = align;
+  } else if (pad_n >= 1 && st.type == Step::Library && !cast && g.value(vb).constant.defined() &&
       gm.shape.batch == 1 && gm.shape.n % align != 0) {
     b_pitch = (gm.shape.n + align - 1) / align * align;
     if (pad_n == 1) {
@@ -259,7 +284,9 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   if (g.value(va).constant.defined()) gm.a = upload(host_cast(g.value(va).constant, et, false), who + " A");
   else if (cast) { gm.a_src = slot[size_t(va)]; gm.a = alloc(size_t(gm.na) * 2, who + " A cast"); }
   else gm.a = slot[size_t(va)];
-  if (g.value(vb).constant.defined() && b_pitch)
+  if (gm.phases)
+    gm.b = upload(host_cast(g.value(vb).constant, et, !gm.trans_b), who + " W ([N, K])");
+  else if (g.value(vb).constant.defined() && b_pitch)
     gm.b = upload(pad_columns(host_cast(g.value(vb).constant, et, gm.trans_b), b_pitch), who + " W padded");
   else if (g.value(vb).constant.defined()) gm.b = upload(host_cast(g.value(vb).constant, et, gm.trans_b), who + " W");
   else if (cast) { gm.b_src = slot[size_t(vb)]; gm.b = alloc(size_t(gm.nb) * 2, who + " B cast"); }
@@ -276,6 +303,9 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
     gm.bias = upload(bias, who + (vbias >= 0 ? " bias" : " zero bias"));
   }
   if (gm.n_real) gm.unpad_fn = module->function(eb == 2 ? "brrr_unpad_rows_16" : "brrr_unpad_rows_32");
+  if (gm.phases)
+    gm.edge_fn = module->function(fmt::format(
+        "brrr_gemm_edge_cols_{}", et == DType::bf16 ? "bf16" : et == DType::f16 ? "f16" : "f32"));
   if (gm.post_act) gm.post_fn = module->function("brrr_conv_epilogue");
   const char* t16 = et == DType::bf16 ? "bf16" : "f16";
   if (cast) {
@@ -289,7 +319,8 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
         "brrr_gelu_erf_{}", gt == DType::bf16 ? "bf16" : gt == DType::f16 ? "f16" : "f32"));
   }
   // The small-M kernel reads 16-byte chunks: operands off that alignment go to cuBLASLt.
-  if (gm.small_splits && ((gm.a | gm.b | gm.c) % 16 != 0 || gm.shape.ldb || gm.shape.ldc || gm.n_real))
+  if (gm.small_splits &&
+      ((gm.a | gm.b | gm.c) % 16 != 0 || gm.shape.ldb || gm.shape.ldc || gm.n_real || gm.phases))
     gm.small_splits = 0;
   if (gm.small_splits) {
     gm.gelu_erf = false;  // computed in the kernel
@@ -313,7 +344,11 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   if (st.type == Step::Library && !gm.small_splits) {
     if (!lt.tuning())
       lt.enable_tuning(dev.info(), cache_dir());
-    lt.prepare(gm.prec, gm.epi, gm.shape, gm.a, gm.b, gm.c, gm.bias, stream, st.what);
+    for (int64_t j = 0; j < gm.phases; ++j)
+      if (std::optional<PhaseGemm> ph = phase_gemm(gm, j))
+        lt.prepare(gm.prec, gm.epi, ph->shape, gm.a + ph->a_off * eb, gm.b + ph->b_off * eb,
+                   gm.c + ph->c_off * eb, 0, stream, st.what);
+    if (!gm.phases) lt.prepare(gm.prec, gm.epi, gm.shape, gm.a, gm.b, gm.c, gm.bias, stream, st.what);
   }
 }
 
@@ -346,7 +381,16 @@ void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
   if (m.b_src) launch_helper(m.cvt_in, {m.b_src, m.b}, m.nb);
   if (m.small_splits)
     launch(m.small_fn, m.small_grid, {unsigned(2 * m.small_bn), 1, 1}, m.small_smem, stream, m.small_argp);
-  else lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, what);
+  else if (m.phases) {  // the odd-pitch C in row phases, then the columns they leave
+    const DevPtr eb = element_bytes(m.prec);
+    for (int64_t j = 0; j < m.phases; ++j)
+      if (std::optional<PhaseGemm> ph = phase_gemm(m, j))
+        lt.run(m.prec, m.epi, ph->shape, m.a + ph->a_off * eb, m.b + ph->b_off * eb,
+               m.c + ph->c_off * eb, 0, stream, what);
+    int p = int(m.phases);
+    void* a[] = {&m.a, &m.b, &m.c, &m.shape.m, &m.shape.n, &m.shape.k, &p};
+    launch(m.edge_fn, {unsigned(m.shape.m), 1, 1}, {unsigned(32 * m.phases), 1, 1}, 0, stream, a);
+  } else lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, what);
   if (m.c_dst) launch_helper(m.cvt_out, {m.c, m.c_dst}, m.nc);
   if (m.n_real) {  // the real columns of the padded rows
     DevPtr src = m.c, dst = m.c_out;
@@ -392,7 +436,8 @@ std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
   const bool erf_as_tanh = d && d->epi.act_name == "gelu_erf_as_tanh";
   return fmt::format("  {:<24} cuBLASLt {} {} m{} n{}{} k{} batch {}{}{}\n", plan.kernels[i].name,
                      to_string(gm.prec), to_string(gm.epi), gm.shape.m, gm.shape.n,
-                     gm.n_real     ? fmt::format(" (padded from {})", gm.n_real)
+                     gm.phases     ? fmt::format(" (at its odd pitch in {} row phases)", gm.phases)
+                     : gm.n_real   ? fmt::format(" (padded from {})", gm.n_real)
                      : gm.shape.ldb ? fmt::format(" (B rows padded to {})", gm.shape.ldb)
                                     : "",
                      gm.shape.k,

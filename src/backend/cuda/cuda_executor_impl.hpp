@@ -61,6 +61,12 @@ struct GemmStep {
   int64_t n_real = 0;
   DevPtr c_out = 0;
   Function unpad_fn;  // brrr_unpad_rows_16 / _32: the copy out of the padded rows
+  // BRRR_GEMM_PAD_N=3: such a GEMM writes the graph's buffer at its odd pitch in `phases` row
+  // phases (16 bytes / element size: rows r = j mod phases, each phase one cuBLASLt call whose
+  // C starts at the first 16-byte aligned column of its first row, pitch phases * n, B stored
+  // [N, K]); brrr_gemm_edge_cols_* computes the few columns before that start (0: off).
+  int64_t phases = 0;
+  Function edge_fn;
   bool gelu_erf = false;
   // Activations cuBLASLt has no epilogue for (hardswish 2, hardsigmoid 3, clip 4; float32
   // output): brrr_conv_epilogue's activation in place after the GEMM.

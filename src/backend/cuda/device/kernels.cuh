@@ -88,6 +88,26 @@ extern "C" __global__ void brrr_unpad_rows_32(const unsigned* __restrict__ src, 
                                               i64 rows, i64 width, i64 pitch) {
   brrr_unpad_rows_t(src, dst, rows, width, pitch);
 }
+// The columns the row-phase GEMMs of an odd-pitch C leave (BRRR_GEMM_PAD_N=3,
+// cuda_executor_gemm.cpp): row r of C [m, n] is written by the GEMM of phase r % p (p = 16 bytes
+// / element size) from column c0 = (p - (r % p) * n % p) % p on, where its address is 16-byte
+// aligned; its first c0 columns are computed here, one warp per column: c[r, j] = sum_q a[r, q] *
+// bt[j, q], bt being B stored [N, K]. One block of p warps per row.
+template <class T>
+static __device__ __forceinline__ void brrr_gemm_edge_cols_t(const T* __restrict__ a, const T* __restrict__ bt,
+                                                             T* __restrict__ c, i64 m, i64 n, i64 k, int p) {
+  const i64 r = blockIdx.x;
+  const int j = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int c0 = (int)((p - (r % p) * n % p) % p);
+  if (r >= m || j >= c0) return;  // whole warps leave together
+  float s = 0.f;
+  for (i64 q = lane; q < k; q += 32) s += brrr_ld(a + r * k + q) * brrr_ld(bt + (i64)j * k + q);
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) brrr_st(c + r * n + j, s);
+}
+extern "C" __global__ void brrr_gemm_edge_cols_f32(const float* __restrict__ a, const float* __restrict__ bt, float* __restrict__ c, i64 m, i64 n, i64 k, int p) { brrr_gemm_edge_cols_t(a, bt, c, m, n, k, p); }
+extern "C" __global__ void brrr_gemm_edge_cols_bf16(const brrr_bf16* __restrict__ a, const brrr_bf16* __restrict__ bt, brrr_bf16* __restrict__ c, i64 m, i64 n, i64 k, int p) { brrr_gemm_edge_cols_t(a, bt, c, m, n, k, p); }
+extern "C" __global__ void brrr_gemm_edge_cols_f16(const brrr_f16* __restrict__ a, const brrr_f16* __restrict__ bt, brrr_f16* __restrict__ c, i64 m, i64 n, i64 k, int p) { brrr_gemm_edge_cols_t(a, bt, c, m, n, k, p); }
 // Pools cuDNN cannot express (a ceil_mode window past the end, asymmetric pads, dilations,
 // 16-bit data, or no cuDNN): one thread per output over [planes, D, H, W] (1-D and 2-D pools
 // padded to 3-D), with the reference's taps and order (src/ops/pooling.cpp): max keeps the
