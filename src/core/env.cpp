@@ -49,13 +49,13 @@ const Switch kSwitches[] = {
      "CUDA (Hopper and newer): 1 launches brrr's own kernels (fused, attention, the padded rows' "
      "copy) with programmatic dependent launch, so each is scheduled while the kernel before it "
      "drains and waits on the device for its results; 0 launches them after it completes"},
-    {"BRRR_GEMM_PAD_N", Kind::Int, "1", "", 0, 4,
+    {"BRRR_GEMM_PAD_N", Kind::Int, "1", "", 0, 3,
      "CUDA: a GEMM whose output rows would not be 16-byte aligned (GPT-2's 50257 logits): 1 "
      "runs on zero-padded weights into aligned rows, then copies the real columns out; 2 reads "
-     "the padded weights and writes its output in place at the odd pitch; 4 writes it in place "
-     "in row phases (one GEMM per row residue mod 16 bytes / element, each from its rows' first "
-     "aligned column, the columns before in a small kernel); 3 row phases where the roofline "
-     "says they beat 1 (many rows), else 1; 0 runs it on the odd pitch throughout"},
+     "the padded weights and writes its output in place at the odd pitch; 3 (measured slower) "
+     "writes it in place in row phases, one GEMM per row residue mod 16 bytes / element from "
+     "its rows' first aligned column, the columns before in a small kernel; 0 runs it on the "
+     "odd pitch throughout"},
     {"BRRR_CUDA_GELU_RESHAPE", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 lets a GELU reach a 16-bit GEMM's epilogue through a Reshape that keeps the rows "
      "(GPT-2's MLP); 0 keeps it a kernel of its own"},
@@ -82,7 +82,7 @@ const Switch kSwitches[] = {
      "CUDA: 1 zero-pads the channels of a channels-last conv's transposed NCHW input (an RGB "
      "image's 3) to a multiple of 8, with zero weights, so cuDNN runs it on Tensor Cores; 0 "
      "keeps the real count"},
-    {"BRRR_CONV_GEMM", Kind::Int, "1", "", 0, 3,
+    {"BRRR_CONV_GEMM", Kind::Int, "2", "", 0, 3,
      "CUDA: 1 runs a 16-bit 1x1 conv whose channel counts are not all multiples of 8 "
      "(ShuffleNetV2's 58, 116, 232) as cuBLASLt GEMMs, one over the pixels of channels-last data "
      "or one per image of NCHW data; 2 also times every other channels-last 16-bit conv of one "

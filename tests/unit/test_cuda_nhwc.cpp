@@ -115,7 +115,9 @@ TEST(CudaNhwc, ResNetBlockMatchesTheReference) {
         for (const char* on : {"1", "0"}) {
           SCOPED_TRACE(fmt::format("{} batch {} {} BRRR_CUDA_NHWC={}", dtype_name(t), batch,
                                    avg ? "AveragePool" : "MaxPool", on));
-          brrr_test::EnvVar e("BRRR_CUDA_NHWC", on);
+          // cuDNN's path: 1 keeps every aligned conv there (2, the default, may time some as
+          // GEMMs; ConvsAsIm2colGemmsMatchTheReference covers that).
+          brrr_test::EnvVar e("BRRR_CUDA_NHWC", on), m("BRRR_CONV_GEMM", "1");
           Graph g = resnet_block(t, batch, false, avg);
           std::map<std::string, Tensor> in{{"x", rnd({batch, 8, 16, 16}, t, -2.f, 2.f)}};
           SessionOptions o;

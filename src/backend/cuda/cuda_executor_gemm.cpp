@@ -105,18 +105,6 @@ std::optional<PhaseGemm> phase_gemm(const GemmStep& gm, int64_t j) {
   return r;
 }
 
-// Whether row phases beat padded rows and the copy out, by the roofline with the H100's and
-// H200's ratio of 16-bit Tensor Core FLOPs to DRAM bytes (about 190-260 measured): per output
-// column, the phases read B's column p times and compute the rows once, max(2mk / F, p k e / W);
-// the padded GEMM reads it once, max(2mk / F, k e / W), and the copy reads and writes the row
-// element, 2 m e / W. GPT-2's lm_head (k 768, bf16): phases from about 1250 rows on.
-bool row_phases_pay(const GemmShape& sh, int64_t eb, int64_t p) {
-  constexpr double kFlopsPerByte = 250;
-  const double m = double(sh.m), k = double(sh.k), e = double(eb);
-  const double compute = 2 * m * k / kFlopsPerByte;  // in bytes' time
-  return std::max(compute, double(p) * k * e) < std::max(compute, k * e) + 2 * m * e;
-}
-
 // [rows, cols] -> [rows, cols_pad], the new columns zero (any element type).
 Tensor pad_columns(const Tensor& t, int64_t cols_pad) {
   const Shape& s = t.shape();
@@ -274,20 +262,20 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   const Step& st = steps[size_t(&k - plan.kernels.data())];
   // Output rows that are no whole 16 bytes (BRRR_GEMM_PAD_N; a constant B, no cast, one batch):
   // 1 computes padded rows and copies the real columns out, 2 reads B at a padded pitch and
-  // writes C in place at its own, 4 writes C in place in row phases (GemmStep::phases; no
-  // epilogue, K a multiple of the phase count, else as 1), 3 phases where row_phases_pay says.
+  // writes C in place at its own, 3 writes C in place in row phases (GemmStep::phases; no
+  // epilogue, K a multiple of the phase count, else as 1; measured slower than 1 on GPT-2's
+  // lm_head, 2048 x 50257 x 768 bf16 on an H100: the model 2.122 against 1.331 ms).
   const int64_t eb = int64_t(dtype_size(et)), align = 16 / eb;
   const int64_t pad_n = env::integer("BRRR_GEMM_PAD_N");
   int64_t b_pitch = 0;  // > 0: B's columns padded to this
   const bool odd_rows = pad_n >= 1 && st.type == Step::Library && !cast &&
                         g.value(vb).constant.defined() && gm.shape.batch == 1 &&
                         gm.shape.n % align != 0;
-  if (odd_rows && pad_n >= 3 && gm.epi == GemmEpilogue::kNone && gm.shape.k % align == 0 &&
-      (pad_n == 4 || row_phases_pay(gm.shape, eb, align))) {
+  if (odd_rows && pad_n == 3 && gm.epi == GemmEpilogue::kNone && gm.shape.k % align == 0) {
     gm.phases = align;
   } else if (odd_rows) {
     b_pitch = (gm.shape.n + align - 1) / align * align;
-    if (pad_n == 1) {
+    if (pad_n != 2) {
       gm.n_real = gm.shape.n;
       gm.shape.n = b_pitch;
     } else {
