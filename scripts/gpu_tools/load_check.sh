@@ -11,11 +11,11 @@ B=${B:-/tmp/brrr_build}
 S=${SUITE:-/tmp/brrr_suite}
 cd "$(dirname "$0")/../.." || exit 1
 DTYPES=${DTYPES:-fp32,bf16}
-python3 scripts/models/export.py --out "$S" --models llama_1b --dtypes "$DTYPES" \
-  --exporters torchscript --no-verify --threads 8 > "$OUT/llama_export.log" 2>&1 ||
-  { tail -3 "$OUT/llama_export.log"; exit 1; }
 for d in ${DTYPES//,/ }; do
   M=$S/llama_1b_${d}_torchscript/model.onnx
+  [ -f "$M" ] || python3 scripts/models/export.py --out "$S" --models llama_1b --dtypes "$d" \
+    --exporters torchscript --no-verify --threads 8 > "$OUT/llama_export_$d.log" 2>&1 ||
+    { tail -3 "$OUT/llama_export_$d.log"; continue; }
   P=(); [ "$d" = fp32 ] && P=(--precision fp16)
   export XDG_CACHE_HOME=/tmp/brrr_xdg_load_$d
   rm -rf "$XDG_CACHE_HOME"
