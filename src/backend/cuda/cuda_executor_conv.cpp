@@ -18,8 +18,8 @@ namespace {
 // Per-conv workspace cap: the heuristic's first algorithm within it is taken.
 constexpr size_t kMaxConvWorkspace = size_t(256) << 20;
 
-// A channels-last 16-bit 1x1 conv (stride 1, no pads, one group) with a channel count that is no
-// multiple of 8: cuDNN's Tensor Core kernels want multiples of 8, cuBLASLt's GEMM does not.
+// A 16-bit 1x1 conv (stride 1, no pads, one group) with a channel count that is no multiple of 8:
+// cuDNN's Tensor Core kernels want multiples of 8, cuBLASLt's GEMM does not.
 // NCHW (one GEMM per image, y_n[K, HW] = w[K, C] @ x_n[C, HW]) only where every image starts
 // 16-byte aligned like the first, which cuBLASLt's algorithm was chosen on.
 bool pointwise_unaligned(const ConvGeometry& g) {
@@ -227,10 +227,12 @@ void CudaExecutor::Impl::pad_conv_channels(ConvStep& c, const plan::Kernel& k) {
   c.in_cp = padded.x[1];
 }
 
-// The conv as a cuBLASLt GEMM (ConvStep::gemm, ::candidate): A is its input's pixels, or for a
-// conv that is not a plain 1x1 brrr_im2col_nhwc_u2's rows in the shared scratch; B the KRSC
-// weights [K, R*S*C] transposed to [R*S*C, K]. Bias and ReLU in cuBLASLt's epilogue, a residual or
-// another activation in brrr's after it. If cuBLASLt refuses the shape, the conv stays on cuDNN.
+// The conv as a cuBLASLt GEMM (ConvStep::gemm, ::candidate). Channels-last: A is its input's
+// pixels, or for a conv that is not a plain 1x1 brrr_im2col_nhwc_u2's rows in the shared scratch;
+// B the KRSC weights [K, R*S*C] transposed to [R*S*C, K]; bias and ReLU in cuBLASLt's epilogue.
+// NCHW (an unaligned 1x1 only): one GEMM per image, y_n[K, HW] = w[K, C] @ x_n[C, HW]. A residual,
+// another activation (and on NCHW the bias) in brrr's epilogue kernel after it. If cuBLASLt
+// refuses the shape, the conv stays on cuDNN.
 void CudaExecutor::Impl::setup_conv_gemm(ConvStep& c, const Tensor& krsc) {
   const std::vector<int>&x = c.geo.x, &y = c.geo.y;
   const int64_t taps = int64_t(c.geo.w[2]) * c.geo.w[3];

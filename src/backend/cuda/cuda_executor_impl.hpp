@@ -118,14 +118,16 @@ struct ConvStep {
   Function tfn;
   Dim3 tgrid;
   std::vector<void*> targp;
-  // A channels-last 16-bit 1x1 conv (stride 1, no pads, one group) whose channel counts are not
-  // all multiples of 8 runs as one cuBLASLt GEMM, y[P, K] = x[P, C] @ w[C, K] over its P pixels
-  // (the weights transposed once at upload, `wg`), bias and ReLU in cuBLASLt's epilogue where
-  // there is no residual, else brrr_conv_epilogue after it: cuDNN's kernels for such channel
-  // counts took 22 us per conv (ShuffleNetV2's 58, 116 and 232) against ~5 for the GEMM. With
-  // BRRR_CONV_GEMM=2 every other channels-last 16-bit conv of one group on channels in multiples
-  // of 8 is a candidate: brrr_im2col_nhwc_u2 into the shared scratch `cols` ([P, R*S*C]; none
-  // for a plain 1x1) and the GEMM on it, timed against cuDNN at build (choose_conv_paths).
+  // BRRR_CONV_GEMM >= 1: a 16-bit 1x1 conv (stride 1, no pads, one group) whose channel counts
+  // are not all multiples of 8 runs as cuBLASLt GEMMs: on channels-last data one over its P
+  // pixels, y[P, K] = x[P, C] @ w[C, K] (the weights transposed once at upload, `wg`), bias and
+  // ReLU in cuBLASLt's epilogue where there is no residual; on NCHW data one per image,
+  // y_n[K, HW] = w[K, C] @ x_n[C, HW]. A residual, another activation and NCHW's bias run in
+  // brrr_conv_epilogue after it. cuDNN took 22 us for each of ShuffleNetV2's such convs at bf16
+  // (58, 116, 232 channels). With 2 (the default) every other channels-last 16-bit conv of one
+  // group on channels in multiples of 8 is a candidate: brrr_im2col_nhwc_u2 into the shared
+  // scratch `cols` ([P, R*S*C]; none for a plain 1x1) and the GEMM on it, timed against cuDNN at
+  // build (choose_conv_paths).
   bool gemm = false;       // runs as the GEMM
   bool candidate = false;  // set up both ways; the timing decides `gemm`
   GemmPrecision gprec = GemmPrecision::kBf16;
