@@ -5,6 +5,7 @@
 # `brrr bench` twice (cold compile and warm load on a fresh cache folder) and once more with
 # BRRR_DEBUG=1 for the warm load's build steps (the second Session's `brrr: build` lines).
 #   SUITE (/tmp/brrr_suite)  DTYPES (fp32,bf16)  EXPORTER (torchscript)
+#   FP32_PRECISION (fp16; empty: the fp32 export runs in float32)
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 B=${B:-/tmp/brrr_build}
@@ -17,7 +18,7 @@ for d in ${DTYPES//,/ }; do
   [ -f "$M" ] || python3 scripts/models/export.py --out "$S" --models llama_1b --dtypes "$d" \
     --exporters "$E" --no-verify --threads 8 > "$OUT/llama_export_${d}_$E.log" 2>&1 ||
     { tail -3 "$OUT/llama_export_${d}_$E.log"; continue; }
-  P=(); [ "$d" = fp32 ] && P=(--precision fp16)
+  P=(); [ "$d" = fp32 ] && [ -n "${FP32_PRECISION-fp16}" ] && P=(--precision "${FP32_PRECISION-fp16}")
   export XDG_CACHE_HOME=/tmp/brrr_xdg_load_${d}_$E
   rm -rf "$XDG_CACHE_HOME"
   for r in 1 2; do
