@@ -107,6 +107,16 @@ TEST(DeviceLayouts, AnotherReaderKeepsNchwUpstream) {
 }
 
 #ifdef BRRR_HAVE_CUDA
+// No host kernel in the plan; the run gives the reference's results (16-bit tolerance), and a
+// second run (the graph replayed, buffers recycled) the same bytes.
+void expect_device_run_matches(Session& s, const std::map<std::string, Tensor>& in) {
+  const std::string sum = s.plan_summary();
+  EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
+  std::vector<Tensor> got = s.run(in);
+  brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
+  brrr_test::expect_same_bytes(got, s.run(in));
+}
+
 TEST(CudaNhwc, ResNetBlockMatchesTheReference) {
   BRRR_REQUIRE_CUDNN("Conv");
   for (DType t : {DType::bf16, DType::f16})
@@ -131,10 +141,7 @@ TEST(CudaNhwc, ResNetBlockMatchesTheReference) {
             EXPECT_NE(sum.find("input transposed to NHWC first\n"), std::string::npos) << sum;
             EXPECT_NE(sum.find("fused in cuDNN"), std::string::npos) << sum;
           }
-          EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
-          std::vector<Tensor> got = s.run(in);
-          brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
-          brrr_test::expect_same_bytes(got, s.run(in));
+          expect_device_run_matches(s, in);
         }
 }
 
@@ -175,10 +182,7 @@ TEST(CudaNhwc, RgbStemPaddedToEightChannelsMatchesTheReference) {
                   pad[0] == '1' && mode[0] == '3')
             << sum;
         EXPECT_NE(sum.find("input transposed to NHWC first"), std::string::npos) << sum;
-        EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
-        std::vector<Tensor> got = s.run(in);
-        brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
-        brrr_test::expect_same_bytes(got, s.run(in));
+        expect_device_run_matches(s, in);
       }
 }
 
@@ -206,10 +210,7 @@ TEST(CudaNhwc, ConvsAsIm2colGemmsMatchTheReference) {
         } else {
           EXPECT_NE(sum.find(" us as a GEMM)"), std::string::npos) << sum;
         }
-        EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
-        std::vector<Tensor> got = s.run(in);
-        brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
-        brrr_test::expect_same_bytes(got, s.run(in));
+        expect_device_run_matches(s, in);
       }
 }
 
@@ -271,10 +272,7 @@ TEST(CudaNhwc, UnalignedPointwiseConvsAsGemmsMatchTheReference) {
                 << sum;
             EXPECT_NE(sum.find("+ bias/sum/activation kernel"), std::string::npos) << sum;
           }
-          EXPECT_EQ(sum.find("host"), std::string::npos) << sum;
-          std::vector<Tensor> got = s.run(in);
-          brrr_cuda_test::expect_rel_l2(got, run_reference(s.graph(), in), 2e-2, sum);
-          brrr_test::expect_same_bytes(got, s.run(in));
+          expect_device_run_matches(s, in);
         }
 }
 #endif

@@ -118,9 +118,7 @@ std::string CudaExecutor::Impl::conv_plan(const plan::Kernel& k, ConvStep* cr) {
   return "";
 }
 
-size_t CudaExecutor::Impl::conv_im2col_bytes(const ConvStep& c) {
-  return im2col_bytes(c.geo);
-}
+size_t CudaExecutor::Impl::conv_im2col_bytes(const ConvStep& c) { return im2col_bytes(c.geo); }
 
 void CudaExecutor::Impl::tune_convs() {
   if (env::integer("BRRR_CONV_TUNE") != 1) return;
@@ -258,18 +256,9 @@ void CudaExecutor::Impl::setup_conv_gemm(ConvStep& c, const Tensor& krsc) {
     c.cols = im2col_ws;
     c.c8 = x[1] / 8;
     c.ctotal = c.gshape.m * taps * c.c8;
-    const int geo[12] = {x[2],
-                         x[3],
-                         y[2],
-                         y[3],
-                         c.geo.w[2],
-                         c.geo.w[3],
-                         c.geo.stride[0],
-                         c.geo.stride[1],
-                         c.geo.pad[0],
-                         c.geo.pad[1],
-                         c.geo.dilation[0],
-                         c.geo.dilation[1]};
+    const int geo[12] = {x[2],        x[3],        y[2],          y[3],
+                         c.geo.w[2],  c.geo.w[3],  c.geo.stride[0], c.geo.stride[1],
+                         c.geo.pad[0], c.geo.pad[1], c.geo.dilation[0], c.geo.dilation[1]};
     std::copy(geo, geo + 12, c.cgeo);
     c.cfn = module->function("brrr_im2col_nhwc_u2");
     c.cgrid = helper_grid(c.ctotal, 256);
@@ -284,11 +273,8 @@ void CudaExecutor::Impl::setup_conv_gemm(ConvStep& c, const Tensor& krsc) {
   c.wg = upload(b, "Conv weights ([R*S*C, K], a GEMM's B) " + g.value(c.vw).name);
   try {
     if (!lt.tuning()) lt.enable_tuning(dev.info(), cache_dir());
-    lt.prepare(c.gprec, c.gepi, c.gshape,
-               c.ctotal         ? c.cols
-               : c.transpose_in ? c.xt
-                                : c.x,
-               c.wg, c.y, in_epilogue ? c.bias : 0, stream, c.what);
+    lt.prepare(c.gprec, c.gepi, c.gshape, c.ctotal ? c.cols : c.transpose_in ? c.xt : c.x, c.wg,
+               c.y, in_epilogue ? c.bias : 0, stream, c.what);
   } catch (const Error&) {
     c.gemm = c.candidate = false;
     c.ctotal = 0;
@@ -355,11 +341,8 @@ void CudaExecutor::Impl::exec_conv(ConvStep& c) {
       lt.run(c.gprec, c.gepi, c.gshape, c.wg, c.x + n * xs, c.y + n * ys, 0, stream, c.what);
   } else if (c.gemm) {
     if (c.ctotal) launch(c.cfn, c.cgrid, {256, 1, 1}, 0, stream, c.cargp.data());
-    lt.run(c.gprec, c.gepi, c.gshape,
-           c.ctotal         ? c.cols
-           : c.transpose_in ? c.xt
-                            : c.x,
-           c.wg, c.y, c.gepi == GemmEpilogue::kNone ? 0 : c.bias, stream, c.what);
+    lt.run(c.gprec, c.gepi, c.gshape, c.ctotal ? c.cols : c.transpose_in ? c.xt : c.x, c.wg, c.y,
+           c.gepi == GemmEpilogue::kNone ? 0 : c.bias, stream, c.what);
   }
   if (c.gemm) {
     if (c.epilogue && c.gepi == GemmEpilogue::kNone)
@@ -392,11 +375,7 @@ void CudaExecutor::Impl::choose_conv_paths() {
     auto time_us = [&](bool as_gemm) {
       c.gemm = as_gemm;
       CudaGraph g = CudaGraph::capture(
-          stream,
-          [&] {
-            for (int r = 0; r < 5; ++r) exec_conv(c);
-          },
-          "a conv timed at build");
+          stream, [&] { for (int r = 0; r < 5; ++r) exec_conv(c); }, "a conv timed at build");
       return time_events_ms(stream, [&] { g.replay(stream); }, 2, 5) * 200;
     };
     c.cudnn_us = time_us(false);
@@ -408,26 +387,28 @@ void CudaExecutor::Impl::choose_conv_paths() {
 std::string CudaExecutor::Impl::conv_summary(size_t i) const {
   const ConvStep& c = steps[i].conv();
   const std::string timed =
-      c.cudnn_us > 0
-          ? fmt::format(" (timed: {:.1f} us on cuDNN, {:.1f} us as a GEMM)", c.cudnn_us, c.gemm_us)
-          : std::string();
+      c.cudnn_us > 0 ? fmt::format(" (timed: {:.1f} us on cuDNN, {:.1f} us as a GEMM)", c.cudnn_us,
+                                   c.gemm_us)
+                     : std::string();
   const std::string in = c.transpose_in ? c.in_cp != c.in_c
-                                              ? fmt::format(
-                                                    ", input transposed to NHWC first, its "
-                                                    "{} channels zero-padded to {}",
-                                                    c.in_c, c.in_cp)
+                                              ? fmt::format(", input transposed to NHWC first, its "
+                                                            "{} channels zero-padded to {}",
+                                                            c.in_c, c.in_cp)
                                               : std::string(", input transposed to NHWC first")
                                         : std::string();
   if (c.gemm)
-    return fmt::format(
-        "  {:<24} conv as a cuBLASLt GEMM ({}{} x {} x {}, {}{}, {}){}{}{}\n", plan.kernels[i].name,
-        c.ctotal      ? "im2col first; "
-        : c.candidate ? "1x1; "
-                      : "1x1, channels not all multiples of 8; ",
-        c.gshape.m, c.gshape.n, c.gshape.k, to_string(c.gprec),
-        c.gepi == GemmEpilogue::kNone ? std::string() : std::string(", ") + to_string(c.gepi),
-        c.geo.nhwc ? "NHWC" : "NCHW, one per image", in,
-        c.epilogue && c.gepi == GemmEpilogue::kNone ? " + bias/sum/activation kernel" : "", timed);
+    return fmt::format("  {:<24} conv as a cuBLASLt GEMM ({}{} x {} x {}, {}{}, {}){}{}{}\n",
+                       plan.kernels[i].name,
+                       c.ctotal ? "im2col first; "
+                       : c.candidate ? "1x1; "
+                                     : "1x1, channels not all multiples of 8; ",
+                       c.gshape.m, c.gshape.n, c.gshape.k, to_string(c.gprec),
+                       c.gepi == GemmEpilogue::kNone ? std::string()
+                                                     : std::string(", ") + to_string(c.gepi),
+                       c.geo.nhwc ? "NHWC" : "NCHW, one per image", in,
+                       c.epilogue && c.gepi == GemmEpilogue::kNone
+                           ? " + bias/sum/activation kernel" : "",
+                       timed);
   return fmt::format("  {:<24} cuDNN conv {}{}{}{}\n", plan.kernels[i].name, c.dnn->describe(), in,
                      c.epilogue && !c.dnn->fused() ? " + bias/sum/activation kernel" : "", timed);
 }
