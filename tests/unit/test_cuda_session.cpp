@@ -294,6 +294,32 @@ TEST(CudaSession, PaddedGemmRowsMatchTheReference) {
   }
 }
 
+// BRRR_L2_PREFETCH: the weights of GEMMs and a conv that read more weight than activation bytes
+// are brought into L2 on a side stream forked inside the plan's graph; every mode gives the
+// reference's answer, replays the same bytes and says so in the plan summary; 0 prefetches nothing.
+TEST(CudaSession, L2PrefetchKeepsTheResults) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  for (const char* mode : {"0", "1", "2", "3"}) {
+    brrr_test::EnvVar env("BRRR_L2_PREFETCH", mode);
+    SCOPED_TRACE(std::string("BRRR_L2_PREFETCH=") + mode);
+    GraphBuilder b;
+    const DType t = DType::bf16;
+    int x = b.input("x", {64, 512}, t);  // 64 rows: 1 MB weights against 196 KB of activations
+    int h = b.node("Relu", {b.node("MatMul", {x, b.constant("W1", rnd({512, 1024}, t, -0.1f, 0.1f))})});
+    b.output(b.node("MatMul", {h, b.constant("W2", rnd({1024, 512}, t, -0.1f, 0.1f))}));
+    int im = b.input("im", {1, 256, 7, 7}, t);
+    b.output(b.node("Conv", {im, b.constant("K", rnd({512, 256, 3, 3}, t, -0.05f, 0.05f))},
+                    {{"pads", std::vector<int64_t>{1, 1, 1, 1}}}));
+    Session s = check(b.g, cuda_opts("fp32"), 2e-2);
+    const std::string sum = s.plan_summary();
+    EXPECT_NE(sum.find("CUDA graph on"), std::string::npos) << sum;
+    if (std::string(mode) == "0")
+      EXPECT_EQ(sum.find("L2 prefetch"), std::string::npos) << sum;
+    else
+      EXPECT_NE(sum.find("L2 prefetch: the weights of 3 steps"), std::string::npos) << sum;
+  }
+}
+
 // A tied lm_head as the dynamo exporter writes it: the embedding table is read by a Gather and,
 // transposed, by the logits MatMul. The GEMM reads the table transposed once at upload (no
 // Transpose kernel per call), with an odd vocabulary (padded rows) and an aligned one, 16-bit

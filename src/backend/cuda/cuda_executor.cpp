@@ -294,6 +294,7 @@ void CudaExecutor::Impl::build() {
   stream.synchronize("uploading weights");
   staged.reset();
   choose_conv_paths();
+  plan_l2_prefetch();
   stage("cuda setup");
 
   bool graphs = opts.graphs;
@@ -342,7 +343,15 @@ void CudaExecutor::Impl::exec_all(bool use_graph) {
     graph->replay(stream);
     return;
   }
-  for (size_t i = 0; i < steps.size(); ++i) exec(i);
+  if (prefetches.empty()) {
+    for (size_t i = 0; i < steps.size(); ++i) exec(i);
+    return;
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    start_prefetches(i);
+    exec(i);
+  }
+  join_prefetches();
 }
 
 void CudaExecutor::Impl::bind(const std::map<std::string, Tensor>& inputs) {
@@ -392,6 +401,7 @@ std::string CudaExecutor::summary() const {
                               m.from_cache ? "from cache" : "compiled",
                               m.from_cache ? "NVRTC cache" : fmt::format("{:.0f} ms", m.compile_ms),
                               m.graph_status, m.pdl ? "dependent (PDL)" : "after the previous kernel");
+  s += m.prefetch_summary();
   for (size_t i = 0; i < m.steps.size(); ++i) {
     switch (m.steps[i].type) {
       case Step::Kernel: s += m.kernel_summary(i); break;

@@ -285,11 +285,15 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   if (g.value(va).constant.defined()) gm.a = upload(host_cast(g.value(va).constant, et, false), who + " A");
   else if (cast) { gm.a_src = slot[size_t(va)]; gm.a = alloc(size_t(gm.na) * 2, who + " A cast"); }
   else gm.a = slot[size_t(va)];
+  auto weight = [&](const Tensor& w, const std::string& what) {
+    gm.w_bytes = w.nbytes();
+    return upload(w, what);
+  };
   if (gm.phases)
-    gm.b = upload(host_cast(g.value(vb).constant, et, !gm.trans_b), who + " W ([N, K])");
+    gm.b = weight(host_cast(g.value(vb).constant, et, !gm.trans_b), who + " W ([N, K])");
   else if (g.value(vb).constant.defined() && b_pitch)
-    gm.b = upload(pad_columns(host_cast(g.value(vb).constant, et, gm.trans_b), b_pitch), who + " W padded");
-  else if (g.value(vb).constant.defined()) gm.b = upload(host_cast(g.value(vb).constant, et, gm.trans_b), who + " W");
+    gm.b = weight(pad_columns(host_cast(g.value(vb).constant, et, gm.trans_b), b_pitch), who + " W padded");
+  else if (g.value(vb).constant.defined()) gm.b = weight(host_cast(g.value(vb).constant, et, gm.trans_b), who + " W");
   else if (cast) { gm.b_src = slot[size_t(vb)]; gm.b = alloc(size_t(gm.nb) * 2, who + " B cast"); }
   else gm.b = slot[size_t(vb)];
   if (cast) { gm.c_dst = slot[size_t(vo)]; gm.c = alloc(size_t(gm.nc) * 2, who + " C cast"); }

@@ -52,6 +52,7 @@ struct GemmStep {
   bool trans_b = false;  // B is stored [N, K] (a constant, transposed at upload)
   int vbias = -1;        // the bias value (Gemm's C or a fused Add's), -1 none
   DevPtr a = 0, b = 0, c = 0, bias = 0;
+  size_t w_bytes = 0;  // B's bytes when it is a constant uploaded for this GEMM, else 0
   DType data = DType::f32;  // the graph's dtype of A and C
   DevPtr a_src = 0, b_src = 0, c_dst = 0;  // f32 tensors cast in / out per run (0: none)
   int64_t na = 0, nb = 0, nc = 0;
@@ -142,6 +143,15 @@ struct ConvStep {
   int64_t c8 = 0, ctotal = 0;  // ctotal 0: no im2col
   std::vector<void*> cargp;
   double cudnn_us = 0, gemm_us = 0;  // the timings behind the choice (0: not timed)
+};
+
+// BRRR_L2_PREFETCH: before step `fork` runs, a side stream is forked there and brrr_l2_prefetch
+// brings `bytes` at `ptr` (the weights of a later step, `step`) into L2; the side stream joins
+// the main one after the last step (cuda_executor_prefetch.cpp).
+struct L2Prefetch {
+  size_t fork = 0, step = 0;
+  DevPtr ptr = 0;
+  int64_t bytes = 0;
 };
 
 // The other library kernels: a pool on cuDNN or brrr's pool kernel, a Concat (one 2-D copy per
@@ -269,6 +279,12 @@ struct CudaExecutor::Impl {
   DevPtr im2col_ws = 0;               // one im2col scratch for every Conv that may use it
   std::vector<Step> steps;
   std::vector<ChainRun> chains;
+  // Weights brought into L2 ahead of their steps on a side stream (cuda_executor_prefetch.cpp).
+  int prefetch_mode = 0;  // BRRR_L2_PREFETCH
+  std::vector<L2Prefetch> prefetches;
+  std::unique_ptr<Stream> side;
+  std::unique_ptr<Event> fork_event, join_event;
+  Function prefetch_fn;
   // Raised by a Gather kernel on an index out of range. Each run copies it back with its outputs
   // (same sync); check_gather_indices() then reports it with the Gathers' names and clears it.
   DevPtr gather_err = 0;
@@ -296,6 +312,12 @@ struct CudaExecutor::Impl {
   void launch_helper(const Function& f, std::vector<DevPtr> ptrs, int64_t n);
   // One of brrr's own kernels (each starts with brrr_grid_wait()): a dependent launch when pdl.
   void launch_own(const Function& f, Dim3 grid, Dim3 block, unsigned shared, void** args);
+
+  // L2 prefetch of later steps' weights (cuda_executor_prefetch.cpp).
+  void plan_l2_prefetch();
+  void start_prefetches(size_t fork);  // those forked before step `fork`
+  void join_prefetches();
+  std::string prefetch_summary() const;
 
   // GEMMs and GEMM chains (cuda_executor_gemm.cpp).
   std::string gemm_plan(const plan::Kernel& k, GemmStep* gm);

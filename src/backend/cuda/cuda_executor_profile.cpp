@@ -130,6 +130,10 @@ bool CudaExecutor::Impl::profile_cupti(int reps, RunProfile* prof, std::string* 
   }
   std::vector<GpuActivity> recs;
   if (!trace->stop(&recs, why)) return false;
+  // The L2 prefetches run beside the plan's steps (a side branch of the graph), not as steps.
+  recs.erase(std::remove_if(recs.begin(), recs.end(),
+                            [](const GpuActivity& a) { return a.name == "brrr_l2_prefetch"; }),
+             recs.end());
   StepSignature sig(n);
   size_t total = 0;
   std::vector<std::vector<GpuActivity>> by_step = bucket_by_marks(recs, step_marks);

@@ -110,6 +110,10 @@ void Stream::synchronize(const std::string& where) const {
   BRRR_CU(driver().cuStreamSynchronize(s_), where);
 }
 
+void Stream::wait(const Event& e) const {
+  BRRR_CU(driver().cuStreamWaitEvent(s_, e.get(), 0), "stream wait on event");
+}
+
 Event::Event() { BRRR_CU(driver().cuEventCreate(&e_, CU_EVENT_DEFAULT), "create event"); }
 Event::~Event() {
   if (e_) driver().cuEventDestroy(e_);

@@ -35,6 +35,7 @@ struct DeviceInfo {
 };
 
 class Stream;
+class Event;
 
 // Whether device `ordinal`'s primary context exists now (cuDevicePrimaryCtxGetState).
 bool primary_context_active(int ordinal);
@@ -68,6 +69,9 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
   CUstream_st* get() const { return s_; }
   void synchronize(const std::string& where = "stream synchronize") const;
+  // Work enqueued after this waits for the work before e's last record (a fork or join of
+  // streams; inside a capture, a graph edge).
+  void wait(const Event& e) const;
 
  private:
   CUstream_st* s_ = nullptr;

@@ -20,6 +20,7 @@ namespace brrr::cuda {
   X(cuMemsetD32Async) X(cuMemHostAlloc) X(cuMemFreeHost)                                     \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate)               \
   X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)             \
+  X(cuStreamWaitEvent)                                                                        \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)         \
   X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate)      \
   X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)

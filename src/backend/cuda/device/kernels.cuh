@@ -46,6 +46,39 @@ static __device__ __forceinline__ void brrr_gelu_erf_inplace(T* __restrict__ a, 
 extern "C" __global__ void brrr_gelu_erf_f32(float* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<float, 4>(a, n); }
 extern "C" __global__ void brrr_gelu_erf_bf16(brrr_bf16* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<brrr_bf16, 8>(a, n); }
 extern "C" __global__ void brrr_gelu_erf_f16(brrr_f16* __restrict__ a, i64 n) { brrr_gelu_erf_inplace<brrr_f16, 8>(a, n); }
+// Brings bytes [p, p + bytes) of a constant (a GEMM's or a conv's weights) into L2 ahead of the
+// step that reads them (BRRR_L2_PREFETCH, cuda_executor_prefetch.cpp): launched on a side branch
+// of the plan while earlier steps run, on SMs their small grids leave idle, so the weights'
+// DRAM latency is paid before their step starts. It writes nothing. Mode 1: the TMA unit's bulk
+// prefetch, one instruction per 16 KB chunk (sm_90+; line prefetches before that); 2: a
+// prefetch instruction per 128-byte line; 3: a 16-byte load of every 16 bytes (real loads,
+// which fill L2 for certain; volatile, so nothing removes them).
+extern "C" __global__ void brrr_l2_prefetch(const unsigned char* __restrict__ p, i64 bytes, int mode) {
+  const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x, stride = (i64)gridDim.x * blockDim.x;
+  const unsigned long long base = reinterpret_cast<unsigned long long>(p);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (mode == 1) {
+    const i64 chunk = 16384, whole = (base & 15) ? 0 : bytes / 16 * 16;
+    for (i64 off = t * chunk; off < whole; off += stride * chunk) {
+      const unsigned n = (unsigned)(whole - off < chunk ? whole - off : chunk);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n) : "memory");
+    }
+    if (t == 0 && whole < bytes) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + whole));
+    return;
+  }
+#endif
+  if (mode == 3 && (base & 15) == 0) {
+    const i64 v = bytes / 16;
+    for (i64 i = t; i < v; i += stride) {
+      asm volatile("{\n .reg .b32 t<4>;\n ld.volatile.global.v4.u32 {t0, t1, t2, t3}, [%0];\n}"
+                   ::"l"(p + i * 16) : "memory");
+    }
+    return;
+  }
+  for (i64 off = t * 128; off < bytes; off += stride * 128)
+    asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p + off));
+  if (t == 0 && bytes > 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + bytes - 1));
+}
 // The real columns of a GEMM's padded rows (BRRR_GEMM_PAD_N=1): dst [rows, width] contiguous
 // from src [rows, pitch]. GPT-2's logits rows of 50257 16-bit values start at 2-byte aligned
 // addresses, which no 16-byte access (and no fast cuBLASLt kernel) can write; here each thread
