@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
+
+#include <unistd.h>
 
 #include "brrr/reference.hpp"
 #include "brrr/session.hpp"
@@ -212,6 +215,42 @@ TEST(CudaNhwc, ConvsAsIm2colGemmsMatchTheReference) {
         }
         expect_device_run_matches(s, in);
       }
+}
+
+// With BRRR_CONV_GEMM=2 the choice between cuDNN and the GEMM is timed once and kept in the
+// kernel cache: a second session on the same cache folder takes every conv's path from it
+// untimed ("cached choice"), the same paths as the first, and the same results.
+TEST(CudaNhwc, ConvPathChoiceIsCachedOnDisk) {
+  BRRR_REQUIRE_CUDNN("Conv");
+  brrr_test::EnvVar e("BRRR_CONV_GEMM", "2");
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("brrr_convpath_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  Graph g = resnet_block(DType::bf16, 1);
+  std::map<std::string, Tensor> in{{"x", rnd({1, 8, 16, 16}, DType::bf16, -2.f, 2.f)}};
+  SessionOptions o;
+  o.backend = "cuda";
+  o.cache_dir = dir;
+  auto paths = [](const std::string& sum) {  // each conv's path, in plan order
+    std::string p;
+    for (size_t at = sum.find(" conv"); at != std::string::npos; at = sum.find(" conv", at + 1))
+      if (sum.compare(at - 5, 10, "cuDNN conv") == 0) p += 'c';
+      else if (sum.compare(at, 22, " conv as a cuBLASLt GE") == 0) p += 'g';
+    return p;
+  };
+  std::string first;
+  for (int session = 0; session < 2; ++session) {
+    SCOPED_TRACE(session == 0 ? "first session" : "second session");
+    Session s(g, o);
+    const std::string sum = s.plan_summary();
+    EXPECT_EQ(sum.find("(timed: ") != std::string::npos, session == 0) << sum;
+    EXPECT_EQ(sum.find("(cached choice: ") != std::string::npos, session == 1) << sum;
+    if (session == 0) first = paths(sum);
+    else EXPECT_EQ(paths(sum), first) << sum;
+    EXPECT_FALSE(first.empty()) << sum;
+    expect_device_run_matches(s, in);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // ShuffleNetV2's channel counts (58, 116: no multiple of 8) in a 16-bit chain, channels-last or

@@ -432,14 +432,18 @@ void LtGemm::enable_tuning(const DeviceInfo& dev, const std::string& cache_dir) 
     tuning_off_ = true;
     return;
   }
+  flush_bytes_ = std::max<std::size_t>(2 * std::size_t(std::max(dev.l2_bytes, 0)), 64u << 20);
+  tune_ = std::make_unique<GemmTuneCache>(cache_dir, tune_context(dev));
+  tuning_off_ = false;
+}
+
+std::string LtGemm::tune_context(const DeviceInfo& dev) const {
   GemmTuneContext c;
   c.gpu = dev.name;
   c.sm_count = dev.sm_count;
   c.cublaslt_version = cublasLtGetVersion();
   c.workspace_bytes = workspace_.size();
-  flush_bytes_ = std::max<std::size_t>(2 * std::size_t(std::max(dev.l2_bytes, 0)), 64u << 20);
-  tune_ = std::make_unique<GemmTuneCache>(cache_dir, context_line(c));
-  tuning_off_ = false;
+  return context_line(c);
 }
 
 AlgoSource LtGemm::source(GemmPrecision p, GemmEpilogue e, const GemmShape& sh) const {

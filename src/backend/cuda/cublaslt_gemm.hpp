@@ -69,6 +69,9 @@ class LtGemm {
   // `dev`. BRRR_GEMM_TUNE=0 leaves tuning off (heuristic #0) and says so in describe().
   void enable_tuning(const DeviceInfo& dev, const std::string& cache_dir);
   bool tuning() const { return tune_ != nullptr; }
+  // What a tuning choice made here holds for: the device, cuBLASLt's version, the workspace and
+  // brrr's version (context_line).
+  std::string tune_context(const DeviceInfo& dev) const;
   // A planned GEMM's algorithm (tile, stages, split-K) and where it came from; "" if not planned.
   std::string describe(GemmPrecision p, GemmEpilogue e, const GemmShape& shape) const;
   AlgoSource source(GemmPrecision p, GemmEpilogue e, const GemmShape& shape) const;

@@ -2,8 +2,10 @@
 // ReLU in the same cuDNN call where cuDNN takes them (cudnnConvolutionBiasActivationForward),
 // else brrr_conv_epilogue in place after it (hardswish, hardsigmoid, clip, no bias, refusals).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstring>
+#include <optional>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
 #include "backend/cuda/cuda_graph.hpp"
@@ -360,13 +362,46 @@ void CudaExecutor::Impl::exec_conv(ConvStep& c) {
 // BRRR_CONV_GEMM=2: each candidate conv timed both ways on its own buffers (a graph of 5 calls
 // between two events, the median of 5, after 2 warm-ups), the GEMM kept where it is 10% faster;
 // 3: every candidate runs as the GEMM, untimed (tests, measurements).
+namespace {
+
+// What a conv's path choice depends on: its geometry, type, layout, epilogue and input padding.
+std::string conv_path_key(const ConvStep& c) {
+  auto dims = [](const std::vector<int>& v) { return fmt::format("{}", fmt::join(v, ",")); };
+  return fmt::format("conv-path x {} w {} y {} pad {} stride {} dilation {} groups {} {} {} "
+                     "bias {} sum {} act {} in {}/{}",
+                     dims(c.geo.x), dims(c.geo.w), dims(c.geo.y), dims(c.geo.pad),
+                     dims(c.geo.stride), dims(c.geo.dilation), c.geo.groups, dtype_name(c.dt),
+                     c.geo.nhwc ? "nhwc" : "nchw", c.bias != 0, c.sum != 0, c.act, c.in_c,
+                     c.in_cp);
+}
+
+}  // namespace
+
+// Each candidate conv is timed both ways once per device, library and brrr version; the choice
+// is kept in the kernel cache (GemmTuneCache's entries: data[0] 1 for the GEMM, the timings as
+// chosen / heuristic), so later sessions take the same path untimed: timed in every session, a
+// conv near the margin went either way.
 void CudaExecutor::Impl::choose_conv_paths() {
   const bool always = env::integer("BRRR_CONV_GEMM") == 3;
+  std::unique_ptr<GemmTuneCache> cache;
   for (Step& s : steps) {
     if (s.type != Step::Conv || !s.conv().candidate) continue;
     ConvStep& c = s.conv();
     if (always) {
       c.gemm = true;
+      continue;
+    }
+    if (!cache) {
+      cache = std::make_unique<GemmTuneCache>(
+          cache_dir(), fmt::format("{} cudnn {}", lt.tune_context(dev.info()), cudnn_version()));
+    }
+    const std::string key = conv_path_key(c);
+    if (std::optional<TunedAlgo> hit = cache->lookup(key);
+        hit && hit->data[0] <= 1 && hit->config == (hit->data[0] ? "gemm" : "cudnn")) {
+      c.gemm = hit->data[0] == 1;
+      c.gemm_us = hit->chosen_us;
+      c.cudnn_us = hit->heuristic_us;
+      c.path_cached = true;
       continue;
     }
     // On the device's clock: five calls captured as a CUDA graph, as the plan replays them
@@ -381,14 +416,21 @@ void CudaExecutor::Impl::choose_conv_paths() {
     c.cudnn_us = time_us(false);
     c.gemm_us = time_us(true);
     c.gemm = c.gemm_us < 0.9 * c.cudnn_us;
+    TunedAlgo choice;
+    choice.data[0] = c.gemm ? 1 : 0;
+    choice.config = c.gemm ? "gemm" : "cudnn";
+    choice.chosen_us = c.gemm_us;
+    choice.heuristic_us = c.cudnn_us;
+    choice.candidates = 2;
+    cache->store(key, choice);
   }
 }
 
 std::string CudaExecutor::Impl::conv_summary(size_t i) const {
   const ConvStep& c = steps[i].conv();
   const std::string timed =
-      c.cudnn_us > 0 ? fmt::format(" (timed: {:.1f} us on cuDNN, {:.1f} us as a GEMM)", c.cudnn_us,
-                                   c.gemm_us)
+      c.cudnn_us > 0 ? fmt::format(" ({}: {:.1f} us on cuDNN, {:.1f} us as a GEMM)",
+                                   c.path_cached ? "cached choice" : "timed", c.cudnn_us, c.gemm_us)
                      : std::string();
   const std::string in = c.transpose_in ? c.in_cp != c.in_c
                                               ? fmt::format(", input transposed to NHWC first, its "

@@ -143,6 +143,7 @@ struct ConvStep {
   int64_t c8 = 0, ctotal = 0;  // ctotal 0: no im2col
   std::vector<void*> cargp;
   double cudnn_us = 0, gemm_us = 0;  // the timings behind the choice (0: not timed)
+  bool path_cached = false;          // the choice (and its timings) came from the disk cache
 };
 
 // BRRR_L2_PREFETCH: before step `fork` runs, a side stream is forked there and brrr_l2_prefetch

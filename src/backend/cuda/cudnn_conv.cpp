@@ -128,6 +128,11 @@ std::unique_ptr<CudnnContext> CudnnContext::open(const Stream& s, std::string* r
   return c;
 }
 
+std::size_t cudnn_version() {
+  const CudnnApi* api = try_cudnn();
+  return api ? api->version : 0;
+}
+
 CudnnContext::~CudnnContext() {
   if (h_)
     if (const CudnnApi* api = try_cudnn()) api->cudnnDestroy(static_cast<cudnnHandle_t>(h_));
@@ -398,6 +403,7 @@ std::unique_ptr<CudnnContext> CudnnContext::open(const Stream&, std::string* rea
   return nullptr;
 }
 CudnnContext::~CudnnContext() = default;
+std::size_t cudnn_version() { return 0; }
 bool cudnn_available(std::string* reason) {
   if (reason) *reason = "brrr was built without cuDNN headers";
   return false;

@@ -56,6 +56,8 @@ class CudnnContext {
 
 // True when libcudnn can be loaded (never throws); otherwise *reason says why.
 bool cudnn_available(std::string* reason = nullptr);
+// The loaded cuDNN's version (major * 10000 + minor * 100 + patch), 0 when there is none.
+std::size_t cudnn_version();
 
 class CudnnConv {
  public:
