@@ -220,13 +220,13 @@ void CudaExecutor::Impl::setup_op(OpStep& r) {
         r.copies.push_back({r.x + r.part_offset[q], at(r.parts[q]), r.part_bytes[q]});
       return;
     case OpStep::RowMean:
-      if (r.nhwc) {  // x is (N, H*W, C): one thread per (image, channel)
+      if (r.nhwc) {  // x is (N, H*W, C): a block of 256 threads per 32 (image, channel) pairs
         r.fn = module->function(r.dt == DType::bf16 ? "brrr_nhwc_mean_bf16" : "brrr_nhwc_mean_f16");
         r.hw = r.cols;
         r.cl = g.value(r.vx).shape[1];
         r.n = r.rows;
         r.block = {256, 1, 1};
-        r.grid = helper_grid(r.n, 256);
+        r.grid = helper_grid(r.n, 32);
         r.argp = {&r.x, &r.y, &r.hw, &r.cl, &r.scale, &r.n};
         return;
       }

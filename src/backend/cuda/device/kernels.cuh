@@ -304,15 +304,31 @@ static __device__ __forceinline__ void brrr_row_mean_t(const T* __restrict__ x, 
 extern "C" __global__ void brrr_row_mean(const float* __restrict__ x, float* __restrict__ y, i64 rows, i64 cols, float scale) { brrr_row_mean_t<float>(x, y, rows, cols, scale); }
 extern "C" __global__ void brrr_row_mean_bf16(const brrr_bf16* __restrict__ x, brrr_bf16* __restrict__ y, i64 rows, i64 cols, float scale) { brrr_row_mean_t<brrr_bf16>(x, y, rows, cols, scale); }
 extern "C" __global__ void brrr_row_mean_f16(const brrr_f16* __restrict__ x, brrr_f16* __restrict__ y, i64 rows, i64 cols, float scale) { brrr_row_mean_t<brrr_f16>(x, y, rows, cols, scale); }
-// The mean over the pixels of channels-last data (GlobalAveragePool on N, H*W, C): one thread per
-// (image, channel), neighbouring threads on neighbouring channels; float32 sums.
+// The mean over the pixels of channels-last data (GlobalAveragePool on N, H*W, C): a block of
+// 256 threads per 32 (image, channel) pairs, each warp on every 8th pixel (neighbouring lanes on
+// neighbouring channels), the 8 warps' float32 sums added in shared memory. One thread per pair
+// walking all pixels left ResNet-50's 2048 channels of 7x7 at batch 1 as 8 blocks, each thread 49
+// loads in a row: 6.0 us on an H100 for 200 KB.
 template <class T>
 static __device__ __forceinline__ void brrr_nhwc_mean_t(const T* __restrict__ x, T* __restrict__ y, i64 hw, i64 c, float scale, i64 n) {
-  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
-    const T* p = x + (i / c) * hw * c + i % c;
+  __shared__ float part[8][32];
+  const int lane = threadIdx.x & 31, grp = threadIdx.x >> 5;  // blockDim.x == 256
+  for (i64 base = (i64)blockIdx.x * 32; base < n; base += (i64)gridDim.x * 32) {
+    const i64 i = base + lane;
     float acc = 0.f;
-    for (i64 q = 0; q < hw; ++q) acc += brrr_ld(p + q * c);
-    brrr_st(y + i, acc * scale);
+    if (i < n) {
+      const T* p = x + (i / c) * hw * c + i % c;
+      for (i64 q = grp; q < hw; q += 8) acc += brrr_ld(p + q * c);
+    }
+    part[grp][lane] = acc;
+    __syncthreads();
+    if (grp == 0 && i < n) {
+      float s = 0.f;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) s += part[k][lane];
+      brrr_st(y + i, s * scale);
+    }
+    __syncthreads();
   }
 }
 extern "C" __global__ void brrr_nhwc_mean_bf16(const brrr_bf16* __restrict__ x, brrr_bf16* __restrict__ y, i64 hw, i64 c, float scale, i64 n) { brrr_nhwc_mean_t<brrr_bf16>(x, y, hw, c, scale, n); }
