@@ -5,7 +5,7 @@
 # each mode of CHECK_MODES and the plan's prefetch line, then `brrr bench --iterations 200` with
 # every mode of MODES in interleaved rounds, then the doctor's wall and top kernels for each model
 # of DOCTOR at the first mode that is not 0 (its CUPTI timeline must still map the plan's steps).
-#   MODELS (bert_base,resnet50,gpt2)  MODES (0,1,2,3)  CHECK_MODES (1)  ROUNDS (2)
+#   MODELS (bert_base,resnet50,gpt2)  MODES (0,1,2,3)  CHECK_MODES (1; "" for none)  ROUNDS (2)
 #   SUITE (/tmp/brrr_suite)  DOCTOR (bert_base; "" for none)
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
@@ -21,7 +21,7 @@ for m in ${MODELS//,/ }; do
   d=$S/${m}_bf16_torchscript
   [ -f $d/model.onnx ] || python3 scripts/models/export.py --out "$S" --models "$m" --dtypes bf16 \
     --exporters torchscript --no-verify --threads 8 > "$OUT/export_$m.log" 2>&1 || { tail -3 "$OUT/export_$m.log"; continue; }
-  for v in ${CHECK_MODES:-1}; do
+  for v in ${CHECK_MODES-1}; do
     echo -n "$m bf16 b1 BRRR_L2_PREFETCH=$v: "
     BRRR_DEBUG=1 BRRR_L2_PREFETCH=$v timeout 90 "$B/brrr" run $d/model.onnx --data $d/test_data_set_0 \
       --check --backend cuda --reps 3 2>&1 | grep -E '^check|rror|host|L2 prefetch' | head -3 | line 260

@@ -50,9 +50,10 @@ const Switch kSwitches[] = {
      "copy) with programmatic dependent launch, so each is scheduled while the kernel before it "
      "drains and waits on the device for its results; 0 launches them after it completes"},
     {"BRRR_L2_PREFETCH", Kind::Int, "0", "", 0, 3,
-     "CUDA: the weights of GEMMs and convs that read more weight than activation bytes (batch "
-     "1) are brought into L2 on a side stream while the steps before them run: 1 by the TMA "
-     "unit's bulk prefetches, 2 by a prefetch per 128-byte line, 3 by loads; 0 not"},
+     "CUDA (experimental, measured slower on BERT-base at batch 1): the weights of GEMMs and "
+     "convs that read more weight than activation bytes are brought into L2 on a side stream "
+     "while the steps before them run: 1 by the TMA unit's bulk prefetches, 2 by a prefetch per "
+     "128-byte line, 3 by loads; 0 not"},
     {"BRRR_GEMM_PAD_N", Kind::Int, "1", "", 0, 3,
      "CUDA: a GEMM whose output rows would not be 16-byte aligned (GPT-2's 50257 logits): 1 "
      "runs on zero-padded weights into aligned rows, then copies the real columns out; 2 reads "

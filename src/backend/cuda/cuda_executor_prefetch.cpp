@@ -10,6 +10,11 @@
 //
 // Only steps whose weights outweigh their activations (2x or more, at least 256 KB, at most half
 // the L2) are prefetched: at a large batch the activations are the traffic and nothing is.
+//
+// Measured slower, so off by default: BERT-base bf16 at batch 1 on an H100 ran 401-404 us
+// without, 450-452 us with bulk prefetches, 425-426 us with line prefetches and 655-657 us with
+// loads (docs/CUDA.md, the fifteenth session). Not looked into: whether the side branch's nodes
+// cost the main chain its programmatic (PDL) overlap, or the prefetch's DRAM traffic the GEMM's.
 #include <fmt/format.h>
 
 #include <algorithm>
