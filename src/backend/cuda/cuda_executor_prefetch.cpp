@@ -29,10 +29,6 @@ namespace {
 constexpr int64_t kMinBytes = int64_t(256) << 10;  // smaller weights: the launch costs more
 constexpr int64_t kAnyWeight = int64_t(64) << 10;  // a step that reads this much is a fork point
 
-int64_t gemm_bytes_per(GemmPrecision p) {
-  return p == GemmPrecision::kBf16 || p == GemmPrecision::kFp16 ? 2 : 4;
-}
-
 }  // namespace
 
 void CudaExecutor::Impl::plan_l2_prefetch() {
@@ -49,7 +45,7 @@ void CudaExecutor::Impl::plan_l2_prefetch() {
       const GemmStep& m = s.gemm();
       w = m.b;
       wb = int64_t(m.w_bytes);
-      const int64_t e = gemm_bytes_per(m.prec), rows = m.shape.m * m.shape.batch;
+      const int64_t e = int64_t(element_bytes(m.prec)), rows = m.shape.m * m.shape.batch;
       act = rows * (m.shape.k + m.shape.n) * e;
     } else if (s.type == Step::Conv) {
       const ConvStep& c = s.conv();
