@@ -45,10 +45,13 @@ const Switch kSwitches[] = {
      "CUDA (experimental, slower than cuBLASLt so far): 16-bit GEMMs of few rows (a transformer at "
      "batch 1) whose cuBLASLt tiles would leave most SMs idle run as brrr's split-K cluster "
      "kernel: 1 where that applies, 2 wherever it can run (K and N multiples of 8), 0 never"},
-    {"BRRR_CUDA_PDL", Kind::Int, "1", "", 0, 1,
+    {"BRRR_CUDA_PDL", Kind::Int, "1", "", 0, 2,
      "CUDA (Hopper and newer): 1 launches brrr's own kernels (fused, attention, the padded rows' "
-     "copy) with programmatic dependent launch, so each is scheduled while the kernel before it "
-     "drains and waits on the device for its results; 0 launches them after it completes"},
+     "copy, the small-M GEMM) with programmatic dependent launch, so each is scheduled while the "
+     "kernel before it drains and waits on the device for its results; 2 (experimental) also "
+     "lets each of them start the next one right after its own wait, so the next is resident "
+     "early and the small-M GEMM loads its weights while the kernel before it runs; 0 launches "
+     "them after it completes"},
     {"BRRR_L2_PREFETCH", Kind::Int, "0", "", 0, 3,
      "CUDA (experimental, measured slower on BERT-base at batch 1): the weights of GEMMs and "
      "convs that read more weight than activation bytes are brought into L2 on a side stream "

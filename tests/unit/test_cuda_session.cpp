@@ -384,14 +384,18 @@ TEST(CudaSession, SmallMGemmMatchesTheReference) {
 
 // Programmatic dependent launch (BRRR_CUDA_PDL, sm_90+): brrr's kernels after library GEMMs
 // (a padded-rows copy, a row softmax, a LayerNorm, a pointwise chain) may be scheduled before
-// the GEMM ends and wait on the device. Each run, eager and replayed, must give the very bits of
-// ordinary launches, and the reference's values.
+// the GEMM ends and wait on the device; with 2 each of brrr's kernels also lets the next launch
+// right after its own wait, and the small-M GEMM (BRRR_SMALL_M_GEMM=2: the LayerNorm's
+// consumers, one on constant weights read before its wait, one on an input) runs dependent too.
+// Each run, eager and replayed, must give the very bits of ordinary launches, and the
+// reference's values.
 TEST(CudaSession, DependentLaunchesMatchOrdinaryOnes) {
   BRRR_REQUIRE_CUDA_DEVICE();
   for (DType t : {DType::bf16, DType::f32}) {
     SCOPED_TRACE(dtype_name(t));
     GraphBuilder b;
     int x = b.input("x", {4, 33, 64}, t);
+    int q = b.input("q", {64, 48}, t);
     int y = b.node("Add", {b.node("MatMul", {x, b.constant("W", rnd({64, 101}, t, -0.3f, 0.3f))}),
                            b.constant("c", rnd({101}, t))});
     int z = b.node("Softmax", {y}, {{"axis", int64_t(-1)}});
@@ -402,26 +406,36 @@ TEST(CudaSession, DependentLaunchesMatchOrdinaryOnes) {
     int w = b.node("MatMul", {v, b.constant("U", rnd({64, 64}, t, -0.3f, 0.3f))});
     b.output(y);
     b.output(b.node("Mul", {b.node("Tanh", {w}), b.constant("s", rnd({64}, t))}));
-    std::map<std::string, Tensor> in{{"x", rnd({4, 33, 64}, t)}};
-    std::vector<Tensor> want;
-    for (const char* mode : {"0", "1"})
-      for (int graphs : {1, 0}) {
-        brrr_test::EnvVar pdl("BRRR_CUDA_PDL", mode);
-        SCOPED_TRACE(fmt::format("BRRR_CUDA_PDL={} graphs {}", mode, graphs));
-        Session s = check(b.g, cuda_opts("fp32", graphs), t == DType::f32 ? 1e-5 : 2e-2);
-        const bool dependent = s.plan_summary().find("launched dependent (PDL)") != std::string::npos;
-        if (std::string(mode) == "0") EXPECT_FALSE(dependent) << s.plan_summary();
-        if (graphs) EXPECT_NE(s.plan_summary().find("CUDA graph on"), std::string::npos) << s.plan_summary();
-        for (int r = 0; r < 5; ++r) {
-          std::vector<Tensor> got = s.run(in);
-          if (want.empty()) want = got;
-          ASSERT_EQ(got.size(), want.size());
-          for (size_t o = 0; o < got.size(); ++o) {
-            ASSERT_EQ(got[o].nbytes(), want[o].nbytes());
-            EXPECT_EQ(std::memcmp(got[o].raw(), want[o].raw(), got[o].nbytes()), 0) << "output " << o;
+    b.output(b.node("MatMul", {v, q}));
+    std::map<std::string, Tensor> in{{"x", rnd({4, 33, 64}, t)}, {"q", rnd({64, 48}, t)}};
+    for (const char* small : {"0", "2"}) {
+      brrr_test::EnvVar sm("BRRR_SMALL_M_GEMM", small);
+      std::vector<Tensor> want;
+      for (const char* mode : {"0", "1", "2"})
+        for (int graphs : {1, 0}) {
+          brrr_test::EnvVar pdl("BRRR_CUDA_PDL", mode);
+          SCOPED_TRACE(fmt::format("BRRR_SMALL_M_GEMM={} BRRR_CUDA_PDL={} graphs {}", small, mode, graphs));
+          Session s = check(b.g, cuda_opts("fp32", graphs), t == DType::f32 ? 1e-5 : 2e-2);
+          const std::string sum = s.plan_summary();
+          const bool dependent = sum.find("launched dependent (PDL)") != std::string::npos;
+          const bool early = sum.find("each starting the next after its wait") != std::string::npos;
+          if (std::string(mode) == "0") EXPECT_FALSE(dependent) << sum;
+          if (std::string(mode) == "1") EXPECT_FALSE(early) << sum;
+          if (std::string(mode) == "2") EXPECT_EQ(early, dependent) << sum;
+          if (t == DType::bf16 && std::string(small) == "2")
+            EXPECT_NE(sum.find("small-M GEMM"), std::string::npos) << sum;
+          if (graphs) EXPECT_NE(sum.find("CUDA graph on"), std::string::npos) << sum;
+          for (int r = 0; r < 5; ++r) {
+            std::vector<Tensor> got = s.run(in);
+            if (want.empty()) want = got;
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t o = 0; o < got.size(); ++o) {
+              ASSERT_EQ(got[o].nbytes(), want[o].nbytes());
+              EXPECT_EQ(std::memcmp(got[o].raw(), want[o].raw(), got[o].nbytes()), 0) << "output " << o;
+            }
           }
         }
-      }
+    }
   }
 }
 

@@ -239,12 +239,20 @@ void CudaExecutor::Impl::build() {
   // time and the GEMM chains, compiled side by side (each NVRTC run is its own process) and
   // cached one by one; compile_ms is the wall time of them all.
   DeviceInfo info = dev.info();
-  pdl = info.cc_major >= 9 && env::integer("BRRR_CUDA_PDL") == 1;
+  pdl = info.cc_major >= 9 && env::integer("BRRR_CUDA_PDL") >= 1;
   CudaCodegenOptions co;
   co.sm_count = info.sm_count;
   src = generate_cuda(g, plan, co);
   if (!chain_src.empty()) src.add_part(chain_src);
   if (!small_m_src.empty()) src.add_part(small_m_src);
+  // BRRR_CUDA_PDL=2: each of brrr's kernels lets the next launch right after its own wait
+  // (prelude.cuh's brrr_grid_wait).
+  pdl_early = pdl && env::integer("BRRR_CUDA_PDL") == 2;
+  if (pdl_early) {
+    const std::string early = "#define BRRR_PDL_EARLY 1\n";
+    src.text = early + src.text;
+    for (std::string& part : src.parts) part = early + part;
+  }
   NvrtcCompiler nv(info.arch(), cache_dir(), opts.dump_dir);
   const auto t_compile = std::chrono::steady_clock::now();
   std::vector<std::future<CompiledKernel>> parts;
@@ -400,7 +408,9 @@ std::string CudaExecutor::summary() const {
                               m.dev.info().name, m.dev.info().arch(),
                               m.from_cache ? "from cache" : "compiled",
                               m.from_cache ? "NVRTC cache" : fmt::format("{:.0f} ms", m.compile_ms),
-                              m.graph_status, m.pdl ? "dependent (PDL)" : "after the previous kernel");
+                              m.graph_status, m.pdl_early ? "dependent (PDL), each starting the next after its wait"
+                              : m.pdl     ? "dependent (PDL)"
+                                          : "after the previous kernel");
   s += m.prefetch_summary();
   for (size_t i = 0; i < m.steps.size(); ++i) {
     switch (m.steps[i].type) {

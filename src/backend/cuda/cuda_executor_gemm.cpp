@@ -342,6 +342,7 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
     gm.small_args.n = gm.shape.n;
     gm.small_args.k = gm.shape.k;
     gm.small_args.act = gm.small_act;
+    gm.small_args.b_const = gm.w_bytes ? 1 : 0;  // the weights uploaded for this GEMM
     gm.small_argp[0] = &gm.small_args;
   }
   // cuBLASLt's algorithm is chosen (timed, or read from the tuning cache) here at build, on the
@@ -385,7 +386,7 @@ void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
   if (m.a_src) launch_helper(m.cvt_in, {m.a_src, m.a}, m.na);
   if (m.b_src) launch_helper(m.cvt_in, {m.b_src, m.b}, m.nb);
   if (m.small_splits)
-    launch(m.small_fn, m.small_grid, {unsigned(2 * m.small_bn), 1, 1}, m.small_smem, stream, m.small_argp);
+    launch_own(m.small_fn, m.small_grid, {unsigned(2 * m.small_bn), 1, 1}, m.small_smem, m.small_argp);
   else if (m.phases) {  // the odd-pitch C in row phases, then the columns they leave
     const DevPtr eb = element_bytes(m.prec);
     for (int64_t j = 0; j < m.phases; ++j)

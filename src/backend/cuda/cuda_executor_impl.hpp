@@ -266,6 +266,7 @@ struct CudaExecutor::Impl {
   bool from_cache = false;
   // brrr's own kernels launch with programmatic dependent launch (BRRR_CUDA_PDL, sm_90+).
   bool pdl = false;
+  bool pdl_early = false;  // BRRR_CUDA_PDL=2: each starts the next right after its own wait
   std::unique_ptr<Module> spin_module;  // profile(): the gate kernel, compiled on first use
   Function spin;
   std::unique_ptr<CudnnContext> dnn;  // opened at the first Conv or pool

@@ -15,6 +15,10 @@
 // with 3 stages of 32-wide steps kept too few bytes in flight, one with 4 stages of 64 fitted one
 // CTA per SM and its clusters did not all fit at once). Rows are padded 16 bytes so ldmatrix addresses fall in
 // distinct banks. The host requires K and N multiples of 8 and 16-byte aligned A, B and C.
+//
+// Launched dependent (BRRR_CUDA_PDL): a constant B (the weights) is asked into L2 and its first
+// stages copied before the kernel waits on the one before it, so with BRRR_CUDA_PDL=2 (the kernel
+// before lets this one launch early) the weights' DRAM latency overlaps that kernel.
 #pragma once
 
 struct brrr_gemm_sk_args {
@@ -23,7 +27,8 @@ struct brrr_gemm_sk_args {
   void* c;           // [M, N]
   const void* bias;  // [N] of the data's type; null: none
   long long m, n, k;
-  int act;  // 0 none, 1 ReLU, 2 GELU (tanh form), 3 GELU (erf)
+  int act;      // 0 none, 1 ReLU, 2 GELU (tanh form), 3 GELU (erf)
+  int b_const;  // 1: B is a constant no kernel writes: read before waiting on the kernel before
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -69,11 +74,11 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
   const unsigned short* B = static_cast<const unsigned short*>(p.b);
   const unsigned base = brrr_smem_u32(sm);
 
-  // Step `it` of this CTA's K range into stage `slot`; chunks past M, N or K read as zeros.
-  auto load = [&](int it, int slot) {
+  // Step `it` of this CTA's K range into stage `slot`, A's part and B's; chunks past M, N or K
+  // read as zeros.
+  auto load_a = [&](int it, int slot) {
     const long long k0 = (kt0 + it) * BK;
     const unsigned sa = base + 2u * (unsigned)(slot * STAGE);
-    const unsigned sb = sa + 2u * A_STAGE;
 #pragma unroll
     for (int i = 0; i < BM * BK / 8 / NT; ++i) {  // A: BM rows x BK/8 chunks of 8
       const int c = tid + i * NT, r = c / (BK / 8), q = c % (BK / 8);
@@ -81,6 +86,10 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
       const bool in = gr < M && gk < K;
       brrr_cp16(sa + 2u * (unsigned)(r * LDA + q * 8), in ? A + gr * K + gk : A, in ? 16 : 0);
     }
+  };
+  auto load_b = [&](int it, int slot) {
+    const long long k0 = (kt0 + it) * BK;
+    const unsigned sb = base + 2u * (unsigned)(slot * STAGE + A_STAGE);
 #pragma unroll
     for (int i = 0; i < BK * BN / 8 / NT; ++i) {  // B: BK rows x BN/8 chunks of 8
       const int c = tid + i * NT, r = c / (BN / 8), q = c % (BN / 8);
@@ -98,15 +107,36 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
+  // Constant weights need nothing of the kernel before (launched dependent, BRRR_CUDA_PDL): the
+  // rest of this CTA's slice of B is asked into L2 and the first stages' B copies are issued
+  // before the wait, while that kernel may still run. They join the first stage's copy group.
+  const bool early_b = p.b_const != 0;
+  if (early_b) {
+    const long long r0 = (kt0 + ST - 1) * BK, r1 = min(K, (kt0 + nt) * BK);
+    for (long long r = r0 + tid; r < r1; r += NT)
+#pragma unroll
+      for (int l = 0; l < BN / 64; ++l)  // 128-byte lines of BN 16-bit columns
+        if (n0 + l * 64 < N) asm volatile("prefetch.global.L2 [%0];" ::"l"(B + r * N + n0 + l * 64));
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s)
+      if (s < nt) load_b(s, s);
+  }
+  brrr_grid_wait();  // A (and a B that is not constant) may come from the kernel before
 #pragma unroll
   for (int s = 0; s < ST - 1; ++s) {
-    if (s < nt) load(s, s);
+    if (s < nt) {
+      if (!early_b) load_b(s, s);
+      load_a(s, s);
+    }
     brrr_cp_commit();  // empty groups past the end keep the wait counts uniform
   }
   for (int it = 0; it < nt; ++it) {
     brrr_cp_wait<ST - 2>();  // this thread's copies of step `it` are done ...
     __syncthreads();         // ... and everyone's, and the stage refilled below is consumed
-    if (it + ST - 1 < nt) load(it + ST - 1, (it + ST - 1) % ST);
+    if (it + ST - 1 < nt) {
+      load_a(it + ST - 1, (it + ST - 1) % ST);
+      load_b(it + ST - 1, (it + ST - 1) % ST);
+    }
     brrr_cp_commit();
     const unsigned sa = base + 2u * (unsigned)((it % ST) * STAGE);
     const unsigned sb = sa + 2u * A_STAGE;

@@ -9,10 +9,16 @@ typedef long long i64;
 // Programmatic dependent launch (launch(..., dependent) in cuda_runtime.hpp): the first thing each of
 // brrr's kernels does, before any load or store, is wait until the kernel before it in the
 // stream has finished and its writes are visible. A no-op when launched the ordinary way, and
-// compiled out below sm_90.
+// compiled out below sm_90. With BRRR_PDL_EARLY (BRRR_CUDA_PDL=2 defines it in every module) the
+// kernel then lets the next one launch at once: its CTAs are scheduled on the SMs this grid
+// leaves free and run their own work that needs nothing of this one (the small-M GEMM's weight
+// loads) before their own wait. Safe because every dependent launch waits before it reads.
 static __device__ __forceinline__ void brrr_grid_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#ifdef BRRR_PDL_EARLY
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 #endif
 }
 struct brrr_bf16 { unsigned short x; };
