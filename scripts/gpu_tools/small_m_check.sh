@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One device call on the small-M GEMM (BRRR_SMALL_M_GEMM, device/gemm_small_m.cuh): build (unless
+# B names a build), the bf16 TorchScript exports of MODELS, Nsight Compute on the first NCU_COUNT
+# small-M kernels of BERT-base at batch 1 (no CUDA graph; one report, its key metrics printed),
+# the doctor's wall and the GEMM and mean rows of each model in DOCTOR under every configuration,
+# then `brrr bench --iterations 200` of each model at batch 1 under every configuration in
+# interleaved rounds.
+#   MODELS (bert_base,resnet50,vit_b_16)  CONFIGS (NAME=ENV,ENV ...; default base and smallm)
+#   NCU_COUNT (4; 0: no profile)  DOCTOR (resnet50)  ROUNDS (2)
+set -u -o pipefail
+OUT=${OUT:-/tmp/brrr_gpu_out}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/small_m_check.log") 2>&1
+cd "$(dirname "$0")/../.." || exit 1
+T0=$(date +%s)
+el() { echo $(( $(date +%s) - T0 )); }
+S=/tmp/brrr_suite
+MODELS=${MODELS:-bert_base,resnet50,vit_b_16}
+PYTHONUNBUFFERED=1 python3 scripts/models/export.py --out $S --models "$MODELS" --dtypes bf16 \
+  --exporters torchscript --no-verify --threads 8 >"$OUT/export.log" 2>&1 &
+EXPORT=$!
+if [ -z "${B:-}" ] || [ ! -x "$B/brrr" ]; then
+  source scripts/gpu_build.sh || exit 1
+  echo "== built at $(el) s"
+else
+  source scripts/gpu_env.sh
+fi
+wait $EXPORT
+echo "== exported at $(el) s: $(grep -E ' ok | fail' "$OUT/export.log" | awk '{print $1, $4}' | tr '\n' ' ')"
+export XDG_CACHE_HOME=/tmp/brrr_xdg_small_m
+CONFIGS=${CONFIGS:-"base=BRRR_SMALL_M_GEMM=0 smallm=BRRR_SMALL_M_GEMM=1"}
+shape() { case $1 in resnet*|vit*) echo pixel_values:1x3x224x224 ;; *) echo input_ids:1x128 ;; esac; }
+M=$S/bert_base_bf16_torchscript/model.onnx
+if [ "${NCU_COUNT:-4}" -gt 0 ] && [ -f "$M" ]; then
+  export BRRR_SMALL_M_GEMM=1 BRRR_DISABLE_GRAPHS=1
+  timeout 60 "$B/brrr" bench "$M" --backend cuda --shape input_ids:1x128 --iterations 5 >/dev/null 2>&1
+  timeout 200 ncu --target-processes application-only --kernel-name regex:brrr_gemm_sk \
+    --launch-count "${NCU_COUNT:-4}" --section SpeedOfLight --section LaunchStats --section Occupancy \
+    --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis -f -o /tmp/ncu_small_m \
+    "$B/brrr" bench "$M" --backend cuda --shape input_ids:1x128 --iterations 5 >"$OUT/ncu_small_m.log" 2>&1
+  echo "ncu rc $? at $(el) s"
+  unset BRRR_SMALL_M_GEMM BRRR_DISABLE_GRAPHS
+  ncu -i /tmp/ncu_small_m.ncu-rep --print-details all >"$OUT/ncu_small_m.txt" 2>&1
+  grep -E '^  brrr_gemm_sk|Duration|Elapsed Cycles|SM Active Cycles|Grid Size|Cluster Size|Dynamic Shared|Registers Per|Theoretical Occupancy|Achieved Occupancy|Block Limit|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Issued Ipc|No Eligible|Eligible Warps|Warp Cycles Per Issued|Max Active Clusters|Waves Per SM' \
+    "$OUT/ncu_small_m.txt" | cut -c1-120 | head -120
+fi
+for m in ${DOCTOR-resnet50}; do
+  for c in $CONFIGS; do
+    f=$OUT/doctor_${m}_${c%%=*}.txt
+    env ${c#*=} timeout 120 "$B/brrr" doctor "$S/${m}_bf16_torchscript/model.onnx" --backend cuda \
+      --shape "$(shape "$m")" --top 80 >"$f" 2>&1
+    echo "== doctor $m ${c%%=*}: $(grep -m1 '^wall' "$f" | cut -c1-120)"
+    grep -E 'gemm|matmul|mean|Gemm|MatMul|GlobalAverage' "$f" | grep -v '^ *small grid' | head -8 | cut -c1-170
+  done
+done
+for r in $(seq "${ROUNDS:-2}"); do
+  for m in ${MODELS//,/ }; do
+    for c in $CONFIGS; do
+      echo "round $r $m b1 ${c%%=*}: $(env ${c#*=} timeout 90 "$B/brrr" bench "$S/${m}_bf16_torchscript/model.onnx" \
+        --backend cuda --iterations 200 --shape "$(shape "$m")" 2>&1 | grep -oE 'kernels: [0-9]+|median [0-9.]+ [um]s|p90 [0-9.]+ [um]s|.*rror.*' | tr '\n' ' ')"
+    done
+  done
+done
+echo "== done at $(el) s"
