@@ -4,7 +4,8 @@
 # small-M kernels of BERT-base at batch 1 (no CUDA graph; one report, its key metrics printed),
 # the doctor's wall and the GEMM and mean rows of each model in DOCTOR under every configuration,
 # then `brrr bench --iterations 200` of each model at batch 1 under every configuration in
-# interleaved rounds.
+# interleaved rounds. The third small-M kernel (the FFN up-projection) also gets a full profile
+# and its top SASS stall samples (ncu_sass_top.py).
 #   MODELS (bert_base,resnet50,vit_b_16)  CONFIGS (NAME=ENV,ENV ...; default base and smallm)
 #   NCU_COUNT (4; 0: no profile)  DOCTOR (resnet50)  ROUNDS (2)
 set -u -o pipefail
@@ -39,6 +40,13 @@ if [ "${NCU_COUNT:-4}" -gt 0 ] && [ -f "$M" ]; then
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis -f -o /tmp/ncu_small_m \
     "$B/brrr" bench "$M" --backend cuda --shape input_ids:1x128 --iterations 5 >"$OUT/ncu_small_m.log" 2>&1
   echo "ncu rc $? at $(el) s"
+  # The third (BERT's FFN up-projection) with every section and its SASS stall samples.
+  timeout 150 ncu --target-processes application-only --kernel-name regex:brrr_gemm_sk \
+    --launch-skip 2 --launch-count 1 --set full --import-source no -f -o /tmp/ncu_small_m_full \
+    "$B/brrr" bench "$M" --backend cuda --shape input_ids:1x128 --iterations 5 >"$OUT/ncu_small_m_full.log" 2>&1
+  echo "ncu full rc $? at $(el) s"
+  ncu -i /tmp/ncu_small_m_full.ncu-rep --page source --print-source sass --csv >"$OUT/ncu_small_m_sass.csv" 2>&1
+  python3 scripts/gpu_tools/ncu_sass_top.py "$OUT/ncu_small_m_sass.csv" 25
   unset BRRR_SMALL_M_GEMM BRRR_DISABLE_GRAPHS
   ncu -i /tmp/ncu_small_m.ncu-rep --print-details all >"$OUT/ncu_small_m.txt" 2>&1
   grep -E '^  brrr_gemm_sk|Duration|Elapsed Cycles|SM Active Cycles|Grid Size|Cluster Size|Dynamic Shared|Registers Per|Theoretical Occupancy|Achieved Occupancy|Block Limit|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Issued Ipc|No Eligible|Eligible Warps|Warp Cycles Per Issued|Max Active Clusters|Waves Per SM' \
