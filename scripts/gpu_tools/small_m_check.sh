@@ -7,7 +7,7 @@
 # interleaved rounds. The third small-M kernel (the FFN up-projection) also gets a full profile
 # and its top SASS stall samples (ncu_sass_top.py).
 #   MODELS (bert_base,resnet50,vit_b_16)  CONFIGS (NAME=ENV,ENV ...; default base and smallm)
-#   NCU_COUNT (4; 0: no profile)  DOCTOR (resnet50)  ROUNDS (2)
+#   NCU_COUNT (4; 0: no profile)  DOCTOR (resnet50)  DOCTOR_CONFIGS (CONFIGS)  ROUNDS (2)
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -53,9 +53,9 @@ if [ "${NCU_COUNT:-4}" -gt 0 ] && [ -f "$M" ]; then
     "$OUT/ncu_small_m.txt" | cut -c1-120 | head -120
 fi
 for m in ${DOCTOR-resnet50}; do
-  for c in $CONFIGS; do
+  for c in ${DOCTOR_CONFIGS:-$CONFIGS}; do
     f=$OUT/doctor_${m}_${c%%=*}.txt
-    env ${c#*=} timeout 120 "$B/brrr" doctor "$S/${m}_bf16_torchscript/model.onnx" --backend cuda \
+    env $(echo "${c#*=}" | tr , ' ') timeout 120 "$B/brrr" doctor "$S/${m}_bf16_torchscript/model.onnx" --backend cuda \
       --shape "$(shape "$m")" --top 80 >"$f" 2>&1
     echo "== doctor $m ${c%%=*}: $(grep -m1 '^wall' "$f" | cut -c1-120)"
     grep -E 'gemm|matmul|mean|Gemm|MatMul|GlobalAverage' "$f" | grep -v '^ *small grid' | head -8 | cut -c1-170
@@ -64,7 +64,7 @@ done
 for r in $(seq "${ROUNDS:-2}"); do
   for m in ${MODELS//,/ }; do
     for c in $CONFIGS; do
-      echo "round $r $m b1 ${c%%=*}: $(env ${c#*=} timeout 90 "$B/brrr" bench "$S/${m}_bf16_torchscript/model.onnx" \
+      echo "round $r $m b1 ${c%%=*}: $(env $(echo "${c#*=}" | tr , ' ') timeout 90 "$B/brrr" bench "$S/${m}_bf16_torchscript/model.onnx" \
         --backend cuda --iterations 200 --shape "$(shape "$m")" 2>&1 | grep -oE 'kernels: [0-9]+|median [0-9.]+ [um]s|p90 [0-9.]+ [um]s|.*rror.*' | tr '\n' ' ')"
     done
   done

@@ -45,6 +45,9 @@ const Switch kSwitches[] = {
      "CUDA (experimental, slower than cuBLASLt so far): 16-bit GEMMs of few rows (a transformer at "
      "batch 1) whose cuBLASLt tiles would leave most SMs idle run as brrr's split-K cluster "
      "kernel: 1 where that applies, 2 wherever it can run (K and N multiples of 8), 0 never"},
+    {"BRRR_SMALL_M_BN", Kind::Enum, "", "32|64|128", 0, 0,
+     "CUDA (experimental): the small-M GEMM's output columns per CTA (unset: 128 for outputs of "
+     "2048 columns or more, else 64)"},
     {"BRRR_CUDA_PDL", Kind::Int, "1", "", 0, 2,
      "CUDA (Hopper and newer): 1 launches brrr's own kernels (fused, attention, the padded rows' "
      "copy, the small-M GEMM) with programmatic dependent launch, so each is scheduled while the "

@@ -352,8 +352,8 @@ TEST(CudaSession, TiedTransposedWeightIsUploadedTransposed) {
 }
 
 // The small-M split-K cluster GEMM (device/gemm_small_m.cuh) against the reference: one and two
-// row tiles, column tails, 64- and 128-column tiles, K from one step to 48 (cluster sizes 1 to
-// 8), every epilogue, bf16 and fp16. BRRR_SMALL_M_GEMM=2 runs it wherever it can; 0 (the
+// row tiles, column tails, 32-, 64- and 128-column tiles, K from one step to 48 (cluster sizes
+// 1 to 8), every epilogue, bf16 and fp16. BRRR_SMALL_M_GEMM=2 runs it wherever it can; 0 (the
 // default) leaves every GEMM on cuBLASLt.
 TEST(CudaSession, SmallMGemmMatchesTheReference) {
   BRRR_REQUIRE_CUDA_DEVICE();
@@ -372,11 +372,12 @@ TEST(CudaSession, SmallMGemmMatchesTheReference) {
         if (act == "gelu_tanh") y = b.node("Gelu", {y}, {{"approximate", std::string("tanh")}});
         if (act == "gelu_erf") y = b.node("Gelu", {y});
         b.output(y);
-        for (const char* mode : {"2", "0"}) {
-          brrr_test::EnvVar on("BRRR_SMALL_M_GEMM", mode);
+        for (const char* mode : {"2", "0", "32"}) {  // "32": 32-column tiles (BRRR_SMALL_M_BN)
+          brrr_test::EnvVar on("BRRR_SMALL_M_GEMM", std::string(mode) == "0" ? "0" : "2");
+          brrr_test::EnvVar bn("BRRR_SMALL_M_BN", std::string(mode) == "32" ? "32" : "");
           Session s = check(b.g, cuda_opts("fp32"), t == DType::bf16 ? 2e-2 : 5e-3);
           EXPECT_EQ(s.plan_summary().find("small-M GEMM") != std::string::npos,
-                    std::string(mode) == "2")
+                    std::string(mode) != "0")
               << mode << s.plan_summary();
         }
       }
@@ -554,7 +555,7 @@ TEST(CudaCodegen, SmallMGemmCompilesWithNvrtc) {
   brrr::cuda::NvrtcCompiler nv("sm_90", "");
   const std::string src = brrr::cuda::small_m_gemm_source(
       {brrr::cuda::small_m_gemm_instance("bf16", {1, 64}), brrr::cuda::small_m_gemm_instance("bf16", {8, 128}),
-       brrr::cuda::small_m_gemm_instance("f16", {5, 64})});
+       brrr::cuda::small_m_gemm_instance("f16", {5, 64}), brrr::cuda::small_m_gemm_instance("bf16", {3, 32})});
   ASSERT_NE(src.find("BRRR_GEMM_SK(f16, brrr_f16, 64, 5)"), std::string::npos) << src;
   ASSERT_NE(src.find("BRRR_GEMM_SK(bf16, brrr_bf16, 128, 8)"), std::string::npos) << src;
   brrr::cuda::CudaSource cs;
@@ -562,7 +563,7 @@ TEST(CudaCodegen, SmallMGemmCompilesWithNvrtc) {
   brrr::cuda::CompiledKernel ck = nv.compile(cs.parts.at(0), "small_m_gemm");
   // The executor looks each kernel up by small_m_gemm_symbol: the instances define those names.
   for (auto [type, c] : {std::pair<std::string, brrr::cuda::SmallMGemm>{"bf16", {8, 128}},
-                         {"f16", {5, 64}}}) {
+                         {"f16", {5, 64}}, {"bf16", {3, 32}}}) {
     const std::string sym = brrr::cuda::small_m_gemm_symbol(type, c);
     EXPECT_NE(std::search(ck.cubin.begin(), ck.cubin.end(), sym.begin(), sym.end()), ck.cubin.end())
         << sym;

@@ -386,7 +386,8 @@ void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
   if (m.a_src) launch_helper(m.cvt_in, {m.a_src, m.a}, m.na);
   if (m.b_src) launch_helper(m.cvt_in, {m.b_src, m.b}, m.nb);
   if (m.small_splits)
-    launch_own(m.small_fn, m.small_grid, {unsigned(2 * m.small_bn), 1, 1}, m.small_smem, m.small_argp);
+    launch_own(m.small_fn, m.small_grid, {small_m_gemm_threads({m.small_splits, m.small_bn}), 1, 1},
+               m.small_smem, m.small_argp);
   else if (m.phases) {  // the odd-pitch C in row phases, then the columns they leave
     const DevPtr eb = element_bytes(m.prec);
     for (int64_t j = 0; j < m.phases; ++j)

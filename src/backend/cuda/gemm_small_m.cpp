@@ -20,7 +20,8 @@ SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, i
   const std::int64_t mode = env::integer("BRRR_SMALL_M_GEMM");
   if (mode == 0 || m <= 0 || n <= 0 || k <= 0 || k % 8 || n % 8) return {};
   SmallMGemm c;
-  c.bn = n >= 2048 ? 128 : 64;  // wide outputs: half the re-reads of A per column
+  const std::string bn = env::text("BRRR_SMALL_M_BN");
+  c.bn = !bn.empty() ? std::stoi(bn) : n >= 2048 ? 128 : 64;  // wide outputs: half the re-reads of A per column
   const std::int64_t tiles = (m + kBM - 1) / kBM * ((n + c.bn - 1) / c.bn);
   const std::int64_t steps = (k + kBK - 1) / kBK;
   if (mode == 1 && (m > 2 * kBM || 2 * tiles > sm_count || k * n > (std::int64_t(1) << 22)))
@@ -40,6 +41,8 @@ std::string small_m_gemm_symbol(const std::string& type, const SmallMGemm& c) {
 unsigned small_m_gemm_smem_bytes(const SmallMGemm& c) {
   return unsigned(kStages * (kBM * (kBK + 8) + kBK * (c.bn + 8)) * 2);
 }
+
+unsigned small_m_gemm_threads(const SmallMGemm& c) { return c.bn > 64 ? 2u * unsigned(c.bn) : 128u; }
 
 std::string small_m_gemm_instance(const std::string& type, const SmallMGemm& c) {
   return fmt::format("BRRR_GEMM_SK({}, {}, {}, {})\n", type,

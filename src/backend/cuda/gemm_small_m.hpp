@@ -17,9 +17,11 @@ namespace brrr::cuda {
 
 // How a 16-bit C[m,n] = A[m,k] @ B[k,n] runs on the kernel: K split over a cluster of `splits`
 // CTAs (1-8; 0: the kernel does not apply or is not expected to beat cuBLASLt), each with `bn`
-// output columns (64 or 128). BRRR_SMALL_M_GEMM: 0 (default) never, 1 where the library's tiles
-// would leave most SMs idle (m <= 256 rows, at most half the SMs' worth of output tiles, a weight
-// of at most 2^22 elements), 2 wherever it can run (K and N multiples of 8: tests).
+// output columns (32, 64 or 128). BRRR_SMALL_M_GEMM: 0 (default) never, 1 where the library's
+// tiles would leave most SMs idle (m <= 256 rows, at most half the SMs' worth of output tiles, a
+// weight of at most 2^22 elements), 2 wherever it can run (K and N multiples of 8: tests).
+// BRRR_SMALL_M_BN (experimental) fixes bn (0: 128 for n >= 2048, else 64); the split count then
+// gives about one CTA per SM.
 struct SmallMGemm {
   int splits = 0;
   int bn = 64;
@@ -29,6 +31,7 @@ SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, i
 // Kernel name for type "bf16" or "f16", and its dynamic shared memory.
 std::string small_m_gemm_symbol(const std::string& type, const SmallMGemm& c);
 unsigned small_m_gemm_smem_bytes(const SmallMGemm& c);
+unsigned small_m_gemm_threads(const SmallMGemm& c);
 
 // The module line that instantiates the kernel small_m_gemm_symbol(type, c) names, and a module
 // part made of such lines ("" for none).

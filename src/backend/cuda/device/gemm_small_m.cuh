@@ -9,8 +9,9 @@
 // shared memory (DSMEM) in a fixed order and writes it with the bias and activation: no
 // workspace, no atomics, no second kernel, the same bits every run.
 //
-// Grid (S, ceil(N/BN), ceil(M/128)), cluster (S, 1, 1), BN*2 threads (BN = 64 or 128 columns):
-// each warp owns 32 rows x 64 columns (2 x 8 mma.sync m16n8k16 tiles). A and B stream through 3
+// Grid (S, ceil(N/BN), ceil(M/128)), cluster (S, 1, 1), BRRR_GSK_THREADS(BN) threads (BN = 32, 64
+// or 128 columns): each warp owns 32 rows x min(BN, 64) columns (2 x 4 or 2 x 8 mma.sync
+// m16n8k16 tiles). A and B stream through 3
 // stages of 64-wide K steps in dynamic shared memory (83 or 108 KB, two CTAs per SM; a version
 // with 3 stages of 32-wide steps kept too few bytes in flight, one with 4 stages of 64 fitted one
 // CTA per SM and its clusters did not all fit at once). Rows are padded 16 bytes so ldmatrix addresses fall in
@@ -37,6 +38,8 @@ struct brrr_gemm_sk_args {
 #define BRRR_GSK_BM 128
 #define BRRR_GSK_BK 64
 #define BRRR_GSK_STAGES 3
+// Threads of the kernel with BN output columns per CTA: 4 warps per 64 columns (at least 4).
+#define BRRR_GSK_THREADS(BN) (128 * ((BN) > 64 ? (BN) / 64 : 1))
 // Dynamic shared memory of the kernel with BN output columns per CTA (gemm_small_m.cpp sets it).
 #define BRRR_GSK_SMEM_BYTES(BN) \
   (BRRR_GSK_STAGES * (BRRR_GSK_BM * (BRRR_GSK_BK + 8) + BRRR_GSK_BK * ((BN) + 8)) * 2)
@@ -57,13 +60,16 @@ static __device__ __forceinline__ void brrr_gsk_cluster_sync() {
 template <class T, int BN, int S>
 static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int BM = BRRR_GSK_BM, BK = BRRR_GSK_BK, ST = BRRR_GSK_STAGES, NT = BN * 2;
+  // Each warp owns 32 rows x WN columns (NI 8-column MMA fragments); 4 warps cover the 128 rows.
+  constexpr int WN = BN < 64 ? BN : 64, NI = WN / 8;
+  constexpr int BM = BRRR_GSK_BM, BK = BRRR_GSK_BK, ST = BRRR_GSK_STAGES, NT = BRRR_GSK_THREADS(BN);
+  static_assert(NT == 128 * (BN / WN), "4 warps per WN columns");
   constexpr int LDA = BK + 8, LDB = BN + 8, LDP = BN + 4;  // row pitches, padded 16 bytes
   constexpr int A_STAGE = BM * LDA, STAGE = A_STAGE + BK * LDB;  // elements
   static_assert(BM * LDP * 4 <= ST * STAGE * 2, "the partial tile reuses the stages' memory");
   extern __shared__ __align__(16) unsigned short sm[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wm = warp & 3, wn = warp >> 2;  // the warp's 32 rows and 64 columns of the tile
+  const int wm = warp & 3, wn = warp >> 2;  // the warp's 32 rows and WN columns of the tile
   const int split = (int)blockIdx.x;  // cluster (S, 1, 1), grid.x == S: the rank is blockIdx.x
   const long long M = p.m, N = p.n, K = p.k;
   const long long n0 = (long long)blockIdx.y * BN, m0 = (long long)blockIdx.z * BM;
@@ -99,11 +105,11 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
     }
   };
 
-  float acc[2][8][4];
+  float acc[2][NI][4];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < NI; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
@@ -115,7 +121,7 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
     const long long r0 = (kt0 + ST - 1) * BK, r1 = min(K, (kt0 + nt) * BK);
     for (long long r = r0 + tid; r < r1; r += NT)
 #pragma unroll
-      for (int l = 0; l < BN / 64; ++l)  // 128-byte lines of BN 16-bit columns
+      for (int l = 0; l < (BN + 63) / 64; ++l)  // 128-byte lines of BN 16-bit columns
         if (n0 + l * 64 < N) asm volatile("prefetch.global.L2 [%0];" ::"l"(B + r * N + n0 + l * 64));
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s)
@@ -142,19 +148,19 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
     const unsigned sb = sa + 2u * A_STAGE;
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
-      unsigned af[2][4], bf[4][4];
+      unsigned af[2][4], bf[NI / 2][4];
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
         brrr_ldsm4(af[mi], sa + 2u * (unsigned)((wm * 32 + mi * 16 + (lane & 15)) * LDA +
                                                 kk * 16 + (lane >> 4) * 8));
 #pragma unroll
-      for (int nj = 0; nj < 4; ++nj)  // two 8-column B fragments per transposed ldmatrix
-        brrr_ldsm4_t(bf[nj], sb + 2u * (unsigned)((kk * 16 + (lane & 15)) * LDB + wn * 64 + nj * 16 +
+      for (int nj = 0; nj < NI / 2; ++nj)  // two 8-column B fragments per transposed ldmatrix
+        brrr_ldsm4_t(bf[nj], sb + 2u * (unsigned)((kk * 16 + (lane & 15)) * LDB + wn * WN + nj * 16 +
                                                   (lane >> 4) * 8));
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < 8; ++ni)
+        for (int ni = 0; ni < NI; ++ni)
           brrr_mma16816<T>(acc[mi][ni], af[mi], bf[ni >> 1][(ni & 1) * 2], bf[ni >> 1][(ni & 1) * 2 + 1]);
     }
   }
@@ -165,8 +171,8 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < 8; ++ni) {
-      const int r = wm * 32 + mi * 16 + (lane >> 2), c = wn * 64 + ni * 8 + 2 * (lane & 3);
+    for (int ni = 0; ni < NI; ++ni) {
+      const int r = wm * 32 + mi * 16 + (lane >> 2), c = wn * WN + ni * 8 + 2 * (lane & 3);
       *reinterpret_cast<float2*>(&P[r * LDP + c]) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
       *reinterpret_cast<float2*>(&P[(r + 8) * LDP + c]) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
     }
@@ -203,10 +209,10 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
 #endif
 }
 
-// One kernel per type, tile width BN (64: 4 warps, 128: 8) and cluster size S (the split count;
+// One kernel per type, tile width BN (32 or 64: 4 warps, 128: 8) and cluster size S (the split count;
 // gemm_small_m.cpp emits those a plan uses).
 #define BRRR_GEMM_SK(TN, T, BN, S)                                                                \
-  extern "C" __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(BN * 2, 2)              \
+  extern "C" __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(BRRR_GSK_THREADS(BN), 2)              \
       brrr_gemm_sk_##TN##_n##BN##_s##S(const brrr_gemm_sk_args a) {                               \
     brrr_gemm_sk_t<T, BN, S>(a);                                                                  \
   }
