@@ -14,6 +14,7 @@ constexpr std::int64_t kBM = 128, kBK = 64;  // device/gemm_small_m.cuh's tile r
 constexpr int kStages = 3;                   // BRRR_GSK_STAGES
 constexpr int kMaxSplits = 8;                // the portable cluster size
 constexpr std::int64_t kMinStepsPerSplit = 2;
+constexpr std::int64_t kFewRows = 16;        // BRRR_SMALL_M_GEMM=3's limit
 }  // namespace
 
 SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, int sm_count) {
@@ -24,7 +25,10 @@ SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, i
   c.bn = !bn.empty() ? std::stoi(bn) : n >= 2048 ? 128 : 64;  // wide outputs: half the re-reads of A per column
   const std::int64_t tiles = (m + kBM - 1) / kBM * ((n + c.bn - 1) / c.bn);
   const std::int64_t steps = (k + kBK - 1) / kBK;
-  if (mode == 1 && (m > 2 * kBM || 2 * tiles > sm_count || k * n > (std::int64_t(1) << 22)))
+  // 3: as 1, at most kFewRows rows (where the kernel measured faster: its split-K sum over the
+  // cluster reads a whole tile of partials per CTA, which grows with the rows and not the MMAs).
+  if ((mode == 1 || mode == 3) &&
+      (m > (mode == 3 ? kFewRows : 2 * kBM) || 2 * tiles > sm_count || k * n > (std::int64_t(1) << 22)))
     return {};
   if ((n + c.bn - 1) / c.bn > 65535 || (m + kBM - 1) / kBM > 65535) return {};  // grid y and z
   // About one CTA per SM, each with at least a few K steps.

@@ -19,7 +19,8 @@ namespace brrr::cuda {
 // CTAs (1-8; 0: the kernel does not apply or is not expected to beat cuBLASLt), each with `bn`
 // output columns (32, 64 or 128). BRRR_SMALL_M_GEMM: 0 (default) never, 1 where the library's
 // tiles would leave most SMs idle (m <= 256 rows, at most half the SMs' worth of output tiles, a
-// weight of at most 2^22 elements), 2 wherever it can run (K and N multiples of 8: tests).
+// weight of at most 2^22 elements), 2 wherever it can run (K and N multiples of 8: tests), 3 as
+// 1 for GEMMs of at most 16 rows (classifier heads at batch 1).
 // BRRR_SMALL_M_BN (experimental) fixes bn (0: 128 for n >= 2048, else 64); the split count then
 // gives about one CTA per SM.
 struct SmallMGemm {
