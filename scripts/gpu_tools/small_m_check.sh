@@ -31,26 +31,28 @@ echo "== exported at $(el) s: $(grep -E ' ok | fail' "$OUT/export.log" | awk '{p
 export XDG_CACHE_HOME=/tmp/brrr_xdg_small_m
 CONFIGS=${CONFIGS:-"base=BRRR_SMALL_M_GEMM=0 smallm=BRRR_SMALL_M_GEMM=1"}
 shape() { case $1 in resnet*|vit*) echo pixel_values:1x3x224x224 ;; *) echo input_ids:1x128 ;; esac; }
-M=$S/bert_base_bf16_torchscript/model.onnx
-if [ "${NCU_COUNT:-4}" -gt 0 ] && [ -f "$M" ]; then
+D=$S/bert_base_bf16_torchscript
+if [ "${NCU_COUNT:-4}" -gt 0 ] && [ -f "$D/model.onnx" ]; then
+  # `brrr run` on the warm kernel cache (the bench's cold compile forks NVRTC children), every
+  # process profiled.
   export BRRR_SMALL_M_GEMM=1 BRRR_DISABLE_GRAPHS=1
-  timeout 60 "$B/brrr" bench "$M" --backend cuda --shape input_ids:1x128 --iterations 5 >/dev/null 2>&1
-  timeout 200 ncu --target-processes application-only --kernel-name regex:brrr_gemm_sk \
+  timeout 60 "$B/brrr" run "$D/model.onnx" --backend cuda --data "$D/test_data_set_0" --reps 3 >/dev/null 2>&1
+  timeout 150 ncu --target-processes all --kernel-name regex:brrr_gemm_sk \
     --launch-count "${NCU_COUNT:-4}" --section SpeedOfLight --section LaunchStats --section Occupancy \
     --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis -f -o /tmp/ncu_small_m \
-    "$B/brrr" bench "$M" --backend cuda --shape input_ids:1x128 --iterations 5 >"$OUT/ncu_small_m.log" 2>&1
+    "$B/brrr" run "$D/model.onnx" --backend cuda --data "$D/test_data_set_0" --reps 3 >"$OUT/ncu_small_m.log" 2>&1
   echo "ncu rc $? at $(el) s"
+  ncu -i /tmp/ncu_small_m.ncu-rep --print-details all >"$OUT/ncu_small_m.txt" 2>&1
+  grep -E '^  brrr_gemm_sk|Duration|Elapsed Cycles|SM Active Cycles|Grid Size|Cluster Size|Dynamic Shared|Registers Per|Theoretical Occupancy|Achieved Occupancy|Block Limit|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Issued Ipc|No Eligible|Eligible Warps|Warp Cycles Per Issued|Max Active Clusters|Waves Per SM' \
+    "$OUT/ncu_small_m.txt" | cut -c1-120 | head -120
   # The third (BERT's FFN up-projection) with every section and its SASS stall samples.
-  timeout 150 ncu --target-processes application-only --kernel-name regex:brrr_gemm_sk \
+  timeout 150 ncu --target-processes all --kernel-name regex:brrr_gemm_sk \
     --launch-skip 2 --launch-count 1 --set full --import-source no -f -o /tmp/ncu_small_m_full \
-    "$B/brrr" bench "$M" --backend cuda --shape input_ids:1x128 --iterations 5 >"$OUT/ncu_small_m_full.log" 2>&1
+    "$B/brrr" run "$D/model.onnx" --backend cuda --data "$D/test_data_set_0" --reps 3 >"$OUT/ncu_small_m_full.log" 2>&1
   echo "ncu full rc $? at $(el) s"
   ncu -i /tmp/ncu_small_m_full.ncu-rep --page source --print-source sass --csv >"$OUT/ncu_small_m_sass.csv" 2>&1
   python3 scripts/gpu_tools/ncu_sass_top.py "$OUT/ncu_small_m_sass.csv" 25
   unset BRRR_SMALL_M_GEMM BRRR_DISABLE_GRAPHS
-  ncu -i /tmp/ncu_small_m.ncu-rep --print-details all >"$OUT/ncu_small_m.txt" 2>&1
-  grep -E '^  brrr_gemm_sk|Duration|Elapsed Cycles|SM Active Cycles|Grid Size|Cluster Size|Dynamic Shared|Registers Per|Theoretical Occupancy|Achieved Occupancy|Block Limit|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Issued Ipc|No Eligible|Eligible Warps|Warp Cycles Per Issued|Max Active Clusters|Waves Per SM' \
-    "$OUT/ncu_small_m.txt" | cut -c1-120 | head -120
 fi
 for m in ${DOCTOR-resnet50}; do
   for c in ${DOCTOR_CONFIGS:-$CONFIGS}; do
