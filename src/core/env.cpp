@@ -41,11 +41,11 @@ const Switch kSwitches[] = {
     {"BRRR_GEMM_TUNE", Kind::Int, "0", "", 0, 1,
      "CUDA: 0 uses cuBLASLt's first heuristic algorithm for every GEMM (no timing at build, no "
      "tuning cache); 1 times the candidates once per shape and caches the choice"},
-    {"BRRR_SMALL_M_GEMM", Kind::Int, "0", "", 0, 3,
-     "CUDA (experimental): 16-bit GEMMs of few rows whose cuBLASLt tiles would leave most SMs "
-     "idle run as brrr's split-K cluster kernel: 1 where that applies (up to 256 rows: slower "
-     "than cuBLASLt at a transformer's 128), 3 there at up to 16 rows (a classifier head at "
-     "batch 1), 2 wherever it can run (K and N multiples of 8), 0 never"},
+    {"BRRR_SMALL_M_GEMM", Kind::Int, "3", "", 0, 3,
+     "CUDA: 16-bit GEMMs of few rows whose cuBLASLt tiles would leave most SMs idle run as "
+     "brrr's split-K cluster kernel: 3 (default) those of at most 16 rows (a classifier head at "
+     "batch 1), 1 those of up to 256 rows (experimental: slower than cuBLASLt at a "
+     "transformer's 128), 2 wherever it can run (K and N multiples of 8), 0 never"},
     {"BRRR_SMALL_M_BN", Kind::Enum, "", "32|64|128", 0, 0,
      "CUDA (experimental): the small-M GEMM's output columns per CTA (unset: 128 for outputs of "
      "2048 columns or more, else 64)"},

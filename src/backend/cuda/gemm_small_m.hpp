@@ -1,8 +1,10 @@
 // Where the small-M split-K cluster GEMM (device/gemm_small_m.cuh) runs instead of cuBLASLt, and
 // the module source of the kernels a plan uses. Header free of CUDA includes.
 //
-// Experimental and off by default: on the H200 it is correct (CudaSession.SmallMGemm*) but slower
-// than cuBLASLt in every model measured (BERT-base bf16 batch 1: 458 -> 620 us). Nsight
+// By default only GEMMs of at most 16 rows take it (BRRR_SMALL_M_GEMM=3): ResNet-50 bf16's
+// one-row classifier at batch 1 on an H100, 332 -> 311 us for the model (ViT-B/16's, 500 -> 505).
+// At a transformer's 128 rows it is correct (CudaSession.SmallMGemm*) but slower than cuBLASLt
+// (BERT-base bf16 batch 1: 403 -> 630 us on an H100, 458 -> 620 on an H200). Nsight
 // Compute on BERT's GEMMs (docs/CUDA.md, session of 2026-12-03, second) shows why: the SMs are
 // active only 39-45% of the kernel's span (clusters of 5-8 CTAs of 110-143 KB of shared memory
 // do not all fit at once, so part of the grid runs as a second wave), and each CTA issues an
@@ -17,10 +19,10 @@ namespace brrr::cuda {
 
 // How a 16-bit C[m,n] = A[m,k] @ B[k,n] runs on the kernel: K split over a cluster of `splits`
 // CTAs (1-8; 0: the kernel does not apply or is not expected to beat cuBLASLt), each with `bn`
-// output columns (32, 64 or 128). BRRR_SMALL_M_GEMM: 0 (default) never, 1 where the library's
+// output columns (32, 64 or 128). BRRR_SMALL_M_GEMM: 0 never, 1 where the library's
 // tiles would leave most SMs idle (m <= 256 rows, at most half the SMs' worth of output tiles, a
-// weight of at most 2^22 elements), 2 wherever it can run (K and N multiples of 8: tests), 3 as
-// 1 for GEMMs of at most 16 rows (classifier heads at batch 1).
+// weight of at most 2^22 elements), 2 wherever it can run (K and N multiples of 8: tests), 3
+// (default) as 1 for GEMMs of at most 16 rows (classifier heads at batch 1).
 // BRRR_SMALL_M_BN (experimental) fixes bn (0: 128 for n >= 2048, else 64); the split count then
 // gives about one CTA per SM.
 struct SmallMGemm {
