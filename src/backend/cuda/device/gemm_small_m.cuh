@@ -11,11 +11,10 @@
 //
 // Grid (S, ceil(N/BN), ceil(M/128)), cluster (S, 1, 1), BRRR_GSK_THREADS(BN) threads (BN = 32, 64
 // or 128 columns): each warp owns 32 rows x min(BN, 64) columns (2 x 4 or 2 x 8 mma.sync
-// m16n8k16 tiles). A and B stream through 3
-// stages of 64-wide K steps in dynamic shared memory (83 or 108 KB, two CTAs per SM; a version
-// with 3 stages of 32-wide steps kept too few bytes in flight, one with 4 stages of 64 fitted one
-// CTA per SM and its clusters did not all fit at once). Rows are padded 16 bytes so ldmatrix addresses fall in
-// distinct banks. The host requires K and N multiples of 8 and 16-byte aligned A, B and C.
+// m16n8k16 tiles). A and B stream through 3 stages of 64-wide K steps in dynamic shared memory
+// (71, 83 or 108 KB, two CTAs per SM or more; a version with 3 stages of 32-wide steps kept too
+// few bytes in flight, one with 4 stages of 64 fitted one CTA per SM and its clusters did not
+// all fit at once). Rows are padded 16 bytes so ldmatrix addresses fall in distinct banks. The host requires K and N multiples of 8 and 16-byte aligned A, B and C.
 //
 // Launched dependent (BRRR_CUDA_PDL): a constant B (the weights) is asked into L2 and its first
 // stages copied before the kernel waits on the one before it, so with BRRR_CUDA_PDL=2 (the kernel
