@@ -382,6 +382,22 @@ std::string small_grids_text(const SmallGrids& g, double wall_ms);
 // ", slow tiny kernels beyond their fixed cost X ms", or "" when there is none.
 std::string slow_kernels_clause(const Attribution& a);
 
+// Where the GPU sat idle in the reported run, by boundary: after each kernel's work began and
+// before the next one's (the run's end after the last), the time not in its own GPU activities.
+// Only from real per-run timestamps (CUPTI's), for kernels that ran one after another. The
+// boundaries add up to the class table's "between kernels" row. An idle time after a kernel that
+// launches several GPU activities (a library call) may lie between its own activities.
+struct IdleGaps {
+  double total_ms = 0;
+  int boundaries = 0;              // with any idle time
+  // Up to 3 by time: "k54_globalaveragepool -> k56_gemm 0.0210 ms", "k56_gemm (2 GPU
+  // activities) -> the run's end 0.0180 ms".
+  std::vector<std::string> worst;
+};
+std::optional<IdleGaps> idle_gaps(const RunProfile& p);
+// Its line in the text and HTML reports (one wording): "idle between kernels: ...".
+std::string idle_gaps_text(const IdleGaps& g, double wall_ms);
+
 struct Report {
   std::string model;
   Ceilings ceilings;
@@ -397,6 +413,7 @@ struct Report {
   Reliability reliability;
   std::optional<CacheCheck> cache;
   std::optional<SmallGrids> grids;
+  std::optional<IdleGaps> gaps;
   // --compare
   std::optional<RunProfile> after_profile;
   std::vector<KernelAnalysis> after_kernels;

@@ -86,6 +86,34 @@ std::optional<SmallGrids> small_grids(const std::vector<KernelAnalysis>& ks, con
   return g;
 }
 
+std::optional<IdleGaps> idle_gaps(const RunProfile& p) {
+  if (p.kernels.empty() || p.wall_ms <= 0) return std::nullopt;
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const KernelRecord& k = p.kernels[i];
+    // Real timestamps of this run (not the CPU plan's cumulative starts), one stream.
+    if (k.start_samples_ms.empty() || k.lane != p.kernels[0].lane) return std::nullopt;
+    if (i && k.start_ms + 1e-9 < p.kernels[i - 1].start_ms) return std::nullopt;
+  }
+  IdleGaps g;
+  std::vector<std::pair<double, std::string>> at;
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const KernelRecord& k = p.kernels[i];
+    const bool last = i + 1 == p.kernels.size();
+    const double next = last ? p.wall_ms : p.kernels[i + 1].start_ms;
+    const double idle = next - k.start_ms - k.time_ms;
+    if (idle < 1e-6) continue;  // under a nanosecond: none
+    g.total_ms += idle;
+    ++g.boundaries;
+    const std::string acts = k.gpu_activities > 1 ? fmt::format(" ({} GPU activities)", k.gpu_activities) : "";
+    at.push_back({idle, fmt::format("{}{} -> {} {:.4f} ms", k.name, acts,
+                                    last ? std::string("the run's end") : p.kernels[i + 1].name, idle)});
+  }
+  if (g.boundaries == 0) return std::nullopt;
+  std::stable_sort(at.begin(), at.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = 0; i < at.size() && i < 3; ++i) g.worst.push_back(at[i].second);
+  return g;
+}
+
 Report diagnose(const RunProfile& measured, const Ceilings& c, const DoctorOptions& opts) {
   Report r;
   r.model = opts.model;
@@ -117,6 +145,7 @@ Report diagnose(const RunProfile& measured, const Ceilings& c, const DoctorOptio
   r.remedies = predict_remedies(p, r.kernels, r.attribution, c, opts);
   r.verdict = make_verdict(r.attribution, r.remedies, r.batch);
   r.grids = small_grids(r.kernels, c);
+  r.gaps = idle_gaps(p);
   // Where small grids are a fifth of the wall, the regime split alone would point at bandwidth.
   if (r.grids && r.attribution.wall_ms > 0 && r.grids->time_ms >= 0.2 * r.attribution.wall_ms)
     r.verdict.advice += fmt::format(

@@ -510,6 +510,8 @@ std::string render_html(const Report& r) {
     h += "<p id=\"cache-check\">" + esc(cache_text(*r.cache, r.attribution.wall_ms)) + "</p>\n";
   if (r.grids)
     h += "<p id=\"small-grids\">" + esc(small_grids_text(*r.grids, r.attribution.wall_ms)) + "</p>\n";
+  if (r.gaps)
+    h += "<p id=\"idle-gaps\">" + esc(idle_gaps_text(*r.gaps, r.attribution.wall_ms)) + "</p>\n";
   h += batch_section(r);
   h += compare_section(r);
   h += "<h2>Remedies</h2>\n<table id=\"remedies\"><tr><th>remedy</th><th>gain ms</th>"

@@ -94,6 +94,11 @@ json report_json(const Report& r) {
     j["small_grids"] = {{"kernels", r.grids->kernels}, {"time_ms", r.grids->time_ms},
                         {"sms", r.grids->sms},         {"worst", r.grids->worst},
                         {"text", small_grids_text(*r.grids, r.attribution.wall_ms)}};
+  if (r.gaps)
+    j["idle_gaps"] = {{"total_ms", r.gaps->total_ms},
+                      {"boundaries", r.gaps->boundaries},
+                      {"worst", r.gaps->worst},
+                      {"text", idle_gaps_text(*r.gaps, r.attribution.wall_ms)}};
   if (r.batch) {
     json pts = json::array();
     for (const auto& p : r.batch->points) pts.push_back({{"batch", p.batch}, {"ms", p.ms}});

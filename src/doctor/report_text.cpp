@@ -122,6 +122,13 @@ std::string small_grids_text(const SmallGrids& g, double wall_ms) {
       fmt::join(g.worst, ", "));
 }
 
+std::string idle_gaps_text(const IdleGaps& g, double wall_ms) {
+  return fmt::format("idle between kernels: {:.3f} ms ({:.0f}% of the wall) over {} boundar{} "
+                     "(longest: {})",
+                     g.total_ms, wall_ms > 0 ? 100 * g.total_ms / wall_ms : 0.0, g.boundaries,
+                     g.boundaries == 1 ? "y" : "ies", fmt::join(g.worst, ", "));
+}
+
 std::string render_table(const Report& r) {
   const Ceilings& c = r.ceilings;
   std::string s;
@@ -182,6 +189,7 @@ std::string render_table(const Report& r) {
   s += "\nclass table (share of FLOPs vs share of the wall):\n" + class_rows(r.classes);
   if (r.cache) s += "\n" + cache_text(*r.cache, r.attribution.wall_ms) + "\n";
   if (r.grids) s += "\n" + small_grids_text(*r.grids, r.attribution.wall_ms) + "\n";
+  if (r.gaps) s += "\n" + idle_gaps_text(*r.gaps, r.attribution.wall_ms) + "\n";
 
   if (r.batch) {
     s += "\nbatch scaling (time = a + c * batch and time = k * batch^e, least squares):\n";

@@ -181,3 +181,46 @@ TEST(DoctorGrid, OverheadSaysWhichPartIsSlowTinyKernels) {
   EXPECT_NE(q.verdict.advice.find("fixed per-kernel cost and host gaps"), std::string::npos);
   EXPECT_EQ(q.verdict.advice.find("slowly"), std::string::npos) << q.verdict.advice;
 }
+
+// Idle time between kernels by boundary (idle_gaps), from the reported run's CUPTI starts: the
+// boundaries add up to the class table's "between kernels" row, the longest come first with the
+// kernel pair, a library call's several GPU activities are named, and the run's end counts after
+// the last kernel. A CPU run's cumulative starts (no per-run timestamps) have none to show.
+TEST(DoctorGrid, IdleGapsNameTheirBoundariesAndAddUpToTheBetweenKernelsRow) {
+  RunProfile p = bert_b1();
+  // Starts 0, 0.0065, 0.0130, 0.0195 (times 0.0055, 0.0055, 0.0055, 0.0060): 1 us idle after
+  // each of the first three; k3 ends at 0.0255, the wall at 0.030: 4.5 us idle at the end.
+  p.kernels[3].gpu_activities = 2;
+  for (auto& k : p.kernels) k.start_samples_ms.assign(p.wall_samples_ms.size(), k.start_ms);
+  const Report r = diagnose(p, h100());
+  ASSERT_TRUE(r.gaps.has_value());
+  EXPECT_EQ(r.gaps->boundaries, 4);
+  EXPECT_NEAR(r.gaps->total_ms, 0.0075, 1e-9);
+  double between = 0;
+  for (const ClassRow& c : r.classes)
+    if (c.cls == kBetweenKernels) between = c.time_ms;
+  EXPECT_NEAR(r.gaps->total_ms, between, 1e-9);
+  ASSERT_EQ(r.gaps->worst.size(), 3u);
+  EXPECT_EQ(r.gaps->worst[0], "k3_matmul (2 GPU activities) -> the run's end 0.0045 ms");
+  EXPECT_NE(r.gaps->worst[1].find("_matmul -> k"), std::string::npos) << r.gaps->worst[1];
+  EXPECT_NE(r.gaps->worst[1].find(" 0.0010 ms"), std::string::npos) << r.gaps->worst[1];
+  const std::string text = render_table(r);
+  EXPECT_NE(text.find("idle between kernels: 0.007 ms (25% of the wall) over 4 boundaries"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(report_json(r)["idle_gaps"]["boundaries"], 4);
+  EXPECT_NE(render_html(r).find("id=\"idle-gaps\""), std::string::npos);
+
+  RunProfile cpu = bert_b1();  // no per-run starts: nothing said
+  EXPECT_FALSE(diagnose(cpu, h100()).gaps.has_value());
+  RunProfile tight = p;  // back to back: no idle boundary
+  for (size_t i = 0; i < tight.kernels.size(); ++i) {
+    tight.kernels[i].start_ms = 0.0055 * double(i);
+    tight.kernels[i].start_samples_ms.assign(tight.wall_samples_ms.size(), tight.kernels[i].start_ms);
+  }
+  tight.wall_ms = 0.0225;
+  tight.wall_samples_ms.assign(5, 0.0225);
+  tight.kernels[3].time_ms = 0.0060;
+  tight.kernels[3].samples_ms.assign(3, 0.0060);
+  EXPECT_FALSE(diagnose(tight, h100()).gaps.has_value());
+}
