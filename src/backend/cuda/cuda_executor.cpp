@@ -239,7 +239,8 @@ void CudaExecutor::Impl::build() {
   // time and the GEMM chains, compiled side by side (each NVRTC run is its own process) and
   // cached one by one; compile_ms is the wall time of them all.
   DeviceInfo info = dev.info();
-  pdl = info.cc_major >= 9 && env::integer("BRRR_CUDA_PDL") >= 1;
+  const int64_t pdl_mode = env::integer("BRRR_CUDA_PDL");
+  pdl = info.cc_major >= 9 && pdl_mode >= 1;
   CudaCodegenOptions co;
   co.sm_count = info.sm_count;
   src = generate_cuda(g, plan, co);
@@ -247,7 +248,7 @@ void CudaExecutor::Impl::build() {
   if (!small_m_src.empty()) src.add_part(small_m_src);
   // BRRR_CUDA_PDL=2: each of brrr's kernels lets the next launch right after its own wait
   // (prelude.cuh's brrr_grid_wait).
-  pdl_early = pdl && env::integer("BRRR_CUDA_PDL") == 2;
+  pdl_early = pdl && pdl_mode == 2;
   if (pdl_early) {
     const std::string early = "#define BRRR_PDL_EARLY 1\n";
     src.text = early + src.text;

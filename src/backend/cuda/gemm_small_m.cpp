@@ -4,14 +4,13 @@
 
 #include <algorithm>
 
-
+#include "backend/cuda/device/gemm_small_m.cuh"
 #include "core/env.hpp"
 
 namespace brrr::cuda {
 
 namespace {
-constexpr std::int64_t kBM = 128, kBK = 64;  // device/gemm_small_m.cuh's tile rows and K step
-constexpr int kStages = 3;                   // BRRR_GSK_STAGES
+constexpr std::int64_t kBM = BRRR_GSK_BM, kBK = BRRR_GSK_BK;  // the tile's rows and K step
 constexpr int kMaxSplits = 8;                // the portable cluster size
 constexpr std::int64_t kMinStepsPerSplit = 2;
 constexpr std::int64_t kFewRows = 16;        // BRRR_SMALL_M_GEMM=3's limit
@@ -43,10 +42,10 @@ std::string small_m_gemm_symbol(const std::string& type, const SmallMGemm& c) {
 }
 
 unsigned small_m_gemm_smem_bytes(const SmallMGemm& c) {
-  return unsigned(kStages * (kBM * (kBK + 8) + kBK * (c.bn + 8)) * 2);
+  return unsigned(BRRR_GSK_SMEM_BYTES(c.bn));
 }
 
-unsigned small_m_gemm_threads(const SmallMGemm& c) { return c.bn > 64 ? 2u * unsigned(c.bn) : 128u; }
+unsigned small_m_gemm_threads(const SmallMGemm& c) { return unsigned(BRRR_GSK_THREADS(c.bn)); }
 
 std::string small_m_gemm_instance(const std::string& type, const SmallMGemm& c) {
   return fmt::format("BRRR_GEMM_SK({}, {}, {}, {})\n", type,

@@ -14,7 +14,8 @@
 // m16n8k16 tiles). A and B stream through 3 stages of 64-wide K steps in dynamic shared memory
 // (71, 83 or 108 KB, two CTAs per SM or more; a version with 3 stages of 32-wide steps kept too
 // few bytes in flight, one with 4 stages of 64 fitted one CTA per SM and its clusters did not
-// all fit at once). Rows are padded 16 bytes so ldmatrix addresses fall in distinct banks. The host requires K and N multiples of 8 and 16-byte aligned A, B and C.
+// all fit at once). Rows are padded 16 bytes so ldmatrix addresses fall in distinct banks. The
+// host requires K and N multiples of 8 and 16-byte aligned A, B and C.
 //
 // Launched dependent (BRRR_CUDA_PDL): a constant B (the weights) is asked into L2 and its first
 // stages copied before the kernel waits on the one before it, so with BRRR_CUDA_PDL=2 (the kernel
@@ -31,17 +32,19 @@ struct brrr_gemm_sk_args {
   int b_const;  // 1: B is a constant no kernel writes: read before waiting on the kernel before
 };
 
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-#include "backend/cuda/device/mma.cuh"
-
+// The tile's rows, K step and stages, and the launch geometry the host sets from them
+// (gemm_small_m.cpp reads these same macros).
 #define BRRR_GSK_BM 128
 #define BRRR_GSK_BK 64
 #define BRRR_GSK_STAGES 3
 // Threads of the kernel with BN output columns per CTA: 4 warps per 64 columns (at least 4).
 #define BRRR_GSK_THREADS(BN) (128 * ((BN) > 64 ? (BN) / 64 : 1))
-// Dynamic shared memory of the kernel with BN output columns per CTA (gemm_small_m.cpp sets it).
+// Dynamic shared memory of the kernel with BN output columns per CTA.
 #define BRRR_GSK_SMEM_BYTES(BN) \
   (BRRR_GSK_STAGES * (BRRR_GSK_BM * (BRRR_GSK_BK + 8) + BRRR_GSK_BK * ((BN) + 8)) * 2)
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#include "backend/cuda/device/mma.cuh"
 
 // Four floats of the shared memory of CTA `rank` of the cluster, at `local`'s offset.
 static __device__ __forceinline__ float4 brrr_gsk_ld_cluster4(const float* local, unsigned rank) {
