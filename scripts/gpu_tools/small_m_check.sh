@@ -7,7 +7,10 @@
 # interleaved rounds. The third small-M kernel (the FFN up-projection) also gets a full profile
 # and its top SASS stall samples (ncu_sass_top.py).
 #   MODELS (bert_base,resnet50,vit_b_16)  CONFIGS (NAME=ENV,ENV ...; default base and smallm)
-#   NCU_COUNT (4; 0: no profile)  DOCTOR (resnet50)  DOCTOR_CONFIGS (CONFIGS)  ROUNDS (2)
+# Before the benches, BERT-base's plan summary lines of its small-M GEMMs under each configuration
+# (tile, stages, how many clusters fit at once).
+#   NCU_COUNT (4; 0: no profile)  NCU_ENV (BRRR_SMALL_M_GEMM=1: the profiled configuration, ENV,ENV)
+#   DOCTOR (resnet50)  DOCTOR_CONFIGS (CONFIGS)  ROUNDS (2)
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
@@ -35,7 +38,7 @@ D=$S/bert_base_bf16_torchscript
 if [ "${NCU_COUNT:-4}" -gt 0 ] && [ -f "$D/model.onnx" ]; then
   # `brrr run` on the warm kernel cache (the bench's cold compile forks NVRTC children), every
   # process profiled.
-  export BRRR_SMALL_M_GEMM=1 BRRR_DISABLE_GRAPHS=1
+  export BRRR_DISABLE_GRAPHS=1 $(echo "${NCU_ENV:-BRRR_SMALL_M_GEMM=1}" | tr , ' ')
   timeout 60 "$B/brrr" run "$D/model.onnx" --backend cuda --data "$D/test_data_set_0" --reps 3 >/dev/null 2>&1
   timeout 150 ncu --target-processes all --kernel-name regex:brrr_gemm_sk \
     --launch-count "${NCU_COUNT:-4}" --section SpeedOfLight --section LaunchStats --section Occupancy \
@@ -52,7 +55,7 @@ if [ "${NCU_COUNT:-4}" -gt 0 ] && [ -f "$D/model.onnx" ]; then
   echo "ncu full rc $? at $(el) s"
   ncu -i /tmp/ncu_small_m_full.ncu-rep --page source --print-source sass --csv >"$OUT/ncu_small_m_sass.csv" 2>&1
   python3 scripts/gpu_tools/ncu_sass_top.py "$OUT/ncu_small_m_sass.csv" 25
-  unset BRRR_SMALL_M_GEMM BRRR_DISABLE_GRAPHS
+  unset BRRR_DISABLE_GRAPHS $(echo "${NCU_ENV:-BRRR_SMALL_M_GEMM=1}" | tr , '\n' | cut -d= -f1)
 fi
 for m in ${DOCTOR-resnet50}; do
   for c in ${DOCTOR_CONFIGS:-$CONFIGS}; do
@@ -61,8 +64,16 @@ for m in ${DOCTOR-resnet50}; do
       --shape "$(shape "$m")" --top 80 >"$f" 2>&1
     echo "== doctor $m ${c%%=*}: $(grep -m1 '^wall' "$f" | cut -c1-120)"
     grep -E 'gemm|matmul|mean|Gemm|MatMul|GlobalAverage' "$f" | grep -v '^ *small grid' | head -8 | cut -c1-170
+    grep -E '^ *idle between' "$f" | cut -c1-400
   done
 done
+if [ -f "$D/model.onnx" ]; then
+  for c in $CONFIGS; do
+    echo "== plan bert_base ${c%%=*}:"
+    env BRRR_DEBUG=1 $(echo "${c#*=}" | tr , ' ') timeout 90 "$B/brrr" bench "$D/model.onnx" --backend cuda \
+      --iterations 3 --shape input_ids:1x128 2>&1 | grep 'small-M GEMM' | sort -u -k3 | head -5 | cut -c1-260
+  done
+fi
 for r in $(seq "${ROUNDS:-2}"); do
   for m in ${MODELS//,/ }; do
     for c in $CONFIGS; do

@@ -49,6 +49,12 @@ const Switch kSwitches[] = {
     {"BRRR_SMALL_M_BN", Kind::Enum, "", "32|64|128", 0, 0,
      "CUDA (experimental): the small-M GEMM's output columns per CTA (unset: 128 for outputs of "
      "2048 columns or more, else 64)"},
+    {"BRRR_SMALL_M_STAGES", Kind::Int, "3", "", 2, 8,
+     "CUDA (experimental): the small-M GEMM's pipeline stages of 64-wide K steps (3: two CTAs "
+     "per SM; more may fit only one)"},
+    {"BRRR_SMALL_M_ONE_PER_SM", Kind::Flag, "0", "", 0, 0,
+     "CUDA (experimental): each small-M GEMM CTA asks for an SM's whole shared memory, so no "
+     "two share an SM"},
     {"BRRR_CUDA_PDL", Kind::Int, "1", "", 0, 2,
      "CUDA (Hopper and newer): 1 launches brrr's own kernels (fused, attention, the padded rows' "
      "copy, the small-M GEMM) with programmatic dependent launch, so each is scheduled while the "

@@ -230,12 +230,14 @@ std::string CudaExecutor::Impl::find_small_m_gemms() {
     const bool b16 = gm.data == DType::bf16 && gm.prec == GemmPrecision::kBf16;
     const bool f16 = gm.data == DType::f16 && gm.prec == GemmPrecision::kFp16;
     if ((!b16 && !f16) || gm.shape.batch != 1 || gm.post_act) continue;
-    const SmallMGemm c = small_m_gemm_choice(gm.shape.m, gm.shape.n, gm.shape.k, dev.info().sm_count);
+    SmallMGemm c = small_m_gemm_choice(gm.shape.m, gm.shape.n, gm.shape.k, dev.info().sm_count);
     if (!c.splits) continue;
+    const unsigned smem_max = unsigned(dev.info().max_shared_per_block_optin);
+    while (c.stages > 2 && small_m_gemm_smem_bytes(c) > smem_max) --c.stages;  // BRRR_SMALL_M_STAGES past the SM
+    if (small_m_gemm_smem_bytes(c) > smem_max) continue;
     const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(plan.kernels[i]);
-    gm.small_splits = c.splits;
-    gm.small_bn = c.bn;
-    gm.small_smem = small_m_gemm_smem_bytes(c);
+    gm.small = c;
+    gm.small_smem = c.one_per_sm ? smem_max : small_m_gemm_smem_bytes(c);
     // An erf GELU (also the one the plan maps to cuBLASLt's tanh epilogue) runs exactly here.
     gm.small_act = gm.gelu_erf || (d && d->epi.act_name == "gelu_erf_as_tanh") ? 3
                    : gm.epi == GemmEpilogue::kReluBias                        ? 1
@@ -324,16 +326,18 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
         "brrr_gelu_erf_{}", gt == DType::bf16 ? "bf16" : gt == DType::f16 ? "f16" : "f32"));
   }
   // The small-M kernel reads 16-byte chunks: operands off that alignment go to cuBLASLt.
-  if (gm.small_splits &&
+  if (gm.small.splits &&
       ((gm.a | gm.b | gm.c) % 16 != 0 || gm.shape.ldb || gm.shape.ldc || gm.n_real || gm.phases))
-    gm.small_splits = 0;
-  if (gm.small_splits) {
+    gm.small.splits = 0;
+  if (gm.small.splits) {
     gm.gelu_erf = false;  // computed in the kernel
-    const SmallMGemm c{gm.small_splits, gm.small_bn};
+    const SmallMGemm& c = gm.small;
     gm.small_fn = module->function(small_m_gemm_symbol(et == DType::bf16 ? "bf16" : "f16", c));
     gm.small_fn.set_max_dynamic_shared(gm.small_smem);
-    gm.small_grid = {unsigned(gm.small_splits), unsigned((gm.shape.n + c.bn - 1) / c.bn),
+    gm.small_grid = {unsigned(c.splits), unsigned((gm.shape.n + c.bn - 1) / c.bn),
                      unsigned((gm.shape.m + 127) / 128)};
+    gm.small_max_clusters =
+        gm.small_fn.max_active_clusters(gm.small_grid, {small_m_gemm_threads(c), 1, 1}, gm.small_smem);
     gm.small_args.a = reinterpret_cast<const void*>(gm.a);
     gm.small_args.b = reinterpret_cast<const void*>(gm.b);
     gm.small_args.c = reinterpret_cast<void*>(gm.c);
@@ -347,7 +351,7 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   }
   // cuBLASLt's algorithm is chosen (timed, or read from the tuning cache) here at build, on the
   // GEMM's own buffers, not at the first run. Chain layers never reach cuBLASLt.
-  if (st.type == Step::Library && !gm.small_splits) {
+  if (st.type == Step::Library && !gm.small.splits) {
     if (!lt.tuning())
       lt.enable_tuning(dev.info(), cache_dir());
     for (int64_t j = 0; j < gm.phases; ++j)
@@ -385,8 +389,8 @@ void CudaExecutor::Impl::setup_chains() {
 void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
   if (m.a_src) launch_helper(m.cvt_in, {m.a_src, m.a}, m.na);
   if (m.b_src) launch_helper(m.cvt_in, {m.b_src, m.b}, m.nb);
-  if (m.small_splits)
-    launch_own(m.small_fn, m.small_grid, {small_m_gemm_threads({m.small_splits, m.small_bn}), 1, 1},
+  if (m.small.splits)
+    launch_own(m.small_fn, m.small_grid, {small_m_gemm_threads(m.small), 1, 1},
                m.small_smem, m.small_argp);
   else if (m.phases) {  // the odd-pitch C in row phases, then the columns they leave
     const DevPtr eb = element_bytes(m.prec);
@@ -430,13 +434,17 @@ std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
                        : gm.epi == GemmEpilogue::kBias     ? " +bias"
                                                            : "");
   }
-  if (gm.small_splits) {
+  if (gm.small.splits) {
     static const char* acts[] = {"", " +ReLU", " +GELU (tanh)", " +GELU (erf)"};
+    const unsigned clusters = gm.small_grid.y * gm.small_grid.z;
     return fmt::format("  {:<24} small-M GEMM {} m{} n{} k{}{}{}: split-K over a cluster of {}, "
-                       "{}-column tiles (grid {}x{}x{})\n",
+                       "{}-column tiles, {} stages{} (grid {}x{}x{}; {} clusters, {} fit at once{})\n",
                        plan.kernels[i].name, to_string(gm.prec), gm.shape.m, gm.shape.n,
-                       gm.shape.k, gm.bias ? " +bias" : "", acts[gm.small_act], gm.small_splits, gm.small_bn,
-                       gm.small_grid.x, gm.small_grid.y, gm.small_grid.z);
+                       gm.shape.k, gm.bias ? " +bias" : "", acts[gm.small_act], gm.small.splits,
+                       gm.small.bn, gm.small.stages, gm.small.one_per_sm ? ", one CTA per SM" : "",
+                       gm.small_grid.x, gm.small_grid.y, gm.small_grid.z, clusters,
+                       gm.small_max_clusters,
+                       int(clusters) > gm.small_max_clusters ? ": runs in waves" : "");
   }
   const std::string algo = lt.describe(gm.prec, gm.epi, gm.shape);
   const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(plan.kernels[i]);

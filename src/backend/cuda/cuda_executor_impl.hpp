@@ -21,6 +21,7 @@
 #include "backend/cuda/device/attention.cuh"
 #include "backend/cuda/device/gemm_small_m.cuh"
 #include "backend/cuda/gemm_chain.hpp"
+#include "backend/cuda/gemm_small_m.hpp"
 #include "plan/library_desc.hpp"
 
 namespace brrr::cuda {
@@ -78,12 +79,12 @@ struct GemmStep {
   // and the in-place erf GELU.
   Function cvt_in, cvt_out, gelu_fn;
   LaunchStep chain;  // Step::Chain: the cluster kernel that runs the whole chain
-  // The small-M split-K cluster kernel instead of cuBLASLt (gemm_small_m.hpp): its split count
-  // (0: cuBLASLt), activation (brrr_gemm_sk_args::act; an erf GELU runs in it, no helper), the
-  // kernel and its one argument.
-  int small_splits = 0;
-  int small_bn = 64;
+  // The small-M split-K cluster kernel instead of cuBLASLt (gemm_small_m.hpp): its choice
+  // (small.splits 0: cuBLASLt), dynamic shared memory, activation (brrr_gemm_sk_args::act; an erf
+  // GELU runs in it, no helper), the kernel and its one argument.
+  SmallMGemm small;
   unsigned small_smem = 0;
+  int small_max_clusters = 0;  // of the kernel's clusters, how many the device holds at once
   int small_act = 0;
   Function small_fn;
   Dim3 small_grid;

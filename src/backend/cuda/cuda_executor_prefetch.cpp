@@ -41,7 +41,7 @@ void CudaExecutor::Impl::plan_l2_prefetch() {
     const Step& s = steps[i];
     DevPtr w = 0;
     int64_t wb = 0, act = 0;
-    if (s.type == Step::Library && s.gemm().w_bytes && s.gemm().small_splits == 0) {
+    if (s.type == Step::Library && s.gemm().w_bytes && s.gemm().small.splits == 0) {
       const GemmStep& m = s.gemm();
       w = m.b;
       wb = int64_t(m.w_bytes);

@@ -277,6 +277,15 @@ void Function::set_max_dynamic_shared(unsigned bytes) const {
   BRRR_CU(driver().cuFuncSetAttribute(f_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes)),
           name_);
 }
+int Function::max_active_clusters(Dim3 grid, Dim3 block, unsigned shared_bytes) const {
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = grid.x, cfg.gridDimY = grid.y, cfg.gridDimZ = grid.z;
+  cfg.blockDimX = block.x, cfg.blockDimY = block.y, cfg.blockDimZ = block.z;
+  cfg.sharedMemBytes = shared_bytes;
+  int n = 0;
+  BRRR_CU(driver().cuOccupancyMaxActiveClusters(&n, f_, &cfg), name_);
+  return n;
+}
 int Function::local_bytes() const {
   int v = 0;
   BRRR_CU(driver().cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f_), name_);

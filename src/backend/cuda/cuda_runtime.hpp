@@ -182,6 +182,10 @@ class Function {
   void allow_large_clusters() const;
   // Lets a launch ask for `bytes` of dynamic shared memory (over the default 48 KB).
   void set_max_dynamic_shared(unsigned bytes) const;
+  // How many of the kernel's clusters (its compile-time cluster shape) the device holds at once
+  // with `block` threads and `shared_bytes` of dynamic shared memory per CTA
+  // (cuOccupancyMaxActiveClusters); a grid of more clusters runs in waves.
+  int max_active_clusters(Dim3 grid, Dim3 block, unsigned shared_bytes) const;
 
  private:
   CUfunc_st* f_ = nullptr;

@@ -23,7 +23,8 @@ namespace brrr::cuda {
   X(cuStreamWaitEvent)                                                                        \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)         \
   X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate)      \
-  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)
+  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)                 \
+  X(cuOccupancyMaxActiveClusters)
 
 struct DriverApi {
 #define BRRR_CU_DECLARE(name) decltype(&::name) name = nullptr;

@@ -24,14 +24,19 @@ namespace brrr::cuda {
 // weight of at most 2^22 elements), 2 wherever it can run (K and N multiples of 8: tests), 3
 // (default) as 1 for GEMMs of at most 16 rows (classifier heads at batch 1).
 // BRRR_SMALL_M_BN (experimental) fixes bn (0: 128 for n >= 2048, else 64); the split count then
-// gives about one CTA per SM.
+// gives about one CTA per SM. BRRR_SMALL_M_STAGES (experimental, 2-8; 3) sets the pipeline's
+// stages of 64-wide K steps; BRRR_SMALL_M_ONE_PER_SM (experimental) asks each CTA for an SM's
+// whole shared memory, so no two CTAs share an SM.
 struct SmallMGemm {
   int splits = 0;
   int bn = 64;
+  int stages = 3;
+  bool one_per_sm = false;
 };
 SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, int sm_count);
 
-// Kernel name for type "bf16" or "f16", and its dynamic shared memory.
+// Kernel name for type "bf16" or "f16", and the dynamic shared memory it needs (the executor
+// asks for an SM's whole shared memory when c.one_per_sm).
 std::string small_m_gemm_symbol(const std::string& type, const SmallMGemm& c);
 unsigned small_m_gemm_smem_bytes(const SmallMGemm& c);
 unsigned small_m_gemm_threads(const SmallMGemm& c);

@@ -11,10 +11,10 @@
 //
 // Grid (S, ceil(N/BN), ceil(M/128)), cluster (S, 1, 1), BRRR_GSK_THREADS(BN) threads (BN = 32, 64
 // or 128 columns): each warp owns 32 rows x min(BN, 64) columns (2 x 4 or 2 x 8 mma.sync
-// m16n8k16 tiles). A and B stream through 3 stages of 64-wide K steps in dynamic shared memory
-// (71, 83 or 108 KB, two CTAs per SM or more; a version with 3 stages of 32-wide steps kept too
-// few bytes in flight, one with 4 stages of 64 fitted one CTA per SM and its clusters did not
-// all fit at once). Rows are padded 16 bytes so ldmatrix addresses fall in distinct banks. The
+// m16n8k16 tiles). A and B stream through ST stages of 64-wide K steps in dynamic shared memory
+// (3 by default: 71, 83 or 108 KB, two CTAs per SM or more; a version with 3 stages of 32-wide
+// steps kept too few bytes in flight, one with 4 stages of 64 fitted one CTA per SM and its
+// clusters did not all fit at once; BRRR_SMALL_M_STAGES tries others). Rows are padded 16 bytes so ldmatrix addresses fall in distinct banks. The
 // host requires K and N multiples of 8 and 16-byte aligned A, B and C.
 //
 // Launched dependent (BRRR_CUDA_PDL): a constant B (the weights) is asked into L2 and its first
@@ -36,12 +36,11 @@ struct brrr_gemm_sk_args {
 // (gemm_small_m.cpp reads these same macros).
 #define BRRR_GSK_BM 128
 #define BRRR_GSK_BK 64
-#define BRRR_GSK_STAGES 3
 // Threads of the kernel with BN output columns per CTA: 4 warps per 64 columns (at least 4).
 #define BRRR_GSK_THREADS(BN) (128 * ((BN) > 64 ? (BN) / 64 : 1))
-// Dynamic shared memory of the kernel with BN output columns per CTA.
-#define BRRR_GSK_SMEM_BYTES(BN) \
-  (BRRR_GSK_STAGES * (BRRR_GSK_BM * (BRRR_GSK_BK + 8) + BRRR_GSK_BK * ((BN) + 8)) * 2)
+// Dynamic shared memory of the kernel with BN output columns per CTA and ST stages.
+#define BRRR_GSK_SMEM_BYTES(BN, ST) \
+  ((ST) * (BRRR_GSK_BM * (BRRR_GSK_BK + 8) + BRRR_GSK_BK * ((BN) + 8)) * 2)
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #include "backend/cuda/device/mma.cuh"
@@ -59,12 +58,13 @@ static __device__ __forceinline__ void brrr_gsk_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-template <class T, int BN, int S>
+template <class T, int BN, int S, int ST>
 static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Each warp owns 32 rows x WN columns (NI 8-column MMA fragments); 4 warps cover the 128 rows.
   constexpr int WN = BN < 64 ? BN : 64, NI = WN / 8;
-  constexpr int BM = BRRR_GSK_BM, BK = BRRR_GSK_BK, ST = BRRR_GSK_STAGES, NT = BRRR_GSK_THREADS(BN);
+  constexpr int BM = BRRR_GSK_BM, BK = BRRR_GSK_BK, NT = BRRR_GSK_THREADS(BN);
+  static_assert(ST >= 2, "at least one stage in flight while one is consumed");
   static_assert(NT == 128 * (BN / WN), "4 warps per WN columns");
   constexpr int LDA = BK + 8, LDB = BN + 8, LDP = BN + 4;  // row pitches, padded 16 bytes
   constexpr int A_STAGE = BM * LDA, STAGE = A_STAGE + BK * LDB;  // elements
@@ -211,12 +211,13 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
 #endif
 }
 
-// One kernel per type, tile width BN (32 or 64: 4 warps, 128: 8) and cluster size S (the split count;
-// gemm_small_m.cpp emits those a plan uses).
-#define BRRR_GEMM_SK(TN, T, BN, S)                                                                \
-  extern "C" __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(BRRR_GSK_THREADS(BN), 2)              \
-      brrr_gemm_sk_##TN##_n##BN##_s##S(const brrr_gemm_sk_args a) {                               \
-    brrr_gemm_sk_t<T, BN, S>(a);                                                                  \
+// One kernel per type, tile width BN (32 or 64: 4 warps, 128: 8), cluster size S (the split
+// count) and ST stages (3: two CTAs per SM; more: one; gemm_small_m.cpp emits those a plan uses).
+#define BRRR_GEMM_SK(TN, T, BN, S, ST)                                                            \
+  extern "C" __global__ void __cluster_dims__(S, 1, 1)                                            \
+      __launch_bounds__(BRRR_GSK_THREADS(BN), (ST) <= 3 ? 2 : 1)                                  \
+      brrr_gemm_sk_##TN##_n##BN##_s##S##_st##ST(const brrr_gemm_sk_args a) {                      \
+    brrr_gemm_sk_t<T, BN, S, ST>(a);                                                              \
   }
 
 #endif
