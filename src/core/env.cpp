@@ -55,6 +55,9 @@ const Switch kSwitches[] = {
     {"BRRR_SMALL_M_ONE_PER_SM", Kind::Flag, "0", "", 0, 0,
      "CUDA (experimental): each small-M GEMM CTA asks for an SM's whole shared memory, so no "
      "two share an SM"},
+    {"BRRR_SMALL_M_KWARPS", Kind::Int, "1", "", 1, 2,
+     "CUDA (experimental): 2 doubles the small-M GEMM's warps, each half computing half of "
+     "every stage's K steps (more warps to hide latency, the same tile)"},
     {"BRRR_CUDA_PDL", Kind::Int, "1", "", 0, 2,
      "CUDA (Hopper and newer): 1 launches brrr's own kernels (fused, attention, the padded rows' "
      "copy, the small-M GEMM) with programmatic dependent launch, so each is scheduled while the "

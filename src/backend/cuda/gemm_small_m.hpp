@@ -26,12 +26,14 @@ namespace brrr::cuda {
 // BRRR_SMALL_M_BN (experimental) fixes bn (0: 128 for n >= 2048, else 64); the split count then
 // gives about one CTA per SM. BRRR_SMALL_M_STAGES (experimental, 2-8; 3) sets the pipeline's
 // stages of 64-wide K steps; BRRR_SMALL_M_ONE_PER_SM (experimental) asks each CTA for an SM's
-// whole shared memory, so no two CTAs share an SM.
+// whole shared memory, so no two CTAs share an SM; BRRR_SMALL_M_KWARPS=2 (experimental) doubles
+// the warps, each half on half of every stage's K steps.
 struct SmallMGemm {
   int splits = 0;
   int bn = 64;
   int stages = 3;
   bool one_per_sm = false;
+  int kwarps = 1;
 };
 SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, int sm_count);
 
