@@ -9,7 +9,7 @@
 #   MODELS (bert_base,resnet50,vit_b_16)  CONFIGS (NAME=ENV,ENV ...; default base and smallm)
 # Before the benches, BERT-base's plan summary lines of its small-M GEMMs under each configuration
 # (tile, stages, how many clusters fit at once).
-#   NCU_COUNT (4; 0: no profile)  NCU_ENV (BRRR_SMALL_M_GEMM=1: the profiled configuration, ENV,ENV)
+#   NCU_COUNT (4; 0: no profile)  NCU_FULL (1; 0: no full profile)  NCU_ENV (BRRR_SMALL_M_GEMM=1: the profiled configuration, ENV,ENV)
 #   DOCTOR (resnet50)  DOCTOR_CONFIGS (CONFIGS)  ROUNDS (2)
 set -u -o pipefail
 OUT=${OUT:-/tmp/brrr_gpu_out}
@@ -36,7 +36,7 @@ if [ -z "${B:-}" ] || [ ! -x "$B/brrr" ]; then
 else
   source scripts/gpu_env.sh
 fi
-wait $EXPORT
+[ -z "$EXPORT" ] || wait "$EXPORT"  # a bare wait would also wait for the tee above
 echo "== exported at $(el) s: $(grep -E ' ok | fail' "$OUT/export.log" | awk '{print $1, $4}' | tr '\n' ' ')"
 export XDG_CACHE_HOME=/tmp/brrr_xdg_small_m
 CONFIGS=${CONFIGS:-"base=BRRR_SMALL_M_GEMM=0 smallm=BRRR_SMALL_M_GEMM=1"}
@@ -55,13 +55,15 @@ if [ "${NCU_COUNT:-4}" -gt 0 ] && [ -f "$D/model.onnx" ]; then
   ncu -i /tmp/ncu_small_m.ncu-rep --print-details all >"$OUT/ncu_small_m.txt" 2>&1
   grep -E '^  brrr_gemm_sk|Duration|Elapsed Cycles|SM Active Cycles|Grid Size|Cluster Size|Dynamic Shared|Registers Per|Theoretical Occupancy|Achieved Occupancy|Block Limit|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Issued Ipc|No Eligible|Eligible Warps|Warp Cycles Per Issued|Max Active Clusters|Waves Per SM' \
     "$OUT/ncu_small_m.txt" | cut -c1-120 | head -120
-  # The third (BERT's FFN up-projection) with every section and its SASS stall samples.
-  timeout 150 ncu --target-processes all --kernel-name regex:brrr_gemm_sk \
+  # The third (BERT's FFN up-projection) with every section and its SASS stall samples (NCU_FULL=0: not).
+  [ "${NCU_FULL:-1}" = 0 ] || timeout 150 ncu --target-processes all --kernel-name regex:brrr_gemm_sk \
     --launch-skip 2 --launch-count 1 --set full --import-source no -f -o /tmp/ncu_small_m_full \
     "$B/brrr" run "$D/model.onnx" --backend cuda --data "$D/test_data_set_0" --reps 3 >"$OUT/ncu_small_m_full.log" 2>&1
   echo "ncu full rc $? at $(el) s"
-  ncu -i /tmp/ncu_small_m_full.ncu-rep --page source --print-source sass --csv >"$OUT/ncu_small_m_sass.csv" 2>&1
-  python3 scripts/gpu_tools/ncu_sass_top.py "$OUT/ncu_small_m_sass.csv" 25
+  if [ "${NCU_FULL:-1}" != 0 ]; then
+    ncu -i /tmp/ncu_small_m_full.ncu-rep --page source --print-source sass --csv >"$OUT/ncu_small_m_sass.csv" 2>&1
+    python3 scripts/gpu_tools/ncu_sass_top.py "$OUT/ncu_small_m_sass.csv" 25
+  fi
   unset BRRR_DISABLE_GRAPHS $(echo "${NCU_ENV:-BRRR_SMALL_M_GEMM=1}" | tr , '\n' | cut -d= -f1)
 fi
 for m in ${DOCTOR-resnet50}; do
