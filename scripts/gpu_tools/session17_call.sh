@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
-# One device call of the seventeenth session: build, small_m_check.sh under CONFIGS, then the
-# small-M tests with the time left.
+# The seventeenth session's second device call: build brrr_cli, export BERT-base and ResNet-50
+# (bf16, TorchScript), the doctor on each under its configurations (files doctor_<model>_<name>.txt
+# in $OUT: wall, idle gaps, the per-kernel table), then one interleaved bench round.
 export OUT=${OUT:-/tmp/o}; T0=$(date +%s)
 S=/tmp/brrr_suite
-(PYTHONUNBUFFERED=1 python3 scripts/models/export.py --out $S --models bert_base --dtypes bf16 --exporters torchscript --no-verify --threads 8 >$OUT/export0.log 2>&1) &
-source scripts/gpu_build.sh || exit 1
-echo "built at $(( $(date +%s) - T0 )) s"
-wait
-export B
-MODELS=bert_base DOCTOR=bert_base ROUNDS=${ROUNDS:-1} CONFIGS=${CONFIGS:-"base=BRRR_SMALL_M_GEMM=0 sm1=BRRR_SMALL_M_GEMM=1 deep=BRRR_SMALL_M_GEMM=1,BRRR_SMALL_M_STAGES=6,BRRR_SMALL_M_ONE_PER_SM=1 kw2=BRRR_SMALL_M_GEMM=1,BRRR_SMALL_M_KWARPS=2 deepkw=BRRR_SMALL_M_GEMM=1,BRRR_SMALL_M_STAGES=6,BRRR_SMALL_M_ONE_PER_SM=1,BRRR_SMALL_M_KWARPS=2"} \
-  timeout $((${SCRIPT_END:-470} - $(date +%s) + T0)) bash scripts/gpu_tools/small_m_check.sh 2>&1 | tail -150
-echo "== tests at $(( $(date +%s) - T0 )) s"
-timeout $((585 - $(date +%s) + T0)) $B/tests/brrr_tests --gtest_filter="${TESTS:-CudaSession.SmallM*:CudaCodegen.SmallM*}" 2>&1 |
-  grep -E '^\[  (PASSED|FAILED|  OK) |Failure|Expected|Which is|actual' | head -30
+(PYTHONUNBUFFERED=1 python3 scripts/models/export.py --out $S --models bert_base,resnet50 --dtypes bf16 \
+  --exporters torchscript --no-verify --threads 8 >$OUT/export.log 2>&1) &
+TARGETS=brrr_cli source scripts/gpu_build.sh || exit 1
+echo "built at $(( $(date +%s) - T0 )) s"; wait
+export XDG_CACHE_HOME=/tmp/brrr_xdg_s17
+R="base=BRRR_SMALL_M_GEMM=0 sm3=BRRR_SMALL_M_GEMM=3"
+BE="base=BRRR_SMALL_M_GEMM=0 bn32=BRRR_SMALL_M_GEMM=1,BRRR_SMALL_M_BN=32 bn32e=BRRR_SMALL_M_GEMM=1,BRRR_SMALL_M_BN=32,BRRR_CUDA_PDL=2"
+for job in "resnet50|pixel_values:1x3x224x224|$R" "bert_base|input_ids:1x128|$BE"; do
+  IFS='|' read -r m shp cfgs <<<"$job"
+  for c in $cfgs; do
+    f=$OUT/doctor_${m}_${c%%=*}.txt
+    env $(echo "${c#*=}" | tr , ' ') timeout 100 $B/brrr doctor $S/${m}_bf16_torchscript/model.onnx --backend cuda \
+      --shape $shp --top 90 >$f 2>&1
+    echo "== $m ${c%%=*} at $(( $(date +%s) - T0 )) s: $(grep -m1 '^wall' $f | cut -c1-100)"
+    grep -E '^idle between' $f | cut -c1-300
+  done
+done
+for m in bert_base; do for c in $BE; do
+  echo "bench $m ${c%%=*}: $(env $(echo "${c#*=}" | tr , ' ') timeout 60 $B/brrr bench $S/${m}_bf16_torchscript/model.onnx \
+    --backend cuda --iterations 200 --shape input_ids:1x128 2>&1 | grep -oE 'median [0-9.]+ [um]s' )"
+done; done
 echo "== end at $(( $(date +%s) - T0 )) s"
