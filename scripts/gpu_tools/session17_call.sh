@@ -4,14 +4,17 @@
 # in $OUT: wall, idle gaps, the per-kernel table), then one interleaved bench round.
 export OUT=${OUT:-/tmp/o}; T0=$(date +%s)
 S=/tmp/brrr_suite
-(PYTHONUNBUFFERED=1 python3 scripts/models/export.py --out $S --models bert_base,resnet50 --dtypes bf16 \
+(PYTHONUNBUFFERED=1 python3 scripts/models/export.py --out $S --models ${EXPORT_MODELS:-bert_base,resnet50} --dtypes bf16 \
   --exporters torchscript --no-verify --threads 8 >$OUT/export.log 2>&1) &
 TARGETS=brrr_cli source scripts/gpu_build.sh || exit 1
 echo "built at $(( $(date +%s) - T0 )) s"; wait
 export XDG_CACHE_HOME=/tmp/brrr_xdg_s17
-R="base=BRRR_SMALL_M_GEMM=0 sm3=BRRR_SMALL_M_GEMM=3"
-BE="base=BRRR_SMALL_M_GEMM=0 bn32=BRRR_SMALL_M_GEMM=1,BRRR_SMALL_M_BN=32 bn32e=BRRR_SMALL_M_GEMM=1,BRRR_SMALL_M_BN=32,BRRR_CUDA_PDL=2"
-for job in "resnet50|pixel_values:1x3x224x224|$R" "bert_base|input_ids:1x128|$BE"; do
+R=${R-"base=BRRR_SMALL_M_GEMM=0 sm3=BRRR_SMALL_M_GEMM=3"}
+BE=${BE:-"base=BRRR_SMALL_M_GEMM=0 bn32=BRRR_SMALL_M_GEMM=1,BRRR_SMALL_M_BN=32 bn32e=BRRR_SMALL_M_GEMM=1,BRRR_SMALL_M_BN=32,BRRR_CUDA_PDL=2"}
+JOBS="bert_base|input_ids:1x128|$BE"
+[ -z "$R" ] || JOBS="resnet50|pixel_values:1x3x224x224|$R;$JOBS"
+IFS=';' read -r -a JOBL <<<"$JOBS"
+for job in "${JOBL[@]}"; do
   IFS='|' read -r m shp cfgs <<<"$job"
   for c in $cfgs; do
     f=$OUT/doctor_${m}_${c%%=*}.txt
