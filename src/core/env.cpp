@@ -55,6 +55,9 @@ const Switch kSwitches[] = {
     {"BRRR_SMALL_M_ONE_PER_SM", Kind::Flag, "0", "", 0, 0,
      "CUDA (experimental): each small-M GEMM CTA asks for an SM's whole shared memory, so no "
      "two share an SM"},
+    {"BRRR_SMALL_M_SPLITS", Kind::Int, "8", "", 1, 8,
+     "CUDA (experimental): the most CTAs the small-M GEMM splits K over (1: no split, no "
+     "cluster reduction)"},
     {"BRRR_SMALL_M_KWARPS", Kind::Int, "1", "", 1, 2,
      "CUDA (experimental): 2 doubles the small-M GEMM's warps, each half computing half of "
      "every stage's K steps (more warps to hide latency, the same tile)"},

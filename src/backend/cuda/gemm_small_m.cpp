@@ -36,7 +36,7 @@ SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, i
   // About one CTA per SM, each with at least a few K steps.
   std::int64_t s = std::max<std::int64_t>(1, sm_count / std::max<std::int64_t>(tiles, 1));
   s = std::min<std::int64_t>({s, kMaxSplits, std::max<std::int64_t>(1, steps / kMinStepsPerSplit)});
-  c.splits = int(s);
+  c.splits = int(std::min<std::int64_t>(s, env::integer("BRRR_SMALL_M_SPLITS")));
   return c;
 }
 
