@@ -383,15 +383,17 @@ std::string small_grids_text(const SmallGrids& g, double wall_ms);
 std::string slow_kernels_clause(const Attribution& a);
 
 // Where the GPU sat idle in the reported run, by boundary: after each kernel's work began and
-// before the next one's (the run's end after the last), the time not in its own GPU activities.
+// before the next one's, the time not in its own GPU activities; and the run's launch and
+// completion (the wall is timed from before the launch, the starts from the first kernel's: the
+// time before the first kernel and after the last, together).
 // Only from real per-run timestamps (CUPTI's), for kernels that ran one after another. The
 // boundaries add up to the class table's "between kernels" row. An idle time after a kernel that
 // launches several GPU activities (a library call) may lie between its own activities.
 struct IdleGaps {
   double total_ms = 0;
   int boundaries = 0;              // with any idle time
-  // Up to 3 by time: "k54_globalaveragepool -> k56_gemm 0.0210 ms", "k56_gemm (2 GPU
-  // activities) -> the run's end 0.0180 ms".
+  // Up to 3 by time: "k54_globalaveragepool -> k56_gemm 0.0210 ms", "launch and completion
+  // (before k0_conv, after k56_gemm (2 GPU activities)) 0.0180 ms".
   std::vector<std::string> worst;
 };
 std::optional<IdleGaps> idle_gaps(const RunProfile& p);

@@ -58,9 +58,6 @@ const Switch kSwitches[] = {
     {"BRRR_SMALL_M_SPLITS", Kind::Int, "8", "", 1, 8,
      "CUDA (experimental): the most CTAs the small-M GEMM splits K over (1: no split, no "
      "cluster reduction)"},
-    {"BRRR_SMALL_M_KWARPS", Kind::Int, "1", "", 1, 2,
-     "CUDA (experimental): 2 doubles the small-M GEMM's warps, each half computing half of "
-     "every stage's K steps (more warps to hide latency, the same tile)"},
     {"BRRR_CUDA_PDL", Kind::Int, "1", "", 0, 2,
      "CUDA (Hopper and newer): 1 launches brrr's own kernels (fused, attention, the padded rows' "
      "copy, the small-M GEMM) with programmatic dependent launch, so each is scheduled while the "

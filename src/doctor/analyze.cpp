@@ -105,8 +105,12 @@ std::optional<IdleGaps> idle_gaps(const RunProfile& p) {
     g.total_ms += idle;
     ++g.boundaries;
     const std::string acts = k.gpu_activities > 1 ? fmt::format(" ({} GPU activities)", k.gpu_activities) : "";
-    at.push_back({idle, fmt::format("{}{} -> {} {:.4f} ms", k.name, acts,
-                                    last ? std::string("the run's end") : p.kernels[i + 1].name, idle)});
+    // Starts count from the run's first kernel, the wall from before its launch: the last
+    // boundary's idle time is the run's launch (before the first kernel) and completion (after
+    // the last) together.
+    at.push_back({idle, last ? fmt::format("launch and completion (before {}, after {}{}) {:.4f} ms",
+                                           p.kernels[0].name, k.name, acts, idle)
+                             : fmt::format("{}{} -> {} {:.4f} ms", k.name, acts, p.kernels[i + 1].name, idle)});
   }
   if (g.boundaries == 0) return std::nullopt;
   std::stable_sort(at.begin(), at.end(), [](const auto& a, const auto& b) { return a.first > b.first; });

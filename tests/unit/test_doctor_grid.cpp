@@ -184,8 +184,8 @@ TEST(DoctorGrid, OverheadSaysWhichPartIsSlowTinyKernels) {
 
 // Idle time between kernels by boundary (idle_gaps), from the reported run's CUPTI starts: the
 // boundaries add up to the class table's "between kernels" row, the longest come first with the
-// kernel pair, a library call's several GPU activities are named, and the run's end counts after
-// the last kernel. A CPU run's cumulative starts (no per-run timestamps) have none to show.
+// kernel pair, a library call's several GPU activities are named, and the wall past the last
+// kernel's end counts as the run's launch and completion. A CPU run's cumulative starts (no per-run timestamps) have none to show.
 TEST(DoctorGrid, IdleGapsNameTheirBoundariesAndAddUpToTheBetweenKernelsRow) {
   RunProfile p = bert_b1();
   // Starts 0, 0.0065, 0.0130, 0.0195 (times 0.0055, 0.0055, 0.0055, 0.0060): 1 us idle after
@@ -201,7 +201,8 @@ TEST(DoctorGrid, IdleGapsNameTheirBoundariesAndAddUpToTheBetweenKernelsRow) {
     if (c.cls == kBetweenKernels) between = c.time_ms;
   EXPECT_NEAR(r.gaps->total_ms, between, 1e-9);
   ASSERT_EQ(r.gaps->worst.size(), 3u);
-  EXPECT_EQ(r.gaps->worst[0], "k3_matmul (2 GPU activities) -> the run's end 0.0045 ms");
+  EXPECT_EQ(r.gaps->worst[0],
+            "launch and completion (before k0_matmul, after k3_matmul (2 GPU activities)) 0.0045 ms");
   EXPECT_NE(r.gaps->worst[1].find("_matmul -> k"), std::string::npos) << r.gaps->worst[1];
   EXPECT_NE(r.gaps->worst[1].find(" 0.0010 ms"), std::string::npos) << r.gaps->worst[1];
   const std::string text = render_table(r);

@@ -438,11 +438,10 @@ std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
     static const char* acts[] = {"", " +ReLU", " +GELU (tanh)", " +GELU (erf)"};
     const unsigned clusters = gm.small_grid.y * gm.small_grid.z;
     return fmt::format("  {:<24} small-M GEMM {} m{} n{} k{}{}{}: split-K over a cluster of {}, "
-                       "{}-column tiles, {} stages{}{} (grid {}x{}x{}; {} clusters, {} fit at once{})\n",
+                       "{}-column tiles, {} stages{} (grid {}x{}x{}; {} clusters, {} fit at once{})\n",
                        plan.kernels[i].name, to_string(gm.prec), gm.shape.m, gm.shape.n,
                        gm.shape.k, gm.bias ? " +bias" : "", acts[gm.small_act], gm.small.splits,
                        gm.small.bn, gm.small.stages, gm.small.one_per_sm ? ", one CTA per SM" : "",
-                       gm.small.kwarps > 1 ? fmt::format(", {} warp groups on K", gm.small.kwarps) : "",
                        gm.small_grid.x, gm.small_grid.y, gm.small_grid.z, clusters,
                        gm.small_max_clusters,
                        int(clusters) > gm.small_max_clusters ? ": runs in waves" : "");

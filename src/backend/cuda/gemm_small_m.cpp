@@ -24,7 +24,6 @@ SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, i
   c.bn = !bn.empty() ? std::stoi(bn) : n >= 2048 ? 128 : 64;  // wide outputs: half the re-reads of A per column
   c.stages = int(env::integer("BRRR_SMALL_M_STAGES"));
   c.one_per_sm = env::flag("BRRR_SMALL_M_ONE_PER_SM");
-  c.kwarps = int(env::integer("BRRR_SMALL_M_KWARPS"));
   const std::int64_t tiles = (m + kBM - 1) / kBM * ((n + c.bn - 1) / c.bn);
   const std::int64_t steps = (k + kBK - 1) / kBK;
   // 3: as 1, at most kFewRows rows (where the kernel measured faster: its split-K sum over the
@@ -41,18 +40,18 @@ SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, i
 }
 
 std::string small_m_gemm_symbol(const std::string& type, const SmallMGemm& c) {
-  return fmt::format("brrr_gemm_sk_{}_n{}_s{}_st{}_kw{}", type, c.bn, c.splits, c.stages, c.kwarps);
+  return fmt::format("brrr_gemm_sk_{}_n{}_s{}_st{}", type, c.bn, c.splits, c.stages);
 }
 
 unsigned small_m_gemm_smem_bytes(const SmallMGemm& c) {
   return unsigned(BRRR_GSK_SMEM_BYTES(c.bn, c.stages));
 }
 
-unsigned small_m_gemm_threads(const SmallMGemm& c) { return unsigned(BRRR_GSK_THREADS(c.bn, c.kwarps)); }
+unsigned small_m_gemm_threads(const SmallMGemm& c) { return unsigned(BRRR_GSK_THREADS(c.bn)); }
 
 std::string small_m_gemm_instance(const std::string& type, const SmallMGemm& c) {
-  return fmt::format("BRRR_GEMM_SK({}, {}, {}, {}, {}, {})\n", type,
-                     type == "bf16" ? "brrr_bf16" : "brrr_f16", c.bn, c.splits, c.stages, c.kwarps);
+  return fmt::format("BRRR_GEMM_SK({}, {}, {}, {}, {})\n", type,
+                     type == "bf16" ? "brrr_bf16" : "brrr_f16", c.bn, c.splits, c.stages);
 }
 
 std::string small_m_gemm_source(const std::set<std::string>& instances) {

@@ -10,6 +10,12 @@
 // do not all fit at once, so part of the grid runs as a second wave), and each CTA issues an
 // instruction every 5-10 cycles with 0.25 eligible warps per scheduler (2 warps per scheduler).
 // (That profile is of the 4-stage version; the 3-stage one here fits two CTAs per SM.)
+// Since (docs/CUDA.md, session of 2026-12-07, seventeenth): every cluster of the 3-stage version
+// fits at once (the plan summary says so), and its time is a fixed part plus one per K step. On an
+// H100 at BERT's shapes the fixed part is about 2 us without a K split and 5-9 us with the
+// cluster's split-K sum, and a K step takes 0.2-0.3 us at 32 columns, 0.7-0.8 at 64. Unsplit
+// 32-column tiles match cuBLASLt (Q/K/V 5.6 against 5.7 us); the split GEMMs lose (FFN down 12.4
+// against 7.4). More stages, one CTA per SM and twice the warps were each slower.
 #pragma once
 #include <cstdint>
 #include <set>
@@ -26,14 +32,13 @@ namespace brrr::cuda {
 // BRRR_SMALL_M_BN (experimental) fixes bn (0: 128 for n >= 2048, else 64); the split count then
 // gives about one CTA per SM. BRRR_SMALL_M_STAGES (experimental, 2-8; 3) sets the pipeline's
 // stages of 64-wide K steps; BRRR_SMALL_M_ONE_PER_SM (experimental) asks each CTA for an SM's
-// whole shared memory, so no two CTAs share an SM; BRRR_SMALL_M_KWARPS=2 (experimental) doubles
-// the warps, each half on half of every stage's K steps.
+// whole shared memory, so no two CTAs share an SM; BRRR_SMALL_M_SPLITS (experimental) caps the
+// split count.
 struct SmallMGemm {
   int splits = 0;
   int bn = 64;
   int stages = 3;
   bool one_per_sm = false;
-  int kwarps = 1;
 };
 SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, int sm_count);
 

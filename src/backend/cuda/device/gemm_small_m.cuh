@@ -36,9 +36,8 @@ struct brrr_gemm_sk_args {
 // (gemm_small_m.cpp reads these same macros).
 #define BRRR_GSK_BM 128
 #define BRRR_GSK_BK 64
-// Threads of the kernel with BN output columns per CTA and each 16-wide K step split over KW warp
-// groups: 4 warps per 64 columns (at least 4) per group.
-#define BRRR_GSK_THREADS(BN, KW) (128 * ((BN) > 64 ? (BN) / 64 : 1) * (KW))
+// Threads of the kernel with BN output columns per CTA: 4 warps per 64 columns (at least 4).
+#define BRRR_GSK_THREADS(BN) (128 * ((BN) > 64 ? (BN) / 64 : 1))
 // Dynamic shared memory of the kernel with BN output columns per CTA and ST stages.
 #define BRRR_GSK_SMEM_BYTES(BN, ST) \
   ((ST) * (BRRR_GSK_BM * (BRRR_GSK_BK + 8) + BRRR_GSK_BK * ((BN) + 8)) * 2)
@@ -59,26 +58,20 @@ static __device__ __forceinline__ void brrr_gsk_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-template <class T, int BN, int S, int ST, int KW>
+template <class T, int BN, int S, int ST>
 static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Each warp owns 32 rows x WN columns (NI 8-column MMA fragments); 4 warps cover the 128 rows.
-  // With KW warp groups, group g takes the g-th 1/KW of each stage's 16-wide K steps (more warps
-  // to hide latency, the same tile), and the groups' sums meet in the partial tile.
   constexpr int WN = BN < 64 ? BN : 64, NI = WN / 8;
-  constexpr int BM = BRRR_GSK_BM, BK = BRRR_GSK_BK, NT = BRRR_GSK_THREADS(BN, KW);
-  constexpr int GT = NT / KW;  // threads per warp group
+  constexpr int BM = BRRR_GSK_BM, BK = BRRR_GSK_BK, NT = BRRR_GSK_THREADS(BN);
   static_assert(ST >= 2, "at least one stage in flight while one is consumed");
-  static_assert(GT == 128 * (BN / WN), "4 warps per WN columns");
-  static_assert((BK / 16) % KW == 0 && (BM * BK / 8) % NT == 0 && (BK * BN / 8) % NT == 0,
-                "the K steps and the copies split evenly");
+  static_assert(NT == 128 * (BN / WN), "4 warps per WN columns");
   constexpr int LDA = BK + 8, LDB = BN + 8, LDP = BN + 4;  // row pitches, padded 16 bytes
   constexpr int A_STAGE = BM * LDA, STAGE = A_STAGE + BK * LDB;  // elements
   static_assert(BM * LDP * 4 <= ST * STAGE * 2, "the partial tile reuses the stages' memory");
   extern __shared__ __align__(16) unsigned short sm[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int kg = warp / (GT / 32);  // the warp's group: its share of each stage's K steps
-  const int wm = warp & 3, wn = (warp % (GT / 32)) >> 2;  // its 32 rows and WN columns
+  const int wm = warp & 3, wn = warp >> 2;  // the warp's 32 rows and WN columns of the tile
   const int split = (int)blockIdx.x;  // cluster (S, 1, 1), grid.x == S: the rank is blockIdx.x
   const long long M = p.m, N = p.n, K = p.k;
   const long long n0 = (long long)blockIdx.y * BN, m0 = (long long)blockIdx.z * BM;
@@ -156,8 +149,7 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
     const unsigned sa = base + 2u * (unsigned)((it % ST) * STAGE);
     const unsigned sb = sa + 2u * A_STAGE;
 #pragma unroll
-    for (int k2 = 0; k2 < BK / 16 / KW; ++k2) {
-      const int kk = kg * (BK / 16 / KW) + k2;
+    for (int kk = 0; kk < BK / 16; ++kk) {
       unsigned af[2][4], bf[NI / 2][4];
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
@@ -179,23 +171,13 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
 
   float* P = reinterpret_cast<float*>(sm);
 #pragma unroll
-  for (int g = 0; g < KW; ++g) {  // group 0 writes its sums, the others add theirs in order
-    if (kg == g) {
+  for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {  // rows r and r + 8
-            const int r = wm * 32 + mi * 16 + (lane >> 2) + h * 8, c = wn * WN + ni * 8 + 2 * (lane & 3);
-            float2* q = reinterpret_cast<float2*>(&P[r * LDP + c]);
-            const float2 v = make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
-            if (g == 0) *q = v;
-            else *q = make_float2(q->x + v.x, q->y + v.y);
-          }
+    for (int ni = 0; ni < NI; ++ni) {
+      const int r = wm * 32 + mi * 16 + (lane >> 2), c = wn * WN + ni * 8 + 2 * (lane & 3);
+      *reinterpret_cast<float2*>(&P[r * LDP + c]) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+      *reinterpret_cast<float2*>(&P[(r + 8) * LDP + c]) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
     }
-    if (KW > 1 && g + 1 < KW) __syncthreads();
-  }
   brrr_gsk_cluster_sync();  // every CTA's partial tile is written and visible to the cluster
 
   // This CTA's share of the rows: the sum over the cluster in rank order, then bias, activation
@@ -230,13 +212,12 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
 }
 
 // One kernel per type, tile width BN (32 or 64: 4 warps, 128: 8), cluster size S (the split
-// count), ST stages (3: two CTAs per SM; more: one) and KW warp groups (gemm_small_m.cpp emits
-// those a plan uses).
-#define BRRR_GEMM_SK(TN, T, BN, S, ST, KW)                                                        \
-  extern "C" __global__ void __cluster_dims__(S, 1, 1) __launch_bounds__(                         \
-      BRRR_GSK_THREADS(BN, KW), (ST) <= 3 && BRRR_GSK_THREADS(BN, KW) <= 256 ? 2 : 1)             \
-      brrr_gemm_sk_##TN##_n##BN##_s##S##_st##ST##_kw##KW(const brrr_gemm_sk_args a) {             \
-    brrr_gemm_sk_t<T, BN, S, ST, KW>(a);                                                          \
+// count) and ST stages (3: two CTAs per SM; more: one; gemm_small_m.cpp emits those a plan uses).
+#define BRRR_GEMM_SK(TN, T, BN, S, ST)                                                            \
+  extern "C" __global__ void __cluster_dims__(S, 1, 1)                                            \
+      __launch_bounds__(BRRR_GSK_THREADS(BN), (ST) <= 3 ? 2 : 1)                                  \
+      brrr_gemm_sk_##TN##_n##BN##_s##S##_st##ST(const brrr_gemm_sk_args a) {                      \
+    brrr_gemm_sk_t<T, BN, S, ST>(a);                                                              \
   }
 
 #endif

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The seventeenth session's second device call: build brrr_cli, export BERT-base and ResNet-50
+# One device call: build brrr_cli (incrementally where a build is there), export BERT-base and ResNet-50
 # (bf16, TorchScript), the doctor on each under its configurations (files doctor_<model>_<name>.txt
-# in $OUT: wall, idle gaps, the per-kernel table), then one interleaved bench round.
+# in $OUT: the wall, the idle gaps, the per-kernel table), then one bench of BERT-base under each.
+#   BE (NAME=ENV,ENV ...: BERT-base's configurations)  R (ResNet-50's; empty: no ResNet)
+#   EXPORT_MODELS (bert_base,resnet50)
+# E.g. the seventeenth session's: R= EXPORT_MODELS=bert_base BE="base=BRRR_SMALL_M_GEMM=0
+#   b32s2=BRRR_SMALL_M_GEMM=1,BRRR_SMALL_M_BN=32,BRRR_SMALL_M_SPLITS=2" bash scripts/gpu_tools/doctor_configs.sh
 export OUT=${OUT:-/tmp/o}; T0=$(date +%s)
 S=/tmp/brrr_suite
 (PYTHONUNBUFFERED=1 python3 scripts/models/export.py --out $S --models ${EXPORT_MODELS:-bert_base,resnet50} --dtypes bf16 \
