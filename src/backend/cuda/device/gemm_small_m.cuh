@@ -14,8 +14,9 @@
 // m16n8k16 tiles). A and B stream through ST stages of 64-wide K steps in dynamic shared memory
 // (3 by default: 71, 83 or 108 KB, two CTAs per SM or more; a version with 3 stages of 32-wide
 // steps kept too few bytes in flight, one with 4 stages of 64 fitted one CTA per SM and its
-// clusters did not all fit at once; BRRR_SMALL_M_STAGES tries others). Rows are padded 16 bytes so ldmatrix addresses fall in distinct banks. The
-// host requires K and N multiples of 8 and 16-byte aligned A, B and C.
+// clusters did not all fit at once; BRRR_SMALL_M_STAGES tries others). Rows are padded 16 bytes
+// so ldmatrix addresses fall in distinct banks. The host requires K and N multiples of 8 and
+// 16-byte aligned A, B and C. Where its time goes at 128 rows: gemm_small_m.hpp.
 //
 // Launched dependent (BRRR_CUDA_PDL): a constant B (the weights) is asked into L2 and its first
 // stages copied before the kernel waits on the one before it, so with BRRR_CUDA_PDL=2 (the kernel
