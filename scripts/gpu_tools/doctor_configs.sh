@@ -12,7 +12,7 @@ S=/tmp/brrr_suite
   --exporters torchscript --no-verify --threads 8 >$OUT/export.log 2>&1) &
 TARGETS=brrr_cli source scripts/gpu_build.sh || exit 1
 echo "built at $(( $(date +%s) - T0 )) s"; wait
-export XDG_CACHE_HOME=/tmp/brrr_xdg_s17
+export XDG_CACHE_HOME=/tmp/brrr_xdg_doctor_configs
 R=${R-"base=BRRR_SMALL_M_GEMM=0 sm3=BRRR_SMALL_M_GEMM=3"}
 BE=${BE:-"base=BRRR_SMALL_M_GEMM=0 bn32=BRRR_SMALL_M_GEMM=1,BRRR_SMALL_M_BN=32 bn32e=BRRR_SMALL_M_GEMM=1,BRRR_SMALL_M_BN=32,BRRR_CUDA_PDL=2"}
 JOBS="bert_base|input_ids:1x128|$BE"
