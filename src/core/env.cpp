@@ -49,15 +49,22 @@ const Switch kSwitches[] = {
     {"BRRR_SMALL_M_BN", Kind::Enum, "", "32|64|128", 0, 0,
      "CUDA (experimental): the small-M GEMM's output columns per CTA (unset: 128 for outputs of "
      "2048 columns or more, else 64)"},
-    {"BRRR_SMALL_M_STAGES", Kind::Int, "3", "", 2, 8,
-     "CUDA (experimental): the small-M GEMM's pipeline stages of 64-wide K steps (3: two CTAs "
-     "per SM; more may fit only one)"},
+    {"BRRR_SMALL_M_STAGES", Kind::Int, "0", "", 0, 8,
+     "CUDA (experimental): the small-M GEMM's pipeline stages of 64-wide K steps (0: the "
+     "kernel's default, 3 for the split-K kernel (two CTAs per SM; more may fit only one), 4 for "
+     "the multicast kernel (at least 3))"},
     {"BRRR_SMALL_M_ONE_PER_SM", Kind::Flag, "0", "", 0, 0,
      "CUDA (experimental): each small-M GEMM CTA asks for an SM's whole shared memory, so no "
      "two share an SM"},
-    {"BRRR_SMALL_M_SPLITS", Kind::Int, "8", "", 1, 8,
+    {"BRRR_SMALL_M_SPLITS", Kind::Int, "16", "", 1, 16,
      "CUDA (experimental): the most CTAs the small-M GEMM splits K over (1: no split, no "
-     "cluster reduction)"},
+     "split-K sum; the split-K kernel splits over at most 8, the multicast kernel 16)"},
+    {"BRRR_SMALL_M_KERNEL", Kind::Enum, "split", "split|multicast", 0, 0,
+     "CUDA (experimental): the small-M GEMM's kernel: split sums its K split over a cluster; "
+     "multicast (K a multiple of 64) shares each copy of A among a cluster of neighbouring "
+     "column tiles and sums its K split through a float32 workspace"},
+    {"BRRR_SMALL_M_CLUSTER", Kind::Int, "4", "", 1, 8,
+     "CUDA (experimental): the multicast small-M GEMM's cluster: CTAs that share each copy of A"},
     {"BRRR_CUDA_PDL", Kind::Int, "1", "", 0, 2,
      "CUDA (Hopper and newer): 1 launches brrr's own kernels (fused, attention, the padded rows' "
      "copy, the small-M GEMM) with programmatic dependent launch, so each is scheduled while the "

@@ -354,13 +354,17 @@ TEST(CudaSession, TiedTransposedWeightIsUploadedTransposed) {
 // The small-M split-K cluster GEMM (device/gemm_small_m.cuh) against the reference: one and two
 // row tiles, column tails, 32-, 64- and 128-column tiles, K from one step to 48 (cluster sizes
 // 1 to 8), 2, 3 and 6 pipeline stages (the 6 with one CTA per SM), every epilogue, bf16 and
-// fp16. BRRR_SMALL_M_GEMM=2 runs it wherever it can; 0 leaves every GEMM on cuBLASLt.
+// fp16. BRRR_SMALL_M_GEMM=2 runs it wherever it can; 0 leaves every GEMM on cuBLASLt. The
+// multicast kernel (device/gemm_rows.cuh, "mc" modes) where K is a multiple of 64: clusters of
+// 4 32-column tiles (padded past N's tiles), of 2 64-column tiles in 3 stages with at most 3
+// splits, of 1 128-column tile unsplit. check() runs twice for the same bits: the split-K
+// counters are back at zero after a run.
 TEST(CudaSession, SmallMGemmMatchesTheReference) {
   BRRR_REQUIRE_CUDA_DEVICE();
   struct Case { int64_t m, k, n; };
   for (DType t : {DType::bf16, DType::f16})
     for (Case c : {Case{1, 8, 8}, Case{37, 72, 136}, Case{64, 512, 128}, Case{128, 768, 768},
-                   Case{128, 3072, 768}, Case{200, 264, 520},
+                   Case{128, 3072, 768}, Case{200, 264, 520}, Case{200, 640, 520},
                    Case{130, 768, 2056}})
       for (std::string act : {"", "relu", "gelu_tanh", "gelu_erf"}) {
         SCOPED_TRACE(fmt::format("{} m{} k{} n{} {}", dtype_name(t), c.m, c.k, c.n, act));
@@ -373,18 +377,54 @@ TEST(CudaSession, SmallMGemmMatchesTheReference) {
         if (act == "gelu_erf") y = b.node("Gelu", {y});
         b.output(y);
         // "32": 32-column tiles (BRRR_SMALL_M_BN) in 2 stages; "deep": 6 stages, an SM per CTA.
-        for (std::string mode : {"2", "0", "32", "deep"}) {
+        for (std::string mode : {"2", "0", "32", "deep", "mc", "mc64", "mc128"}) {
+          const bool mc = mode.rfind("mc", 0) == 0;
           brrr_test::EnvVar on("BRRR_SMALL_M_GEMM", mode == "0" ? "0" : "2");
-          brrr_test::EnvVar bn("BRRR_SMALL_M_BN", mode == "32" ? "32" : "");
-          brrr_test::EnvVar st("BRRR_SMALL_M_STAGES", mode == "32" ? "2" : mode == "deep" ? "6" : "");
+          brrr_test::EnvVar kernel("BRRR_SMALL_M_KERNEL", mc ? "multicast" : "");
+          brrr_test::EnvVar bn("BRRR_SMALL_M_BN", mode == "32" ? "32" : mode == "mc64" ? "64" : mode == "mc128" ? "128" : "");
+          brrr_test::EnvVar cl("BRRR_SMALL_M_CLUSTER", mode == "mc64" ? "2" : mode == "mc128" ? "1" : "");
+          brrr_test::EnvVar sp("BRRR_SMALL_M_SPLITS", mode == "mc64" ? "3" : mode == "mc128" ? "1" : "");
+          brrr_test::EnvVar st("BRRR_SMALL_M_STAGES", mode == "32" ? "2" : mode == "deep" ? "6" : mode == "mc64" ? "3" : "");
           brrr_test::EnvVar one("BRRR_SMALL_M_ONE_PER_SM", mode == "deep" ? "1" : "");
           Session s = check(b.g, cuda_opts("fp32"), t == DType::bf16 ? 2e-2 : 5e-3);
           const std::string sum = s.plan_summary();
-          EXPECT_EQ(sum.find("small-M GEMM") != std::string::npos, mode != "0") << mode << sum;
+          EXPECT_EQ(sum.find("small-M GEMM") != std::string::npos, mode != "0" && (!mc || c.k % 64 == 0))
+              << mode << sum;
+          if (mc && c.k % 64 == 0) EXPECT_NE(sum.find("A multicast over clusters of"), std::string::npos) << sum;
+          if (mode == "mc" && c.k % 64 == 0) EXPECT_NE(sum.find("clusters of 4 32-column tiles"), std::string::npos) << sum;
+          if (mode == "mc64" && c.k % 64 == 0) EXPECT_NE(sum.find("64-column tiles"), std::string::npos) << sum;
           if (mode == "32") EXPECT_NE(sum.find("32-column tiles, 2 stages"), std::string::npos) << sum;
           if (mode == "deep") EXPECT_NE(sum.find("6 stages, one CTA per SM"), std::string::npos) << sum;
         }
       }
+}
+
+// A transformer layer's four GEMMs at 128 rows on the multicast kernel, each after the one
+// before: unsplit (the 3072-column FFN up-projection with its erf GELU) and split (768 and 256
+// columns), so they take turns on one shared workspace and its counters; eager and
+// replayed runs give the same bits and the reference's values.
+TEST(CudaSession, SmallMMulticastGemmsShareTheirWorkspace) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  brrr_test::EnvVar on("BRRR_SMALL_M_GEMM", "2");
+  brrr_test::EnvVar kernel("BRRR_SMALL_M_KERNEL", "multicast");
+  GraphBuilder b;
+  const DType t = DType::bf16;
+  int x = b.input("x", {128, 768}, t);
+  int q = b.node("Add", {b.node("MatMul", {x, b.constant("Wq", rnd({768, 768}, t, -0.1f, 0.1f))}),
+                         b.constant("bq", rnd({768}, t))});
+  int h = b.node("Gelu", {b.node("Add", {b.node("MatMul", {q, b.constant("W1", rnd({768, 3072}, t, -0.1f, 0.1f))}),
+                                         b.constant("b1", rnd({3072}, t))})});
+  int y = b.node("Add", {b.node("MatMul", {h, b.constant("W2", rnd({3072, 768}, t, -0.05f, 0.05f))}),
+                         b.constant("b2", rnd({768}, t))});
+  b.output(b.node("MatMul", {y, b.constant("Wo", rnd({768, 256}, t, -0.1f, 0.1f))}));
+  for (int graphs : {1, 0}) {
+    SCOPED_TRACE(graphs ? "CUDA graph" : "eager");
+    Session s = check(b.g, cuda_opts("fp32", graphs), 3e-2);
+    const std::string sum = s.plan_summary();
+    EXPECT_NE(sum.find("ways (a workspace sum)"), std::string::npos) << sum;
+    EXPECT_NE(sum.find("n3072 k768 +bias +GELU (erf): A multicast over clusters of 4 32-column tiles, K split 1 way,"),
+              std::string::npos) << sum;
+  }
 }
 
 // Programmatic dependent launch (BRRR_CUDA_PDL, sm_90+): brrr's kernels after library GEMMs
@@ -561,7 +601,11 @@ TEST(CudaCodegen, SmallMGemmCompilesWithNvrtc) {
       {brrr::cuda::small_m_gemm_instance("bf16", {1, 64}), brrr::cuda::small_m_gemm_instance("bf16", {8, 128}),
        brrr::cuda::small_m_gemm_instance("f16", {5, 64}), brrr::cuda::small_m_gemm_instance("bf16", {3, 32, 2}),
        brrr::cuda::small_m_gemm_instance("bf16", {8, 64, 6, true}),
-       brrr::cuda::small_m_gemm_instance("f16", {2, 32, 4})});
+       brrr::cuda::small_m_gemm_instance("f16", {2, 32, 4}),
+       brrr::cuda::small_m_gemm_instance("bf16", {5, 32, 4, false, 4}),
+       brrr::cuda::small_m_gemm_instance("f16", {1, 64, 3, false, 2})});
+  ASSERT_NE(src.find("BRRR_GEMM_MC(bf16, brrr_bf16, 32, 4, 4)"), std::string::npos) << src;
+  ASSERT_NE(src.find("#include \"backend/cuda/device/gemm_rows.cuh\""), std::string::npos) << src;
   ASSERT_NE(src.find("BRRR_GEMM_SK(f16, brrr_f16, 64, 5, 3)"), std::string::npos) << src;
   ASSERT_NE(src.find("BRRR_GEMM_SK(bf16, brrr_bf16, 128, 8, 3)"), std::string::npos) << src;
   brrr::cuda::CudaSource cs;
@@ -570,7 +614,7 @@ TEST(CudaCodegen, SmallMGemmCompilesWithNvrtc) {
   // The executor looks each kernel up by small_m_gemm_symbol: the instances define those names.
   for (auto [type, c] : {std::pair<std::string, brrr::cuda::SmallMGemm>{"bf16", {8, 128}},
                          {"f16", {5, 64}}, {"bf16", {3, 32, 2}}, {"bf16", {8, 64, 6, true}},
-                         {"f16", {2, 32, 4}}}) {
+                         {"f16", {2, 32, 4}}, {"bf16", {5, 32, 4, false, 4}}, {"f16", {1, 64, 3, false, 2}}}) {
     const std::string sym = brrr::cuda::small_m_gemm_symbol(type, c);
     EXPECT_NE(std::search(ck.cubin.begin(), ck.cubin.end(), sym.begin(), sym.end()), ck.cubin.end())
         << sym;

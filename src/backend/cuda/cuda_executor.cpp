@@ -282,6 +282,18 @@ void CudaExecutor::Impl::build() {
     if (s.type == Step::Conv && s.conv().candidate)
       cols_bytes = std::max(cols_bytes, conv_im2col_bytes(s.conv()));
   if (cols_bytes) im2col_ws = alloc(cols_bytes, "im2col scratch");
+  size_t small_ws_bytes = 0, small_tiles = 0;
+  for (const Step& s : steps)
+    if (s.type == Step::Library && s.gemm().small.splits) {
+      const GemmStep& gm = s.gemm();
+      small_ws_bytes = std::max(small_ws_bytes, small_m_gemm_workspace_bytes(gm.small, gm.shape.m, gm.shape.n));
+      small_tiles = std::max(small_tiles, small_m_gemm_counters(gm.small, gm.shape.m, gm.shape.n));
+    }
+  if (small_tiles) {
+    small_ws = alloc(small_ws_bytes, "small-M GEMM split-K partials");
+    small_counters = alloc(small_tiles * 4, "small-M GEMM tile counters");
+    memset_u32(small_counters, 0, small_tiles, stream, "small-M GEMM tile counters");
+  }
   stage("cuda modules");
 
   for (int i = 0; i < nk; ++i) {

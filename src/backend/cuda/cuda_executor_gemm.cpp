@@ -233,7 +233,8 @@ std::string CudaExecutor::Impl::find_small_m_gemms() {
     SmallMGemm c = small_m_gemm_choice(gm.shape.m, gm.shape.n, gm.shape.k, dev.info().sm_count);
     if (!c.splits) continue;
     const unsigned smem_max = unsigned(dev.info().max_shared_per_block_optin);
-    while (c.stages > 2 && small_m_gemm_smem_bytes(c) > smem_max) --c.stages;  // BRRR_SMALL_M_STAGES past the SM
+    const int min_stages = c.cluster ? 3 : 2;
+    while (c.stages > min_stages && small_m_gemm_smem_bytes(c) > smem_max) --c.stages;  // BRRR_SMALL_M_STAGES past the SM
     if (small_m_gemm_smem_bytes(c) > smem_max) continue;
     const plan::GemmDesc* d = plan::desc_of<plan::GemmDesc>(plan.kernels[i]);
     gm.small = c;
@@ -334,20 +335,34 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
     const SmallMGemm& c = gm.small;
     gm.small_fn = module->function(small_m_gemm_symbol(et == DType::bf16 ? "bf16" : "f16", c));
     gm.small_fn.set_max_dynamic_shared(gm.small_smem);
-    gm.small_grid = {unsigned(c.splits), unsigned((gm.shape.n + c.bn - 1) / c.bn),
-                     unsigned((gm.shape.m + 127) / 128)};
+    const std::array<unsigned, 3> grid = small_m_gemm_grid(c, gm.shape.m, gm.shape.n);
+    gm.small_grid = {grid[0], grid[1], grid[2]};
     gm.small_max_clusters =
         gm.small_fn.max_active_clusters(gm.small_grid, {small_m_gemm_threads(c), 1, 1}, gm.small_smem);
-    gm.small_args.a = reinterpret_cast<const void*>(gm.a);
-    gm.small_args.b = reinterpret_cast<const void*>(gm.b);
-    gm.small_args.c = reinterpret_cast<void*>(gm.c);
-    gm.small_args.bias = reinterpret_cast<const void*>(gm.bias);
-    gm.small_args.m = gm.shape.m;
-    gm.small_args.n = gm.shape.n;
-    gm.small_args.k = gm.shape.k;
-    gm.small_args.act = gm.small_act;
-    gm.small_args.b_const = gm.w_bytes ? 1 : 0;  // the weights uploaded for this GEMM
-    gm.small_argp[0] = &gm.small_args;
+    if (c.cluster) {
+      brrr_gmc_args& r = gm.rows_args;
+      r.a = reinterpret_cast<const void*>(gm.a);
+      r.b = reinterpret_cast<const void*>(gm.b);
+      r.c = reinterpret_cast<void*>(gm.c);
+      r.bias = reinterpret_cast<const void*>(gm.bias);
+      r.ws = c.splits > 1 ? reinterpret_cast<float*>(small_ws) : nullptr;
+      r.counters = c.splits > 1 ? reinterpret_cast<unsigned*>(small_counters) : nullptr;
+      r.m = gm.shape.m, r.n = gm.shape.n, r.k = gm.shape.k;
+      r.act = gm.small_act;
+      r.b_const = gm.w_bytes ? 1 : 0;
+      gm.small_argp[0] = &gm.rows_args;
+    } else {
+      gm.small_args.a = reinterpret_cast<const void*>(gm.a);
+      gm.small_args.b = reinterpret_cast<const void*>(gm.b);
+      gm.small_args.c = reinterpret_cast<void*>(gm.c);
+      gm.small_args.bias = reinterpret_cast<const void*>(gm.bias);
+      gm.small_args.m = gm.shape.m;
+      gm.small_args.n = gm.shape.n;
+      gm.small_args.k = gm.shape.k;
+      gm.small_args.act = gm.small_act;
+      gm.small_args.b_const = gm.w_bytes ? 1 : 0;  // the weights uploaded for this GEMM
+      gm.small_argp[0] = &gm.small_args;
+    }
   }
   // cuBLASLt's algorithm is chosen (timed, or read from the tuning cache) here at build, on the
   // GEMM's own buffers, not at the first run. Chain layers never reach cuBLASLt.
@@ -436,6 +451,19 @@ std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
   }
   if (gm.small.splits) {
     static const char* acts[] = {"", " +ReLU", " +GELU (tanh)", " +GELU (erf)"};
+    if (gm.small.cluster) {
+      const unsigned clusters = gm.small_grid.x / unsigned(gm.small.cluster) * gm.small_grid.y * gm.small_grid.z;
+      return fmt::format("  {:<24} small-M GEMM {} m{} n{} k{}{}{}: A multicast over clusters of {} "
+                         "{}-column tiles, K split {} way{}{}, {} stages (grid {}x{}x{}; {} clusters, "
+                         "{} fit at once{})\n",
+                         plan.kernels[i].name, to_string(gm.prec), gm.shape.m, gm.shape.n, gm.shape.k,
+                         gm.bias ? " +bias" : "", acts[gm.small_act], gm.small.cluster, gm.small.bn,
+                         gm.small.splits, gm.small.splits > 1 ? "s" : "",
+                         gm.small.splits > 1 ? " (a workspace sum)" : "", gm.small.stages,
+                         gm.small_grid.x, gm.small_grid.y, gm.small_grid.z, clusters,
+                         gm.small_max_clusters,
+                         int(clusters) > gm.small_max_clusters ? ": runs in waves" : "");
+    }
     const unsigned clusters = gm.small_grid.y * gm.small_grid.z;
     return fmt::format("  {:<24} small-M GEMM {} m{} n{} k{}{}{}: split-K over a cluster of {}, "
                        "{}-column tiles, {} stages{} (grid {}x{}x{}; {} clusters, {} fit at once{})\n",

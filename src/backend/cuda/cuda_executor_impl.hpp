@@ -19,6 +19,7 @@
 #include "backend/cuda/cudnn_conv.hpp"
 #include "backend/cuda/cudnn_pool.hpp"
 #include "backend/cuda/device/attention.cuh"
+#include "backend/cuda/device/gemm_rows.cuh"
 #include "backend/cuda/device/gemm_small_m.cuh"
 #include "backend/cuda/gemm_chain.hpp"
 #include "backend/cuda/gemm_small_m.hpp"
@@ -89,6 +90,7 @@ struct GemmStep {
   Function small_fn;
   Dim3 small_grid;
   brrr_gemm_sk_args small_args{};
+  brrr_gmc_args rows_args{};  // the multicast kernel's (small.cluster > 0)
   void* small_argp[1] = {nullptr};
 };
 
@@ -280,6 +282,9 @@ struct CudaExecutor::Impl {
   std::map<std::string, std::pair<double, double>> attention_timings;
   DevPtr conv_ws = 0;                 // one workspace for every Conv (the largest need)
   DevPtr im2col_ws = 0;               // one im2col scratch for every Conv that may use it
+  // The multicast small-M GEMMs' split-K partials and tile counters (one set: they run one
+  // after another and leave the counters at zero).
+  DevPtr small_ws = 0, small_counters = 0;
   std::vector<Step> steps;
   std::vector<ChainRun> chains;
   // Weights brought into L2 ahead of their steps on a side stream (cuda_executor_prefetch.cpp).

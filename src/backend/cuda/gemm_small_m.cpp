@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/device/gemm_rows.cuh"
 #include "backend/cuda/device/gemm_small_m.cuh"
 #include "core/env.hpp"
 
@@ -14,6 +15,26 @@ constexpr std::int64_t kBM = BRRR_GSK_BM, kBK = BRRR_GSK_BK;  // the tile's rows
 constexpr int kMaxSplits = 8;                // the portable cluster size
 constexpr std::int64_t kMinStepsPerSplit = 2;
 constexpr std::int64_t kFewRows = 16;        // BRRR_SMALL_M_GEMM=3's limit
+constexpr int kMaxRowsSplits = 16;           // the multicast kernel's K split (a workspace sum)
+
+// The multicast kernel (device/gemm_rows.cuh) for a GEMM small_m_gemm_choice took.
+SmallMGemm multicast_choice(SmallMGemm c, std::int64_t m, std::int64_t n, std::int64_t k, int sm_count) {
+  if (k % BRRR_GMC_BK) return {};
+  const std::string bn = env::text("BRRR_SMALL_M_BN");
+  c.bn = !bn.empty() ? std::stoi(bn) : 32;
+  c.cluster = int(env::integer("BRRR_SMALL_M_CLUSTER"));
+  const int stages = int(env::integer("BRRR_SMALL_M_STAGES"));
+  c.stages = stages == 0 ? 4 : std::max(3, stages);
+  c.one_per_sm = false;
+  const std::int64_t cols = ((n + c.bn - 1) / c.bn + c.cluster - 1) / c.cluster * c.cluster;
+  const std::int64_t tiles = cols * ((m + kBM - 1) / kBM), steps = k / BRRR_GMC_BK;
+  if (cols > 65535 || (m + kBM - 1) / kBM > 65535) return {};
+  // About one CTA per SM.
+  std::int64_t s = std::max<std::int64_t>(1, sm_count / std::max<std::int64_t>(tiles, 1));
+  s = std::min<std::int64_t>({s, kMaxRowsSplits, steps, env::integer("BRRR_SMALL_M_SPLITS")});
+  c.splits = int(std::max<std::int64_t>(s, 1));
+  return c;
+}
 }  // namespace
 
 SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, int sm_count) {
@@ -23,6 +44,7 @@ SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, i
   const std::string bn = env::text("BRRR_SMALL_M_BN");
   c.bn = !bn.empty() ? std::stoi(bn) : n >= 2048 ? 128 : 64;  // wide outputs: half the re-reads of A per column
   c.stages = int(env::integer("BRRR_SMALL_M_STAGES"));
+  c.stages = c.stages == 0 ? 3 : std::max(2, c.stages);
   c.one_per_sm = env::flag("BRRR_SMALL_M_ONE_PER_SM");
   const std::int64_t tiles = (m + kBM - 1) / kBM * ((n + c.bn - 1) / c.bn);
   const std::int64_t steps = (k + kBK - 1) / kBK;
@@ -36,27 +58,57 @@ SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, i
   std::int64_t s = std::max<std::int64_t>(1, sm_count / std::max<std::int64_t>(tiles, 1));
   s = std::min<std::int64_t>({s, kMaxSplits, std::max<std::int64_t>(1, steps / kMinStepsPerSplit)});
   c.splits = int(std::min<std::int64_t>(s, env::integer("BRRR_SMALL_M_SPLITS")));
+  if (env::text("BRRR_SMALL_M_KERNEL") == "multicast") return multicast_choice(c, m, n, k, sm_count);
   return c;
 }
 
 std::string small_m_gemm_symbol(const std::string& type, const SmallMGemm& c) {
+  if (c.cluster) return fmt::format("brrr_gemm_mc_{}_n{}_c{}_st{}", type, c.bn, c.cluster, c.stages);
   return fmt::format("brrr_gemm_sk_{}_n{}_s{}_st{}", type, c.bn, c.splits, c.stages);
 }
 
 unsigned small_m_gemm_smem_bytes(const SmallMGemm& c) {
+  if (c.cluster) return unsigned(BRRR_GMC_SMEM_BYTES(c.bn, c.stages));
   return unsigned(BRRR_GSK_SMEM_BYTES(c.bn, c.stages));
 }
 
-unsigned small_m_gemm_threads(const SmallMGemm& c) { return unsigned(BRRR_GSK_THREADS(c.bn)); }
+unsigned small_m_gemm_threads(const SmallMGemm& c) {
+  return unsigned(c.cluster ? BRRR_GMC_THREADS(c.bn) : BRRR_GSK_THREADS(c.bn));
+}
+
+std::array<unsigned, 3> small_m_gemm_grid(const SmallMGemm& c, std::int64_t m, std::int64_t n) {
+  const auto cols = unsigned((n + c.bn - 1) / c.bn), rows = unsigned((m + kBM - 1) / kBM);
+  if (c.cluster)
+    return {(cols + unsigned(c.cluster) - 1) / unsigned(c.cluster) * unsigned(c.cluster), unsigned(c.splits), rows};
+  return {unsigned(c.splits), cols, rows};
+}
+
+std::size_t small_m_gemm_counters(const SmallMGemm& c, std::int64_t m, std::int64_t n) {
+  if (!c.cluster || c.splits <= 1) return 0;
+  const std::array<unsigned, 3> g = small_m_gemm_grid(c, m, n);
+  return std::size_t(g[0]) * g[2];
+}
+
+std::size_t small_m_gemm_workspace_bytes(const SmallMGemm& c, std::int64_t m, std::int64_t n) {
+  return small_m_gemm_counters(c, m, n) * std::size_t(c.splits) * kBM * std::size_t(c.bn) * sizeof(float);
+}
 
 std::string small_m_gemm_instance(const std::string& type, const SmallMGemm& c) {
-  return fmt::format("BRRR_GEMM_SK({}, {}, {}, {}, {})\n", type,
-                     type == "bf16" ? "brrr_bf16" : "brrr_f16", c.bn, c.splits, c.stages);
+  return fmt::format("{}({}, {}, {}, {}, {})\n", c.cluster ? "BRRR_GEMM_MC" : "BRRR_GEMM_SK", type,
+                     type == "bf16" ? "brrr_bf16" : "brrr_f16", c.bn, c.cluster ? c.cluster : c.splits,
+                     c.stages);
 }
 
 std::string small_m_gemm_source(const std::set<std::string>& instances) {
   if (instances.empty()) return "";
-  std::string s = "#include \"backend/cuda/device/gemm_small_m.cuh\"\n";
+  std::string s;
+  for (const char* kernel : {"GEMM_SK", "GEMM_MC"}) {
+    bool any = false;
+    for (const std::string& line : instances) any = any || line.find(kernel) != std::string::npos;
+    if (any)
+      s += kernel == std::string("GEMM_SK") ? "#include \"backend/cuda/device/gemm_small_m.cuh\"\n"
+                                            : "#include \"backend/cuda/device/gemm_rows.cuh\"\n";
+  }
   for (const std::string& line : instances) s += line;
   return s;
 }

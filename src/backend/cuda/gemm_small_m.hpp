@@ -17,6 +17,8 @@
 // 32-column tiles match cuBLASLt (Q/K/V 5.6 against 5.7 us); the split GEMMs lose (FFN down 12.4
 // against 7.4). More stages, one CTA per SM and twice the warps were each slower.
 #pragma once
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -34,11 +36,17 @@ namespace brrr::cuda {
 // stages of 64-wide K steps; BRRR_SMALL_M_ONE_PER_SM (experimental) asks each CTA for an SM's
 // whole shared memory, so no two CTAs share an SM; BRRR_SMALL_M_SPLITS (experimental) caps the
 // split count.
+//
+// BRRR_SMALL_M_KERNEL=multicast (experimental) takes the cluster-multicast kernel instead
+// (device/gemm_rows.cuh; K a multiple of 64): `cluster` (BRRR_SMALL_M_CLUSTER, 1-8; 4) CTAs of
+// neighbouring column tiles share each copy of A, and the K split (up to 16) is summed through a
+// float32 workspace by each tile's last CTA. bn defaults to 32 there, stages to 4.
 struct SmallMGemm {
   int splits = 0;
   int bn = 64;
   int stages = 3;
   bool one_per_sm = false;
+  int cluster = 0;  // > 0: the multicast kernel, clusters of this many CTAs along N
 };
 SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, int sm_count);
 
@@ -47,6 +55,13 @@ SmallMGemm small_m_gemm_choice(std::int64_t m, std::int64_t n, std::int64_t k, i
 std::string small_m_gemm_symbol(const std::string& type, const SmallMGemm& c);
 unsigned small_m_gemm_smem_bytes(const SmallMGemm& c);
 unsigned small_m_gemm_threads(const SmallMGemm& c);
+// The launch grid for an m x n output.
+std::array<unsigned, 3> small_m_gemm_grid(const SmallMGemm& c, std::int64_t m, std::int64_t n);
+// The multicast kernel's split-K workspace: float32 partials and one counter per tile (both 0
+// without a split). The kernel leaves the counters at zero, so GEMMs that run one after another
+// share one workspace (zeroed once).
+std::size_t small_m_gemm_workspace_bytes(const SmallMGemm& c, std::int64_t m, std::int64_t n);
+std::size_t small_m_gemm_counters(const SmallMGemm& c, std::int64_t m, std::int64_t n);
 
 // The module line that instantiates the kernel small_m_gemm_symbol(type, c) names, and a module
 // part made of such lines ("" for none).

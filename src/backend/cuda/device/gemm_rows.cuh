@@ -1,0 +1,274 @@
+// A GEMM for few rows (a transformer at batch 1: M = 128 tokens) that reads A once per cluster:
+// C[M,N] = act(A[M,K] @ B[K,N] + bias[N]), 16-bit row-major operands, float32 accumulation.
+//
+// Why: the small-M split-K kernel (gemm_small_m.cuh) at BERT-base's 128 rows spends its K steps
+// re-reading A from L2. Each of its 128 x 32 tiles reads all of A, 72 times over for the Q/K/V
+// GEMM: about 14 MB through L2 for 3.5 MB of weights, at 0.2-0.3 us per 64-wide K step, the
+// L2's bandwidth (docs/CUDA.md, session of 2026-12-07, seventeenth). Here the CN CTAs of a
+// cluster compute CN neighbouring 128 x BN tiles over the same K range: each copies 1/CN of A's
+// rows with a bulk copy multicast to all of them (cp.async.bulk ... .multicast::cluster), so A
+// crosses L2 once per cluster. Each CTA copies its own B (the weights, from DRAM).
+//
+// K is split over gridDim.y: each split's float32 partial tile goes to a workspace, and the last
+// CTA of a tile to arrive (an atomic counter per tile) sums all of them in split order, adds the
+// bias, applies the activation and stores the 16-bit result, then zeroes the counter for the next
+// run: the same bits every run, no second kernel, no cluster needed for the sum.
+//
+// Grid (ceil(N/BN) rounded up to CN, S, ceil(M/128)), cluster (CN, 1, 1), BRRR_GMC_THREADS(BN)
+// threads: each warp owns 32 rows x 32 columns (2 x 4 mma.sync m16n8k16). ST stages of 64-wide K
+// steps in dynamic shared memory, each completed by an mbarrier counting its bytes; a CTA refills
+// a stage one step after the cluster barrier says every CTA of the cluster is done with it (the
+// barrier's arrive and wait are a step apart, so CTAs in step never stall on it). Rows are
+// padded 16 bytes so ldmatrix addresses fall in distinct banks. The host requires K a multiple
+// of 64, N of 8, 16-byte aligned A, B and C, and S at most K/64.
+//
+// Launched dependent (BRRR_CUDA_PDL): a constant B is copied for the first stages before the
+// kernel waits on the one before it.
+#pragma once
+
+struct brrr_gmc_args {
+  const void* a;       // [M, K]
+  const void* b;       // [K, N]
+  void* c;             // [M, N]
+  const void* bias;    // [N] of the data's type; null: none
+  float* ws;           // gridDim.y > 1: [tiles][splits][128][BN] float32 partials
+  unsigned* counters;  // gridDim.y > 1: one per tile (gridDim.x * gridDim.z), zero between runs
+  long long m, n, k;
+  int act;      // 0 none, 1 ReLU, 2 GELU (tanh form), 3 GELU (erf)
+  int b_const;  // 1: B is a constant no kernel writes: copied before waiting on the kernel before
+};
+
+#define BRRR_GMC_BM 128
+#define BRRR_GMC_BK 64
+// Threads with BN output columns per CTA: one warp per 32 rows x 32 columns.
+#define BRRR_GMC_THREADS(BN) (128 * ((BN) / 32))
+#define BRRR_GMC_STAGE_ELEMS(BN) (BRRR_GMC_BM * (BRRR_GMC_BK + 8) + BRRR_GMC_BK * ((BN) + 8))
+// Dynamic shared memory: ST stages and their ST mbarriers.
+#define BRRR_GMC_SMEM_BYTES(BN, ST) ((ST) * BRRR_GMC_STAGE_ELEMS(BN) * 2 + (ST) * 8)
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#include "backend/cuda/device/mma.cuh"
+
+static __device__ __forceinline__ void brrr_gmc_cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+static __device__ __forceinline__ void brrr_gmc_cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+static __device__ __forceinline__ void brrr_gmc_expect(unsigned bar, unsigned bytes) {
+  asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }"
+               :: "r"(bar), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void brrr_gmc_wait(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+                 "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+// `bytes` (a multiple of 16) from global to this CTA's shared memory, completing on its mbarrier.
+static __device__ __forceinline__ void brrr_gmc_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+// The same into the shared memory of every CTA of the cluster in `mask`, at the same offsets.
+static __device__ __forceinline__ void brrr_gmc_copy_mc(unsigned dst, const void* src, unsigned bytes,
+                                                       unsigned bar, unsigned short mask) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+               " [%0], [%1], %2, [%3], %4;"
+               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar), "h"(mask) : "memory");
+}
+
+template <class T, int BN, int CN, int ST>
+static __device__ __forceinline__ void brrr_gemm_mc_t(const brrr_gmc_args& p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int BM = BRRR_GMC_BM, BK = BRRR_GMC_BK, NT = BRRR_GMC_THREADS(BN), NI = 4;
+  static_assert(ST >= 3, "a stage refilled a step after it is consumed, one more in flight");
+  static_assert(BN % 32 == 0 && CN >= 1 && CN <= 16, "32-column warps, at most 16 CTAs");
+  constexpr int LDA = BK + 8, LDB = BN + 8;                       // row pitches, padded 16 bytes
+  constexpr int A_STAGE = BM * LDA, STAGE = BRRR_GMC_STAGE_ELEMS(BN);  // elements
+  extern __shared__ __align__(128) unsigned short sm[];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp & 3, wn = warp >> 2;  // the warp's 32 rows and 32 columns of the tile
+  unsigned rank;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  const int S = (int)gridDim.y, split = (int)blockIdx.y;
+  const long long M = p.m, N = p.n, K = p.k;
+  const long long n0 = (long long)blockIdx.x * BN, m0 = (long long)blockIdx.z * BM;
+  const long long KT = K / BK, kt0 = KT * split / S;
+  const int nt = (int)(KT * (split + 1) / S - kt0);
+  const int rows = (int)(M - m0 < BM ? M - m0 : BM);                 // A rows of this tile
+  const int cols = n0 >= N ? 0 : (int)(N - n0 < BN ? N - n0 : BN);  // 0: a CTA padding the cluster
+  const unsigned stage_bytes = (unsigned)(rows * BK * 2 + BK * cols * 2);
+  const unsigned short* A = static_cast<const unsigned short*>(p.a);
+  const unsigned short* B = static_cast<const unsigned short*>(p.b);
+  const unsigned base = brrr_smem_u32(sm), bar0 = base + 2u * ST * STAGE;
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < ST; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8u * s) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  brrr_gmc_cluster_arrive();  // every CTA's mbarriers exist before any copy lands in it
+  brrr_gmc_cluster_wait();
+
+  // Warp 0 copies: its B rows, and A's rows rank, rank + CN, ... to every CTA of the cluster.
+  auto copy_b = [&](int it, int slot) {
+    if (!cols) return;
+    const long long k0 = (kt0 + it) * BK;
+    const unsigned sb = base + 2u * (unsigned)(slot * STAGE + A_STAGE), bar = bar0 + 8u * slot;
+    for (int r = lane; r < BK; r += 32)
+      brrr_gmc_copy(sb + 2u * (unsigned)(r * LDB), B + (k0 + r) * N + n0, (unsigned)cols * 2u, bar);
+  };
+  auto copy_a = [&](int it, int slot) {
+    const long long k0 = (kt0 + it) * BK;
+    const unsigned sa = base + 2u * (unsigned)(slot * STAGE), bar = bar0 + 8u * slot;
+    for (int r = (int)rank + CN * lane; r < rows; r += CN * 32) {
+      if (CN == 1) brrr_gmc_copy(sa + 2u * (unsigned)(r * LDA), A + (m0 + r) * K + k0, BK * 2, bar);
+      else brrr_gmc_copy_mc(sa + 2u * (unsigned)(r * LDA), A + (m0 + r) * K + k0, BK * 2, bar,
+                            (unsigned short)((1u << CN) - 1));
+    }
+  };
+
+  // The first ST - 1 steps: a constant B before the wait on the kernel before (launched
+  // dependent), A after it.
+  const bool early_b = p.b_const != 0;
+  if (warp == 0) {
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s)
+      if (s < nt) {
+        if (lane == 0) brrr_gmc_expect(bar0 + 8u * s, stage_bytes);
+        __syncwarp();
+        if (early_b) copy_b(s, s);
+      }
+  }
+  brrr_grid_wait();
+  if (warp == 0) {
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s)
+      if (s < nt) {
+        if (!early_b) copy_b(s, s);
+        copy_a(s, s);
+      }
+  }
+
+  float acc[2][NI][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+  for (int it = 0; it < nt; ++it) {
+    const int slot = it % ST;
+    brrr_gmc_wait(bar0 + 8u * slot, (unsigned)(it / ST) & 1u);
+    const unsigned sa = base + 2u * (unsigned)(slot * STAGE), sb = sa + 2u * A_STAGE;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      unsigned af[2][4], bf[2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+        brrr_ldsm4(af[mi], sa + 2u * (unsigned)((wm * 32 + mi * 16 + (lane & 15)) * LDA + kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+      for (int nj = 0; nj < 2; ++nj)  // two 8-column B fragments per transposed ldmatrix
+        brrr_ldsm4_t(bf[nj], sb + 2u * (unsigned)((kk * 16 + (lane & 15)) * LDB + wn * 32 + nj * 16 + (lane >> 4) * 8));
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+          brrr_mma16816<T>(acc[mi][ni], af[mi], bf[ni >> 1][(ni & 1) * 2], bf[ni >> 1][(ni & 1) * 2 + 1]);
+    }
+    // The stage of step it - 1 is free in every CTA of the cluster once all have passed the
+    // arrive after that step: refill it with step it + ST - 1, then say this step is done.
+    if (it > 0) brrr_gmc_cluster_wait();
+    brrr_gmc_cluster_arrive();
+    const int nx = it + ST - 1;
+    if (warp == 0 && nx < nt) {
+      const int ns = nx % ST;
+      if (lane == 0) brrr_gmc_expect(bar0 + 8u * ns, stage_bytes);
+      __syncwarp();
+      copy_b(nx, ns);
+      copy_a(nx, ns);
+    }
+  }
+
+  // The epilogue, from the accumulators: with a K split, this CTA's partial goes to the
+  // workspace and the tile's last CTA sums them all in split order.
+  const unsigned tile = blockIdx.z * gridDim.x + blockIdx.x;
+  bool store = cols > 0 && nt > 0;
+  if (store && S > 1) {
+    __shared__ unsigned last;
+    float* W = p.ws + (size_t)tile * S * BM * BN;
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const int r = wm * 32 + mi * 16 + (lane >> 2), c = wn * 32 + ni * 8 + 2 * (lane & 3);
+        float* w = W + (size_t)split * BM * BN;
+        __stcg(reinterpret_cast<float2*>(w + r * BN + c), make_float2(acc[mi][ni][0], acc[mi][ni][1]));
+        __stcg(reinterpret_cast<float2*>(w + (r + 8) * BN + c), make_float2(acc[mi][ni][2], acc[mi][ni][3]));
+      }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(p.counters + tile, 1u) == (unsigned)(S - 1);
+    __syncthreads();
+    store = last;
+    if (store) {
+      __threadfence();
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = wm * 32 + mi * 16 + (lane >> 2) + 8 * h, c = wn * 32 + ni * 8 + 2 * (lane & 3);
+            float s0 = 0.f, s1 = 0.f;
+            for (int q = 0; q < S; ++q) {
+              float2 v = q == split ? make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1])
+                                    : __ldcg(reinterpret_cast<const float2*>(W + (size_t)q * BM * BN + r * BN + c));
+              s0 += v.x;
+              s1 += v.y;
+            }
+            acc[mi][ni][2 * h] = s0;
+            acc[mi][ni][2 * h + 1] = s1;
+          }
+      if (tid == 0) p.counters[tile] = 0u;  // every split has arrived: ready for the next run
+    }
+  }
+  if (store) {
+    T* C = static_cast<T*>(p.c);
+    const T* bias = static_cast<const T*>(p.bias);
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni) {
+      const int c = wn * 32 + ni * 8 + 2 * (lane & 3);
+      if (c >= cols) continue;  // N is a multiple of 8: both columns in or out
+      const float b0 = bias ? brrr_ld(bias + n0 + c) : 0.f, b1 = bias ? brrr_ld(bias + n0 + c + 1) : 0.f;
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = wm * 32 + mi * 16 + (lane >> 2) + 8 * h;
+          if (r >= rows) continue;
+          float v[2] = {acc[mi][ni][2 * h] + b0, acc[mi][ni][2 * h + 1] + b1};
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            if (p.act == 1) v[e] = brrr_relu(v[e]);
+            else if (p.act == 2) v[e] = brrr_gelu_tanh(v[e]);
+            else if (p.act == 3) v[e] = brrr_gelu_erf(v[e]);
+          }
+          *reinterpret_cast<unsigned*>(C + (m0 + r) * N + n0 + c) = brrr_pack(v, C);
+        }
+    }
+  }
+  if (nt > 0) brrr_gmc_cluster_wait();  // pairs the last arrive: no CTA leaves while copies to it may run
+#endif
+}
+
+// One kernel per type, tile width BN (32, 64 or 128), cluster size CN and ST stages.
+#define BRRR_GEMM_MC(TN, T, BN, CN, ST)                                                           \
+  extern "C" __global__ void __cluster_dims__(CN, 1, 1) __launch_bounds__(BRRR_GMC_THREADS(BN))  \
+      brrr_gemm_mc_##TN##_n##BN##_c##CN##_st##ST(const brrr_gmc_args a) {                         \
+    brrr_gemm_mc_t<T, BN, CN, ST>(a);                                                             \
+  }
+
+#endif
