@@ -9,6 +9,7 @@
 // every multicast configuration that passed, fastest first, and a last line per shape:
 //   best SHAPE: cublaslt T us, rows T us (CONFIG)
 #include <cublasLt.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -99,6 +100,23 @@ __global__ void reference(const unsigned short* a, const unsigned short* b, cons
   c[i] = s;
 }
 
+// A [m, k] as device/gemm_rows.cuh reads it: boxes of 64 columns x box_rows rows, 128-byte swizzle.
+static brrr_gmc_tmap a_map(const void* a, long long m, long long k, unsigned box_rows) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m}, strides[1] = {(cuuint64_t)k * 2};
+  const cuuint32_t box[2] = {64, box_rows}, elem[2] = {1, 1};
+  CUresult r = cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(a), dims, strides,
+                                      box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", (int)r);
+    std::exit(1);
+  }
+  brrr_gmc_tmap t;
+  std::memcpy(&t, &map, sizeof map);
+  return t;
+}
+
 static float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -150,6 +168,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&lt_ws, lt_ws_bytes));
   for (const McKernel& k : kMc)
     CK(cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, BRRR_GMC_SMEM_BYTES(k.bn, k.st)));
+  CK(cudaFree(nullptr));  // the runtime's context, current for the driver calls
   for (const SkKernel& k : kSk)
     CK(cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, BRRR_GSK_SMEM_BYTES(32, 3)));
   std::mt19937 rng(7);
@@ -179,6 +198,7 @@ int main(int argc, char** argv) {
     CK(cudaMemcpy(dbias, hbias.data(), N * 2, cudaMemcpyHostToDevice));
     reference<<<(unsigned)((M * N + 255) / 256), 256, 0, st>>>(da, db[0], dbias, dref, M, N, K, act);
     CK(cudaGetLastError());
+    CK(cudaStreamSynchronize(st));  // the copy below runs on the legacy stream, which st does not wait for
     std::vector<float> ref(M * N);
     CK(cudaMemcpy(ref.data(), dref, M * N * 4, cudaMemcpyDeviceToHost));
     float refmax = 0.f;
@@ -261,7 +281,7 @@ int main(int argc, char** argv) {
           CK(cudaMemset(cnt, 0, (size_t)nx * mt * 4));
         }
         for (int pdl = 0; pdl < 2; ++pdl) {
-          brrr_gmc_args a{da, db[0], dc, dbias, ws, cnt, M, N, K, act, 1};
+          brrr_gmc_args a{a_map(da, M, K, 128 / k.cn), db[0], dc, dbias, ws, cnt, M, N, K, act, 1};
           auto launch = [&](int i) {
             a.b = db[i];
             cudaLaunchConfig_t cfg = {};

@@ -9,7 +9,7 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")/../.." || exit 1
 SHAPES=${SHAPES:-"128 2304 768 0;128 768 768 0;128 3072 768 3;128 768 3072 0;197 2304 768 0;1 1000 2048 0"}
 nvcc -O3 -std=c++17 -arch=sm_90a -Isrc -Iinclude -Xptxas -v scripts/gpu_tools/gemm_rows_micro.cu \
-  -o /tmp/gemm_rows_micro -lcublasLt 2>"$OUT/ptxas.txt" || { tail -30 "$OUT/ptxas.txt"; exit 1; }
+  -o /tmp/gemm_rows_micro -lcublasLt -lcuda 2>"$OUT/ptxas.txt" || { tail -30 "$OUT/ptxas.txt"; exit 1; }
 grep -E "spill stores" "$OUT/ptxas.txt" | sort | uniq -c
 # shellcheck disable=SC2046
 timeout "${LIMIT:-300}" /tmp/gemm_rows_micro $(echo "$SHAPES" | tr ';' ' ') 2>&1 | tee "$OUT/gemm_rows_micro.txt"

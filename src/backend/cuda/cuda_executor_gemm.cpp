@@ -10,6 +10,7 @@
 #include <set>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
+#include "backend/cuda/driver_api.hpp"
 #include "backend/cuda/gemm_small_m.hpp"
 #include "backend/cuda/nvrtc_compiler.hpp"
 #include "core/env.hpp"
@@ -85,6 +86,25 @@ Tensor host_cast(const Tensor& src, DType to, bool transpose) {
 }
 
 namespace {
+
+// The multicast small-M GEMM's view of A [m, k] (16-bit, row-major at `a`): a 2D tensor map of
+// boxes of 64 columns x `box_rows` rows, 128-byte swizzled, zeros past the edges
+// (device/gemm_rows.cuh reads the tiles with that swizzle).
+brrr_gmc_tmap encode_rows_a_map(DevPtr a, bool bf16, std::int64_t m, std::int64_t k, unsigned box_rows,
+                                const std::string& what) {
+  static_assert(sizeof(brrr_gmc_tmap) == sizeof(CUtensorMap), "brrr_gmc_tmap holds a CUtensorMap");
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(m)}, strides[1] = {cuuint64_t(k) * 2};
+  const cuuint32_t box[2] = {BRRR_GMC_BK, box_rows}, elem[2] = {1, 1};
+  BRRR_CU(driver().cuTensorMapEncodeTiled(&map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                          2, reinterpret_cast<void*>(a), dims, strides, box, elem,
+                                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+          what + " (A's tensor map)");
+  brrr_gmc_tmap t;
+  std::memcpy(&t, &map, sizeof map);
+  return t;
+}
 
 // Phase j of a row-phase GEMM (GemmStep::phases): rows j, j + p, ... of C from the first column
 // whose address is 16-byte aligned in row j (all rows of the phase share it: their pitch p * n
@@ -341,7 +361,8 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
         gm.small_fn.max_active_clusters(gm.small_grid, {small_m_gemm_threads(c), 1, 1}, gm.small_smem);
     if (c.cluster) {
       brrr_gmc_args& r = gm.rows_args;
-      r.a = reinterpret_cast<const void*>(gm.a);
+      r.a_map = encode_rows_a_map(gm.a, et == DType::bf16, gm.shape.m, gm.shape.k,
+                                  unsigned(BRRR_GMC_BM / c.cluster), st.what);
       r.b = reinterpret_cast<const void*>(gm.b);
       r.c = reinterpret_cast<void*>(gm.c);
       r.bias = reinterpret_cast<const void*>(gm.bias);

@@ -24,7 +24,7 @@ namespace brrr::cuda {
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute)         \
   X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate)      \
   X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGraphGetNodes)                 \
-  X(cuOccupancyMaxActiveClusters)
+  X(cuOccupancyMaxActiveClusters) X(cuTensorMapEncodeTiled)
 
 struct DriverApi {
 #define BRRR_CU_DECLARE(name) decltype(&::name) name = nullptr;

@@ -23,6 +23,7 @@ SmallMGemm multicast_choice(SmallMGemm c, std::int64_t m, std::int64_t n, std::i
   const std::string bn = env::text("BRRR_SMALL_M_BN");
   c.bn = !bn.empty() ? std::stoi(bn) : 32;
   c.cluster = int(env::integer("BRRR_SMALL_M_CLUSTER"));
+  if (BRRR_GMC_BM % c.cluster || (BRRR_GMC_BM / c.cluster) % 8) return {};  // whole 8-row swizzle blocks a box
   const int stages = int(env::integer("BRRR_SMALL_M_STAGES"));
   c.stages = stages == 0 ? 4 : std::max(3, stages);
   c.one_per_sm = false;

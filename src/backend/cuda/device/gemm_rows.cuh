@@ -26,13 +26,17 @@
 // kernel waits on the one before it.
 #pragma once
 
+// A CUtensorMap (cuda.h), encoded by the host: A [M, K] as a 2D tensor of 16-bit elements,
+// boxes of 64 columns x 128/CN rows, 128-byte swizzle, zeros past the edges.
+struct alignas(64) brrr_gmc_tmap { unsigned long long w[16]; };
+
 struct brrr_gmc_args {
-  const void* a;       // [M, K]
-  const void* b;       // [K, N]
-  void* c;             // [M, N]
-  const void* bias;    // [N] of the data's type; null: none
-  float* ws;           // gridDim.y > 1: [tiles][splits][128][BN] float32 partials
-  unsigned* counters;  // gridDim.y > 1: one per tile (gridDim.x * gridDim.z), zero between runs
+  brrr_gmc_tmap a_map;  // A, for the tensor copies (the kernel parameter is __grid_constant__)
+  const void* b;        // [K, N]
+  void* c;              // [M, N]
+  const void* bias;     // [N] of the data's type; null: none
+  float* ws;            // gridDim.y > 1: [tiles][splits][128][BN] float32 partials
+  unsigned* counters;   // gridDim.y > 1: one per tile (gridDim.x * gridDim.z), zero between runs
   long long m, n, k;
   int act;      // 0 none, 1 ReLU, 2 GELU (tanh form), 3 GELU (erf)
   int b_const;  // 1: B is a constant no kernel writes: copied before waiting on the kernel before
@@ -42,9 +46,11 @@ struct brrr_gmc_args {
 #define BRRR_GMC_BK 64
 // Threads with BN output columns per CTA: one warp per 32 rows x 32 columns.
 #define BRRR_GMC_THREADS(BN) (128 * ((BN) / 32))
-#define BRRR_GMC_STAGE_ELEMS(BN) (BRRR_GMC_BM * (BRRR_GMC_BK + 8) + BRRR_GMC_BK * ((BN) + 8))
-// Dynamic shared memory: ST stages and their ST mbarriers.
-#define BRRR_GMC_SMEM_BYTES(BN, ST) ((ST) * BRRR_GMC_STAGE_ELEMS(BN) * 2 + (ST) * 8)
+// A stage: A's 128 x 64 tile, dense and swizzled (16 KB, 1024-byte aligned), then B's 64 x BN
+// tile with rows padded 16 bytes.
+#define BRRR_GMC_STAGE_BYTES(BN) (BRRR_GMC_BM * BRRR_GMC_BK * 2 + BRRR_GMC_BK * ((BN) + 8) * 2)
+// Dynamic shared memory: 1 KB to align the stages, ST stages, their ST mbarriers.
+#define BRRR_GMC_SMEM_BYTES(BN, ST) (1024 + (ST) * BRRR_GMC_STAGE_BYTES(BN) + (ST) * 8)
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #include "backend/cuda/device/mma.cuh"
@@ -65,17 +71,19 @@ static __device__ __forceinline__ void brrr_gmc_wait(unsigned bar, unsigned pari
     asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
                  "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
 }
-// `bytes` (a multiple of 16) from global to this CTA's shared memory, completing on its mbarrier.
-static __device__ __forceinline__ void brrr_gmc_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-// The same into the shared memory of every CTA of the cluster in `mask`, at the same offsets.
-static __device__ __forceinline__ void brrr_gmc_copy_mc(unsigned dst, const void* src, unsigned bytes,
-                                                       unsigned bar, unsigned short mask) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-               " [%0], [%1], %2, [%3], %4;"
-               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar), "h"(mask) : "memory");
+// A box of the tensor map at (column x, row y) into this CTA's shared memory, or (CN > 1) into
+// every CTA's of the cluster at the same offset, completing on the mbarrier there.
+template <int CN>
+static __device__ __forceinline__ void brrr_gmc_tensor_copy(unsigned dst, const brrr_gmc_tmap* map, int x, int y,
+                                                           unsigned bar) {
+  if (CN == 1)
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];"
+                 :: "r"(dst), "l"(map), "r"(x), "r"(y), "r"(bar) : "memory");
+  else
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;"
+                 :: "r"(dst), "l"(map), "r"(x), "r"(y), "r"(bar), "h"((unsigned short)((1u << CN) - 1)) : "memory");
 }
 
 template <class T, int BN, int CN, int ST>
@@ -83,10 +91,10 @@ static __device__ __forceinline__ void brrr_gemm_mc_t(const brrr_gmc_args& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int BM = BRRR_GMC_BM, BK = BRRR_GMC_BK, NT = BRRR_GMC_THREADS(BN), NI = 4;
   static_assert(ST >= 3, "a stage refilled a step after it is consumed, one more in flight");
-  static_assert(BN % 32 == 0 && CN >= 1 && CN <= 16, "32-column warps, at most 16 CTAs");
-  constexpr int LDA = BK + 8, LDB = BN + 8;                       // row pitches, padded 16 bytes
-  constexpr int A_STAGE = BM * LDA, STAGE = BRRR_GMC_STAGE_ELEMS(BN);  // elements
-  extern __shared__ __align__(128) unsigned short sm[];
+  static_assert(BN % 32 == 0 && (CN == 1 || CN == 2 || CN == 4 || CN == 8), "32-column warps; 128/CN rows a box");
+  constexpr int LDB = BN + 8;                   // B's row pitch, padded 16 bytes
+  constexpr unsigned A_BYTES = BM * BK * 2, STAGE = BRRR_GMC_STAGE_BYTES(BN), BOX_ROWS = BM / CN;
+  extern __shared__ __align__(16) unsigned short sm[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp & 3, wn = warp >> 2;  // the warp's 32 rows and 32 columns of the tile
   unsigned rank;
@@ -96,59 +104,58 @@ static __device__ __forceinline__ void brrr_gemm_mc_t(const brrr_gmc_args& p) {
   const long long n0 = (long long)blockIdx.x * BN, m0 = (long long)blockIdx.z * BM;
   const long long KT = K / BK, kt0 = KT * split / S;
   const int nt = (int)(KT * (split + 1) / S - kt0);
-  const int rows = (int)(M - m0 < BM ? M - m0 : BM);                 // A rows of this tile
+  const int rows = (int)(M - m0 < BM ? M - m0 : BM);                 // rows of this tile
   const int cols = n0 >= N ? 0 : (int)(N - n0 < BN ? N - n0 : BN);  // 0: a CTA padding the cluster
-  const unsigned stage_bytes = (unsigned)(rows * BK * 2 + BK * cols * 2);
-  const unsigned short* A = static_cast<const unsigned short*>(p.a);
   const unsigned short* B = static_cast<const unsigned short*>(p.b);
-  const unsigned base = brrr_smem_u32(sm), bar0 = base + 2u * ST * STAGE;
+  // The stages from the first 1024-byte boundary (the swizzle repeats every 1024 bytes); the
+  // same offsets in every CTA, as the multicast needs.
+  const unsigned base = (brrr_smem_u32(sm) + 1023u) & ~1023u, bar0 = base + ST * STAGE;
 
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < ST; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8u * s) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(&p.a_map) : "memory");
   }
   brrr_gmc_cluster_arrive();  // every CTA's mbarriers exist before any copy lands in it
   brrr_gmc_cluster_wait();
 
-  // Warp 0 copies: its B rows, and A's rows rank, rank + CN, ... to every CTA of the cluster.
-  auto copy_b = [&](int it, int slot) {
-    if (!cols) return;
+  // B's step `it` into stage `slot` with 16-byte cp.async per thread (chunks past N or K read
+  // as zeros); A's: this CTA's box of 128/CN rows, multicast to the cluster, by thread 0.
+  auto load_b = [&](int it, int slot) {
     const long long k0 = (kt0 + it) * BK;
-    const unsigned sb = base + 2u * (unsigned)(slot * STAGE + A_STAGE), bar = bar0 + 8u * slot;
-    for (int r = lane; r < BK; r += 32)
-      brrr_gmc_copy(sb + 2u * (unsigned)(r * LDB), B + (k0 + r) * N + n0, (unsigned)cols * 2u, bar);
-  };
-  auto copy_a = [&](int it, int slot) {
-    const long long k0 = (kt0 + it) * BK;
-    const unsigned sa = base + 2u * (unsigned)(slot * STAGE), bar = bar0 + 8u * slot;
-    for (int r = (int)rank + CN * lane; r < rows; r += CN * 32) {
-      if (CN == 1) brrr_gmc_copy(sa + 2u * (unsigned)(r * LDA), A + (m0 + r) * K + k0, BK * 2, bar);
-      else brrr_gmc_copy_mc(sa + 2u * (unsigned)(r * LDA), A + (m0 + r) * K + k0, BK * 2, bar,
-                            (unsigned short)((1u << CN) - 1));
+    const unsigned sb = base + slot * STAGE + A_BYTES;
+#pragma unroll
+    for (int i = 0; i < BK * BN / 8 / NT; ++i) {
+      const int c = tid + i * NT, r = c / (BN / 8), q = c % (BN / 8);
+      const long long gk = k0 + r, gn = n0 + q * 8;
+      const bool in = gk < K && gn < N;
+      brrr_cp16(sb + 2u * (unsigned)(r * LDB + q * 8), in ? B + gk * N + gn : B, in ? 16 : 0);
     }
+  };
+  auto load_a = [&](int it, int slot) {
+    if (tid != 0) return;
+    const unsigned bar = bar0 + 8u * slot;
+    brrr_gmc_expect(bar, A_BYTES);  // all CN boxes land here, zeros past M included
+    brrr_gmc_tensor_copy<CN>(base + slot * STAGE + rank * BOX_ROWS * BK * 2, &p.a_map, (int)((kt0 + it) * BK),
+                             (int)(m0 + rank * BOX_ROWS), bar);
   };
 
   // The first ST - 1 steps: a constant B before the wait on the kernel before (launched
-  // dependent), A after it.
+  // dependent), A after it. One cp.async group per step, empty past the end.
   const bool early_b = p.b_const != 0;
-  if (warp == 0) {
+  if (early_b)
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s)
-      if (s < nt) {
-        if (lane == 0) brrr_gmc_expect(bar0 + 8u * s, stage_bytes);
-        __syncwarp();
-        if (early_b) copy_b(s, s);
-      }
-  }
+      if (s < nt) load_b(s, s);
   brrr_grid_wait();
-  if (warp == 0) {
 #pragma unroll
-    for (int s = 0; s < ST - 1; ++s)
-      if (s < nt) {
-        if (!early_b) copy_b(s, s);
-        copy_a(s, s);
-      }
+  for (int s = 0; s < ST - 1; ++s) {
+    if (s < nt) {
+      if (!early_b) load_b(s, s);
+      load_a(s, s);
+    }
+    brrr_cp_commit();
   }
 
   float acc[2][NI][4];
@@ -161,14 +168,18 @@ static __device__ __forceinline__ void brrr_gemm_mc_t(const brrr_gmc_args& p) {
 
   for (int it = 0; it < nt; ++it) {
     const int slot = it % ST;
-    brrr_gmc_wait(bar0 + 8u * slot, (unsigned)(it / ST) & 1u);
-    const unsigned sa = base + 2u * (unsigned)(slot * STAGE), sb = sa + 2u * A_STAGE;
+    brrr_cp_wait<ST - 2>();  // this thread's B copies of step `it` are done ...
+    __syncthreads();         // ... and everyone's
+    brrr_gmc_wait(bar0 + 8u * slot, (unsigned)(it / ST) & 1u);  // A's boxes have landed
+    const unsigned sa = base + slot * STAGE, sb = sa + A_BYTES;
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
       unsigned af[2][4], bf[2][4];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
-        brrr_ldsm4(af[mi], sa + 2u * (unsigned)((wm * 32 + mi * 16 + (lane & 15)) * LDA + kk * 16 + (lane >> 4) * 8));
+      for (int mi = 0; mi < 2; ++mi) {  // 128-byte swizzle: 16-byte chunk q of row r at q ^ (r % 8)
+        const int r = wm * 32 + mi * 16 + (lane & 15), q = kk * 2 + (lane >> 4);
+        brrr_ldsm4(af[mi], sa + (unsigned)(r * 128 + ((q ^ (r & 7)) << 4)));
+      }
 #pragma unroll
       for (int nj = 0; nj < 2; ++nj)  // two 8-column B fragments per transposed ldmatrix
         brrr_ldsm4_t(bf[nj], sb + 2u * (unsigned)((kk * 16 + (lane & 15)) * LDB + wn * 32 + nj * 16 + (lane >> 4) * 8));
@@ -183,13 +194,11 @@ static __device__ __forceinline__ void brrr_gemm_mc_t(const brrr_gmc_args& p) {
     if (it > 0) brrr_gmc_cluster_wait();
     brrr_gmc_cluster_arrive();
     const int nx = it + ST - 1;
-    if (warp == 0 && nx < nt) {
-      const int ns = nx % ST;
-      if (lane == 0) brrr_gmc_expect(bar0 + 8u * ns, stage_bytes);
-      __syncwarp();
-      copy_b(nx, ns);
-      copy_a(nx, ns);
+    if (nx < nt) {
+      load_b(nx, nx % ST);
+      load_a(nx, nx % ST);
     }
+    brrr_cp_commit();
   }
 
   // The epilogue, from the accumulators: with a K split, this CTA's partial goes to the
@@ -264,10 +273,12 @@ static __device__ __forceinline__ void brrr_gemm_mc_t(const brrr_gmc_args& p) {
 #endif
 }
 
-// One kernel per type, tile width BN (32, 64 or 128), cluster size CN and ST stages.
+// One kernel per type, tile width BN (32, 64 or 128), cluster size CN (1, 2, 4 or 8) and ST
+// stages. The parameter lives in constant space (__grid_constant__): the tensor copies read A's
+// map at its address there.
 #define BRRR_GEMM_MC(TN, T, BN, CN, ST)                                                           \
   extern "C" __global__ void __cluster_dims__(CN, 1, 1) __launch_bounds__(BRRR_GMC_THREADS(BN))  \
-      brrr_gemm_mc_##TN##_n##BN##_c##CN##_st##ST(const brrr_gmc_args a) {                         \
+      brrr_gemm_mc_##TN##_n##BN##_c##CN##_st##ST(const __grid_constant__ brrr_gmc_args a) {       \
     brrr_gemm_mc_t<T, BN, CN, ST>(a);                                                             \
   }
 
