@@ -11,6 +11,11 @@ for c in $BE; do
   f=$OUT/doctor_bert_base_${c%%=*}.txt
   echo "-- $c"; grep -E '^(wall|idle)|gemm|small-M' "$f" | head -${DOCTOR_LINES:-14} | cut -c1-200
 done
+# CHECK: a configuration (ENV,ENV) whose BERT-base run is checked against the reference.
+if [ -n "${CHECK:-}" ]; then
+  echo "check ${CHECK}: $(env $(echo "$CHECK" | tr , ' ') timeout 120 $B/brrr bench /tmp/brrr_suite/bert_base_bf16_torchscript/model.onnx \
+    --backend cuda --iterations 20 --shape input_ids:1x128 --check 2>&1 | grep -iE 'check|pass|fail|error' | head -3)"
+fi
 if [ -n "${TESTS:-}" ]; then
   TARGETS=brrr_tests source scripts/gpu_build.sh || exit 1
   timeout "${TEST_LIMIT:-200}" $B/tests/brrr_tests --gtest_filter="$TESTS" 2>&1 | grep -E '^\[  (FAILED|PASSED) |OK \]|Failure|Expected|Which is|error' | head -60

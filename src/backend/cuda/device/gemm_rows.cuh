@@ -58,6 +58,12 @@ struct brrr_gmc_args {
 static __device__ __forceinline__ void brrr_gmc_cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
 }
+// Relaxed: no release fence, which would wait for this thread's B copies in flight (measured:
+// each K step then took a DRAM round trip). What it orders is this thread's ldmatrix reads of
+// the stage, and those have returned: the MMAs issued before it consumed them.
+static __device__ __forceinline__ void brrr_gmc_cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
 static __device__ __forceinline__ void brrr_gmc_cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
@@ -191,8 +197,11 @@ static __device__ __forceinline__ void brrr_gemm_mc_t(const brrr_gmc_args& p) {
     }
     // The stage of step it - 1 is free in every CTA of the cluster once all have passed the
     // arrive after that step: refill it with step it + ST - 1, then say this step is done.
-    if (it > 0) brrr_gmc_cluster_wait();
-    brrr_gmc_cluster_arrive();
+    // Alone (CN 1), this CTA's threads passed the __syncthreads above after step it - 1.
+    if (CN > 1) {
+      if (it > 0) brrr_gmc_cluster_wait();
+      brrr_gmc_cluster_arrive_relaxed();
+    }
     const int nx = it + ST - 1;
     if (nx < nt) {
       load_b(nx, nx % ST);
@@ -224,23 +233,43 @@ static __device__ __forceinline__ void brrr_gemm_mc_t(const brrr_gmc_args& p) {
     store = last;
     if (store) {
       __threadfence();
+      // Split by split (the same order whichever CTA is last), all 16 of a split's loads in
+      // flight at once: a chain of one load per split and fragment measured 20 us a GEMM.
+      float sum[2][NI][4];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+      for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int ni = 0; ni < NI; ++ni)
+        for (int j = 0; j < NI; ++j)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int r = wm * 32 + mi * 16 + (lane >> 2) + 8 * h, c = wn * 32 + ni * 8 + 2 * (lane & 3);
-            float s0 = 0.f, s1 = 0.f;
-            for (int q = 0; q < S; ++q) {
-              float2 v = q == split ? make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1])
-                                    : __ldcg(reinterpret_cast<const float2*>(W + (size_t)q * BM * BN + r * BN + c));
-              s0 += v.x;
-              s1 += v.y;
+          for (int e = 0; e < 4; ++e) sum[i][j][e] = 0.f;
+      for (int q = 0; q < S; ++q) {
+        float2 v[2][NI][2];
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = wm * 32 + mi * 16 + (lane >> 2) + 8 * h, c = wn * 32 + ni * 8 + 2 * (lane & 3);
+              v[mi][ni][h] = q == split ? make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1])
+                                        : __ldcg(reinterpret_cast<const float2*>(W + (size_t)q * BM * BN + r * BN + c));
             }
-            acc[mi][ni][2 * h] = s0;
-            acc[mi][ni][2 * h + 1] = s1;
-          }
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              sum[mi][ni][2 * h] += v[mi][ni][h].x;
+              sum[mi][ni][2 * h + 1] += v[mi][ni][h].y;
+            }
+      }
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < NI; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[i][j][e] = sum[i][j][e];
       if (tid == 0) p.counters[tile] = 0u;  // every split has arrived: ready for the next run
     }
   }
@@ -269,7 +298,7 @@ static __device__ __forceinline__ void brrr_gemm_mc_t(const brrr_gmc_args& p) {
         }
     }
   }
-  if (nt > 0) brrr_gmc_cluster_wait();  // pairs the last arrive: no CTA leaves while copies to it may run
+  if (CN > 1 && nt > 0) brrr_gmc_cluster_wait();  // pairs the last arrive: no CTA leaves while copies to it may run
 #endif
 }
 
