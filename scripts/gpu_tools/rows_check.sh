@@ -13,7 +13,7 @@ for c in $BE; do
 done
 # CHECK: a configuration (ENV,ENV) whose BERT-base run is checked against the reference.
 if [ -n "${CHECK:-}" ]; then
-  echo "check ${CHECK}: $(env $(echo "$CHECK" | tr , ' ') timeout 120 $B/brrr run /tmp/brrr_suite/bert_base_bf16_torchscript/model.onnx \
+  echo "check ${CHECK}: $(env $(echo "$CHECK" | tr , ' ') timeout 120 ${B:-/tmp/brrr_build}/brrr run /tmp/brrr_suite/bert_base_bf16_torchscript/model.onnx \
     --backend cuda --shape input_ids:1x128 --check 2>&1 | grep -iE 'check|pass|fail|error' | head -3)"
 fi
 if [ -n "${TESTS:-}" ]; then
