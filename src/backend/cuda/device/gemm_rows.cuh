@@ -149,20 +149,11 @@ static __device__ __forceinline__ void brrr_gemm_mc_t(const brrr_gmc_args& p) {
 
   // The first ST - 1 steps: a constant B before the wait on the kernel before (launched
   // dependent), A after it. One cp.async group per step, empty past the end.
-  // A constant B's later steps are asked into L2 first, all at once: a 32-column tile keeps only
-  // a few KB of B in flight through its stages, far from what DRAM's latency needs.
   const bool early_b = p.b_const != 0;
-  if (early_b) {
-    const long long r0 = (kt0 + ST - 1) * BK, r1 = (kt0 + nt) * BK;
-    if (cols)
-      for (long long r = r0 + tid; r < r1; r += NT)
-#pragma unroll
-        for (int l = 0; l < (BN + 63) / 64; ++l)  // 128-byte lines of BN 16-bit columns
-          if (n0 + l * 64 < N) asm volatile("prefetch.global.L2 [%0];" ::"l"(B + r * N + n0 + l * 64));
+  if (early_b)
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s)
       if (s < nt) load_b(s, s);
-  }
   brrr_grid_wait();
 #pragma unroll
   for (int s = 0; s < ST - 1; ++s) {
