@@ -1,13 +1,19 @@
 // A GEMM for few rows (a transformer at batch 1: M = 128 tokens) that reads A once per cluster:
 // C[M,N] = act(A[M,K] @ B[K,N] + bias[N]), 16-bit row-major operands, float32 accumulation.
+// Experimental (BRRR_SMALL_M_KERNEL=multicast): correct, but slower than cuBLASLt.
 //
-// Why: the small-M split-K kernel (gemm_small_m.cuh) at BERT-base's 128 rows spends its K steps
-// re-reading A from L2. Each of its 128 x 32 tiles reads all of A, 72 times over for the Q/K/V
-// GEMM: about 14 MB through L2 for 3.5 MB of weights, at 0.2-0.3 us per 64-wide K step, the
-// L2's bandwidth (docs/CUDA.md, session of 2026-12-07, seventeenth). Here the CN CTAs of a
-// cluster compute CN neighbouring 128 x BN tiles over the same K range: each copies 1/CN of A's
-// rows with a bulk copy multicast to all of them (cp.async.bulk ... .multicast::cluster), so A
-// crosses L2 once per cluster. Each CTA copies its own B (the weights, from DRAM).
+// Why it was written: the small-M split-K kernel (gemm_small_m.cuh) re-reads A from L2 once per
+// 128 x 32 tile, 72 times over for BERT-base's Q/K/V GEMM (about 14 MB through L2 for 3.5 MB of
+// weights), and that looked like what held it to 0.2-0.3 us per 64-wide K step (docs/CUDA.md,
+// session of 2026-12-07, seventeenth). Here the CN CTAs of a cluster compute CN neighbouring
+// 128 x BN tiles over the same K range, and each copies 1/CN of A's rows (a TMA box of a 2D
+// tensor map, 128-byte swizzled) multicast to all of them, so A crosses L2 once per cluster.
+// Each CTA copies its own B (the weights, from DRAM) with 16-byte cp.async.
+//
+// What it measured (H100, eighteenth session): the cluster size changes nothing (1, 2, 4 and 8
+// CTAs within 5% at every BERT shape), so A's re-reads were not the limit. In the model each
+// GEMM costs a fixed 7-10 us plus about 0.35 us a K step (Q/K/V 11.2 us against cuBLASLt's 5.5).
+// A first version with one 128-byte bulk copy per row of A and B took 50 us a GEMM.
 //
 // K is split over gridDim.y: each split's float32 partial tile goes to a workspace, and the last
 // CTA of a tile to arrive (an atomic counter per tile) sums all of them in split order, adds the
@@ -16,11 +22,11 @@
 //
 // Grid (ceil(N/BN) rounded up to CN, S, ceil(M/128)), cluster (CN, 1, 1), BRRR_GMC_THREADS(BN)
 // threads: each warp owns 32 rows x 32 columns (2 x 4 mma.sync m16n8k16). ST stages of 64-wide K
-// steps in dynamic shared memory, each completed by an mbarrier counting its bytes; a CTA refills
-// a stage one step after the cluster barrier says every CTA of the cluster is done with it (the
-// barrier's arrive and wait are a step apart, so CTAs in step never stall on it). Rows are
-// padded 16 bytes so ldmatrix addresses fall in distinct banks. The host requires K a multiple
-// of 64, N of 8, 16-byte aligned A, B and C, and S at most K/64.
+// steps in dynamic shared memory; A's part of a stage completes on an mbarrier counting its
+// bytes, B's on cp.async groups. A CTA refills a stage one step after the cluster barrier says
+// every CTA of the cluster is done with it (the barrier's arrive and wait are a step apart, so
+// CTAs in step never stall on it). The host requires K a multiple of 64, N of 8, 16-byte
+// aligned A, B and C, CN of 1, 2, 4 or 8, and S at most K/64.
 //
 // Launched dependent (BRRR_CUDA_PDL): a constant B is copied for the first stages before the
 // kernel waits on the one before it.
@@ -58,9 +64,10 @@ struct brrr_gmc_args {
 static __device__ __forceinline__ void brrr_gmc_cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
 }
-// Relaxed: no release fence, which would wait for this thread's B copies in flight (measured:
-// each K step then took a DRAM round trip). What it orders is this thread's ldmatrix reads of
-// the stage, and those have returned: the MMAs issued before it consumed them.
+// Relaxed: no release fence (with one, BERT-base's Q/K/V GEMM took 15.1 us in gemm_rows_micro
+// on an H100, 10.3 us without; the guess is that the fence waits for the thread's B copies in
+// flight). What it orders is this thread's ldmatrix reads of the stage, and those have
+// returned: the MMAs issued before it consumed them.
 static __device__ __forceinline__ void brrr_gmc_cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
@@ -234,7 +241,8 @@ static __device__ __forceinline__ void brrr_gemm_mc_t(const brrr_gmc_args& p) {
     if (store) {
       __threadfence();
       // Split by split (the same order whichever CTA is last), all 16 of a split's loads in
-      // flight at once: a chain of one load per split and fragment measured 20 us a GEMM.
+      // flight at once, not a chain of one load per split and fragment (with that chain and the
+      // release arrive, BERT-base's output projection, split 5 ways, took 23.2 us, 11.6 without).
       float sum[2][NI][4];
 #pragma unroll
       for (int i = 0; i < 2; ++i)
