@@ -63,9 +63,8 @@ const Switch kSwitches[] = {
      "CUDA (experimental): the small-M GEMM's kernel: split sums its K split over a cluster; "
      "multicast (K a multiple of 64) shares each copy of A among a cluster of neighbouring "
      "column tiles and sums its K split through a float32 workspace"},
-    {"BRRR_SMALL_M_CLUSTER", Kind::Int, "4", "", 1, 8,
-     "CUDA (experimental): the multicast small-M GEMM's cluster: CTAs that share each copy of A "
-     "(1, 2, 4 or 8; others leave the GEMM to cuBLASLt)"},
+    {"BRRR_SMALL_M_CLUSTER", Kind::Enum, "4", "1|2|4|8", 0, 0,
+     "CUDA (experimental): the multicast small-M GEMM's cluster: CTAs that share each copy of A"},
     {"BRRR_CUDA_PDL", Kind::Int, "1", "", 0, 2,
      "CUDA (Hopper and newer): 1 launches brrr's own kernels (fused, attention, the padded rows' "
      "copy, the small-M GEMM) with programmatic dependent launch, so each is scheduled while the "

@@ -22,16 +22,16 @@ SmallMGemm multicast_choice(SmallMGemm c, std::int64_t m, std::int64_t n, std::i
   if (k % BRRR_GMC_BK) return {};
   const std::string bn = env::text("BRRR_SMALL_M_BN");
   c.bn = !bn.empty() ? std::stoi(bn) : 32;
-  c.cluster = int(env::integer("BRRR_SMALL_M_CLUSTER"));
-  if (BRRR_GMC_BM % c.cluster || (BRRR_GMC_BM / c.cluster) % 8) return {};  // whole 8-row swizzle blocks a box
+  c.cluster = std::stoi(env::text("BRRR_SMALL_M_CLUSTER"));  // 1, 2, 4 or 8: whole 8-row swizzle blocks a box
   const int stages = int(env::integer("BRRR_SMALL_M_STAGES"));
   c.stages = stages == 0 ? 4 : std::max(3, stages);
   c.one_per_sm = false;
-  const std::int64_t cols = ((n + c.bn - 1) / c.bn + c.cluster - 1) / c.cluster * c.cluster;
-  const std::int64_t tiles = cols * ((m + kBM - 1) / kBM), steps = k / BRRR_GMC_BK;
-  if (cols > 65535 || (m + kBM - 1) / kBM > 65535) return {};
+  c.splits = 1;
+  const std::array<unsigned, 3> g = small_m_gemm_grid(c, m, n);
+  if (g[0] > 65535 || g[2] > 65535) return {};
   // About one CTA per SM.
-  std::int64_t s = std::max<std::int64_t>(1, sm_count / std::max<std::int64_t>(tiles, 1));
+  const std::int64_t tiles = std::int64_t(g[0]) * g[2], steps = k / BRRR_GMC_BK;
+  std::int64_t s = std::max<std::int64_t>(1, sm_count / tiles);
   s = std::min<std::int64_t>({s, kMaxRowsSplits, steps, env::integer("BRRR_SMALL_M_SPLITS")});
   c.splits = int(std::max<std::int64_t>(s, 1));
   return c;
@@ -102,14 +102,13 @@ std::string small_m_gemm_instance(const std::string& type, const SmallMGemm& c) 
 
 std::string small_m_gemm_source(const std::set<std::string>& instances) {
   if (instances.empty()) return "";
+  auto uses = [&](const char* macro) {
+    return std::any_of(instances.begin(), instances.end(),
+                       [&](const std::string& line) { return line.rfind(macro, 0) == 0; });
+  };
   std::string s;
-  for (const char* kernel : {"GEMM_SK", "GEMM_MC"}) {
-    bool any = false;
-    for (const std::string& line : instances) any = any || line.find(kernel) != std::string::npos;
-    if (any)
-      s += kernel == std::string("GEMM_SK") ? "#include \"backend/cuda/device/gemm_small_m.cuh\"\n"
-                                            : "#include \"backend/cuda/device/gemm_rows.cuh\"\n";
-  }
+  if (uses("BRRR_GEMM_SK(")) s += "#include \"backend/cuda/device/gemm_small_m.cuh\"\n";
+  if (uses("BRRR_GEMM_MC(")) s += "#include \"backend/cuda/device/gemm_rows.cuh\"\n";
   for (const std::string& line : instances) s += line;
   return s;
 }

@@ -32,13 +32,13 @@ namespace brrr::cuda {
 // weight of at most 2^22 elements), 2 wherever it can run (K and N multiples of 8: tests), 3
 // (default) as 1 for GEMMs of at most 16 rows (classifier heads at batch 1).
 // BRRR_SMALL_M_BN (experimental) fixes bn (0: 128 for n >= 2048, else 64); the split count then
-// gives about one CTA per SM. BRRR_SMALL_M_STAGES (experimental, 2-8; 3) sets the pipeline's
-// stages of 64-wide K steps; BRRR_SMALL_M_ONE_PER_SM (experimental) asks each CTA for an SM's
+// gives about one CTA per SM. BRRR_SMALL_M_STAGES (experimental, 0-8; 0: the kernel's own, 3)
+// sets the pipeline's stages of 64-wide K steps; BRRR_SMALL_M_ONE_PER_SM (experimental) asks each CTA for an SM's
 // whole shared memory, so no two CTAs share an SM; BRRR_SMALL_M_SPLITS (experimental) caps the
 // split count.
 //
 // BRRR_SMALL_M_KERNEL=multicast (experimental) takes the cluster-multicast kernel instead
-// (device/gemm_rows.cuh; K a multiple of 64): `cluster` (BRRR_SMALL_M_CLUSTER, 1-8; 4) CTAs of
+// (device/gemm_rows.cuh; K a multiple of 64): `cluster` (BRRR_SMALL_M_CLUSTER, 1, 2, 4 or 8; 4) CTAs of
 // neighbouring column tiles share each copy of A, and the K split (up to 16) is summed through a
 // float32 workspace by each tile's last CTA. bn defaults to 32 there, stages to 4. Measured
 // slower than cuBLASLt at BERT's 128 rows (a fixed 7-10 us a GEMM; device/gemm_rows.cuh).
