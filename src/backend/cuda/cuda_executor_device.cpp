@@ -59,7 +59,9 @@ void CudaExecutor::run_device(const std::map<std::string, DeviceTensor>& inputs,
     const Value& v = g.value(g.outputs[k]);
     if (v.nbytes() == 0) continue;
     DevPtr dst = DevPtr(outputs[k].data);
-    if (v.producer >= 0 || !v.constant.defined())
+    if (const int p = m.padded_out[size_t(g.outputs[k])]; p >= 0)  // its rows padded
+      m.unpad(m.steps[size_t(p)].gemm(), dst, m.stream, false);
+    else if (v.producer >= 0 || !v.constant.defined())
       copy_d2d(dst, m.slot[size_t(g.outputs[k])], v.nbytes(), m.stream, "output " + v.name);
     else  // an output the compiler folded to a constant lives on the host
       copy_h2d(dst, v.constant.contiguous().raw(), v.nbytes(), m.stream, "output " + v.name);

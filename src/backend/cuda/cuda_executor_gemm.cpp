@@ -321,8 +321,21 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   else gm.b = slot[size_t(vb)];
   if (cast) { gm.c_dst = slot[size_t(vo)]; gm.c = alloc(size_t(gm.nc) * 2, who + " C cast"); }
   else if (gm.n_real) {
-    gm.c_out = slot[size_t(vo)];
     gm.c = alloc(size_t(gm.shape.m * gm.shape.n * eb), who + " C padded");
+    // A model output that no kernel reads (and no helper kernel rewrites in place) stays
+    // padded: the copy out is the output's own.
+    const bool read = std::any_of(plan.kernels.begin(), plan.kernels.end(), [&](const plan::Kernel& q) {
+      return std::find(q.inputs.begin(), q.inputs.end(), vo) != q.inputs.end();
+    });
+    gm.pitched_out = env::integer("BRRR_GEMM_PAD_OUT") == 1 && !read && !gm.gelu_erf && !gm.post_act &&
+                     std::find(g.outputs.begin(), g.outputs.end(), vo) != g.outputs.end();
+    if (gm.pitched_out) {
+      release(slot[size_t(vo)]);
+      slot[size_t(vo)] = gm.c;
+      padded_out[size_t(vo)] = int(&k - plan.kernels.data());
+    } else {
+      gm.c_out = slot[size_t(vo)];
+    }
   } else gm.c = slot[size_t(vo)];
   if (gm.epi != GemmEpilogue::kNone) {
     Tensor bias = vbias >= 0 ? host_cast(g.value(vbias).constant, et, false)
@@ -422,6 +435,13 @@ void CudaExecutor::Impl::setup_chains() {
   }
 }
 
+void CudaExecutor::Impl::unpad(GemmStep& m, DevPtr dst, const Stream& s, bool dependent) {
+  DevPtr src = m.c;
+  int64_t rows = m.shape.m, width = m.n_real, pitch = m.shape.n;
+  void* a[] = {&src, &dst, &rows, &width, &pitch};
+  launch(m.unpad_fn, helper_grid(rows * width / 8, 256), {256, 1, 1}, 0, s, a, dependent);
+}
+
 void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
   if (m.a_src) launch_helper(m.cvt_in, {m.a_src, m.a}, m.na);
   if (m.b_src) launch_helper(m.cvt_in, {m.b_src, m.b}, m.nb);
@@ -439,12 +459,7 @@ void CudaExecutor::Impl::exec_gemm(GemmStep& m, const std::string& what) {
     launch(m.edge_fn, {unsigned(m.shape.m), 1, 1}, {unsigned(32 * m.phases), 1, 1}, 0, stream, a);
   } else lt.run(m.prec, m.epi, m.shape, m.a, m.b, m.c, m.bias, stream, what);
   if (m.c_dst) launch_helper(m.cvt_out, {m.c, m.c_dst}, m.nc);
-  if (m.n_real) {  // the real columns of the padded rows
-    DevPtr src = m.c, dst = m.c_out;
-    int64_t rows = m.shape.m, width = m.n_real, pitch = m.shape.n;
-    void* a[] = {&src, &dst, &rows, &width, &pitch};
-    launch_own(m.unpad_fn, helper_grid(rows * width / 8, 256), {256, 1, 1}, 0, a);
-  }
+  if (m.n_real && !m.pitched_out) unpad(m, m.c_out, stream, pdl);
   const DevPtr out = m.c_dst ? m.c_dst : m.c_out ? m.c_out : m.c;
   if (m.gelu_erf) launch_helper(m.gelu_fn, {out}, m.nc);
   if (m.post_act) {  // brrr_conv_epilogue(y, bias, sum, hw, c, act, alpha, beta, n)
@@ -501,7 +516,8 @@ std::string CudaExecutor::Impl::gemm_summary(size_t i) const {
   return fmt::format("  {:<24} cuBLASLt {} {} m{} n{}{} k{} batch {}{}{}\n", plan.kernels[i].name,
                      to_string(gm.prec), to_string(gm.epi), gm.shape.m, gm.shape.n,
                      gm.phases     ? fmt::format(" (at its odd pitch in {} row phases)", gm.phases)
-                     : gm.n_real   ? fmt::format(" (padded from {})", gm.n_real)
+                     : gm.n_real   ? fmt::format(" (padded from {}{})", gm.n_real,
+                                                     gm.pitched_out ? "; the real columns copied out with the outputs" : "")
                      : gm.shape.ldb ? fmt::format(" (B rows padded to {})", gm.shape.ldb)
                                     : "",
                      gm.shape.k,

@@ -64,6 +64,10 @@ struct GemmStep {
   int64_t n_real = 0;
   DevPtr c_out = 0;
   Function unpad_fn;  // brrr_unpad_rows_16 / _32: the copy out of the padded rows
+  // BRRR_GEMM_PAD_OUT (default 1): C is a model output no kernel reads, so the plan leaves it
+  // padded (c_out is 0; the graph's slot is c) and the real columns are copied out with the
+  // outputs (CudaExecutor::run, run_device).
+  bool pitched_out = false;
   // BRRR_GEMM_PAD_N=3: such a GEMM writes the graph's buffer at its odd pitch in `phases` row
   // phases (16 bytes / element size: rows r = j mod phases, each phase one cuBLASLt call whose
   // C starts at the first 16-byte aligned column of its first row, pitch phases * n, B stored
@@ -261,6 +265,8 @@ struct CudaExecutor::Impl {
   std::vector<DeviceBuffer> owned;  // inputs, outputs, weights, scratch
   MemoryStats mem;
   int aliased_copies = 0;  // copy kernels that share their input's buffer (build())
+  // Graph value id -> the GEMM step whose padded rows hold it (GemmStep::pitched_out), else -1.
+  std::vector<int> padded_out;
   std::optional<CudaGraph> graph;
   std::string graph_status = "off";
   std::vector<std::string> host_notes;
@@ -309,6 +315,7 @@ struct CudaExecutor::Impl {
   std::unique_ptr<StagedUpload> staged;  // upload()'s pinned buffers, while the build runs
   DevPtr upload(const Tensor& t, const std::string& what);
   DevPtr alloc(size_t bytes, const std::string& what);
+  void release(DevPtr p);  // frees a buffer alloc() made (nothing for another address)
   DevPtr slot_of(int v, const char* what) const;  // v's device buffer (0 for v < 0)
   bool open_dnn();
   // The disk cache of this session's compiled code, cuBLASLt choices and cuDNN plans: the
@@ -334,6 +341,8 @@ struct CudaExecutor::Impl {
   void setup_gemm(const plan::Kernel& k, GemmStep& gm);
   void setup_chains();
   void exec_gemm(GemmStep& m, const std::string& what);
+  // The real columns of a padded GEMM's rows into dst (dense [m, n_real]).
+  void unpad(GemmStep& m, DevPtr dst, const Stream& s, bool dependent);
   std::string gemm_summary(size_t i) const;
 
   // Convs (cuda_executor_conv.cpp).

@@ -229,6 +229,20 @@ void copy_2d_d2d(DevPtr dst, std::size_t dst_pitch, DevPtr src, std::size_t src_
   c.Height = height;
   BRRR_CU(driver().cuMemcpy2DAsync(&c, s.get()), "2-D device copy: " + what);
 }
+void copy_2d_d2h(void* dst, std::size_t dst_pitch, DevPtr src, std::size_t src_pitch,
+                 std::size_t width, std::size_t height, const Stream& s, const std::string& what) {
+  if (width == 0 || height == 0) return;
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = src;
+  c.srcPitch = src_pitch;
+  c.dstMemoryType = CU_MEMORYTYPE_HOST;
+  c.dstHost = dst;
+  c.dstPitch = dst_pitch;
+  c.WidthInBytes = width;
+  c.Height = height;
+  BRRR_CU(driver().cuMemcpy2DAsync(&c, s.get()), "2-D copy to host: " + what);
+}
 void memset_u32(DevPtr dst, std::uint32_t value, std::size_t count, const Stream& s,
                 const std::string& what) {
   BRRR_CU(driver().cuMemsetD32Async(dst, value, count, s.get()), "memset: " + what);
