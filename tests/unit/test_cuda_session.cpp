@@ -265,7 +265,7 @@ TEST(CudaSession, GemmTransBAndBatched) {
 // a Gemm with transB, a batched A folded into M and a MatMul without bias, 16-bit and float32,
 // against the reference; aligned N is left alone.
 // run_device's outputs equal run()'s bytes, also in device buffers that are not 16-byte aligned
-// (every other output 2 bytes past an aligned address).
+// (every other output one element past an aligned address).
 void expect_run_device_matches_run(Session& s) {
   using namespace brrr::cuda;
   const Graph& g = s.graph();
@@ -287,7 +287,7 @@ void expect_run_device_matches_run(Session& s) {
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     const Value& v = g.value(g.outputs[k]);
     bufs.emplace_back(v.nbytes() + 16, "test output");
-    at.push_back(bufs.back().ptr() + (k % 2 ? 2 : 0));
+    at.push_back(bufs.back().ptr() + (k % 2 ? dtype_size(v.dtype) : 0));
     dout.push_back({reinterpret_cast<void*>(at.back()), v.dtype, v.shape});
   }
   s.run_device(din, dout);

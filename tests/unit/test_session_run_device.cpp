@@ -65,6 +65,14 @@ TEST(SessionRunDevice, CudaOutputsEqualRunsOutputs) {
                Error);
   EXPECT_THROW(s.run_device({{vin.name, {din.as<void>(), DType::f32, vin.shape}}}, {}), Error);
   EXPECT_THROW(s.run_device({}, {{dout.as<void>(), DType::f32, vout.shape}}), Error);
+  // A float buffer off its 4-byte alignment is refused before anything runs.
+  try {
+    s.run_device({{vin.name, {din.as<void>(), DType::f32, vin.shape}}},
+                 {{reinterpret_cast<char*>(dout.as<void>()) + 2, DType::f32, vout.shape}});
+    ADD_FAILURE() << "a misaligned output buffer was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not aligned to its 4-byte elements"), std::string::npos) << e.what();
+  }
 }
 #endif
 

@@ -3,6 +3,7 @@
 // of their slots into the caller's buffers. Binding the caller's pointers in place would mean
 // updating the graph on every new address; two device copies cost microseconds and keep it fixed.
 #include <algorithm>
+#include <cstdint>
 
 #include "backend/cuda/cuda_executor_impl.hpp"
 
@@ -19,6 +20,10 @@ void check_buffer(const Value& v, const DeviceTensor& b, const char* what) {
     fail("{} '{}' has shape {} but the model was prepared for {}", what, v.name,
          shape_str(b.shape), shape_str(v.shape));
   if (!b.data && v.nbytes() > 0) fail("{} '{}' has a null device pointer", what, v.name);
+  // Kernels read and write them by elements (a misaligned access would end the CUDA context).
+  if (reinterpret_cast<uintptr_t>(b.data) % dtype_size(b.dtype) != 0)
+    fail("{} '{}' device pointer {} is not aligned to its {}-byte elements", what, v.name, b.data,
+         dtype_size(b.dtype));
 }
 
 }  // namespace

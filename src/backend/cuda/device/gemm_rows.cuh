@@ -156,18 +156,11 @@ static __device__ __forceinline__ void brrr_gemm_mc_t(const brrr_gmc_args& p) {
 
   // The first ST - 1 steps: a constant B before the wait on the kernel before (launched
   // dependent), A after it. One cp.async group per step, empty past the end.
-  // A constant B's slice past the first stages (this CTA's K range of its BN columns) is asked
-  // into L2 first, a prefetch per row: more bytes in flight from DRAM than the stages hold.
   const bool early_b = p.b_const != 0;
-  if (early_b) {
-    const long long r0 = (kt0 + ST - 1) * BK, r1 = (kt0 + nt) * BK < K ? (kt0 + nt) * BK : K;
-    if (cols > 0)
-      for (long long r = r0 + tid; r < r1; r += NT)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(B + r * N + n0));
+  if (early_b)
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s)
       if (s < nt) load_b(s, s);
-  }
   brrr_grid_wait();
 #pragma unroll
   for (int s = 0; s < ST - 1; ++s) {
