@@ -36,6 +36,9 @@ struct KernelRecord {
   // GPU activities (kernels, copies, fills) one run of it launched, as CUPTI recorded them (0: not
   // traced); a library call may launch several.
   int gpu_activities = 0;
+  // Their kernel names as CUPTI gives them, in launch order, when it launched more than one
+  // (a cuBLASLt call that also runs a reduction kernel, say).
+  std::vector<std::string> gpu_activity_names;
   // The grid of its longest GPU kernel in one run: thread blocks (CTAs) launched, from CUPTI
   // (0: not traced). Fewer CTAs than the GPU has SMs leave SMs idle for the whole kernel.
   int64_t grid_ctas = 0;

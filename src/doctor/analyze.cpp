@@ -1,8 +1,11 @@
 // diagnose(): the doctor's one entry point, from a profile and ceilings to a Report.
 #include <fmt/format.h>
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <thread>
 
@@ -11,6 +14,24 @@
 #include "core/median.hpp"
 
 namespace brrr::doctor {
+
+// A GPU kernel's name as the doctor prints it: demangled, without its return type, template
+// arguments and parameters, at most 60 characters ("splitKreduce_kernel" for
+// "_Z19splitKreduce_kernelILi32ELi16Ei..."); cuBLASLt's unmangled names stay whole up to that.
+std::string short_kernel_name(const std::string& name) {
+  std::string s = name;
+  if (s.rfind("_Z", 0) == 0) {
+    int status = 0;
+    char* d = abi::__cxa_demangle(s.c_str(), nullptr, nullptr, &status);
+    if (status == 0 && d) s = d;
+    std::free(d);
+  }
+  const size_t cut = s.find_first_of("<(");
+  if (cut != std::string::npos) s.resize(cut);
+  if (s.rfind("void ", 0) == 0) s.erase(0, 5);
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
 
 namespace {
 
@@ -104,7 +125,13 @@ std::optional<IdleGaps> idle_gaps(const RunProfile& p) {
     if (idle < 1e-6) continue;  // under a nanosecond: none
     g.total_ms += idle;
     ++g.boundaries;
-    const std::string acts = k.gpu_activities > 1 ? fmt::format(" ({} GPU activities)", k.gpu_activities) : "";
+    std::string acts;
+    if (k.gpu_activities > 1) {
+      std::string names;
+      for (const std::string& a : k.gpu_activity_names)
+        names += (names.empty() ? ": " : ", ") + short_kernel_name(a);
+      acts = fmt::format(" ({} GPU activities{})", k.gpu_activities, names);
+    }
     // Starts count from the run's first kernel, the wall from before its launch: the last
     // boundary's idle time is the run's launch (before the first kernel) and completion (after
     // the last) together.

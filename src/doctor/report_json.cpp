@@ -32,6 +32,7 @@ json kernel_json(const KernelAnalysis& k) {
               {"over_roof_reason", k.over_reason},
               {"outlier_note", k.outlier_note},
               {"grid_ctas", k.rec.grid_ctas},
+              {"gpu_activity_names", k.rec.gpu_activity_names},
               {"grid_note", k.grid_note},
               {"layout_note", k.rec.layout_note},
               {"regime", regime_name(k.regime)},
@@ -204,6 +205,7 @@ json profile_to_json(const RunProfile& p) {
                   {"samples_ms", k.samples_ms},
                   {"start_samples_ms", k.start_samples_ms},
                   {"gpu_activities", k.gpu_activities},
+                  {"gpu_activity_names", k.gpu_activity_names},
                   {"grid_ctas", k.grid_ctas},
                   {"start_ms", k.start_ms},
                   {"lane", k.lane},
@@ -256,6 +258,7 @@ RunProfile profile_from_json(const json& j) {
       k.samples_ms = kj.value("samples_ms", std::vector<double>{});
       k.start_samples_ms = kj.value("start_samples_ms", std::vector<double>{});
       k.gpu_activities = kj.value("gpu_activities", 0);
+      k.gpu_activity_names = kj.value("gpu_activity_names", std::vector<std::string>{});
       k.grid_ctas = std::max<int64_t>(0, kj.value("grid_ctas", int64_t(0)));
       k.start_ms = kj.value("start_ms", 0.0);
       k.lane = kj.value("lane", 0);

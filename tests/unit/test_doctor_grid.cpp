@@ -212,6 +212,26 @@ TEST(DoctorGrid, IdleGapsNameTheirBoundariesAndAddUpToTheBetweenKernelsRow) {
   EXPECT_EQ(report_json(r)["idle_gaps"]["boundaries"], 4);
   EXPECT_NE(render_html(r).find("id=\"idle-gaps\""), std::string::npos);
 
+  // With CUPTI's names of the activities: demangled, without templates and parameters, long
+  // ones cut at 60 characters; they also reach the JSON report and the saved profile.
+  RunProfile named = p;
+  named.kernels[3].gpu_activity_names = {
+      "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_kernel",
+      "_Z19splitKreduce_kernelILi32ELi16EifEvPKT2_i"};
+  const Report rn = diagnose(named, h100());
+  ASSERT_TRUE(rn.gaps.has_value());
+  EXPECT_EQ(rn.gaps->worst[0],
+            "launch and completion (before k0_matmul, after k3_matmul (2 GPU activities: "
+            "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x..., splitKreduce_kernel)) "
+            "0.0045 ms");
+  size_t in_json = 0;
+  const nlohmann::json rj = report_json(rn);
+  for (const auto& k : rj["kernels"])
+    if (k["name"] == "k3_matmul") in_json = k["gpu_activity_names"].size();
+  EXPECT_EQ(in_json, 2u);
+  EXPECT_EQ(profile_from_json(profile_to_json(named)).kernels[3].gpu_activity_names,
+            named.kernels[3].gpu_activity_names);
+
   RunProfile cpu = bert_b1();  // no per-run starts: nothing said
   EXPECT_FALSE(diagnose(cpu, h100()).gaps.has_value());
   RunProfile tight = p;  // back to back: no idle boundary

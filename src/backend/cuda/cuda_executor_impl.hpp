@@ -406,7 +406,8 @@ struct CudaExecutor::Impl {
                         const std::vector<double>& start,
                         const std::vector<std::vector<double>>& samples,
                         const std::vector<std::vector<double>>& start_samples,
-                        const std::vector<int>& activities, const std::vector<int64_t>& grids);
+                        const std::vector<std::vector<std::string>>& activities,
+                        const std::vector<int64_t>& grids);
 };
 
 }  // namespace brrr::cuda

@@ -178,18 +178,16 @@ bool CudaExecutor::Impl::profile_cupti(int reps, RunProfile* prof, std::string* 
       graph ? "CUDA-graph replays" : "eager runs", total, trace->library(), untraced,
       plain.size(), traced);
   std::vector<double> time(n), start(n);
-  std::vector<int> activities(n);
   std::vector<int64_t> grids(n);
   for (size_t i = 0; i < n; ++i) {
     time[i] = median(samples[i]);
     start[i] = median(starts[i]);
-    activities[i] = int(sig[i].size());
     // The grid of the step's longest kernel in the marked eager run (a graph replays the same).
     uint64_t longest = 0;
     for (const GpuActivity& a : by_step[i])
       if (a.ctas > 0 && a.end_ns - a.start_ns >= longest) longest = a.end_ns - a.start_ns, grids[i] = a.ctas;
   }
-  add_step_records(prof, time, start, samples, starts, activities, grids);
+  add_step_records(prof, time, start, samples, starts, sig, grids);
   return true;
 }
 
@@ -284,7 +282,7 @@ void CudaExecutor::Impl::add_step_records(RunProfile* prof, const std::vector<do
                                           const std::vector<double>& start,
                                           const std::vector<std::vector<double>>& samples,
                                           const std::vector<std::vector<double>>& start_samples,
-                                          const std::vector<int>& activities,
+                                          const std::vector<std::vector<std::string>>& activities,
                                           const std::vector<int64_t>& grids) {
   const bool graph_on = graph.has_value();
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -293,7 +291,10 @@ void CudaExecutor::Impl::add_step_records(RunProfile* prof, const std::vector<do
     rec.start_ms = start[i];
     if (!samples.empty()) rec.samples_ms = samples[i];
     if (!start_samples.empty()) rec.start_samples_ms = start_samples[i];
-    if (!activities.empty()) rec.gpu_activities = activities[i];
+    if (!activities.empty()) {
+      rec.gpu_activities = int(activities[i].size());
+      if (activities[i].size() > 1) rec.gpu_activity_names = activities[i];
+    }
     if (!grids.empty()) rec.grid_ctas = grids[i];
     rec.graph_node = graph_on;
     if (steps[i].type == Step::Library) rec.precision = to_string(steps[i].gemm().prec);
@@ -313,6 +314,8 @@ void CudaExecutor::Impl::add_step_records(RunProfile* prof, const std::vector<do
       for (const auto& [fn, v] : rec.cost.special) c.cost.special[fn] += v;
       c.time_ms += rec.time_ms;
       c.gpu_activities += rec.gpu_activities;
+      c.gpu_activity_names.insert(c.gpu_activity_names.end(), rec.gpu_activity_names.begin(),
+                                  rec.gpu_activity_names.end());
       c.grid_ctas = std::max(c.grid_ctas, rec.grid_ctas);
       for (size_t r = 0; r < c.samples_ms.size() && r < rec.samples_ms.size(); ++r)
         c.samples_ms[r] += rec.samples_ms[r];
