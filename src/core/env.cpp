@@ -86,9 +86,9 @@ const Switch kSwitches[] = {
      "odd pitch throughout"},
     {"BRRR_GEMM_PAD_OUT", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 leaves such a GEMM's output in its padded rows when it is a model output no other "
-     "kernel reads (GPT-2's logits): the real columns are copied out with the outputs (a 2-D "
-     "copy to the host; into run_device's buffers by brrr_unpad_rows), not by a kernel of the "
-     "plan; 0 copies them out in the plan"},
+     "kernel reads (GPT-2's logits): the plan does not copy the real columns out; run() does, "
+     "before its copy to the host, and run_device() into the caller's buffer (in place of its "
+     "device-to-device copy); 0 copies them out in the plan"},
     {"BRRR_CUDA_GELU_RESHAPE", Kind::Int, "1", "", 0, 1,
      "CUDA: 1 lets a GELU reach a 16-bit GEMM's epilogue through a Reshape that keeps the rows "
      "(GPT-2's MLP); 0 keeps it a kernel of its own"},

@@ -322,20 +322,15 @@ void CudaExecutor::Impl::setup_gemm(const plan::Kernel& k, GemmStep& gm) {
   if (cast) { gm.c_dst = slot[size_t(vo)]; gm.c = alloc(size_t(gm.nc) * 2, who + " C cast"); }
   else if (gm.n_real) {
     gm.c = alloc(size_t(gm.shape.m * gm.shape.n * eb), who + " C padded");
-    // A model output that no kernel reads (and no helper kernel rewrites in place) stays
-    // padded: the copy out is the output's own.
+    // A model output that no kernel reads (and no helper kernel rewrites in place) is left
+    // padded by the plan: the copy into its dense buffer runs when the output is taken.
     const bool read = std::any_of(plan.kernels.begin(), plan.kernels.end(), [&](const plan::Kernel& q) {
       return std::find(q.inputs.begin(), q.inputs.end(), vo) != q.inputs.end();
     });
     gm.pitched_out = env::integer("BRRR_GEMM_PAD_OUT") == 1 && !read && !gm.gelu_erf && !gm.post_act &&
                      std::find(g.outputs.begin(), g.outputs.end(), vo) != g.outputs.end();
-    if (gm.pitched_out) {
-      release(slot[size_t(vo)]);
-      slot[size_t(vo)] = gm.c;
-      padded_out[size_t(vo)] = int(&k - plan.kernels.data());
-    } else {
-      gm.c_out = slot[size_t(vo)];
-    }
+    gm.c_out = slot[size_t(vo)];
+    if (gm.pitched_out) padded_out[size_t(vo)] = int(&k - plan.kernels.data());
   } else gm.c = slot[size_t(vo)];
   if (gm.epi != GemmEpilogue::kNone) {
     Tensor bias = vbias >= 0 ? host_cast(g.value(vbias).constant, et, false)

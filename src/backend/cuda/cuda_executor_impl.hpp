@@ -65,8 +65,8 @@ struct GemmStep {
   DevPtr c_out = 0;
   Function unpad_fn;  // brrr_unpad_rows_16 / _32: the copy out of the padded rows
   // BRRR_GEMM_PAD_OUT (default 1): C is a model output no kernel reads, so the plan leaves it
-  // padded (c_out is 0; the graph's slot is c) and the real columns are copied out with the
-  // outputs (CudaExecutor::run, run_device).
+  // padded and the real columns are copied out when the output is taken: into c_out (its slot)
+  // before the copy to the host (CudaExecutor::run), into the caller's buffer (run_device).
   bool pitched_out = false;
   // BRRR_GEMM_PAD_N=3: such a GEMM writes the graph's buffer at its odd pitch in `phases` row
   // phases (16 bytes / element size: rows r = j mod phases, each phase one cuBLASLt call whose
@@ -265,7 +265,8 @@ struct CudaExecutor::Impl {
   std::vector<DeviceBuffer> owned;  // inputs, outputs, weights, scratch
   MemoryStats mem;
   int aliased_copies = 0;  // copy kernels that share their input's buffer (build())
-  // Graph value id -> the GEMM step whose padded rows hold it (GemmStep::pitched_out), else -1.
+  // Graph value id -> the GEMM step whose padded rows hold it after the plan ran
+  // (GemmStep::pitched_out), else -1.
   std::vector<int> padded_out;
   std::optional<CudaGraph> graph;
   std::string graph_status = "off";
@@ -315,7 +316,6 @@ struct CudaExecutor::Impl {
   std::unique_ptr<StagedUpload> staged;  // upload()'s pinned buffers, while the build runs
   DevPtr upload(const Tensor& t, const std::string& what);
   DevPtr alloc(size_t bytes, const std::string& what);
-  void release(DevPtr p);  // frees a buffer alloc() made (nothing for another address)
   DevPtr slot_of(int v, const char* what) const;  // v's device buffer (0 for v < 0)
   bool open_dnn();
   // The disk cache of this session's compiled code, cuBLASLt choices and cuDNN plans: the

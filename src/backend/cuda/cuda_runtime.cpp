@@ -216,35 +216,18 @@ void copy_d2d(DevPtr dst, DevPtr src, std::size_t bytes, const Stream& s,
   if (bytes == 0) return;
   BRRR_CU(driver().cuMemcpyDtoDAsync(dst, src, bytes, s.get()), "device copy: " + what);
 }
-namespace {
-// `c`'s destination filled in by the caller: height rows of width bytes from the device.
-void copy_2d_from_device(CUDA_MEMCPY2D c, DevPtr src, std::size_t src_pitch, std::size_t width,
-                         std::size_t height, const Stream& s, const std::string& what) {
-  if (width == 0 || height == 0) return;
-  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  c.srcDevice = src;
-  c.srcPitch = src_pitch;
-  c.WidthInBytes = width;
-  c.Height = height;
-  BRRR_CU(driver().cuMemcpy2DAsync(&c, s.get()), "2-D copy: " + what);
-}
-}  // namespace
-
 void copy_2d_d2d(DevPtr dst, std::size_t dst_pitch, DevPtr src, std::size_t src_pitch,
                  std::size_t width, std::size_t height, const Stream& s, const std::string& what) {
   CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = src;
+  c.srcPitch = src_pitch;
   c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
   c.dstDevice = dst;
   c.dstPitch = dst_pitch;
-  copy_2d_from_device(c, src, src_pitch, width, height, s, "device to device, " + what);
-}
-void copy_2d_d2h(void* dst, std::size_t dst_pitch, DevPtr src, std::size_t src_pitch,
-                 std::size_t width, std::size_t height, const Stream& s, const std::string& what) {
-  CUDA_MEMCPY2D c{};
-  c.dstMemoryType = CU_MEMORYTYPE_HOST;
-  c.dstHost = dst;
-  c.dstPitch = dst_pitch;
-  copy_2d_from_device(c, src, src_pitch, width, height, s, "to the host, " + what);
+  c.WidthInBytes = width;
+  c.Height = height;
+  BRRR_CU(driver().cuMemcpy2DAsync(&c, s.get()), "2-D device copy: " + what);
 }
 void memset_u32(DevPtr dst, std::uint32_t value, std::size_t count, const Stream& s,
                 const std::string& what) {

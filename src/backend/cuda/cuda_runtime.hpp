@@ -162,9 +162,6 @@ void copy_d2d(DevPtr dst, DevPtr src, std::size_t bytes, const Stream& s, const 
 // apart), device to device, stream-ordered (capturable into a CUDA graph).
 void copy_2d_d2d(DevPtr dst, std::size_t dst_pitch, DevPtr src, std::size_t src_pitch,
                  std::size_t width, std::size_t height, const Stream& s, const std::string& what);
-// The same from the device to host memory.
-void copy_2d_d2h(void* dst, std::size_t dst_pitch, DevPtr src, std::size_t src_pitch,
-                 std::size_t width, std::size_t height, const Stream& s, const std::string& what);
 void memset_u32(DevPtr dst, std::uint32_t value, std::size_t count, const Stream& s,
                 const std::string& what);
 
