@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for BRRR_GEMM_PAD_OUT (a padded GEMM output left padded, copied out with the
-# outputs) and the multicast small-M kernel's B prefetch: the few-row GEMM kernels alone
+# outputs) and the multicast small-M kernel's B prefetch (nineteenth session; since removed): the few-row GEMM kernels alone
 # against cuBLASLt (gemm_rows_micro.sh, beside the build), then the device tests TESTS, then
 # GPT-2 bf16 at batch 1 and 16 (gpu_models.sh: --check, brrr with 1 and 0, torch.compile
 # reduce-overhead as returned and with its logits made dense, interleaved rounds), then the

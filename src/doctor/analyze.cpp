@@ -15,6 +15,8 @@
 
 namespace brrr::doctor {
 
+namespace {
+
 // A GPU kernel's name as the doctor prints it: demangled, without its return type, template
 // arguments and parameters, at most 60 characters ("splitKreduce_kernel" for
 // "_Z19splitKreduce_kernelILi32ELi16Ei..."); cuBLASLt's unmangled names stay whole up to that.
@@ -32,8 +34,6 @@ std::string short_kernel_name(const std::string& name) {
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
 }
-
-namespace {
 
 std::vector<KernelAnalysis> analyze_all(const RunProfile& p, const Ceilings& c) {
   std::vector<KernelAnalysis> out;
