@@ -15,15 +15,7 @@
 #include <vector>
 
 #include "backend/cuda/device/attention.cuh"
-
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "micro_check.cuh"
 
 static unsigned short to_bf16(float f) {
   unsigned u;

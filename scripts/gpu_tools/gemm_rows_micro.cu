@@ -24,15 +24,7 @@
 
 #include "backend/cuda/device/gemm_rows.cuh"
 #include "backend/cuda/device/gemm_small_m.cuh"
-
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "micro_check.cuh"
 #define CL(x)                                                                       \
   do {                                                                              \
     cublasStatus_t s_ = (x);                                                        \

@@ -109,12 +109,7 @@ static __device__ __forceinline__ void brrr_gemm_sk_t(const brrr_gemm_sk_args& p
   };
 
   float acc[2][NI][4];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < NI; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  brrr_zero_acc(acc);
 
   // Constant weights need nothing of the kernel before (launched dependent, BRRR_CUDA_PDL): the
   // rest of this CTA's slice of B is asked into L2 and the first stages' B copies are issued

@@ -33,6 +33,16 @@ template <int N>
 static __device__ __forceinline__ void brrr_cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+// A warp's mma.sync accumulator tile, float [MI][NI][4], set to zero.
+template <int MI, int NI>
+static __device__ __forceinline__ void brrr_zero_acc(float (&acc)[MI][NI][4]) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NI; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+}
 static __device__ __forceinline__ void brrr_ldsm4(unsigned* r, unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
