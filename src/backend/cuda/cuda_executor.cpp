@@ -175,6 +175,7 @@ void CudaExecutor::Impl::build() {
   std::string small_m_src = find_small_m_gemms();
   choose_layouts();
   choose_conv_gemms();
+  std::string direct_src = find_direct_convs();
   tune_convs();
   stage("cuda layouts");
 
@@ -247,6 +248,7 @@ void CudaExecutor::Impl::build() {
   src = generate_cuda(g, plan, co);
   if (!chain_src.empty()) src.add_part(chain_src);
   if (!small_m_src.empty()) src.add_part(small_m_src);
+  if (!direct_src.empty()) src.add_part(direct_src);
   // BRRR_CUDA_PDL=2: each of brrr's kernels lets the next launch right after its own wait
   // (prelude.cuh's brrr_grid_wait).
   pdl_early = pdl && pdl_mode == 2;

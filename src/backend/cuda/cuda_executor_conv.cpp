@@ -211,6 +211,33 @@ void CudaExecutor::Impl::choose_conv_gemms() {
   }
 }
 
+// BRRR_CONV_DIRECT >= 1: the convs the direct kernel takes become its candidates; the module
+// then needs device/conv_direct.cuh.
+std::string CudaExecutor::Impl::find_direct_convs() {
+  if (env::integer("BRRR_CONV_DIRECT") < 1 || dev.info().cc_major < 8) return "";
+  bool any = false;
+  for (Step& s : steps) {
+    if (s.type != Step::Conv) continue;
+    ConvStep& c = s.conv();
+    c.direct_candidate = c.geo.nhwc && c.transpose_in &&
+                         conv_direct_plan(c.geo, int(c.in_c), c.dt, c.vsum >= 0, c.act, c.alpha,
+                                          c.beta, &c.dk)
+                             .empty();
+    any = any || c.direct_candidate;
+  }
+  return any ? conv_direct_source() : "";
+}
+
+// The direct kernel's weights (conv_direct_weights) and launch.
+void CudaExecutor::Impl::setup_conv_direct(ConvStep& c) {
+  c.wd = upload(conv_direct_weights(g.value(c.vw).constant, c.dk.geo),
+                "Conv weights (direct kernel layout) " + g.value(c.vw).name);
+  c.dfn = module->function(conv_direct_symbol(c.dt));
+  if (c.dk.smem > 48 * 1024) c.dfn.set_max_dynamic_shared(c.dk.smem);
+  c.dgrid = {conv_direct_grid(c.dk, dev.info().sm_count), 1, 1};
+  c.dargp = {&c.x, &c.wd, &c.bias, &c.y, &c.dk.geo};
+}
+
 // A channels-last conv whose NCHW input it transposes itself, on in_c channels that are no
 // multiple of 8 (ResNet-50's RGB stem: cuDNN's NHWC kernels for 3 channels ran at 185 GB/s, 0.66
 // ms at batch 64): the transpose writes the channels padded with zeros to the next multiple of 8
@@ -317,6 +344,7 @@ void CudaExecutor::Impl::setup_conv(ConvStep& c) {
     }
     if (c.gemm || c.candidate) setup_conv_gemm(c, krsc);
     if (!c.gemm) c.w = upload(krsc, "Conv weights (KRSC) " + g.value(c.vw).name);
+    if (c.direct_candidate) setup_conv_direct(c);
   }
   if (!c.epilogue) return;
   // Bias, residual and ReLU in cuDNN's own call where it takes them (one pass over y fewer).
@@ -335,6 +363,10 @@ void CudaExecutor::Impl::setup_conv(ConvStep& c) {
 }
 
 void CudaExecutor::Impl::exec_conv(ConvStep& c) {
+  if (c.direct) {  // reads the NCHW input itself; bias and activation in its epilogue
+    launch_own(c.dfn, c.dgrid, {kConvDirectThreads, 1, 1}, c.dk.smem, c.dargp.data());
+    return;
+  }
   if (c.transpose_in) launch(c.tfn, c.tgrid, {256, 1, 1}, 0, stream, c.targp.data());
   if (c.gemm && !c.geo.nhwc) {
     const DevPtr es = dtype_size(c.dt), xs = c.gshape.k * c.gshape.n * es,
@@ -361,33 +393,47 @@ void CudaExecutor::Impl::exec_conv(ConvStep& c) {
 
 // BRRR_CONV_GEMM=2: each candidate conv timed both ways on its own buffers (a graph of 5 calls
 // between two events, the median of 5, after 2 warm-ups), the GEMM kept where it is 10% faster;
-// 3: every candidate runs as the GEMM, untimed (tests, measurements).
+// 3: every candidate runs as the GEMM, untimed (tests, measurements). BRRR_CONV_DIRECT=1 adds the
+// direct kernel to the paths timed (kept where it is 10% faster than the best of the others), 2
+// takes it untimed.
 namespace {
 
-// What a conv's path choice depends on: its geometry, type, layout, epilogue and input padding.
+// What a conv's path choice depends on: its geometry, type, layout, epilogue, input padding and
+// which paths were candidates.
 std::string conv_path_key(const ConvStep& c) {
   auto dims = [](const std::vector<int>& v) { return fmt::format("{}", fmt::join(v, ",")); };
   return fmt::format("conv-path x {} w {} y {} pad {} stride {} dilation {} groups {} {} {} "
-                     "bias {} sum {} act {} in {}/{}",
+                     "bias {} sum {} act {} in {}/{}{}{}",
                      dims(c.geo.x), dims(c.geo.w), dims(c.geo.y), dims(c.geo.pad),
                      dims(c.geo.stride), dims(c.geo.dilation), c.geo.groups, dtype_name(c.dt),
                      c.geo.nhwc ? "nhwc" : "nchw", c.bias != 0, c.sum != 0, c.act, c.in_c,
-                     c.in_cp);
+                     c.in_cp, c.candidate ? "" : " no-gemm", c.direct_candidate ? " direct" : "");
 }
+
+// The paths, as the cache stores them (TunedAlgo::data[0] and ::config).
+enum ConvPath : uint64_t { kCudnnPath = 0, kGemmPath = 1, kDirectPath = 2 };
+const char* path_name(uint64_t p) { return p == kGemmPath ? "gemm" : p == kDirectPath ? "direct" : "cudnn"; }
 
 }  // namespace
 
-// Each candidate conv is timed both ways once per device, library and brrr version; the choice
-// is kept in the kernel cache (GemmTuneCache's entries: data[0] 1 for the GEMM, the timings as
-// chosen / heuristic), so later sessions take the same path untimed: timed in every session, a
-// conv near the margin went either way.
+// Each candidate conv is timed every way it can run once per device, library and brrr version;
+// the choice is kept in the kernel cache (GemmTuneCache's entries: data[0] the path, data[1] and
+// data[2] the GEMM's and the direct kernel's nanoseconds, the timings as chosen / cuDNN's), so
+// later sessions take the same path untimed: timed in every session, a conv near the margin went
+// either way.
 void CudaExecutor::Impl::choose_conv_paths() {
   const bool always = env::integer("BRRR_CONV_GEMM") == 3;
+  const bool direct_always = env::integer("BRRR_CONV_DIRECT") == 2;
   std::unique_ptr<GemmTuneCache> cache;
   for (Step& s : steps) {
-    if (s.type != Step::Conv || !s.conv().candidate) continue;
+    if (s.type != Step::Conv) continue;
     ConvStep& c = s.conv();
-    if (always) {
+    if (!c.candidate && !c.direct_candidate) continue;
+    if (direct_always && c.direct_candidate) {
+      c.direct = true, c.gemm = false;
+      continue;
+    }
+    if (always && c.candidate) {
       c.gemm = true;
       continue;
     }
@@ -397,41 +443,70 @@ void CudaExecutor::Impl::choose_conv_paths() {
     }
     const std::string key = conv_path_key(c);
     if (std::optional<TunedAlgo> hit = cache->lookup(key);
-        hit && hit->data[0] <= 1 && hit->config == (hit->data[0] ? "gemm" : "cudnn")) {
-      c.gemm = hit->data[0] == 1;
-      c.gemm_us = hit->chosen_us;
+        hit && hit->data[0] <= kDirectPath && hit->config == path_name(hit->data[0]) &&
+        (hit->data[0] != kGemmPath || c.candidate) && (hit->data[0] != kDirectPath || c.direct_candidate)) {
+      c.gemm = hit->data[0] == kGemmPath;
+      c.direct = hit->data[0] == kDirectPath;
       c.cudnn_us = hit->heuristic_us;
+      c.gemm_us = double(hit->data[1]) / 1000;
+      c.direct_us = double(hit->data[2]) / 1000;
+      if (!hit->data[1] && !hit->data[2]) c.gemm_us = hit->chosen_us;  // an entry from before the direct kernel
       c.path_cached = true;
       continue;
     }
     // On the device's clock: five calls captured as a CUDA graph, as the plan replays them
     // (timed eagerly, the host's launch costs decided: every ResNet-50 conv "won" as a GEMM, and
     // the model ran 345 -> 385 us on an H100).
-    auto time_us = [&](bool as_gemm) {
-      c.gemm = as_gemm;
+    auto time_us = [&](ConvPath path) {
+      c.gemm = path == kGemmPath;
+      c.direct = path == kDirectPath;
       CudaGraph g = CudaGraph::capture(
           stream, [&] { for (int r = 0; r < 5; ++r) exec_conv(c); }, "a conv timed at build");
       return time_events_ms(stream, [&] { g.replay(stream); }, 2, 5) * 200;
     };
-    c.cudnn_us = time_us(false);
-    c.gemm_us = time_us(true);
-    c.gemm = c.gemm_us < 0.9 * c.cudnn_us;
+    c.cudnn_us = time_us(kCudnnPath);
+    ConvPath best = kCudnnPath;
+    double best_us = c.cudnn_us;
+    if (c.candidate) {
+      c.gemm_us = time_us(kGemmPath);
+      if (c.gemm_us < 0.9 * best_us) best = kGemmPath, best_us = c.gemm_us;
+    }
+    if (c.direct_candidate) {
+      c.direct_us = time_us(kDirectPath);
+      if (c.direct_us < 0.9 * best_us) best = kDirectPath, best_us = c.direct_us;
+    }
+    c.gemm = best == kGemmPath;
+    c.direct = best == kDirectPath;
     TunedAlgo choice;
-    choice.data[0] = c.gemm ? 1 : 0;
-    choice.config = c.gemm ? "gemm" : "cudnn";
-    choice.chosen_us = c.gemm_us;
+    choice.data[0] = best;
+    choice.data[1] = uint64_t(c.gemm_us * 1000 + 0.5);
+    choice.data[2] = uint64_t(c.direct_us * 1000 + 0.5);
+    choice.config = path_name(best);
+    choice.chosen_us = best_us;
     choice.heuristic_us = c.cudnn_us;
-    choice.candidates = 2;
+    choice.candidates = 1 + c.candidate + c.direct_candidate;
     cache->store(key, choice);
   }
 }
 
 std::string CudaExecutor::Impl::conv_summary(size_t i) const {
   const ConvStep& c = steps[i].conv();
-  const std::string timed =
-      c.cudnn_us > 0 ? fmt::format(" ({}: {:.1f} us on cuDNN, {:.1f} us as a GEMM)",
-                                   c.path_cached ? "cached choice" : "timed", c.cudnn_us, c.gemm_us)
-                     : std::string();
+  std::string timed;
+  if (c.cudnn_us > 0) {
+    timed = fmt::format(" ({}: {:.1f} us on cuDNN", c.path_cached ? "cached choice" : "timed", c.cudnn_us);
+    if (c.candidate) timed += fmt::format(", {:.1f} us as a GEMM", c.gemm_us);
+    if (c.direct_candidate) timed += fmt::format(", {:.1f} us on the direct kernel", c.direct_us);
+    timed += ")";
+  }
+  if (c.direct) {
+    const ConvDirectGeo& d = c.dk.geo;
+    return fmt::format("  {:<24} conv on brrr's direct kernel ({}x{} stride {}x{}, {} taps of 8 "
+                       "channels ({} real) in {} K steps, {} tiles of {}x{} pixels on {} CTAs, {} "
+                       "KB shared; NCHW input read as it is, NHWC output{}){}\n",
+                       plan.kernels[i].name, d.kh, d.kw, d.sh, d.sw, 2 * d.ks, d.c, d.ks, d.tiles,
+                       kConvDirectTh, kConvDirectTw, c.dgrid.x, (c.dk.smem + 1023) / 1024,
+                       c.bias ? ", bias and activation in its epilogue" : "", timed);
+  }
   const std::string in = c.transpose_in ? c.in_cp != c.in_c
                                               ? fmt::format(", input transposed to NHWC first, its "
                                                             "{} channels zero-padded to {}",

@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_executor.hpp"
 #include "backend/cuda/cuda_graph.hpp"
 #include "backend/cuda/cuda_runtime.hpp"
+#include "backend/cuda/conv_direct.hpp"
 #include "backend/cuda/cudnn_attention.hpp"
 #include "backend/cuda/cudnn_conv.hpp"
 #include "backend/cuda/cudnn_pool.hpp"
@@ -151,6 +152,19 @@ struct ConvStep {
   std::vector<void*> cargp;
   double cudnn_us = 0, gemm_us = 0;  // the timings behind the choice (0: not timed)
   bool path_cached = false;          // the choice (and its timings) came from the disk cache
+  // BRRR_CONV_DIRECT >= 1: a 16-bit 2-D conv of one group on at most 8 channels of an NCHW input
+  // (an RGB stem) and no residual may run on brrr_conv_direct_{bf16,f16} (device/conv_direct.cuh,
+  // conv_direct.hpp): the NCHW input read as it is (no transpose), the weights packed once into
+  // `wd`, bias and activation in its epilogue. 1 times it
+  // against the other paths at build (choose_conv_paths), 2 always takes it (tests).
+  bool direct = false;            // runs on the direct kernel
+  bool direct_candidate = false;  // set up for it; the timing (or 2) decides `direct`
+  ConvDirect dk;  // its geometry and shared memory
+  DevPtr wd = 0;
+  Function dfn;
+  Dim3 dgrid;
+  std::vector<void*> dargp;
+  double direct_us = 0;  // its timing behind the choice (0: not timed)
 };
 
 // BRRR_L2_PREFETCH: before step `fork` runs, a side stream is forked there and brrr_l2_prefetch
@@ -356,6 +370,8 @@ struct CudaExecutor::Impl {
   void pad_conv_channels(ConvStep& c, const plan::Kernel& k);
   void setup_conv_gemm(ConvStep& c, const Tensor& krsc);
   void choose_conv_paths();
+  std::string find_direct_convs();  // marks the candidates; the module part they need, or ""
+  void setup_conv_direct(ConvStep& c);
   static size_t conv_im2col_bytes(const ConvStep& c);
   std::unique_ptr<CudnnConv> make_conv(const plan::Kernel& k, const ConvGeometry& geo, ConvMath m);
   std::vector<char> nhwc;  // per value

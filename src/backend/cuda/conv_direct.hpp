@@ -1,0 +1,49 @@
+// brrr's direct conv kernel (device/conv_direct.cuh) for 16-bit 2-D convs on few input channels
+// (an RGB stem): which convs it takes, its geometry, shared memory and grid, and its weights in the
+// layout it reads. Header free of CUDA includes; the executor's use is in cuda_executor_conv.cpp.
+#pragma once
+#include <string>
+
+#include "backend/cuda/cudnn_conv.hpp"
+#include "brrr/tensor.hpp"
+
+namespace brrr::cuda {
+
+// device/conv_direct.cuh's brrr_conv_direct_geo, field for field (the kernel's by-value argument).
+struct ConvDirectGeo {
+  int n, c, h, w;                      // the input, NCHW (c <= 8)
+  int k, oh, ow;                       // the output, NHWC: k channels, a multiple of 8
+  int kh, kw, sh, sw, ph, pw, dh, dw;  // the window: kernel, strides, pads before, dilations
+  int ks;                              // 16-wide K steps, ceil(kh * kw / 2)
+  int rh, rw;                          // the input region under one tile, in pixels
+  int bands, tiles_w, tiles;           // tiles: n * bands (of 4 output rows) * tiles_w (of 16)
+  int act;                             // brrr_conv_epilogue's codes (0 none, 1 relu, ...)
+  float alpha, beta;
+};
+
+static_assert(sizeof(ConvDirectGeo) == 24 * 4, "ConvDirectGeo must match brrr_conv_direct_geo");
+
+struct ConvDirect {
+  ConvDirectGeo geo{};
+  unsigned smem = 0;  // dynamic shared memory per CTA, bytes
+};
+
+constexpr int kConvDirectThreads = 128;          // 4 warps: one per output row of a tile
+constexpr int kConvDirectTh = 4, kConvDirectTw = 16;  // a tile: output rows x columns
+
+// Whether a conv with geometry `g` (2-D, NCHW dims; g.x[1] may be its padded channel count) on
+// `in_c` real input channels, type `dt`, with a residual or not and activation `act` (alpha,
+// beta) runs on the kernel: "" and `out` filled, else why not.
+std::string conv_direct_plan(const ConvGeometry& g, int in_c, DType dt, bool residual, int act,
+                             float alpha, float beta, ConvDirect* out);
+// The grid: at most the CTAs `sm_count` SMs hold at once (by shared memory, at most 4 an SM);
+// the CTAs stride over the tiles.
+unsigned conv_direct_grid(const ConvDirect& c, int sm_count);
+// KCRS weights ([k, c, kh, kw], 16-bit) as the kernel reads them: [k][2 * ks taps][8 channels],
+// tap t = i * kw + j, zeros past the filter's taps and channels.
+Tensor conv_direct_weights(const Tensor& kcrs, const ConvDirectGeo& d);
+// The kernel's name for a 16-bit type, and the module part that defines both types' kernels.
+std::string conv_direct_symbol(DType dt);
+std::string conv_direct_source();
+
+}  // namespace brrr::cuda

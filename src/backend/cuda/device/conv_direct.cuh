@@ -1,0 +1,169 @@
+// A direct convolution for 16-bit convs on few input channels (an RGB stem: ResNet-50's 7x7
+// stride-2 conv on 3 channels), on Tensor Cores (mma.sync m16n8k16, float32 accumulators). It
+// reads the NCHW graph input as it is and writes the output channels-last (NHWC) with its bias
+// and activation applied, so the stem is one kernel where the plan ran three (the NCHW -> NHWC
+// transpose of the input with its channels padded to 8, im2col, a cuBLASLt GEMM) or two with
+// cuDNN. Embedded for NVRTC like prelude.cuh; the executor includes it in a model's module only
+// when a conv can take it (cuda_executor_conv.cpp, BRRR_CONV_DIRECT).
+//
+// The GEMM it computes: rows are output pixels, columns output channels, and K runs over the
+// taps (i, j) of the filter with 8 channels each (k = (i * kw + j) * 8 + ch; channels past the
+// input's c are zeros), two taps per 16-wide K step. Each CTA of 4 warps takes tiles of 4 output
+// rows x 16 output columns of one image (warp w: output row w of the tile, one m16 tile),
+// all output channels 64 at a time (eight n8 tiles per warp). Per tile the input region under
+// it (rh x rw pixels) is copied into shared memory as 16 bytes a pixel (8 channels, zeros
+// outside the image and past c), so one tap of 16 pixels is one ldmatrix row each; the weights
+// ([k][taps * 8], rows padded for bank-conflict-free ldmatrix) are copied in once per CTA, before
+// the programmatic-launch wait (they are constants). The grid strides over the tiles.
+#pragma once
+#include "backend/cuda/device/mma.cuh"
+
+// The geometry (the host's ConvDirectGeo mirrors this layout: backend/cuda/conv_direct.hpp).
+struct brrr_conv_direct_geo {
+  int n, c, h, w;                      // the input, NCHW (c <= 8)
+  int k, oh, ow;                       // the output, NHWC: k channels, a multiple of 8
+  int kh, kw, sh, sw, ph, pw, dh, dw;  // the window: kernel, strides, pads before, dilations
+  int ks;                              // 16-wide K steps, ceil(kh * kw / 2)
+  int rh, rw;                          // the input region under one tile, in pixels
+  int bands, tiles_w, tiles;           // tiles: n * bands (of 4 output rows) * tiles_w (of 16)
+  int act;                             // brrr_conv_epilogue's codes: 0 none, 1 relu, 2 hardswish,
+  float alpha, beta;                   // 3 hardsigmoid(alpha, beta), 4 clip(alpha, beta)
+};
+
+// conv_direct.hpp's kConvDirectTh and kConvDirectTw; 128 threads (kConvDirectThreads).
+#define BRRR_CONV_DIRECT_TH 4   // output rows per tile: one warp each
+#define BRRR_CONV_DIRECT_TW 16  // output columns per tile: one m16 tile
+
+// Dynamic shared memory layout, in bytes from the start (the host computes the same sizes):
+// the weights, krows x wst 16-bit values (krows = k rounded up to 16 with zero rows, wst =
+// ks * 16 + 8: a row stride of an odd number of 16-byte pieces keeps the 8 rows of each
+// ldmatrix on distinct banks); the region, rh * rw pixels of 16 bytes; a 16-byte zero pixel;
+// the per-tap byte offsets inside the region (2 * ks ints; -1 for the taps past kh * kw).
+template <class T>
+static __device__ __forceinline__ void brrr_conv_direct_t(const T* __restrict__ x, const uint4* __restrict__ wpk,
+                                                          const T* __restrict__ bias, T* __restrict__ y,
+                                                          const brrr_conv_direct_geo& g) {
+  extern __shared__ __align__(16) unsigned char brrr_cd_smem[];
+  const int wst = g.ks * 16 + 8;
+  const int krows = (g.k + 15) & ~15;
+  unsigned short* sw = reinterpret_cast<unsigned short*>(brrr_cd_smem);
+  unsigned short* sx = sw + krows * wst;
+  const int plane = g.rh * g.rw;
+  unsigned short* zero = sx + plane * 8;
+  int* tap_off = reinterpret_cast<int*>(zero + 8);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nthr = blockDim.x;
+  const uint4 z4 = make_uint4(0u, 0u, 0u, 0u);
+  // The weights: row r of the packed [k][ks * 16] array into row r of the padded smem rows.
+  {
+    const int pieces = wst / 8, src_pieces = 2 * g.ks;
+    for (int i = tid; i < krows * pieces; i += nthr) {
+      const int r = i / pieces, q = i - r * pieces;
+      reinterpret_cast<uint4*>(sw)[i] = r < g.k && q < src_pieces ? wpk[(size_t)r * src_pieces + q] : z4;
+    }
+  }
+  // The region and the zero pixel start as zeros; channels c..7 stay zero (tiles write ch < c).
+  for (int i = tid; i <= plane; i += nthr) reinterpret_cast<uint4*>(sx)[i] = z4;
+  const int taps = g.kh * g.kw;
+  for (int t = tid; t < 2 * g.ks; t += nthr) {
+    const int i = t / g.kw, j = t - i * g.kw;
+    tap_off[t] = t < taps ? (i * g.dh * g.rw + j * g.dw) * 16 : -1;
+  }
+  brrr_grid_wait();
+  const unsigned sx_u = brrr_smem_u32(sx), sw_u = brrr_smem_u32(sw), zero_u = brrr_smem_u32(zero);
+  const int q = lane >> 3, r8 = lane & 7;
+  // A (ldmatrix x4: pixels 0-7 / 8-15 of the warp's 16, K halves 0-7 / 8-15 = the step's two taps):
+  // this lane's row is pixel r8 + (q & 1) * 8 at tap 2 * s + (q >> 1).
+  const int apix = r8 + (q & 1) * 8, ahalf = q >> 1;
+  const unsigned abase = sx_u + (unsigned)((warp * g.sh * g.rw + apix * g.sw) * 16);
+  // B (ldmatrix x4 over two n8 tiles: channels 0-7 at K 0-7 / 8-15, channels 8-15 likewise): this
+  // lane's row is channel (q >> 1) * 8 + r8 of the pair, K half q & 1.
+  const unsigned bbase = sw_u + (unsigned)(((((q >> 1) * 8 + r8) * wst) + (q & 1) * 8) * 2);
+  const unsigned short* xs = reinterpret_cast<const unsigned short*>(x);
+  const size_t img_elems = (size_t)g.c * g.h * g.w;
+  const int region = g.c * plane;
+  for (int tile = blockIdx.x; tile < g.tiles; tile += gridDim.x) {
+    const int tw = tile % g.tiles_w, rest = tile / g.tiles_w;
+    const int band = rest % g.bands, img = rest / g.bands;
+    const int oh0 = band * BRRR_CONV_DIRECT_TH, ow0 = tw * BRRR_CONV_DIRECT_TW;
+    const int ih0 = oh0 * g.sh - g.ph, iw0 = ow0 * g.sw - g.pw;
+    const unsigned short* xi = xs + (size_t)img * img_elems;
+    __syncthreads();  // the last tile's ldmatrix reads of the region are done
+    // The region, 8 elements a thread in flight: all loads first, then the stores.
+    for (int e0 = 0; e0 < region; e0 += 8 * nthr) {
+      unsigned short v[8];
+      int at[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int e = e0 + u * nthr + tid;
+        v[u] = 0;
+        at[u] = -1;
+        if (e < region) {
+          const int ch = e / plane, p = e - ch * plane;
+          const int rr = p / g.rw, cc = p - rr * g.rw;
+          const int ih = ih0 + rr, iw = iw0 + cc;
+          if (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w) v[u] = xi[((size_t)ch * g.h + ih) * g.w + iw];
+          at[u] = p * 8 + ch;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (at[u] >= 0) sx[at[u]] = v[u];
+    }
+    __syncthreads();
+    const int oh = oh0 + warp;
+    for (int n0 = 0; n0 < g.k; n0 += 64) {
+      const int nt = min(8, (g.k - n0) >> 3);  // n8 tiles in this chunk
+      float acc[1][8][4];
+      brrr_zero_acc(acc);
+      const unsigned bchunk = bbase + (unsigned)(n0 * wst * 2);
+#pragma unroll 2
+      for (int s = 0; s < g.ks; ++s) {
+        const int off = tap_off[2 * s + ahalf];
+        unsigned a[4];
+        brrr_ldsm4(a, off >= 0 ? abase + (unsigned)off : zero_u);
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          if (2 * jj < nt) {
+            unsigned b[4];
+            brrr_ldsm4(b, bchunk + (unsigned)((jj * 16 * wst + s * 16) * 2));
+            brrr_mma16816<T>(acc[0][2 * jj], a, b[0], b[1]);
+            if (2 * jj + 1 < nt) brrr_mma16816<T>(acc[0][2 * jj + 1], a, b[2], b[3]);
+          }
+        }
+      }
+      // The accumulator's rows are pixels lane / 4 and lane / 4 + 8, its columns channels
+      // 2 * (lane % 4) and the next one of each n8 tile.
+      if (oh < g.oh) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          if (j < nt) {
+            const int ch = n0 + j * 8 + 2 * (lane & 3);
+            const float b0 = bias ? brrr_ld(bias + ch) : 0.0f, b1 = bias ? brrr_ld(bias + ch + 1) : 0.0f;
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+              const int ow = ow0 + (lane >> 2) + hf * 8;
+              if (ow < g.ow) {
+                float v[2] = {acc[0][j][2 * hf] + b0, acc[0][j][2 * hf + 1] + b1};
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                  switch (g.act) {
+                    case 1: v[e] = brrr_relu(v[e]); break;
+                    case 2: v[e] = brrr_hardswish(v[e]); break;
+                    case 3: v[e] = brrr_hardsigmoid(v[e], g.alpha, g.beta); break;
+                    case 4: v[e] = brrr_clip(v[e], g.alpha, g.beta); break;
+                    default: break;
+                  }
+                }
+                T* dst = y + (((size_t)img * g.oh + oh) * g.ow + ow) * g.k + ch;
+                *reinterpret_cast<unsigned*>(dst) = brrr_pack(v, dst);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1) brrr_conv_direct_bf16(const brrr_bf16* __restrict__ x, const uint4* __restrict__ wpk, const brrr_bf16* __restrict__ bias, brrr_bf16* __restrict__ y, brrr_conv_direct_geo g) { brrr_conv_direct_t<brrr_bf16>(x, wpk, bias, y, g); }
+extern "C" __global__ void __launch_bounds__(128, 1) brrr_conv_direct_f16(const brrr_f16* __restrict__ x, const uint4* __restrict__ wpk, const brrr_f16* __restrict__ bias, brrr_f16* __restrict__ y, brrr_conv_direct_geo g) { brrr_conv_direct_t<brrr_f16>(x, wpk, bias, y, g); }
