@@ -148,10 +148,29 @@ TEST(CudaNhwc, ResNetBlockMatchesTheReference) {
         }
 }
 
-// An RGB stem (3 channels, Conv 7x7 stride 2 + bias + Relu, MaxPool, Conv 1x1, mean): the
-// transposed input's channels are zero-padded to 8 with zero weights (BRRR_CONV_PAD_C=1, the
-// default) or kept at 3 (0); both give the reference's results. With BRRR_CONV_GEMM=3 the padded
-// stem runs as im2col and one cuBLASLt GEMM.
+// An RGB stem (3 channels, Conv 7x7 stride 2 + bias + Relu, MaxPool, Conv 1x1, mean) in type t,
+// on an input of h x w pixels.
+Graph rgb_stem(DType t, int64_t h, int64_t w) {
+  GraphBuilder b;
+  int x = b.input("x", {2, 3, h, w}, t);
+  int c1 = b.node("Relu", {b.node("Conv",
+                                  {x, b.constant("w1", rnd({16, 3, 7, 7}, t, -0.3f, 0.3f)),
+                                   b.constant("b1", rnd({16}, t, -0.1f, 0.1f))},
+                                  {{"pads", std::vector<int64_t>(4, 3)},
+                                   {"strides", std::vector<int64_t>{2, 2}}})});
+  int p = b.node("MaxPool", {c1},
+                 {{"kernel_shape", std::vector<int64_t>{3, 3}},
+                  {"strides", std::vector<int64_t>{2, 2}},
+                  {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+  int c2 = b.node("Conv", {p, b.constant("w2", rnd({16, 16, 1, 1}, t, -0.3f, 0.3f)),
+                           b.constant("b2", rnd({16}, t, -0.1f, 0.1f))});
+  b.output(b.node("Flatten", {b.node("GlobalAveragePool", {c2})}));
+  return b.g;
+}
+
+// The stem: the transposed input's channels are zero-padded to 8 with zero weights
+// (BRRR_CONV_PAD_C=1, the default) or kept at 3 (0); both give the reference's results. With
+// BRRR_CONV_GEMM=3 the padded stem runs as im2col and one cuBLASLt GEMM.
 TEST(CudaNhwc, RgbStemPaddedToEightChannelsMatchesTheReference) {
   BRRR_REQUIRE_CUDNN("Conv");
   for (DType t : {DType::bf16, DType::f16})
@@ -160,24 +179,10 @@ TEST(CudaNhwc, RgbStemPaddedToEightChannelsMatchesTheReference) {
         SCOPED_TRACE(
             fmt::format("{} BRRR_CONV_PAD_C={} BRRR_CONV_GEMM={}", dtype_name(t), pad, mode));
         brrr_test::EnvVar e("BRRR_CONV_PAD_C", pad), m("BRRR_CONV_GEMM", mode);
-        GraphBuilder b;
-        int x = b.input("x", {2, 3, 20, 20}, t);
-        int c1 = b.node("Relu", {b.node("Conv",
-                                        {x, b.constant("w1", rnd({16, 3, 7, 7}, t, -0.3f, 0.3f)),
-                                         b.constant("b1", rnd({16}, t, -0.1f, 0.1f))},
-                                        {{"pads", std::vector<int64_t>(4, 3)},
-                                         {"strides", std::vector<int64_t>{2, 2}}})});
-        int p = b.node("MaxPool", {c1},
-                       {{"kernel_shape", std::vector<int64_t>{3, 3}},
-                        {"strides", std::vector<int64_t>{2, 2}},
-                        {"pads", std::vector<int64_t>{1, 1, 1, 1}}});
-        int c2 = b.node("Conv", {p, b.constant("w2", rnd({16, 16, 1, 1}, t, -0.3f, 0.3f)),
-                                 b.constant("b2", rnd({16}, t, -0.1f, 0.1f))});
-        b.output(b.node("Flatten", {b.node("GlobalAveragePool", {c2})}));
         std::map<std::string, Tensor> in{{"x", rnd({2, 3, 20, 20}, t, -2.f, 2.f)}};
         SessionOptions o;
         o.backend = "cuda";
-        Session s(b.g, o);
+        Session s(rgb_stem(t, 20, 20), o);
         const std::string sum = s.plan_summary();
         EXPECT_EQ(sum.find("its 3 channels zero-padded to 8") != std::string::npos, pad[0] == '1')
             << sum;
@@ -187,6 +192,30 @@ TEST(CudaNhwc, RgbStemPaddedToEightChannelsMatchesTheReference) {
         EXPECT_NE(sum.find("input transposed to NHWC first"), std::string::npos) << sum;
         expect_device_run_matches(s, in);
       }
+}
+
+// The stem on brrr's direct conv kernel (BRRR_CONV_DIRECT; the kernel alone:
+// test_cuda_conv_direct.cpp): forced (2), or timed against cuDNN and im2col + GEMM (1), on an
+// input whose output leaves partial tiles, gives the reference's results; the plan says which.
+TEST(CudaNhwc, RgbStemOnTheDirectKernelMatchesTheReference) {
+  BRRR_REQUIRE_CUDNN("Conv");
+  for (DType t : {DType::bf16, DType::f16})
+    for (const char* mode : {"2", "1"}) {
+      SCOPED_TRACE(fmt::format("{} BRRR_CONV_DIRECT={}", dtype_name(t), mode));
+      brrr_test::EnvVar e("BRRR_CONV_DIRECT", mode);
+      std::map<std::string, Tensor> in{{"x", rnd({2, 3, 45, 40}, t, -2.f, 2.f)}};
+      SessionOptions o;
+      o.backend = "cuda";
+      Session s(rgb_stem(t, 45, 40), o);
+      const std::string sum = s.plan_summary();
+      if (mode[0] == '2')
+        EXPECT_NE(sum.find("conv on brrr's direct kernel (7x7 stride 2x2, 50 taps of 8 channels (3 real)"),
+                  std::string::npos)
+            << sum;
+      else
+        EXPECT_NE(sum.find(" us on the direct kernel)"), std::string::npos) << sum;
+      expect_device_run_matches(s, in);
+    }
 }
 
 // BRRR_CONV_GEMM=3 runs every channels-last 16-bit conv of one group as im2col and a cuBLASLt GEMM
@@ -222,35 +251,40 @@ TEST(CudaNhwc, ConvsAsIm2colGemmsMatchTheReference) {
 // untimed ("cached choice"), the same paths as the first, and the same results.
 TEST(CudaNhwc, ConvPathChoiceIsCachedOnDisk) {
   BRRR_REQUIRE_CUDNN("Conv");
-  brrr_test::EnvVar e("BRRR_CONV_GEMM", "2");
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("brrr_convpath_" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(dir);
-  Graph g = resnet_block(DType::bf16, 1);
-  std::map<std::string, Tensor> in{{"x", rnd({1, 8, 16, 16}, DType::bf16, -2.f, 2.f)}};
-  SessionOptions o;
-  o.backend = "cuda";
-  o.cache_dir = dir;
-  auto paths = [](const std::string& sum) {  // each conv's path, in plan order
-    std::string p;
-    for (size_t at = sum.find(" conv"); at != std::string::npos; at = sum.find(" conv", at + 1))
-      if (sum.compare(at - 5, 10, "cuDNN conv") == 0) p += 'c';
-      else if (sum.compare(at, 22, " conv as a cuBLASLt GE") == 0) p += 'g';
-    return p;
-  };
-  std::string first;
-  for (int session = 0; session < 2; ++session) {
-    SCOPED_TRACE(session == 0 ? "first session" : "second session");
-    Session s(g, o);
-    const std::string sum = s.plan_summary();
-    EXPECT_EQ(sum.find("(timed: ") != std::string::npos, session == 0) << sum;
-    EXPECT_EQ(sum.find("(cached choice: ") != std::string::npos, session == 1) << sum;
-    if (session == 0) first = paths(sum);
-    else EXPECT_EQ(paths(sum), first) << sum;
-    EXPECT_FALSE(first.empty()) << sum;
-    expect_device_run_matches(s, in);
+  for (const char* direct : {"0", "1"}) {  // 1: the first conv (8 NCHW channels) may be direct
+    SCOPED_TRACE(fmt::format("BRRR_CONV_DIRECT={}", direct));
+    brrr_test::EnvVar e("BRRR_CONV_GEMM", "2"), d("BRRR_CONV_DIRECT", direct);
+    const std::string dir = (std::filesystem::temp_directory_path() /
+                             ("brrr_convpath_" + std::to_string(::getpid()))).string();
+    std::filesystem::remove_all(dir);
+    Graph g = resnet_block(DType::bf16, 1);
+    std::map<std::string, Tensor> in{{"x", rnd({1, 8, 16, 16}, DType::bf16, -2.f, 2.f)}};
+    SessionOptions o;
+    o.backend = "cuda";
+    o.cache_dir = dir;
+    auto paths = [](const std::string& sum) {  // each conv's path, in plan order
+      std::string p;
+      for (size_t at = sum.find(" conv"); at != std::string::npos; at = sum.find(" conv", at + 1))
+        if (sum.compare(at - 5, 10, "cuDNN conv") == 0) p += 'c';
+        else if (sum.compare(at, 22, " conv as a cuBLASLt GE") == 0) p += 'g';
+        else if (sum.compare(at, 29, " conv on brrr's direct kernel") == 0) p += 'd';
+      return p;
+    };
+    std::string first;
+    for (int session = 0; session < 2; ++session) {
+      SCOPED_TRACE(session == 0 ? "first session" : "second session");
+      Session s(g, o);
+      const std::string sum = s.plan_summary();
+      EXPECT_EQ(sum.find("(timed: ") != std::string::npos, session == 0) << sum;
+      EXPECT_EQ(sum.find("(cached choice: ") != std::string::npos, session == 1) << sum;
+      EXPECT_EQ(sum.find(" us on the direct kernel") != std::string::npos, direct[0] == '1') << sum;
+      if (session == 0) first = paths(sum);
+      else EXPECT_EQ(paths(sum), first) << sum;
+      EXPECT_FALSE(first.empty()) << sum;
+      expect_device_run_matches(s, in);
+    }
+    std::filesystem::remove_all(dir);
   }
-  std::filesystem::remove_all(dir);
 }
 
 // ShuffleNetV2's channel counts (58, 116: no multiple of 8) in a 16-bit chain, channels-last or

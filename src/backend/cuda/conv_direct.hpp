@@ -5,31 +5,21 @@
 #include <string>
 
 #include "backend/cuda/cudnn_conv.hpp"
+#include "backend/cuda/device/conv_direct_geo.h"
 #include "brrr/tensor.hpp"
 
 namespace brrr::cuda {
 
-// device/conv_direct.cuh's brrr_conv_direct_geo, field for field (the kernel's by-value argument).
-struct ConvDirectGeo {
-  int n, c, h, w;                      // the input, NCHW (c <= 8)
-  int k, oh, ow;                       // the output, NHWC: k channels, a multiple of 8
-  int kh, kw, sh, sw, ph, pw, dh, dw;  // the window: kernel, strides, pads before, dilations
-  int ks;                              // 16-wide K steps, ceil(kh * kw / 2)
-  int rh, rw;                          // the input region under one tile, in pixels
-  int bands, tiles_w, tiles;           // tiles: n * bands (of 4 output rows) * tiles_w (of 16)
-  int act;                             // brrr_conv_epilogue's codes (0 none, 1 relu, ...)
-  float alpha, beta;
-};
-
-static_assert(sizeof(ConvDirectGeo) == 24 * 4, "ConvDirectGeo must match brrr_conv_direct_geo");
+// The kernel's geometry (its by-value argument; one definition with the kernel).
+using ConvDirectGeo = brrr_conv_direct_geo;
 
 struct ConvDirect {
   ConvDirectGeo geo{};
   unsigned smem = 0;  // dynamic shared memory per CTA, bytes
 };
 
-constexpr int kConvDirectThreads = 128;          // 4 warps: one per output row of a tile
-constexpr int kConvDirectTh = 4, kConvDirectTw = 16;  // a tile: output rows x columns
+constexpr int kConvDirectThreads = BRRR_CONV_DIRECT_THREADS;  // one warp per output row of a tile
+constexpr int kConvDirectTh = BRRR_CONV_DIRECT_TH, kConvDirectTw = BRRR_CONV_DIRECT_TW;
 
 // Whether a conv with geometry `g` (2-D, NCHW dims; g.x[1] may be its padded channel count) on
 // `in_c` real input channels, type `dt`, with a residual or not and activation `act` (alpha,

@@ -16,23 +16,8 @@
 // ([k][taps * 8], rows padded for bank-conflict-free ldmatrix) are copied in once per CTA, before
 // the programmatic-launch wait (they are constants). The grid strides over the tiles.
 #pragma once
+#include "backend/cuda/device/conv_direct_geo.h"
 #include "backend/cuda/device/mma.cuh"
-
-// The geometry (the host's ConvDirectGeo mirrors this layout: backend/cuda/conv_direct.hpp).
-struct brrr_conv_direct_geo {
-  int n, c, h, w;                      // the input, NCHW (c <= 8)
-  int k, oh, ow;                       // the output, NHWC: k channels, a multiple of 8
-  int kh, kw, sh, sw, ph, pw, dh, dw;  // the window: kernel, strides, pads before, dilations
-  int ks;                              // 16-wide K steps, ceil(kh * kw / 2)
-  int rh, rw;                          // the input region under one tile, in pixels
-  int bands, tiles_w, tiles;           // tiles: n * bands (of 4 output rows) * tiles_w (of 16)
-  int act;                             // brrr_conv_epilogue's codes: 0 none, 1 relu, 2 hardswish,
-  float alpha, beta;                   // 3 hardsigmoid(alpha, beta), 4 clip(alpha, beta)
-};
-
-// conv_direct.hpp's kConvDirectTh and kConvDirectTw; 128 threads (kConvDirectThreads).
-#define BRRR_CONV_DIRECT_TH 4   // output rows per tile: one warp each
-#define BRRR_CONV_DIRECT_TW 16  // output columns per tile: one m16 tile
 
 // Dynamic shared memory layout, in bytes from the start (the host computes the same sizes):
 // the weights, krows x wst 16-bit values (krows = k rounded up to 16 with zero rows, wst =
@@ -165,5 +150,5 @@ static __device__ __forceinline__ void brrr_conv_direct_t(const T* __restrict__ 
   }
 }
 
-extern "C" __global__ void __launch_bounds__(128, 1) brrr_conv_direct_bf16(const brrr_bf16* __restrict__ x, const uint4* __restrict__ wpk, const brrr_bf16* __restrict__ bias, brrr_bf16* __restrict__ y, brrr_conv_direct_geo g) { brrr_conv_direct_t<brrr_bf16>(x, wpk, bias, y, g); }
-extern "C" __global__ void __launch_bounds__(128, 1) brrr_conv_direct_f16(const brrr_f16* __restrict__ x, const uint4* __restrict__ wpk, const brrr_f16* __restrict__ bias, brrr_f16* __restrict__ y, brrr_conv_direct_geo g) { brrr_conv_direct_t<brrr_f16>(x, wpk, bias, y, g); }
+extern "C" __global__ void __launch_bounds__(BRRR_CONV_DIRECT_THREADS, 1) brrr_conv_direct_bf16(const brrr_bf16* __restrict__ x, const uint4* __restrict__ wpk, const brrr_bf16* __restrict__ bias, brrr_bf16* __restrict__ y, brrr_conv_direct_geo g) { brrr_conv_direct_t<brrr_bf16>(x, wpk, bias, y, g); }
+extern "C" __global__ void __launch_bounds__(BRRR_CONV_DIRECT_THREADS, 1) brrr_conv_direct_f16(const brrr_f16* __restrict__ x, const uint4* __restrict__ wpk, const brrr_f16* __restrict__ bias, brrr_f16* __restrict__ y, brrr_conv_direct_geo g) { brrr_conv_direct_t<brrr_f16>(x, wpk, bias, y, g); }
