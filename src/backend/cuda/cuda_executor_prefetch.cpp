@@ -49,8 +49,8 @@ void CudaExecutor::Impl::plan_l2_prefetch() {
       act = rows * (m.shape.k + m.shape.n) * e;
     } else if (s.type == Step::Conv) {
       const ConvStep& c = s.conv();
-      w = c.gemm ? c.wg : c.w;
-      wb = int64_t(g.value(c.vw).nbytes());
+      w = c.direct ? c.wd : c.gemm ? c.wg : c.w;
+      wb = c.direct ? int64_t(c.dk.geo.k) * c.dk.geo.ks * 32 : int64_t(g.value(c.vw).nbytes());
       act = int64_t(g.value(c.vx).nbytes() + g.value(c.vy).nbytes());
     }
     if (!w || wb < kAnyWeight) continue;
