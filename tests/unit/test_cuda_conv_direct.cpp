@@ -2,8 +2,8 @@
 // backend/cuda/conv_direct.hpp, BRRR_CONV_DIRECT): which convs it takes and its weight layout (no
 // device needed), its module compiling for Hopper with NVRTC (no device needed), and the kernel
 // alone against a float64 convolution of the same 16-bit values, element by element, over stems
-// and odd geometries (partial tiles, one to eight channels, several output-channel chunks,
-// dilation, every activation). A stem in a model: CudaNhwc.RgbStemOnTheDirectKernelMatchesTheReference.
+// and odd geometries (partial tiles, one to eight channels, one or two taps per K group, several
+// output-channel chunks, dilation, every activation, an infinity under a tap past the filter). A stem in a model: CudaNhwc.RgbStemOnTheDirectKernelMatchesTheReference.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -31,6 +31,7 @@ struct Case {
   int n, c, h, w, k, kh, kw, sh, sw, ph, pw, dh, dw;
   int act = 0;  // brrr_conv_epilogue's codes
   bool bias = true;
+  int inf_col = -1;  // >= 0: that input column is +infinity
 };
 
 ConvGeometry geometry(const Case& t, DType dt) {
@@ -53,16 +54,22 @@ TEST(ConvDirectPlan, TakesStemsAndSaysWhyNotOtherwise) {
   // ResNet-50's stem at batch 2: 7x7 stride 2 on 3 channels, 64 out, 112 x 112.
   const Case stem{2, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1};
   ASSERT_EQ(cuda::conv_direct_plan(geometry(stem, DType::bf16), 3, DType::bf16, false, 1, 0, 0, &d), "");
-  EXPECT_EQ(d.geo.ks, 25);  // 49 taps, two a step
+  // 3 channels, stride 2 along the width: two taps of 4 channels per 8-wide K group, 4 groups
+  // per filter row (the last one's second tap past the filter), 28 in all, two a K step.
+  EXPECT_EQ(d.geo.cpp, 4);
+  EXPECT_EQ(d.geo.gpr, 4);
+  EXPECT_EQ(d.geo.groups, 28);
+  EXPECT_EQ(d.geo.ks, 14);
   EXPECT_EQ(d.geo.rh, 3 * 2 + 6 + 1);
-  EXPECT_EQ(d.geo.rw, 15 * 2 + 6 + 1);
+  EXPECT_EQ(d.geo.rw, 15 * 2 + 6 + 1 + 1);  // the extra tap's column; an even count
   EXPECT_EQ(d.geo.bands, 28);
   EXPECT_EQ(d.geo.tiles_w, 7);
   EXPECT_EQ(d.geo.tiles, 2 * 28 * 7);
   EXPECT_EQ(d.geo.oh, 112);
   EXPECT_EQ(d.geo.act, 1);
-  // 64 rows of 25 * 16 + 8 weights, the region's 13 x 37 pixels, the zero pixel, 50 tap offsets.
-  EXPECT_EQ(d.smem, unsigned(64 * 408 * 2 + 13 * 37 * 16 + 16 + 50 * 4));
+  // 64 rows of 14 * 16 + 8 weights, the region's 13 x 38 pixels of 4 channels, the zero row, 28
+  // group offsets.
+  EXPECT_EQ(d.smem, unsigned(64 * 232 * 2 + 13 * 38 * 8 + 16 + 28 * 4));
   EXPECT_LE(cuda::conv_direct_grid(d, 132), unsigned(4 * 132));
   EXPECT_GE(cuda::conv_direct_grid(d, 132), 132u);
   // Its padded geometry (channels 8) with the real 3 is the same plan.
@@ -94,12 +101,36 @@ TEST(ConvDirectPlan, TakesStemsAndSaysWhyNotOtherwise) {
             std::string::npos);
 }
 
-// [k][2 * ks taps][8 channels]: each weight at (k, tap * 8 + channel), zeros elsewhere.
+// One tap of 8 channels per K group where the width's stride is odd: [k][2 * ks taps][8
+// channels], each weight at (k, tap * 8 + channel); at an even stride with at most 4 channels,
+// two taps of 4 channels per group: (k, (i * gpr + j / 2) * 8 + (j % 2) * 4 + channel). Zeros
+// elsewhere.
 TEST(ConvDirectPlan, WeightLayout) {
+  {
+    const Case t{1, 3, 9, 9, 8, 3, 3, 2, 2, 1, 1, 1, 1};
+    ConvDirect d;
+    ASSERT_EQ(cuda::conv_direct_plan(geometry(t, DType::bf16), 3, DType::bf16, false, 0, 0, 0, &d), "");
+    ASSERT_EQ(d.geo.cpp, 4);
+    ASSERT_EQ(d.geo.groups, 6);  // 3 rows of (0, 1) and (2, past the filter)
+    ASSERT_EQ(d.geo.ks, 3);
+    Tensor w = Tensor::empty(DType::bf16, {8, 3, 3, 3});
+    auto* wp = static_cast<uint16_t*>(w.raw());
+    for (int i = 0; i < 8 * 27; ++i) wp[i] = uint16_t(1 + i);
+    Tensor pk = cuda::conv_direct_weights(w, d.geo);
+    ASSERT_EQ(pk.shape(), (Shape{8, 48}));
+    const auto* p = static_cast<const uint16_t*>(pk.raw());
+    for (int k = 0; k < 8; ++k)
+      for (int slot = 0; slot < 48; ++slot) {
+        const int grp = slot / 8, i = grp / 2, j = (grp % 2) * 2 + (slot % 8) / 4, ch = slot % 4;
+        const uint16_t want = j < 3 && ch < 3 ? uint16_t(1 + ((k * 3 + ch) * 3 + i) * 3 + j) : 0;
+        ASSERT_EQ(p[k * 48 + slot], want) << "k " << k << " slot " << slot;
+      }
+  }
   const Case t{1, 3, 9, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1};
   ConvDirect d;
   ASSERT_EQ(cuda::conv_direct_plan(geometry(t, DType::bf16), 3, DType::bf16, false, 0, 0, 0, &d), "");
-  ASSERT_EQ(d.geo.ks, 5);  // 9 taps -> 10 slots
+  ASSERT_EQ(d.geo.cpp, 8);  // stride 1: one tap a group
+  ASSERT_EQ(d.geo.ks, 5);   // 9 taps -> 10 slots
   Tensor w = Tensor::empty(DType::bf16, {8, 3, 3, 3});
   auto* wp = static_cast<uint16_t*>(w.raw());
   for (int i = 0; i < 8 * 27; ++i) wp[i] = uint16_t(1 + i);  // distinct bit patterns
@@ -158,6 +189,9 @@ TEST(CudaConvDirect, KernelMatchesAFloat64Convolution) {
       {1, 8, 18, 18, 24, 3, 3, 1, 1, 1, 1, 1, 1, 3},          // 8 channels, 3 n8 tiles, hardsigmoid
       {1, 4, 9, 70, 136, 1, 1, 1, 1, 0, 0, 1, 1, 1},          // 1x1 (one tap), 136 out: 3 chunks
       {1, 2, 5, 5, 40, 7, 7, 3, 2, 3, 3, 1, 1, 1},            // image smaller than the window
+      // Column 7 is under no window, only under the second tap of the last pair, past the
+      // filter: its infinities must not reach the outputs (as inf * 0 = NaN would).
+      {1, 3, 6, 8, 8, 3, 3, 2, 2, 0, 0, 1, 1, 0, true, 7},
   };
   std::mt19937 rng(2026);
   cuda::Stream s;
@@ -170,7 +204,10 @@ TEST(CudaConvDirect, KernelMatchesAFloat64Convolution) {
       ConvDirect d;
       ASSERT_EQ(cuda::conv_direct_plan(g, t.c, dt, false, t.act, 0.2f, 0.5f, &d), "");
       // act 4 is clip(alpha, beta) = clip to [0.2, 0.5]; 3 hardsigmoid(0.2, 0.5)
-      Tensor x = brrr_test::uniform_f32({t.n, t.c, t.h, t.w}, rng, -2.f, 2.f).cast(dt);
+      Tensor xs = brrr_test::uniform_f32({t.n, t.c, t.h, t.w}, rng, -2.f, 2.f);
+      if (t.inf_col >= 0)
+        for (int64_t r = 0; r < int64_t(t.n) * t.c * t.h; ++r) xs.data<float>()[r * t.w + t.inf_col] = INFINITY;
+      Tensor x = xs.cast(dt);
       Tensor w = brrr_test::uniform_f32({t.k, t.c, t.kh, t.kw}, rng, -0.5f, 0.5f).cast(dt);
       Tensor b = brrr_test::uniform_f32({t.k}, rng, -0.5f, 0.5f).cast(dt);
       Tensor wp = cuda::conv_direct_weights(w, d.geo);

@@ -26,11 +26,17 @@ std::string conv_direct_plan(const ConvGeometry& g, int in_c, DType dt, bool res
   if (g.y[1] % 8 != 0) return fmt::format("{} output channels (a multiple of 8)", g.y[1]);
   const int64_t kh = g.w[2], kw = g.w[3], sh = g.stride[0], sw = g.stride[1];
   const int64_t dh = g.dilation[0], dw = g.dilation[1];
-  const int64_t ks = (kh * kw + 1) / 2;
+  // Two neighbouring taps of 4 channels per 8-wide K group where their pixels sit side by side
+  // in the region (dilation 1 along the width) and each pair starts 16-byte aligned (an even
+  // stride along the width; the region's rows an even number of pixels).
+  const bool pairs = in_c <= 4 && dw == 1 && sw % 2 == 0;
+  const int64_t cpp = pairs ? 4 : 8, gpr = pairs ? (kw + 1) / 2 : kw, groups = kh * gpr;
+  const int64_t ks = (groups + 1) / 2;
   const int64_t rh = (kConvDirectTh - 1) * sh + (kh - 1) * dh + 1;
-  const int64_t rw = (kConvDirectTw - 1) * sw + (kw - 1) * dw + 1;
+  int64_t rw = (kConvDirectTw - 1) * sw + (kw - 1) * dw + 1;
+  if (pairs) rw = (rw + (kw % 2) + 1) / 2 * 2;  // the last pair's second tap, an even count
   const int64_t krows = (g.y[1] + 15) / 16 * 16, wst = ks * 16 + 8;
-  const int64_t bytes = krows * wst * 2 + rh * rw * 16 + 16 + 2 * ks * 4;
+  const int64_t bytes = krows * wst * 2 + rh * rw * cpp * 2 + 16 + 2 * ks * 4;
   if (bytes > kMaxSmem)
     return fmt::format("it needs {} KB of shared memory (at most {})", (bytes + 1023) / 1024,
                        kMaxSmem / 1024);
@@ -38,9 +44,10 @@ std::string conv_direct_plan(const ConvGeometry& g, int in_c, DType dt, bool res
   const int64_t tiles_w = (g.y[3] + kConvDirectTw - 1) / kConvDirectTw;
   const int64_t tiles = int64_t(g.y[0]) * bands * tiles_w;
   if (tiles > INT32_MAX) return "over 2^31 tiles";
-  out->geo = {g.x[0],  in_c,     g.x[2],   g.x[3],   g.y[1],     g.y[2],     g.y[3],   int(kh),
-              int(kw), int(sh),  int(sw),  g.pad[0], g.pad[1],   int(dh),    int(dw),  int(ks),
-              int(rh), int(rw),  int(bands), int(tiles_w), int(tiles), act, alpha, beta};
+  out->geo = {g.x[0],   in_c,     g.x[2],      g.x[3],        g.y[1],     g.y[2],  g.y[3],
+              int(kh),  int(kw),  int(sh),     int(sw),       g.pad[0],   g.pad[1], int(dh),
+              int(dw),  int(cpp), int(gpr),    int(groups),   int(ks),    int(rh), int(rw),
+              int(bands), int(tiles_w), int(tiles), act, alpha, beta};
   out->smem = unsigned(bytes);
   return "";
 }
@@ -59,8 +66,13 @@ Tensor conv_direct_weights(const Tensor& kcrs, const ConvDirectGeo& d) {
   const auto* src = static_cast<const uint16_t*>(w.raw());
   auto* dst = static_cast<uint16_t*>(pk.raw());
   for (int64_t k = 0; k < d.k; ++k)
-    for (int64_t ch = 0; ch < d.c; ++ch)
-      for (int64_t t = 0; t < taps; ++t) dst[k * row + t * 8 + ch] = src[(k * d.c + ch) * taps + t];
+    for (int64_t grp = 0; grp < d.groups; ++grp)
+      for (int64_t slot = 0; slot < 8; ++slot) {
+        // Group grp of filter row i: tap j with channel ch in this slot of its 8.
+        const int64_t i = grp / d.gpr, jj = grp % d.gpr;
+        const int64_t j = d.cpp == 4 ? 2 * jj + slot / 4 : jj, ch = slot % d.cpp;
+        if (j < d.kw && ch < d.c) dst[k * row + grp * 8 + slot] = src[((k * d.c + ch) * d.kh + i) * d.kw + j];
+      }
   return pk;
 }
 

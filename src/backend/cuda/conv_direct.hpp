@@ -29,8 +29,9 @@ std::string conv_direct_plan(const ConvGeometry& g, int in_c, DType dt, bool res
 // The grid: at most the CTAs `sm_count` SMs hold at once (by shared memory, at most 4 an SM);
 // the CTAs stride over the tiles.
 unsigned conv_direct_grid(const ConvDirect& c, int sm_count);
-// KCRS weights ([k, c, kh, kw], 16-bit) as the kernel reads them: [k][2 * ks taps][8 channels],
-// tap t = i * kw + j, zeros past the filter's taps and channels.
+// KCRS weights ([k, c, kh, kw], 16-bit) as the kernel reads them: [k][2 * ks groups][8], group
+// i * gpr + jj holding tap (i, jj) with its channels, or with cpp 4 taps (i, 2jj) and (i, 2jj + 1)
+// with 4 channels each; zeros past the filter's taps and channels.
 Tensor conv_direct_weights(const Tensor& kcrs, const ConvDirectGeo& d);
 // The kernel's name for a 16-bit type, and the module part that defines both types' kernels.
 std::string conv_direct_symbol(DType dt);

@@ -500,10 +500,11 @@ std::string CudaExecutor::Impl::conv_summary(size_t i) const {
   }
   if (c.direct) {
     const ConvDirectGeo& d = c.dk.geo;
-    return fmt::format("  {:<24} conv on brrr's direct kernel ({}x{} stride {}x{}, {} taps of 8 "
-                       "channels ({} real) in {} K steps, {} tiles of {}x{} pixels on {} CTAs, {} "
-                       "KB shared; NCHW input read as it is, NHWC output{}){}\n",
-                       plan.kernels[i].name, d.kh, d.kw, d.sh, d.sw, 2 * d.ks, d.c, d.ks, d.tiles,
+    return fmt::format("  {:<24} conv on brrr's direct kernel ({}x{} stride {}x{}, {} taps {} ({} "
+                       "real) in {} K steps, {} tiles of {}x{} pixels on {} CTAs, {} KB shared; "
+                       "NCHW input read as it is, NHWC output{}){}\n",
+                       plan.kernels[i].name, d.kh, d.kw, d.sh, d.sw, d.kh * d.kw,
+                       d.cpp == 4 ? "in pairs of 4 channels" : "of 8 channels", d.c, d.ks, d.tiles,
                        kConvDirectTh, kConvDirectTw, c.dgrid.x, (c.dk.smem + 1023) / 1024,
                        c.bias ? ", bias and activation in its epilogue" : "", timed);
   }

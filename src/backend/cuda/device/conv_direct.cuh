@@ -6,15 +6,19 @@
 // cuDNN. Embedded for NVRTC like prelude.cuh; the executor includes it in a model's module only
 // when a conv can take it (cuda_executor_conv.cpp, BRRR_CONV_DIRECT).
 //
-// The GEMM it computes: rows are output pixels, columns output channels, and K runs over the
-// taps (i, j) of the filter with 8 channels each (k = (i * kw + j) * 8 + ch; channels past the
-// input's c are zeros), two taps per 16-wide K step. Each CTA of 4 warps takes tiles of 4 output
-// rows x 16 output columns of one image (warp w: output row w of the tile, one m16 tile),
-// all output channels 64 at a time (eight n8 tiles per warp). Per tile the input region under
-// it (rh x rw pixels) is copied into shared memory as 16 bytes a pixel (8 channels, zeros
-// outside the image and past c), so one tap of 16 pixels is one ldmatrix row each; the weights
-// ([k][taps * 8], rows padded for bank-conflict-free ldmatrix) are copied in once per CTA, before
-// the programmatic-launch wait (they are constants). The grid strides over the tiles.
+// The GEMM it computes: rows are output pixels, columns output channels, and K runs over 8-wide
+// groups of the filter's taps and channels, two groups per 16-wide K step. A group is one tap
+// (i, j) with its 8 channels (zeros past the input's c), or, where the input has at most 4
+// channels, the stride along the width is even and the dilation along it 1 (an RGB stem), two
+// neighbouring taps (i, 2jj) and (i, 2jj + 1) with 4 channels each: ResNet-50's 7x7 stem then
+// takes 14 K steps instead of 25. Each CTA of 4 warps takes tiles of 4 output rows x 16 output
+// columns of one image (warp w: output row w of the tile, one m16 tile), all output channels 64
+// at a time (eight n8 tiles per warp). Per tile the input region under it (rh x rw pixels) is
+// copied into shared memory at cpp channels a pixel (zeros outside the image and past c), so
+// each group of 16 pixels is one ldmatrix row each (16 contiguous bytes: one pixel, or two
+// neighbours). The weights ([k][groups * 8], rows padded for bank-conflict-free ldmatrix) are
+// copied in once per CTA, before the programmatic-launch wait (they are constants). The grid
+// strides over the tiles.
 #pragma once
 #include "backend/cuda/device/conv_direct_geo.h"
 #include "backend/cuda/device/mma.cuh"
@@ -22,8 +26,10 @@
 // Dynamic shared memory layout, in bytes from the start (the host computes the same sizes):
 // the weights, krows x wst 16-bit values (krows = k rounded up to 16 with zero rows, wst =
 // ks * 16 + 8: a row stride of an odd number of 16-byte pieces keeps the 8 rows of each
-// ldmatrix on distinct banks); the region, rh * rw pixels of 16 bytes; a 16-byte zero pixel;
-// the per-tap byte offsets inside the region (2 * ks ints; -1 for the taps past kh * kw).
+// ldmatrix on distinct banks); the region, rh * rw pixels of cpp 16-bit channels; a 16-byte zero
+// row; the per-group byte offsets inside the region (2 * ks ints; -1 for the groups past the
+// filter, bit 0 set where a pair's second tap is past the filter's width: its 4 channels are
+// zeroed in the fragment, so that an infinity there cannot make a NaN of zero weights).
 template <class T>
 static __device__ __forceinline__ void brrr_conv_direct_t(const T* __restrict__ x, const uint4* __restrict__ wpk,
                                                           const T* __restrict__ bias, T* __restrict__ y,
@@ -33,8 +39,8 @@ static __device__ __forceinline__ void brrr_conv_direct_t(const T* __restrict__ 
   const int krows = (g.k + 15) & ~15;
   unsigned short* sw = reinterpret_cast<unsigned short*>(brrr_cd_smem);
   unsigned short* sx = sw + krows * wst;
-  const int plane = g.rh * g.rw;
-  unsigned short* zero = sx + plane * 8;
+  const int plane = g.rh * g.rw, pix_bytes = g.cpp * 2;
+  unsigned short* zero = sx + plane * g.cpp;
   int* tap_off = reinterpret_cast<int*>(zero + 8);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nthr = blockDim.x;
   const uint4 z4 = make_uint4(0u, 0u, 0u, 0u);
@@ -46,20 +52,21 @@ static __device__ __forceinline__ void brrr_conv_direct_t(const T* __restrict__ 
       reinterpret_cast<uint4*>(sw)[i] = r < g.k && q < src_pieces ? wpk[(size_t)r * src_pieces + q] : z4;
     }
   }
-  // The region and the zero pixel start as zeros; channels c..7 stay zero (tiles write ch < c).
-  for (int i = tid; i <= plane; i += nthr) reinterpret_cast<uint4*>(sx)[i] = z4;
-  const int taps = g.kh * g.kw;
+  // The region and the zero row start as zeros; channels c..cpp-1 stay zero (tiles write ch < c).
+  for (int i = tid; i <= plane * g.cpp / 8; i += nthr) reinterpret_cast<uint4*>(sx)[i] = z4;
   for (int t = tid; t < 2 * g.ks; t += nthr) {
-    const int i = t / g.kw, j = t - i * g.kw;
-    tap_off[t] = t < taps ? (i * g.dh * g.rw + j * g.dw) * 16 : -1;
+    const int i = t / g.gpr, jj = t - i * g.gpr;
+    const int j = g.cpp == 4 ? 2 * jj : jj;  // the group's first tap
+    tap_off[t] = t >= g.groups ? -1
+                 : ((i * g.dh * g.rw + j * g.dw) * pix_bytes) | (g.cpp == 4 && j + 1 >= g.kw ? 1 : 0);
   }
   brrr_grid_wait();
   const unsigned sx_u = brrr_smem_u32(sx), sw_u = brrr_smem_u32(sw), zero_u = brrr_smem_u32(zero);
   const int q = lane >> 3, r8 = lane & 7;
-  // A (ldmatrix x4: pixels 0-7 / 8-15 of the warp's 16, K halves 0-7 / 8-15 = the step's two taps):
-  // this lane's row is pixel r8 + (q & 1) * 8 at tap 2 * s + (q >> 1).
+  // A (ldmatrix x4: pixels 0-7 / 8-15 of the warp's 16, K halves 0-7 / 8-15 = the step's two
+  // groups): this lane's row is pixel r8 + (q & 1) * 8 at group 2 * s + (q >> 1).
   const int apix = r8 + (q & 1) * 8, ahalf = q >> 1;
-  const unsigned abase = sx_u + (unsigned)((warp * g.sh * g.rw + apix * g.sw) * 16);
+  const unsigned abase = sx_u + (unsigned)((warp * g.sh * g.rw + apix * g.sw) * pix_bytes);
   // B (ldmatrix x4 over two n8 tiles: channels 0-7 at K 0-7 / 8-15, channels 8-15 likewise): this
   // lane's row is channel (q >> 1) * 8 + r8 of the pair, K half q & 1.
   const unsigned bbase = sw_u + (unsigned)(((((q >> 1) * 8 + r8) * wst) + (q & 1) * 8) * 2);
@@ -87,7 +94,7 @@ static __device__ __forceinline__ void brrr_conv_direct_t(const T* __restrict__ 
           const int rr = p / g.rw, cc = p - rr * g.rw;
           const int ih = ih0 + rr, iw = iw0 + cc;
           if (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w) v[u] = xi[((size_t)ch * g.h + ih) * g.w + iw];
-          at[u] = p * 8 + ch;
+          at[u] = p * g.cpp + ch;
         }
       }
 #pragma unroll
@@ -103,9 +110,17 @@ static __device__ __forceinline__ void brrr_conv_direct_t(const T* __restrict__ 
       const unsigned bchunk = bbase + (unsigned)(n0 * wst * 2);
 #pragma unroll 2
       for (int s = 0; s < g.ks; ++s) {
-        const int off = tap_off[2 * s + ahalf];
+        const int off_lo = tap_off[2 * s], off_hi = tap_off[2 * s + 1];
+        const int off = ahalf ? off_hi : off_lo;
         unsigned a[4];
-        brrr_ldsm4(a, off >= 0 ? abase + (unsigned)off : zero_u);
+        brrr_ldsm4(a, off >= 0 ? abase + (unsigned)(off & ~1) : zero_u);
+        // A pair whose second tap is past the filter: that tap's channels (K 4-7 of the group, the
+        // registers of lanes with lane % 4 >= 2) read as zeros. a[0], a[1] hold the step's first
+        // group, a[2], a[3] its second.
+        if (lane & 2) {
+          if (off_lo & 1) a[0] = a[1] = 0u;
+          if (off_hi & 1) a[2] = a[3] = 0u;
+        }
 #pragma unroll
         for (int jj = 0; jj < 4; ++jj) {
           if (2 * jj < nt) {

@@ -11,7 +11,10 @@ struct brrr_conv_direct_geo {
   int n, c, h, w;                      // the input, NCHW (c <= 8)
   int k, oh, ow;                       // the output, NHWC: k channels, a multiple of 8
   int kh, kw, sh, sw, ph, pw, dh, dw;  // the window: kernel, strides, pads before, dilations
-  int ks;                              // 16-wide K steps, ceil(kh * kw / 2)
+  int cpp;                             // channels per region pixel: 8 (one tap per 8-wide K
+                                       // group), or 4 (two neighbouring taps of <= 4 channels)
+  int gpr, groups;                     // 8-wide K groups per filter row, and in all (kh * gpr)
+  int ks;                              // 16-wide K steps, ceil(groups / 2)
   int rh, rw;                          // the input region under one tile, in pixels
   int bands, tiles_w, tiles;           // tiles: n * bands (of 4 output rows) * tiles_w (of 16)
   int act;                             // brrr_conv_epilogue's codes: 0 none, 1 relu, 2 hardswish,
