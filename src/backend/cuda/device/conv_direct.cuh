@@ -23,6 +23,8 @@
 #include "backend/cuda/device/conv_direct_geo.h"
 #include "backend/cuda/device/mma.cuh"
 
+#define BRRR_CONV_DIRECT_LOADS 12  // input elements a thread has in flight per round of a tile's loads
+
 // Dynamic shared memory layout, in bytes from the start (the host computes the same sizes):
 // the weights, krows x wst 16-bit values (krows = k rounded up to 16 with zero rows, wst =
 // ks * 16 + 8: a row stride of an odd number of 16-byte pieces keeps the 8 rows of each
@@ -80,12 +82,13 @@ static __device__ __forceinline__ void brrr_conv_direct_t(const T* __restrict__ 
     const int ih0 = oh0 * g.sh - g.ph, iw0 = ow0 * g.sw - g.pw;
     const unsigned short* xi = xs + (size_t)img * img_elems;
     __syncthreads();  // the last tile's ldmatrix reads of the region are done
-    // The region, 8 elements a thread in flight: all loads first, then the stores.
-    for (int e0 = 0; e0 < region; e0 += 8 * nthr) {
-      unsigned short v[8];
-      int at[8];
+    // The region, BRRR_CONV_DIRECT_LOADS elements a thread in flight: all loads first, then the
+    // stores (ResNet-50's stem: 3 x 13 x 38 elements, one round trip to memory for 128 threads).
+    for (int e0 = 0; e0 < region; e0 += BRRR_CONV_DIRECT_LOADS * nthr) {
+      unsigned short v[BRRR_CONV_DIRECT_LOADS];
+      int at[BRRR_CONV_DIRECT_LOADS];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
+      for (int u = 0; u < BRRR_CONV_DIRECT_LOADS; ++u) {
         const int e = e0 + u * nthr + tid;
         v[u] = 0;
         at[u] = -1;
@@ -98,7 +101,7 @@ static __device__ __forceinline__ void brrr_conv_direct_t(const T* __restrict__ 
         }
       }
 #pragma unroll
-      for (int u = 0; u < 8; ++u)
+      for (int u = 0; u < BRRR_CONV_DIRECT_LOADS; ++u)
         if (at[u] >= 0) sx[at[u]] = v[u];
     }
     __syncthreads();
