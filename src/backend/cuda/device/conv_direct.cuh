@@ -146,17 +146,8 @@ static __device__ __forceinline__ void brrr_conv_direct_t(const T* __restrict__ 
             for (int hf = 0; hf < 2; ++hf) {
               const int ow = ow0 + (lane >> 2) + hf * 8;
               if (ow < g.ow) {
-                float v[2] = {acc[0][j][2 * hf] + b0, acc[0][j][2 * hf + 1] + b1};
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                  switch (g.act) {
-                    case 1: v[e] = brrr_relu(v[e]); break;
-                    case 2: v[e] = brrr_hardswish(v[e]); break;
-                    case 3: v[e] = brrr_hardsigmoid(v[e], g.alpha, g.beta); break;
-                    case 4: v[e] = brrr_clip(v[e], g.alpha, g.beta); break;
-                    default: break;
-                  }
-                }
+                float v[2] = {brrr_conv_act(acc[0][j][2 * hf] + b0, g.act, g.alpha, g.beta),
+                              brrr_conv_act(acc[0][j][2 * hf + 1] + b1, g.act, g.alpha, g.beta)};
                 T* dst = y + (((size_t)img * g.oh + oh) * g.ow + ow) * g.k + ch;
                 *reinterpret_cast<unsigned*>(dst) = brrr_pack(v, dst);
               }

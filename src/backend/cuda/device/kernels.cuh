@@ -252,14 +252,7 @@ static __device__ __forceinline__ void brrr_conv_epilogue_t(T* __restrict__ y, c
     float v = brrr_ld(y + i);
     if (bias) v += brrr_ld(bias + (i / hw) % c);
     if (sum) v += brrr_ld(sum + i);
-    switch (act) {
-      case 1: v = brrr_relu(v); break;
-      case 2: v = brrr_hardswish(v); break;
-      case 3: v = brrr_hardsigmoid(v, alpha, beta); break;
-      case 4: v = brrr_clip(v, alpha, beta); break;
-      default: break;
-    }
-    brrr_st(y + i, v);
+    brrr_st(y + i, brrr_conv_act(v, act, alpha, beta));
   }
 }
 extern "C" __global__ void brrr_conv_epilogue(float* __restrict__ y, const float* __restrict__ bias, const float* __restrict__ sum, i64 hw, i64 c, int act, float alpha, float beta, i64 n) { brrr_conv_epilogue_t<float>(y, bias, sum, hw, c, act, alpha, beta, n); }

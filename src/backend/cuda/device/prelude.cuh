@@ -163,6 +163,17 @@ static __device__ __forceinline__ float brrr_gelu_erf16(float x) {
   const float half_erfc = t * e;
   return x * (x >= 0.0f ? 1.0f - half_erfc : half_erfc);
 }
+// A conv's activation after its bias and residual (brrr_conv_epilogue, the direct conv kernel):
+// 0 none, 1 relu, 2 hardswish, 3 hardsigmoid(alpha, beta), 4 clip(alpha, beta).
+static __device__ __forceinline__ float brrr_conv_act(float v, int act, float alpha, float beta) {
+  switch (act) {
+    case 1: return brrr_relu(v);
+    case 2: return brrr_hardswish(v);
+    case 3: return brrr_hardsigmoid(v, alpha, beta);
+    case 4: return brrr_clip(v, alpha, beta);
+    default: return v;
+  }
+}
 template <int MAX>
 static __device__ __forceinline__ float brrr_warp_reduce(float v) {
 #pragma unroll
