@@ -121,8 +121,8 @@ const Switch kSwitches[] = {
      "or one per image of NCHW data; 2 also times every other channels-last 16-bit conv of one "
      "group as im2col and one GEMM against cuDNN at build (a CUDA graph of calls) and keeps the "
      "faster (3: the GEMM, untimed); 0 runs every conv on cuDNN"},
-    {"BRRR_CONV_DIRECT", Kind::Int, "0", "", 0, 2,
-     "CUDA (experimental, not yet run on a GPU): 1 also times brrr's direct conv kernel for a "
+    {"BRRR_CONV_DIRECT", Kind::Int, "1", "", 0, 2,
+     "CUDA: 1 also times brrr's direct conv kernel for a "
      "16-bit conv on at most 8 channels of an NCHW input (an RGB stem: the input read as it is, "
      "no transpose or im2col kernel, bias and activation in its epilogue) against the other paths "
      "at build and keeps it where it is 10% faster; 2 takes it untimed; 0 never"},

@@ -129,8 +129,10 @@ TEST(CudaNhwc, ResNetBlockMatchesTheReference) {
           SCOPED_TRACE(fmt::format("{} batch {} {} BRRR_CUDA_NHWC={}", dtype_name(t), batch,
                                    avg ? "AveragePool" : "MaxPool", on));
           // cuDNN's path: 1 keeps every aligned conv there (2, the default, may time some as
-          // GEMMs; ConvsAsIm2colGemmsMatchTheReference covers that).
-          brrr_test::EnvVar e("BRRR_CUDA_NHWC", on), m("BRRR_CONV_GEMM", "1");
+          // GEMMs; ConvsAsIm2colGemmsMatchTheReference covers that), and no direct kernel for
+          // the 8-channel input (RgbStemOnTheDirectKernelMatchesTheReference covers that).
+          brrr_test::EnvVar e("BRRR_CUDA_NHWC", on), m("BRRR_CONV_GEMM", "1"),
+              d("BRRR_CONV_DIRECT", "0");
           Graph g = resnet_block(t, batch, false, avg);
           std::map<std::string, Tensor> in{{"x", rnd({batch, 8, 16, 16}, t, -2.f, 2.f)}};
           SessionOptions o;
@@ -170,7 +172,8 @@ Graph rgb_stem(DType t, int64_t h, int64_t w) {
 
 // The stem: the transposed input's channels are zero-padded to 8 with zero weights
 // (BRRR_CONV_PAD_C=1, the default) or kept at 3 (0); both give the reference's results. With
-// BRRR_CONV_GEMM=3 the padded stem runs as im2col and one cuBLASLt GEMM.
+// BRRR_CONV_GEMM=3 the padded stem runs as im2col and one cuBLASLt GEMM. The direct kernel is
+// off here (BRRR_CONV_DIRECT=0): RgbStemOnTheDirectKernelMatchesTheReference covers it.
 TEST(CudaNhwc, RgbStemPaddedToEightChannelsMatchesTheReference) {
   BRRR_REQUIRE_CUDNN("Conv");
   for (DType t : {DType::bf16, DType::f16})
@@ -178,7 +181,8 @@ TEST(CudaNhwc, RgbStemPaddedToEightChannelsMatchesTheReference) {
       for (const char* mode : {"1", "3"}) {
         SCOPED_TRACE(
             fmt::format("{} BRRR_CONV_PAD_C={} BRRR_CONV_GEMM={}", dtype_name(t), pad, mode));
-        brrr_test::EnvVar e("BRRR_CONV_PAD_C", pad), m("BRRR_CONV_GEMM", mode);
+        brrr_test::EnvVar e("BRRR_CONV_PAD_C", pad), m("BRRR_CONV_GEMM", mode),
+            d("BRRR_CONV_DIRECT", "0");
         std::map<std::string, Tensor> in{{"x", rnd({2, 3, 20, 20}, t, -2.f, 2.f)}};
         SessionOptions o;
         o.backend = "cuda";
