@@ -6,9 +6,10 @@
 #      stem's plan line at b1 and b64;
 #   3. BERT-base bf16 b32 with BRRR_GEMM_TUNE 0 and 1 (`brrr bench`, 2 interleaved rounds) and
 #      the doctor with 1: does the tuned FFN up-projection still launch a memset?
-#   4. GPT-2 b16 `brrr run --reps 10` with BRRR_GEMM_PAD_OUT 0 and 1, in the order 0 1 0 1 0 1
+#   4. GPT-2 b16 `brrr run --reps 10` with BRRR_GEMM_PAD_OUT 0 and 1, in the order 0 1 0 1
 #      (next_check ran 1 0 1 0 and every run was faster than the one before);
-#   5. what is left of the call: scripts/gpu_models.sh on BERT-base and ResNet-50 bf16 against
+#   5. Nsight Compute on the direct kernel at b1 and b64 (after 2);
+#   6. what is left of the call: scripts/gpu_models.sh on BERT-base and ResNet-50 bf16 against
 #      torch.compile(mode="reduce-overhead"), with a BRRR_GEMM_TUNE=1 variant.
 # Each part after 1 is skipped past DEADLINE (s) with a line saying so.
 export OUT=${OUT:-/tmp/o}; T0=$(date +%s)
@@ -19,7 +20,7 @@ S=/tmp/brrr_suite
   --no-verify --threads 8 >"$OUT/export.log" 2>&1) &
 TARGETS="brrr_cli brrr_tests" source scripts/gpu_build.sh || exit 1
 echo "== built at $(el) s"
-timeout 150 $B/tests/brrr_tests --gtest_filter="CudaNhwc.*:CudaConvDirect.*:CudaConv.*:CudaPool.*:CudaSession.*:CudaGemm*" \
+timeout 150 $B/tests/brrr_tests --gtest_filter="CudaNhwc.*:CudaConvDirect.*:CudaPool.*:CudaSession.*" \
   >"$OUT/tests.log" 2>&1
 echo "tests rc $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED|Failure|Expected|Which is' "$OUT/tests.log" | head -20
@@ -40,6 +41,15 @@ for b in 1 64; do
   BRRR_DEBUG=1 timeout 60 $B/brrr bench $R --backend cuda --iterations 5 --shape pixel_values:${b}x3x224x224 2>&1 |
     grep -E 'k0_conv' | grep -v library | head -1 | cut -c1-400
 done
+late "Nsight Compute on the direct kernel"
+for b in 1 64; do
+  echo "== ncu, the direct kernel at b$b"
+  BRRR_CONV_DIRECT=2 timeout 90 ncu --target-processes all --kernel-name regex:conv_direct --launch-count 1 \
+    --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+    $B/brrr run $R --backend cuda --shape pixel_values:${b}x3x224x224 --reps 1 >"$OUT/ncu_direct_b$b.txt" 2>&1
+  grep -E 'Duration|Elapsed Cycles|SM Busy|Compute \(SM\) Throughput|Memory Throughput|DRAM Throughput|Registers Per|Grid Size|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Stall|Block Limit' \
+    "$OUT/ncu_direct_b$b.txt" | head -24
+done
 late "BERT b32 tuning"
 for r in 1 2; do
   for t in 0 1; do
@@ -53,7 +63,7 @@ grep -E '^wall|^idle' "$OUT/doctor_b32_tune.txt" | cut -c1-700
 BRRR_GEMM_TUNE=1 BRRR_DEBUG=1 timeout 60 $B/brrr bench $M --backend cuda --iterations 5 --shape input_ids:32x128 2>&1 |
   grep -E 'k[0-9]+_matmul' | head -4 | cut -c1-330
 late "run() A/B"
-for c in 0 1 0 1 0 1; do
+for c in 0 1 0 1; do
   echo "run() gpt2 b16 BRRR_GEMM_PAD_OUT=$c: $(BRRR_GEMM_PAD_OUT=$c timeout 60 $B/brrr run $G --backend cuda \
     --shape input_ids:16x128 --reps 10 2>&1 | grep -E '^time' | cut -c1-160)"
 done
