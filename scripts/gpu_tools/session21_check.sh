@@ -20,7 +20,7 @@ S=/tmp/brrr_suite
   --no-verify --threads 8 >"$OUT/export.log" 2>&1) &
 TARGETS="brrr_cli brrr_tests" source scripts/gpu_build.sh || exit 1
 echo "== built at $(el) s"
-timeout 150 $B/tests/brrr_tests --gtest_filter="CudaNhwc.*:CudaConvDirect.*:CudaPool.*:CudaSession.*" \
+timeout 150 $B/tests/brrr_tests --gtest_filter="${TESTS:-CudaNhwc.*:CudaConvDirect.*:CudaPool.*:CudaSession.*}" \
   >"$OUT/tests.log" 2>&1
 echo "tests rc $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED|Failure|Expected|Which is' "$OUT/tests.log" | head -20
