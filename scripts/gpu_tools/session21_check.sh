@@ -2,8 +2,10 @@
 # One device call (twenty-first session, carry [".devdeps"]), after next_check.sh found the direct
 # stem conv correct and 10% faster at ResNet-50 b64 (BRRR_CONV_DIRECT is now 1 by default):
 #   1. the CUDA conv, pool, session and GEMM tests with the new default;
-#   2. the doctor on ResNet-50 bf16 b1 with BRRR_CONV_DIRECT 0 and 1 (the stem's kernels) and the
-#      stem's plan line at b1 and b64;
+#   2. ResNet-50 bf16 `brrr bench` at b1 and b64 with BRRR_CONV_DIRECT 0 and 2 (the kernel's
+#      weights now copied by cp.async, all in flight at once), then the doctor on ResNet-50
+#      bf16 b1 with BRRR_CONV_DIRECT 0 and 1 (the stem's kernels) and the stem's plan line at
+#      b1 and b64;
 #   3. BERT-base bf16 b32 with BRRR_GEMM_TUNE 0 and 1 (`brrr bench`, 2 interleaved rounds) and
 #      the doctor with 1: does the tuned FFN up-projection still launch a memset?
 #   4. GPT-2 b16 `brrr run --reps 10` with BRRR_GEMM_PAD_OUT 0 and 1, in the order 0 1 0 1
@@ -29,6 +31,15 @@ export XDG_CACHE_HOME=/tmp/brrr_xdg_21
 G=$S/gpt2_bf16_torchscript/model.onnx M=$S/bert_base_bf16_torchscript/model.onnx
 R=$S/resnet50_bf16_torchscript/model.onnx
 line() { tr '\n' ' ' | cut -c1-"${1:-170}"; echo; }
+echo "direct kernel $(BRRR_CONV_DIRECT=2 BRRR_DEBUG=1 timeout 60 $B/brrr bench $R --backend cuda --iterations 5 2>&1 |
+  grep -o 'conv on brrr.s direct kernel.*' | cut -c1-250)"
+for b in 1 64; do
+  for v in 0 2 0 2; do
+    echo -n "resnet50 bf16 b$b BRRR_CONV_DIRECT=$v: "
+    BRRR_CONV_DIRECT=$v timeout 90 $B/brrr bench $R --backend cuda --iterations 200 \
+      --shape pixel_values:${b}x3x224x224 2>&1 | grep -E '^latency' | line
+  done
+done
 late "the ResNet-50 doctor"
 for v in 0 1; do
   echo "== resnet50 b1 doctor BRRR_CONV_DIRECT=$v"
