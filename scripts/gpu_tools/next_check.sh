@@ -14,7 +14,9 @@
 #      the doctor with 1: does the tuned FFN up-projection still launch a memset?
 #   5. GPT-2 b16 `brrr run --reps 10` with BRRR_GEMM_PAD_OUT 0 and 1, in the order 0 1 0 1
 #      (the previous next_check.sh ran 1 0 1 0 and every run was faster than the one before);
-#   6. what is left of the call: scripts/gpu_models.sh on BERT-base and ResNet-50 bf16 against
+#   6. scripts/gpu_tools/persist_micro.sh: what a persistent kernel's weight streaming, grid
+#      barrier and readiness flags cost on this GPU (deliverable 4, before writing one);
+#   7. what is left of the call: scripts/gpu_models.sh on BERT-base and ResNet-50 bf16 against
 #      torch.compile(mode="reduce-overhead"), with a BRRR_GEMM_TUNE=1 variant.
 # Each part after 1 is skipped past DEADLINE (s, default 470) with a line saying so.
 export OUT=${OUT:-/tmp/o}; T0=$(date +%s)
@@ -81,6 +83,8 @@ for c in 0 1 0 1; do
   echo "run() gpt2 b16 BRRR_GEMM_PAD_OUT=$c: $(BRRR_GEMM_PAD_OUT=$c timeout 60 $B/brrr run $G --backend cuda \
     --shape input_ids:16x128 --reps 10 2>&1 | grep -E '^time' | cut -c1-160)"
 done
+late "the persistent kernel's building blocks"
+LIMIT=60 bash scripts/gpu_tools/persist_micro.sh 2>&1 | tail -40
 late "the suite against torch.compile"
 LEFT=$(( ${DEADLINE:-470} + 60 - $(el) ))
 MODELS=bert_base,resnet50 DTYPES=bf16 EXPORTERS=torchscript TORCH_MODES=reduce-overhead ROUNDS=2 \

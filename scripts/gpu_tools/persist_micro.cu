@@ -1,0 +1,293 @@
+// The building blocks of a persistent whole-block kernel (issue 17, deliverable 4), measured
+// alone before one is written: what each costs on this GPU, one CTA per SM, every CTA resident.
+//   1. stream: each CTA streams its share of a weight buffer far larger than the L2 through shared
+//      memory with 1-D bulk copies (cp.async.bulk, the copy engine a persistent kernel would feed
+//      its weights with), ST stages of CH bytes in flight per SM, consumer warps releasing each
+//      stage after reading it. GB/s against a plain 16-byte-load read of the same buffer: how deep
+//      a pipeline per SM must be to read weights at the DRAM rate (the small-M GEMMs kept 2-3
+//      stages of 4 KB in flight per CTA).
+//   2. barrier: a grid-wide barrier (one atomic per CTA on a global counter, the last arrival
+//      bumps a generation word the others spin on), us per barrier: the price of a kernel
+//      boundary inside a persistent kernel.
+//   3. flag hop: CTA i waits for CTA i-1's flag and sets its own, around the ring: us per hop, the
+//      price of one fine-grained readiness flag from one SM to another.
+// Every result is checked (the stream's checksum against the host's, the barrier's and the ring's
+// counts) before its time is printed. Medians of 7 timed runs after 2 warm-ups.
+// Build and run: scripts/gpu_tools/persist_micro.sh (nvcc -arch=sm_90a).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "micro_check.cuh"
+
+namespace {
+
+constexpr int kConsumerWarps = 4;
+constexpr int kThreads = 32 * (1 + kConsumerWarps);  // warp 0 produces, warps 1.. consume
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
+// Chunks c = blockIdx.x, + gridDim.x, ... of CH bytes each: stage c % ST of this CTA's ring. Each
+// consumer warp adds one 8-byte word per 256 bytes of the chunk (lane l: words at l * 32 + ...),
+// so every line of the chunk is read from shared memory; the CTA's sums go to sums[blockIdx.x].
+__global__ void __launch_bounds__(kThreads, 1)
+    stream_kernel(const unsigned long long* __restrict__ src, long long chunks, int ch, int st,
+                  unsigned long long* sums) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned long long* bars = reinterpret_cast<unsigned long long*>(smem);  // full[st], empty[st]
+  unsigned char* buf = smem + 128 * ((2 * st * 8 + 127) / 128);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < st; ++s) {
+      mbar_init(smem_u32(&bars[s]), 1);
+      mbar_init(smem_u32(&bars[st + s]), kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const long long mine = chunks > blockIdx.x ? (chunks - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  if (warp == 0) {
+    if (lane == 0) {
+      for (long long i = 0; i < mine; ++i) {
+        const int s = int(i % st);
+        if (i >= st) mbar_wait(smem_u32(&bars[st + s]), unsigned((i / st - 1) & 1));
+        const long long c = blockIdx.x + i * gridDim.x;
+        mbar_expect_tx(smem_u32(&bars[s]), unsigned(ch));
+        bulk_copy(smem_u32(buf + size_t(s) * ch), reinterpret_cast<const unsigned char*>(src) + c * ch,
+                  unsigned(ch), smem_u32(&bars[s]));
+      }
+    }
+    return;
+  }
+  unsigned long long acc = 0;
+  const int cw = warp - 1;
+  for (long long i = 0; i < mine; ++i) {
+    const int s = int(i % st);
+    mbar_wait(smem_u32(&bars[s]), unsigned((i / st) & 1));
+    const unsigned long long* w = reinterpret_cast<const unsigned long long*>(buf + size_t(s) * ch);
+    for (int k = (cw * 32 + lane) * 32; k < ch / 8; k += kConsumerWarps * 32 * 32) acc += w[k];
+    __syncwarp();
+    if (lane == 0) mbar_arrive(smem_u32(&bars[st + s]));
+  }
+  for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (lane == 0) atomicAdd(&sums[blockIdx.x], acc);
+}
+
+// The same words summed by 16-byte loads, grid-stride: the plain read's rate.
+__global__ void read_kernel(const uint4* __restrict__ src, long long n16, unsigned long long* out) {
+  unsigned long long acc = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x) {
+    const uint4 v = src[i];
+    acc += v.x ^ v.y ^ v.z ^ v.w;
+  }
+  for (int o = 16; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if (threadIdx.x % 32 == 0) atomicAdd(out, acc);
+}
+
+// R grid-wide barriers: thread 0 of each CTA adds to count; the arrival that completes a round
+// resets the count and bumps gen, which the others spin on. done[] counts the rounds each CTA saw.
+__global__ void barrier_kernel(unsigned* count, volatile unsigned* gen, int rounds, unsigned* done) {
+  if (threadIdx.x != 0) return;
+  const unsigned g = gridDim.x;
+  for (int r = 0; r < rounds; ++r) {
+    const unsigned seen = *gen;
+    __threadfence();
+    if (atomicAdd(count, 1u) == g - 1) {
+      *count = 0;
+      __threadfence();
+      atomicAdd(const_cast<unsigned*>(gen), 1u);
+    } else {
+      while (*gen == seen) {
+      }
+    }
+    __threadfence();
+  }
+  done[blockIdx.x] = rounds;
+}
+
+// R laps of a ring of readiness flags: CTA i waits until flag[i-1] (flag[G-1] for CTA 0, one lap
+// behind) reaches its lap, then sets its own.
+__global__ void ring_kernel(volatile unsigned* flags, int laps) {
+  if (threadIdx.x != 0) return;
+  const int i = blockIdx.x, g = gridDim.x;
+  for (int lap = 1; lap <= laps; ++lap) {
+    if (i == 0) {
+      if (lap > 1)
+        while (flags[g - 1] < unsigned(lap - 1)) {
+        }
+    } else {
+      while (flags[i - 1] < unsigned(lap)) {
+      }
+    }
+    __threadfence();
+    flags[i] = unsigned(lap);
+  }
+}
+
+template <class F>
+double median_ms(F&& run) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int w = 0; w < 2; ++w) run();
+  std::vector<float> t;
+  for (int r = 0; r < 7; ++r) {
+    CK(cudaEventRecord(a));
+    run();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const long long bytes = (argc > 1 ? std::atoll(argv[1]) : 1024) << 20;  // MB of weights
+  int dev = 0, sms = 0, l2 = 0, smem_optin = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  CK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, dev));
+  std::printf("%s: %d SMs, L2 %d MB, %d KB shared per block; weights %lld MB\n", prop.name, sms, l2 >> 20,
+              smem_optin >> 10, bytes >> 20);
+
+  // The weights: words 1 + i * 2654435761 (no zeros); the stream's checksum is computed here.
+  const long long words = bytes / 8;
+  std::vector<unsigned long long> host(static_cast<size_t>(words));
+  for (long long i = 0; i < words; ++i) host[size_t(i)] = 1 + (unsigned long long)i * 2654435761ull;
+  unsigned long long *src = nullptr, *sums = nullptr;
+  CK(cudaMalloc(&src, bytes));
+  CK(cudaMemcpy(src, host.data(), bytes, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&sums, sizeof(unsigned long long) * sms));
+
+  const double read_ms = median_ms([&] {
+    read_kernel<<<sms * 8, 256>>>(reinterpret_cast<const uint4*>(src), bytes / 16, sums);
+    CK(cudaGetLastError());
+  });
+  std::printf("plain 16-byte reads: %.1f GB/s\n", bytes / read_ms / 1e6);
+
+  CK(cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin));
+  std::printf("%-8s %-8s %-10s %-10s %s\n", "stages", "chunk", "in flight", "GB/s", "of plain reads");
+  for (int ch : {4096, 8192, 16384, 32768, 65536}) {
+    for (int st : {2, 3, 4, 6, 8, 12}) {
+      const size_t smem = 128 * ((2 * st * 8 + 127) / 128) + size_t(st) * ch;
+      if (smem > size_t(smem_optin)) continue;
+      if (bytes % ch) continue;
+      const long long chunks = bytes / ch;
+      // Checked once: each word is read only if its index is a multiple of 32 (one per 256 bytes).
+      CK(cudaMemset(sums, 0, sizeof(unsigned long long) * sms));
+      stream_kernel<<<sms, kThreads, smem>>>(src, chunks, ch, st, sums);
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      std::vector<unsigned long long> got(static_cast<size_t>(sms));
+      CK(cudaMemcpy(got.data(), sums, sizeof(unsigned long long) * sms, cudaMemcpyDeviceToHost));
+      unsigned long long total = 0, expect = 0;
+      for (unsigned long long v : got) total += v;
+      for (long long i = 0; i < words; i += 32) expect += host[size_t(i)];
+      if (total != expect) {
+        std::printf("stream ST %d CH %d: checksum %llu, expected %llu: FAILED\n", st, ch, total, expect);
+        return 1;
+      }
+      const double ms = median_ms([&] {
+        stream_kernel<<<sms, kThreads, smem>>>(src, chunks, ch, st, sums);
+        CK(cudaGetLastError());
+      });
+      std::printf("%-8d %-8d %-10s %-10.1f %.2f\n", st, ch, (std::to_string(st * ch / 1024) + " KB").c_str(),
+                  bytes / ms / 1e6, read_ms / ms);
+    }
+  }
+
+  unsigned *count = nullptr, *gen = nullptr, *done = nullptr;
+  CK(cudaMalloc(&count, 4));
+  CK(cudaMalloc(&gen, 4));
+  CK(cudaMalloc(&done, 4 * sms));
+  for (int rounds : {1000, 4000}) {
+    CK(cudaMemset(count, 0, 4));
+    CK(cudaMemset(gen, 0, 4));
+    CK(cudaMemset(done, 0, 4 * sms));
+    barrier_kernel<<<sms, 32>>>(count, gen, rounds, done);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    std::vector<unsigned> d(static_cast<size_t>(sms));
+    unsigned g = 0;
+    CK(cudaMemcpy(d.data(), done, 4 * sms, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&g, gen, 4, cudaMemcpyDeviceToHost));
+    for (unsigned v : d)
+      if (v != unsigned(rounds) || g != unsigned(rounds)) {
+        std::printf("barrier: a CTA saw %u rounds, generation %u, of %d: FAILED\n", v, g, rounds);
+        return 1;
+      }
+    const double ms = median_ms([&] {
+      barrier_kernel<<<sms, 32>>>(count, gen, rounds, done);
+      CK(cudaGetLastError());
+    });
+    std::printf("grid barrier over %d CTAs: %.3f us each (%d rounds)\n", sms, ms * 1e3 / rounds, rounds);
+  }
+
+  unsigned* flags = nullptr;
+  CK(cudaMalloc(&flags, 4 * sms));
+  const int laps = 200;
+  auto ring = [&] {
+    CK(cudaMemsetAsync(flags, 0, 4 * sms));
+    ring_kernel<<<sms, 32>>>(flags, laps);
+    CK(cudaGetLastError());
+  };
+  ring();
+  CK(cudaDeviceSynchronize());
+  std::vector<unsigned> f(static_cast<size_t>(sms));
+  CK(cudaMemcpy(f.data(), flags, 4 * sms, cudaMemcpyDeviceToHost));
+  for (unsigned v : f)
+    if (v != unsigned(laps)) {
+      std::printf("ring: a flag ended at %u of %d laps: FAILED\n", v, laps);
+      return 1;
+    }
+  const double ring_ms = median_ms(ring);
+  std::printf("readiness flag, SM to SM: %.3f us a hop (%d laps of %d CTAs)\n", ring_ms * 1e3 / (laps * sms),
+              laps, sms);
+  CK(cudaFree(src));
+  CK(cudaFree(sums));
+  CK(cudaFree(count));
+  CK(cudaFree(gen));
+  CK(cudaFree(done));
+  CK(cudaFree(flags));
+  return 0;
+}
