@@ -84,7 +84,7 @@ for c in 0 1 0 1; do
     --shape input_ids:16x128 --reps 10 2>&1 | grep -E '^time' | cut -c1-160)"
 done
 late "the persistent kernel's building blocks"
-LIMIT=60 bash scripts/gpu_tools/persist_micro.sh 2>&1 | tail -40
+LIMIT=90 bash scripts/gpu_tools/persist_micro.sh 2>&1 | tail -40
 late "the suite against torch.compile"
 LEFT=$(( ${DEADLINE:-470} + 60 - $(el) ))
 MODELS=bert_base,resnet50 DTYPES=bf16 EXPORTERS=torchscript TORCH_MODES=reduce-overhead ROUNDS=2 \
