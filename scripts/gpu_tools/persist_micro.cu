@@ -62,6 +62,22 @@ __device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigne
       : "memory");
 }
 
+// A ring of st stages in dynamic shared memory: st "full" mbarriers (the producer's one arrival
+// with the stage's bytes), st "empty" ones (one arrival per consumer warp), then the stages from
+// the next 128 bytes. ring_offset: where the stages start; init_ring: thread 0 sets the barriers
+// up, and every thread waits for it.
+__host__ __device__ constexpr int ring_offset(int st) { return 128 * ((2 * st * 8 + 127) / 128); }
+__device__ __forceinline__ void init_ring(unsigned long long* bars, int st, int consumers) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < st; ++s) {
+      mbar_init(smem_u32(&bars[s]), 1);
+      mbar_init(smem_u32(&bars[st + s]), consumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+}
+
 // Chunks c = blockIdx.x, + gridDim.x, ... of CH bytes each: stage c % ST of this CTA's ring. Each
 // consumer warp adds one 8-byte word per 256 bytes of the chunk (lane l: words at l * 32 + ...),
 // so every line of the chunk is read from shared memory; the CTA's sums go to sums[blockIdx.x].
@@ -70,16 +86,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                   unsigned long long* sums) {
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned long long* bars = reinterpret_cast<unsigned long long*>(smem);  // full[st], empty[st]
-  unsigned char* buf = smem + 128 * ((2 * st * 8 + 127) / 128);
+  unsigned char* buf = smem + ring_offset(st);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < st; ++s) {
-      mbar_init(smem_u32(&bars[s]), 1);
-      mbar_init(smem_u32(&bars[st + s]), kConsumerWarps);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
+  init_ring(bars, st, kConsumerWarps);
   const long long mine = chunks > blockIdx.x ? (chunks - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   if (warp == 0) {
     if (lane == 0) {
@@ -211,16 +220,9 @@ __global__ void __launch_bounds__(kTileThreads, 1)
                 int copies, int n, int k, int kc, int st, int gemms, float* part) {
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned long long* bars = reinterpret_cast<unsigned long long*>(smem);
-  unsigned char* ring = smem + 128 * ((2 * st * 8 + 127) / 128);
+  unsigned char* ring = smem + ring_offset(st);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < st; ++s) {
-      mbar_init(smem_u32(&bars[s]), 1);
-      mbar_init(smem_u32(&bars[st + s]), kTileConsumers);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
+  init_ring(bars, st, kTileConsumers);
   const int nt_count = n / 64, ksplit = k / kc, chunks = kc / 64;
   const long long items = (long long)nt_count * ksplit, total = items * gemms;
   long long q = 0;  // the ring's running chunk count
@@ -298,7 +300,7 @@ float from_bf16(unsigned short h) {
 // the same bf16 values, then times R GEMMs in one launch. Returns false when the check fails.
 bool tile_case(int sms, int smem_optin, int n, int k, int kc, int st) {
   const int m = 128;
-  const size_t smem = 128 * ((2 * st * 8 + 127) / 128) + size_t(st) * kStageBytes;
+  const size_t smem = size_t(ring_offset(st)) + size_t(st) * kStageBytes;
   if (n % 64 || k % kc || kc % 64 || smem > size_t(smem_optin)) return true;
   std::vector<unsigned short> a(size_t(m) * k), b(size_t(k) * n);
   unsigned x = 12345;
@@ -415,7 +417,7 @@ int main(int argc, char** argv) {
   std::printf("%-8s %-8s %-10s %-10s %s\n", "stages", "chunk", "in flight", "GB/s", "of plain reads");
   for (int ch : {4096, 8192, 16384, 32768, 65536}) {
     for (int st : {2, 3, 4, 6, 8, 12}) {
-      const size_t smem = 128 * ((2 * st * 8 + 127) / 128) + size_t(st) * ch;
+      const size_t smem = size_t(ring_offset(st)) + size_t(st) * ch;
       if (smem > size_t(smem_optin)) continue;
       if (bytes % ch) continue;
       const long long chunks = bytes / ch;
