@@ -17,8 +17,8 @@
 // copied into shared memory at cpp channels a pixel (zeros outside the image and past c), so
 // each group of 16 pixels is one ldmatrix row each (16 contiguous bytes: one pixel, or two
 // neighbours). The weights ([k][groups * 8], rows padded for bank-conflict-free ldmatrix) are
-// copied in once per CTA, before the programmatic-launch wait (they are constants). The grid
-// strides over the tiles.
+// copied in once per CTA by cp.async, before the programmatic-launch wait (they are
+// constants). The grid strides over the tiles.
 #pragma once
 #include "backend/cuda/device/conv_direct_geo.h"
 #include "backend/cuda/device/mma.cuh"
@@ -46,13 +46,20 @@ static __device__ __forceinline__ void brrr_conv_direct_t(const T* __restrict__ 
   int* tap_off = reinterpret_cast<int*>(zero + 8);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nthr = blockDim.x;
   const uint4 z4 = make_uint4(0u, 0u, 0u, 0u);
-  // The weights: row r of the packed [k][ks * 16] array into row r of the padded smem rows.
+  // The weights: row r of the packed [k][ks * 16] array into row r of the padded smem rows, as
+  // 16-byte cp.async copies (zero-filled past the real rows and pieces), all in flight at once:
+  // a plain load-then-store loop waited one memory round trip per piece, about 15 a thread for
+  // ResNet-50's stem, and at batch 1 each CTA has a single tile to amortize them over.
   {
     const int pieces = wst / 8, src_pieces = 2 * g.ks;
+    const unsigned sw_dst = brrr_smem_u32(sw);
     for (int i = tid; i < krows * pieces; i += nthr) {
       const int r = i / pieces, q = i - r * pieces;
-      reinterpret_cast<uint4*>(sw)[i] = r < g.k && q < src_pieces ? wpk[(size_t)r * src_pieces + q] : z4;
+      const bool real = r < g.k && q < src_pieces;
+      brrr_cp16(sw_dst + 16u * (unsigned)i, real ? wpk + (size_t)r * src_pieces + q : wpk,
+                real ? 16 : 0);
     }
+    brrr_cp_commit();
   }
   // The region and the zero row start as zeros; channels c..cpp-1 stay zero (tiles write ch < c).
   for (int i = tid; i <= plane * g.cpp / 8; i += nthr) reinterpret_cast<uint4*>(sx)[i] = z4;
@@ -104,6 +111,9 @@ static __device__ __forceinline__ void brrr_conv_direct_t(const T* __restrict__ 
       for (int u = 0; u < BRRR_CONV_DIRECT_LOADS; ++u)
         if (at[u] >= 0) sx[at[u]] = v[u];
     }
+    // This thread's weight copies (in flight with the first tile's region loads; nothing to wait
+    // for after it), which the barrier then publishes to the CTA.
+    brrr_cp_wait<0>();
     __syncthreads();
     const int oh = oh0 + warp;
     for (int n0 = 0; n0 < g.k; n0 += 64) {
