@@ -16,7 +16,10 @@
 #      (the previous next_check.sh ran 1 0 1 0 and every run was faster than the one before);
 #   6. scripts/gpu_tools/persist_micro.sh: what a persistent kernel's weight streaming, grid
 #      barrier and readiness flags cost on this GPU (deliverable 4, before writing one);
-#   7. what is left of the call: scripts/gpu_models.sh on BERT-base and ResNet-50 bf16 against
+#   7. (in the background from the start, while brrr builds) scripts/gpu_tools/wgmma_micro.sh:
+#      a warp-specialized TMA + wgmma GEMM against cuBLASLt on BERT b32's layer GEMMs (its tiles
+#      of 128 x 192 are one wave where cuBLASLt's leave SMs idle), printed after part 1;
+#   8. what is left of the call: scripts/gpu_models.sh on BERT-base and ResNet-50 bf16 against
 #      torch.compile(mode="reduce-overhead"), with a BRRR_GEMM_TUNE=1 variant.
 # Each part after 1 is skipped past DEADLINE (s, default 470) with a line saying so.
 export OUT=${OUT:-/tmp/o}; T0=$(date +%s)
@@ -25,6 +28,7 @@ late() { [ "$(el)" -ge "${DEADLINE:-470}" ] && echo "== skipped from here at $(e
 S=/tmp/brrr_suite
 (python3 scripts/models/export.py --out $S --models bert_base,gpt2,resnet50 --dtypes bf16 --exporters torchscript \
   --no-verify --threads 8 >"$OUT/export.log" 2>&1) &
+(LIMIT=150 bash scripts/gpu_tools/wgmma_micro.sh >"$OUT/wgmma.log" 2>&1; echo "wgmma done at $(el) s" >>"$OUT/wgmma.log") &
 TARGETS="brrr_cli brrr_tests" source scripts/gpu_build.sh || exit 1
 echo "== built at $(el) s"
 timeout 150 $B/tests/brrr_tests --gtest_filter="${TESTS:-CudaNhwc.*:CudaConvDirect.*:CudaPool.*:CudaSession.*}" \
@@ -32,6 +36,7 @@ timeout 150 $B/tests/brrr_tests --gtest_filter="${TESTS:-CudaNhwc.*:CudaConvDire
 echo "tests rc $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED|Failure|Expected|Which is' "$OUT/tests.log" | head -20
 wait
+echo "== wgmma_micro"; grep -vE '^ptxas info|^\s*$' "$OUT/wgmma.log" | tail -60
 export XDG_CACHE_HOME=/tmp/brrr_xdg_21
 G=$S/gpt2_bf16_torchscript/model.onnx M=$S/bert_base_bf16_torchscript/model.onnx
 R=$S/resnet50_bf16_torchscript/model.onnx

@@ -1,0 +1,451 @@
+// A warp-specialized Hopper GEMM (TMA loads, wgmma from shared memory, one CTA per SM striding over
+// the output tiles), alone against cuBLASLt on the GEMMs of the model suite at large batch: does a
+// tile width cuBLASLt does not pick win where its tiles leave SMs idle? BERT-base b32's output
+// projection (m4096 n768) ran at 58% of the bf16 peak in brrr's plan (nineteenth session): 96
+// tiles of 256x128 on 132 SMs; 128 x 192 tiles are 128 tiles, one wave. Its Q/K/V (n2304) at
+// 74-76%: 288 tiles of 128x256 are 2.2 waves, of 128x192 2.9.
+//
+// C[m, n] = act(A[m, k] W[k, n] + bias) (+ residual), bf16 in and out, float32 sums. The kernel
+// reads W transposed, [n, k] (K-major, as a plan would store a constant weight once); cuBLASLt
+// gets W as the model has it, [k, n], with its own bias or GELU+bias epilogue.
+//
+// CTA: 3 warpgroups. Warpgroup 0's first thread issues the TMA copies of a ring of ST stages, each
+// a 128 x 64 box of A and a BN x 64 box of W (128-byte swizzle); warpgroups 1 and 2 each take 64
+// rows of the 128 x BN tile, four m64nBNk16 wgmmas per stage, and release a stage once the next
+// stage's wgmmas are issued and the stage's own have completed (wait_group 1). The epilogue writes
+// from the accumulators (bias, erf GELU, residual) while the producer already loads the next
+// tile's stages. Every configuration is checked against a float32 reference of the same bf16
+// values before its time is printed; times are medians of graph replays of one launch per weight
+// copy, copies enough for twice the L2 (weights come from DRAM, as in a model).
+// Build and run: scripts/gpu_tools/wgmma_micro.sh.
+#include <cublasLt.h>
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "micro_check.cuh"
+#include "wgmma_ops.inc"
+
+#define CL(x)                                                                       \
+  do {                                                                              \
+    cublasStatus_t s_ = (x);                                                        \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                              \
+      std::fprintf(stderr, "%s:%d %s: cublas status %d\n", __FILE__, __LINE__, #x, (int)s_); \
+      std::exit(1);                                                                 \
+    }                                                                               \
+  } while (0)
+
+namespace {
+
+constexpr int kBM = 128, kBK = 64, kThreads = 384;
+
+struct Epi {
+  const unsigned short* bias;      // [n]
+  const unsigned short* residual;  // [m, n] or null
+  unsigned short* c;               // [m, n]
+  int m, n, k, act;                // act: 0 none, 3 erf GELU
+};
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }" ::"r"(bar),
+               "r"(parity)
+               : "memory");
+}
+__device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap* map, int c0, int c1, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+// A K-major operand of rows of 64 bf16 (128 bytes), 128-byte swizzle, 8-row groups 1024 bytes
+// apart (the stage buffers are 1024-byte aligned, so the swizzle's base offset is 0).
+__device__ __forceinline__ unsigned long long smem_desc(unsigned addr) {
+  return (unsigned long long)((addr & 0x3ffff) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
+         (1ull << 62);
+}
+
+template <int BN>
+__device__ __forceinline__ void wgmma(float* d, unsigned long long da, unsigned long long db, int acc) {
+  if constexpr (BN == 64) wgmma_n64(d, da, db, acc);
+  if constexpr (BN == 128) wgmma_n128(d, da, db, acc);
+  if constexpr (BN == 192) wgmma_n192(d, da, db, acc);
+  if constexpr (BN == 256) wgmma_n256(d, da, db, acc);
+}
+
+template <int N>
+__device__ __forceinline__ void fence_regs(float* d) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+__device__ __forceinline__ float bf(unsigned short h) { return __uint_as_float(unsigned(h) << 16); }
+__device__ __forceinline__ unsigned short to_bf(float f) {  // round to nearest even (finite inputs)
+  unsigned u = __float_as_uint(f);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<unsigned short>(u >> 16);
+}
+
+template <int BN, int ST>
+constexpr int smem_bytes() {
+  return 1024 + 16 * ST + ST * (kBM + BN) * kBK * 2 + 1024;
+}
+
+template <int BN, int ST>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tw, Epi p) {
+  extern __shared__ unsigned char smem[];
+  constexpr unsigned kA = kBM * kBK * 2, kStage = kA + BN * kBK * 2;
+  const unsigned base = smem_u32(smem);
+  const unsigned full = base, empty = base + 8 * ST;  // ST mbarriers each
+  const unsigned ring = (base + 16 * ST + 1023) & ~1023u;
+  const int tiles_m = (p.m + kBM - 1) / kBM, tiles = tiles_m * (p.n / BN), kblocks = p.k / kBK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < ST; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, 8);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {  // producer
+    if (threadIdx.x != 0) return;
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(&ta)) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(&tw)) : "memory");
+    long long q = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const int mt = t % tiles_m, nt = t / tiles_m;
+      for (int kb = 0; kb < kblocks; ++kb, ++q) {
+        const int s = int(q % ST);
+        if (q >= ST) mbar_wait(empty + 8 * s, unsigned((q / ST - 1) & 1));
+        mbar_expect_tx(full + 8 * s, kStage);
+        tma_2d(ring + s * kStage, &ta, kb * kBK, mt * kBM, full + 8 * s);
+        tma_2d(ring + s * kStage + kA, &tw, kb * kBK, nt * BN, full + 8 * s);
+      }
+    }
+    return;
+  }
+  const int half = wg - 1, t128 = threadIdx.x % 128, warp = t128 / 32, lane = threadIdx.x % 32;
+  float d[BN / 2];
+  long long q = 0;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int mt = t % tiles_m, nt = t / tiles_m;
+    for (int kb = 0; kb < kblocks; ++kb, ++q) {
+      const int s = int(q % ST);
+      mbar_wait(full + 8 * s, unsigned((q / ST) & 1));
+      const unsigned long long da = smem_desc(ring + s * kStage + half * 64 * 128);
+      const unsigned long long dw = smem_desc(ring + s * kStage + kA);
+      fence_regs<BN / 2>(d);
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) wgmma<BN>(d, da + 2 * kk, dw + 2 * kk, (kb | kk) != 0);
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+      fence_regs<BN / 2>(d);
+      if (kb > 0 && lane == 0) mbar_arrive(empty + 8 * int((q - 1) % ST));
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    fence_regs<BN / 2>(d);
+    if (lane == 0) mbar_arrive(empty + 8 * int((q - 1) % ST));
+    // Accumulator j*4 + {0,1}: row 16*warp + lane/4, columns 8j + 2*(lane%4) + {0,1}; +{2,3}: 8 rows down.
+    const int r0 = mt * kBM + half * 64 + warp * 16 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = nt * BN + 8 * j + 2 * (lane % 4);
+      const float b0 = bf(p.bias[col]), b1 = bf(p.bias[col + 1]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 8 * h;
+        if (r >= p.m) continue;
+        float v0 = d[4 * j + 2 * h] + b0, v1 = d[4 * j + 2 * h + 1] + b1;
+        if (p.act == 3) {
+          v0 = 0.5f * v0 * (1.f + erff(v0 * 0.70710678f));
+          v1 = 0.5f * v1 * (1.f + erff(v1 * 0.70710678f));
+        }
+        const size_t o = size_t(r) * p.n + col;
+        if (p.residual) {
+          const unsigned rr = *reinterpret_cast<const unsigned*>(p.residual + o);
+          v0 += bf(static_cast<unsigned short>(rr & 0xffff));
+          v1 += bf(static_cast<unsigned short>(rr >> 16));
+        }
+        *reinterpret_cast<unsigned*>(p.c + o) = unsigned(to_bf(v0)) | (unsigned(to_bf(v1)) << 16);
+      }
+    }
+  }
+}
+
+// The float32 reference of the same bf16 values: W as [k, n].
+__global__ void reference(const unsigned short* a, const unsigned short* w, const unsigned short* bias,
+                          const unsigned short* res, float* c, long long M, long long N, long long K, int act) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= M * N) return;
+  const long long r = i / N, col = i % N;
+  float s = 0.f;
+  for (long long k = 0; k < K; ++k) s += bf(a[r * K + k]) * bf(w[k * N + col]);
+  s += bf(bias[col]);
+  if (act == 3) s = 0.5f * s * (1.f + erff(s * 0.70710678f));
+  if (res) s += bf(res[i]);
+  c[i] = s;
+}
+
+unsigned short to_bf16(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<unsigned short>(u >> 16);
+}
+float from_bf16(unsigned short h) {
+  const unsigned u = unsigned(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// [rows, k] bf16, boxes of 64 columns x box_rows rows, 128-byte swizzle.
+CUtensorMap tmap(const void* p, long long rows, long long k, unsigned box_rows) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)k * 2};
+  const cuuint32_t box[2] = {64, box_rows}, elem[2] = {1, 1};
+  CUresult r = cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p), dims, strides,
+                                      box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", (int)r);
+    std::exit(1);
+  }
+  return map;
+}
+
+// Median over 15 replays of a graph of `copies` launches, per launch, in us.
+float time_graph(cudaStream_t st, int copies, const std::function<void(int)>& launch) {
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < copies; ++i) launch(i);
+  CK(cudaStreamEndCapture(st, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> t;
+  for (int r = 0; r < 18; ++r) {
+    CK(cudaEventRecord(e0, st));
+    CK(cudaGraphLaunch(ge, st));
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r >= 3) t.push_back(ms * 1e3f / copies);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+struct Config {
+  const char* name;
+  int bn, st;
+  void (*fn)(CUtensorMap, CUtensorMap, Epi);
+  int smem;
+};
+template <int BN, int ST>
+Config config(const char* name) {
+  return {name, BN, ST, gemm_kernel<BN, ST>, smem_bytes<BN, ST>()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Shapes: "M N K ACT RES" (ACT 0 bias, 3 bias + erf GELU; RES 1 adds a residual).
+  std::vector<std::vector<long long>> shapes;
+  for (int i = 1; i + 4 < argc; i += 5)
+    shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1]), std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
+                      std::atoll(argv[i + 4])});
+  const Config configs[] = {config<128, 6>("128x128 st6"), config<192, 5>("128x192 st5"),
+                            config<256, 4>("128x256 st4"), config<64, 8>("128x64 st8")};
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = prop.multiProcessorCount;
+  std::printf("%s, %d SMs, L2 %d MB, %zu KB shared per block\n", prop.name, sms, prop.l2CacheSize >> 20,
+              prop.sharedMemPerBlockOptin >> 10);
+  for (const Config& c : configs)
+    CK(cudaFuncSetAttribute(c.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem));
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cublasLtHandle_t lt;
+  CL(cublasLtCreate(&lt));
+  const size_t lt_ws_bytes = 32 << 20;
+  void* lt_ws;
+  CK(cudaMalloc(&lt_ws, lt_ws_bytes));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> U(-1.f, 1.f);
+  bool all_ok = true;
+
+  for (const auto& sh : shapes) {
+    const long long M = sh[0], N = sh[1], K = sh[2];
+    const int act = int(sh[3]);
+    const bool res = sh[4] != 0;
+    if (K % kBK) {
+      std::printf("m%lld n%lld k%lld: k not a multiple of 64, skipped\n", M, N, K);
+      continue;
+    }
+    const size_t wbytes = size_t(K) * N * 2;
+    const int copies = int(std::min<size_t>(64, std::max<size_t>(8, (2 * size_t(prop.l2CacheSize) + wbytes - 1) / wbytes)));
+    std::vector<unsigned short> ha(M * K), hw(K * N), hwt(K * N), hbias(N), hres(M * N);
+    for (auto& x : ha) x = to_bf16(U(rng));
+    for (auto& x : hw) x = to_bf16(U(rng) / std::sqrt(float(K)));
+    for (auto& x : hbias) x = to_bf16(U(rng) * 0.1f);
+    for (auto& x : hres) x = to_bf16(U(rng));
+    for (long long kk = 0; kk < K; ++kk)
+      for (long long c = 0; c < N; ++c) hwt[c * K + kk] = hw[kk * N + c];
+    unsigned short *da, *dbias, *dres = nullptr, *dc;
+    std::vector<unsigned short*> dw(copies), dwt(copies);
+    float* dref;
+    CK(cudaMalloc(&da, M * K * 2));
+    CK(cudaMalloc(&dbias, N * 2));
+    CK(cudaMalloc(&dc, M * N * 2));
+    CK(cudaMalloc(&dref, M * N * 4));
+    if (res) {
+      CK(cudaMalloc(&dres, M * N * 2));
+      CK(cudaMemcpy(dres, hres.data(), M * N * 2, cudaMemcpyHostToDevice));
+    }
+    for (int i = 0; i < copies; ++i) {
+      CK(cudaMalloc(&dw[i], wbytes));
+      CK(cudaMalloc(&dwt[i], wbytes));
+      CK(cudaMemcpy(dw[i], hw.data(), wbytes, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(dwt[i], hwt.data(), wbytes, cudaMemcpyHostToDevice));
+    }
+    CK(cudaMemcpy(da, ha.data(), M * K * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dbias, hbias.data(), N * 2, cudaMemcpyHostToDevice));
+    reference<<<unsigned((M * N + 255) / 256), 256, 0, st>>>(da, dw[0], dbias, dres, dref, M, N, K, act);
+    CK(cudaGetLastError());
+    CK(cudaStreamSynchronize(st));
+    std::vector<float> ref(M * N);
+    CK(cudaMemcpy(ref.data(), dref, M * N * 4, cudaMemcpyDeviceToHost));
+    float refmax = 0.f;
+    for (float v : ref) refmax = std::max(refmax, std::fabs(v));
+    auto check = [&](const std::string& what) {
+      CK(cudaStreamSynchronize(st));
+      CK(cudaGetLastError());
+      std::vector<unsigned short> hc(M * N);
+      CK(cudaMemcpy(hc.data(), dc, M * N * 2, cudaMemcpyDeviceToHost));
+      float err = 0.f;
+      long long bad = -1;
+      for (long long i = 0; i < M * N; ++i) {
+        const float e = std::fabs(from_bf16(hc[i]) - ref[i]);
+        if (!(e <= err)) {
+          err = std::isnan(e) ? INFINITY : e;
+          bad = i;
+        }
+      }
+      // bf16 output: half a unit of the largest value, plus float32 sums in another order.
+      const bool ok = err <= 0.01f * refmax;
+      if (!ok)
+        std::printf("  FAIL %s: max error %.4g of %.4g at row %lld col %lld (got %g, want %g)\n", what.c_str(), err,
+                    refmax, bad / N, bad % N, from_bf16(hc[bad]), ref[bad]);
+      return ok;
+    };
+    const double gflop = 2.0 * M * N * K / 1e9;
+    std::printf("== m%lld n%lld k%lld %s%s: %d weight copies of %.2f MB\n", M, N, K, act == 3 ? "bias+gelu" : "bias",
+                res ? "+residual" : "", copies, wbytes / 1e6);
+
+    // cuBLASLt: row-major C = A W as column-major C^T[N,M] = W^T[N,K] A^T[K,M]; the best of its
+    // heuristic's first 16 candidates, timed the same way. A residual goes in as C (beta 1, D apart).
+    cublasLtMatmulDesc_t op;
+    CL(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasLtEpilogue_t epi = act == 3 ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    CL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    const void* bp = dbias;
+    CL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+    cudaDataType_t bt = CUDA_R_16BF;
+    CL(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    cublasLtMatrixLayout_t la, lb, lc;
+    CL(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, N, K, N));
+    CL(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, K, M, K));
+    CL(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, N, M, N));
+    cublasLtMatmulPreference_t pref;
+    CL(cublasLtMatmulPreferenceCreate(&pref));
+    CL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_ws_bytes,
+                                            sizeof lt_ws_bytes));
+    cublasLtMatmulHeuristicResult_t heur[16];
+    int found = 0;
+    CL(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 16, heur, &found));
+    const float one = 1.f, beta = res ? 1.f : 0.f;
+    float t_lt0 = 0, t_lt = 1e30f;
+    for (int h = 0; h < found; ++h) {
+      auto lt_launch = [&](int i) {
+        CL(cublasLtMatmul(lt, op, &one, dw[i], la, da, lb, &beta, res ? dres : dc, lc, dc, lc, &heur[h].algo, lt_ws,
+                          lt_ws_bytes, st));
+      };
+      lt_launch(0);
+      if (act != 3 && !check(std::string("cublaslt #") + std::to_string(h))) continue;  // its GELU is the tanh form
+      const float us = time_graph(st, copies, lt_launch);
+      if (h == 0) t_lt0 = us;
+      t_lt = std::min(t_lt, us);
+    }
+    std::printf("  %-14s %8.2f us (%6.1f TFLOP/s), heuristic #0 %.2f us, of %d candidates\n", "cublaslt", t_lt,
+                gflop / t_lt * 1e3, t_lt0, found);
+    CL(cublasLtMatmulPreferenceDestroy(pref));
+    CL(cublasLtMatrixLayoutDestroy(la));
+    CL(cublasLtMatrixLayoutDestroy(lb));
+    CL(cublasLtMatrixLayoutDestroy(lc));
+    CL(cublasLtMatmulDescDestroy(op));
+
+    const CUtensorMap ta = tmap(da, M, K, kBM);
+    for (const Config& c : configs) {
+      if (N % c.bn) continue;
+      std::vector<CUtensorMap> tw(copies);
+      for (int i = 0; i < copies; ++i) tw[i] = tmap(dwt[i], N, K, unsigned(c.bn));
+      const Epi e{dbias, dres, dc, int(M), int(N), int(K), act};
+      const int tiles = int((M + kBM - 1) / kBM) * int(N / c.bn), grid = std::min(tiles, sms);
+      CK(cudaMemsetAsync(dc, 0xff, M * N * 2, st));  // NaN until written
+      c.fn<<<grid, kThreads, c.smem, st>>>(ta, tw[0], e);
+      if (!check(c.name)) {
+        all_ok = false;
+        continue;
+      }
+      const float us = time_graph(st, copies, [&](int i) {
+        c.fn<<<grid, kThreads, c.smem, st>>>(ta, tw[i], e);
+        CK(cudaGetLastError());
+      });
+      std::printf("  %-14s %8.2f us (%6.1f TFLOP/s), %d tiles on %d CTAs (%.2f waves), %.2fx cublaslt\n", c.name, us,
+                  gflop / us * 1e3, tiles, grid, double(tiles) / sms, us / t_lt);
+    }
+    for (int i = 0; i < copies; ++i) {
+      CK(cudaFree(dw[i]));
+      CK(cudaFree(dwt[i]));
+    }
+    CK(cudaFree(da));
+    CK(cudaFree(dbias));
+    CK(cudaFree(dc));
+    CK(cudaFree(dref));
+    if (dres) CK(cudaFree(dres));
+  }
+  return all_ok ? 0 : 1;
+}
