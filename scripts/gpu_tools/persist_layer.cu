@@ -93,6 +93,13 @@ struct Args {
   unsigned short* ua;               // packed A of the FFN's hidden layer [192][8][32][8]
   float* h;                         // [128][768] pre-LayerNorm sums
   float* part;                      // partials [splits][128][N], the largest GEMM's size
+  // Mode "red" (encoder_kernel<true>): each GEMM item adds its partial into a float32 sum
+  // (red.global.add) that a LayerNorm phase has set to the bias (and residual) beforehand, and the
+  // next phase reads the sum itself: no finishing step, no tile counters.
+  float* qkv_acc;                   // [128][2304]
+  float* h_acc;                     // [128][768]: out-proj sum, set to x + bo
+  float* u_acc;                     // [128][3072]: FFN up sum (before GELU), set to b1
+  float* h2_acc;                    // [128][768]: FFN down sum, set to y + b2
   unsigned* counters;               // [layers][7] phase counters, then [layers][4][48] tile arrivals
   unsigned long long* trace;        // [layers][7][144][3]: globaltimer at an item's start, inputs ready, end
 };
@@ -225,6 +232,7 @@ __device__ void finish_tile(const Args& a, const LayerW& w, int g, int nt) {
   }
 }
 
+template <bool kRed>
 __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_constant__ Args a, int st) {
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned long long* bars = reinterpret_cast<unsigned long long*>(smem);  // full[st], empty[st]
@@ -273,7 +281,9 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     if (p == 0) {
       if (L > 0) wait_counter(phase_c + 7 * (L - 1) + 6, kLnItems);
     } else {
-      const unsigned want = p == 1 ? phase_tiles(0) : p == 2 ? kH : p == 3 ? phase_tiles(2) : p == 4 ? kLnItems
+      // Partials mode counts finished tiles; red mode counts the items that added into a sum.
+      const unsigned want = kRed ? unsigned(phase_items(p - 1, a.plan))
+                            : p == 1 ? phase_tiles(0) : p == 2 ? kH : p == 3 ? phase_tiles(2) : p == 4 ? kLnItems
                             : p == 5 ? phase_tiles(4) : phase_tiles(5);
       wait_counter(pc + p - 1, want);
     }
@@ -289,8 +299,29 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
       for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
       for (int c = 0; c < kc; ++c, ++q) {
         uint4 af[4];
+        if (kRed && p == 5) {  // A = gelu(u), from the float32 sum: rows 16w+gid (+8), K columns of the chunk
+          const int k0 = (sl * kc + c) * 64, r0 = w * 16 + gid;
+          float2 f[4][4];
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) af[kk] = __ldcg(ap + size_t(c * 4 + kk) * 8 * 32);
+          for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              f[kk][e] = __ldcg(reinterpret_cast<const float2*>(a.u_acc + size_t(r0 + 8 * (e & 1)) * kF + k0 + kk * 16 +
+                                                                8 * (e >> 1) + 2 * tig));
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            unsigned v[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const float x0 = f[kk][e].x, x1 = f[kk][e].y;
+              v[e] = pack2(0.5f * x0 * (1.f + erff(x0 * 0.70710678f)), 0.5f * x1 * (1.f + erff(x1 * 0.70710678f)));
+            }
+            af[kk] = make_uint4(v[0], v[1], v[2], v[3]);
+          }
+        } else {
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) af[kk] = __ldcg(ap + size_t(c * 4 + kk) * 8 * 32);
+        }
         const int s = int(q % st);
         mbar_wait(smem_u32(&bars[s]), unsigned((q / st) & 1));
         const uint4* sb = reinterpret_cast<const uint4*>(ring + size_t(s) * kChunk);
@@ -305,6 +336,18 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
         }
         __syncwarp();
         if (lane == 0) mbar_arrive(smem_u32(&bars[st + s]));
+      }
+      if constexpr (kRed) {
+        float* sum = p == 0 ? a.qkv_acc : p == 2 ? a.h_acc : p == 4 ? a.u_acc : a.h2_acc;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int col = nt * 64 + j * 8 + tig * 2, r0 = w * 16 + gid;
+          atomicAdd(reinterpret_cast<float2*>(sum + size_t(r0) * sh.n + col), make_float2(acc[j][0], acc[j][1]));
+          atomicAdd(reinterpret_cast<float2*>(sum + size_t(r0 + 8) * sh.n + col), make_float2(acc[j][2], acc[j][3]));
+        }
+        signal_counter(pc + p);
+        if (threadIdx.x == 32) tr[2] = now();
+        continue;
       }
       float* out = a.part + size_t(sl) * kM * sh.n;
 #pragma unroll
@@ -330,7 +373,28 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     if (p == 1) {  // attention for head wk.item, rows 16w..16w+15 on warp w
       const int hd = wk.item, r0 = w * 16 + gid;
       const unsigned* qk = reinterpret_cast<const unsigned*>(a.qk);  // pairs: row stride 768 words
-      {  // K rows (128 x 8 words of 16 bytes) and V^T rows (64 x 16), 4 + 4 per consumer thread
+      if constexpr (kRed) {  // K and V from the float32 sum: 128 keys x 16 float4 each, 8 + 8 per thread
+        const int t = threadIdx.x - 32;
+        float4 kv[16];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int e = t + 256 * i, key = e / 16, part = e % 16;
+          const float* row = a.qkv_acc + size_t(key) * kQKV + hd * kHD + part * 4;
+          kv[i] = __ldcg(reinterpret_cast<const float4*>(row + kD));
+          kv[8 + i] = __ldcg(reinterpret_cast<const float4*>(row + 2 * kD));
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int e = t + 256 * i, key = e / 16, part = e % 16;
+          *reinterpret_cast<uint2*>(att + key * kKRow + part * 4) = make_uint2(pack2(kv[i].x, kv[i].y), pack2(kv[i].z, kv[i].w));
+          unsigned short* vcol = att + kM * kKRow + (part * 4) * kVRow + key;
+          vcol[0] = to_bf(kv[8 + i].x);
+          vcol[kVRow] = to_bf(kv[8 + i].y);
+          vcol[2 * kVRow] = to_bf(kv[8 + i].z);
+          vcol[3 * kVRow] = to_bf(kv[8 + i].w);
+        }
+        consumers_sync();
+      } else {  // K rows (128 x 8 words of 16 bytes) and V^T rows (64 x 16), 4 + 4 per consumer thread
         const int t = threadIdx.x - 32;
         uint4 kv[8];
 #pragma unroll
@@ -350,13 +414,24 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
       const unsigned* ks = reinterpret_cast<const unsigned*>(att);                 // pairs: row stride 36 words
       const unsigned* vs = reinterpret_cast<const unsigned*>(att + kM * kKRow);    // pairs: row stride 68 words
       unsigned qf[4][4];
+      if constexpr (kRed) {  // Q from the float32 sum, rounded to bf16 as the partials mode stores it
 #pragma unroll
-      for (int kb = 0; kb < 4; ++kb) {
-        const int c = (hd * kHD + kb * 16 + tig * 2) / 2;
-        qf[kb][0] = __ldcg(qk + size_t(r0) * kD + c);
-        qf[kb][1] = __ldcg(qk + size_t(r0 + 8) * kD + c);
-        qf[kb][2] = __ldcg(qk + size_t(r0) * kD + c + 4);
-        qf[kb][3] = __ldcg(qk + size_t(r0 + 8) * kD + c + 4);
+        for (int kb = 0; kb < 4; ++kb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float2 f = __ldcg(reinterpret_cast<const float2*>(a.qkv_acc + size_t(r0 + 8 * (e & 1)) * kQKV + hd * kHD +
+                                                                    kb * 16 + 8 * (e >> 1) + 2 * tig));
+            qf[kb][e] = pack2(f.x, f.y);
+          }
+      } else {
+#pragma unroll
+        for (int kb = 0; kb < 4; ++kb) {
+          const int c = (hd * kHD + kb * 16 + tig * 2) / 2;
+          qf[kb][0] = __ldcg(qk + size_t(r0) * kD + c);
+          qf[kb][1] = __ldcg(qk + size_t(r0 + 8) * kD + c);
+          qf[kb][2] = __ldcg(qk + size_t(r0) * kD + c + 4);
+          qf[kb][3] = __ldcg(qk + size_t(r0 + 8) * kD + c + 4);
+        }
       }
       float s[16][4];
 #pragma unroll
@@ -426,11 +501,12 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     const int r = wk.item * kConsumers + w;
     const unsigned short *gam = p == 3 ? lw.g1 : lw.g2, *bet = p == 3 ? lw.be1 : lw.be2;
     unsigned short *outa = p == 3 ? a.ya : a.xa, *outr = p == 3 ? a.yr : a.xr;
+    const float* hin = !kRed ? a.h : p == 3 ? a.h_acc : a.h2_acc;
     float v[24];
     float sum = 0.f;
 #pragma unroll
     for (int i = 0; i < 24; ++i) {
-      v[i] = __ldcg(a.h + size_t(r) * kD + lane + 32 * i);
+      v[i] = __ldcg(hin + size_t(r) * kD + lane + 32 * i);
       sum += v[i];
     }
 #pragma unroll
@@ -448,6 +524,17 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
       const unsigned short y = to_bf((v[i] - mean) * rstd * bf(gam[c]) + bf(bet[c]));
       outr[size_t(r) * kD + c] = y;
       outa[packed_a(r, c)] = y;
+      if constexpr (kRed) {  // the sums the next GEMMs add into: residual + bias
+        if (p == 3) __stcg(a.h2_acc + size_t(r) * kD + c, bf(y) + bf(lw.b[3][c]));
+        else if (L + 1 < a.layers) __stcg(a.h_acc + size_t(r) * kD + c, bf(y) + bf(a.lw[L + 1].b[1][c]));
+      }
+    }
+    if constexpr (kRed) {  // and the bias-only sums: FFN up's (LN1), the next layer's Q/K/V (LN2)
+      if (p == 3) {
+        for (int c = lane; c < kF; c += 32) __stcg(a.u_acc + size_t(r) * kF + c, bf(lw.b[2][c]));
+      } else if (L + 1 < a.layers) {
+        for (int c = lane; c < kQKV; c += 32) __stcg(a.qkv_acc + size_t(r) * kQKV + c, bf(a.lw[L + 1].b[0][c]));
+      }
     }
     signal_counter(pc + p);
     if (threadIdx.x == 32) tr[2] = now();
@@ -546,6 +633,7 @@ int main(int argc, char** argv) {
   if (layers < 1 || layers > 12) return 1;
   Plan plan{{4, 12, 3, 12}};
   for (int g = 0; g < 4 && g + 2 < argc; ++g) plan.splits[g] = std::atoi(argv[g + 2]);
+  const bool red = argc > 6 && std::strcmp(argv[6], "red") == 0;
   for (int g = 0; g < 4; ++g) {
     const GemmShape sh = gemm_shape(g, plan);
     if (sh.splits < 1 || (sh.k / 64) % sh.splits || gemm_items(g, plan) > kMaxItems) {
@@ -559,8 +647,9 @@ int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, dev));
-  std::printf("%s: %d SMs; BERT-base encoder, %d layers, 128 rows, bf16; K slices %d %d %d %d\n", prop.name, sms, layers,
-              plan.splits[0], plan.splits[1], plan.splits[2], plan.splits[3]);
+  std::printf("%s: %d SMs; BERT-base encoder, %d layers, 128 rows, bf16; K slices %d %d %d %d; %s\n", prop.name, sms,
+              layers, plan.splits[0], plan.splits[1], plan.splits[2], plan.splits[3],
+              red ? "sums by red.add, read by the next phase" : "partials, summed by each tile's last item");
 
   unsigned x = 2024;
   auto rnd = [&] {
@@ -627,6 +716,18 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&a.counters, sizeof(unsigned) * ncount));
   // The first layer's residual is x0: copy it into xr, which later layers' LN2 rewrites.
   CK(cudaMemcpy(a.xr, a.x0, size_t(kM) * kD * 2, cudaMemcpyDeviceToDevice));
+  // Red mode: the sums and what the first layer's are set to (later layers' LayerNorms set theirs).
+  CK(cudaMalloc(&a.qkv_acc, sizeof(float) * kM * kQKV));
+  CK(cudaMalloc(&a.h_acc, sizeof(float) * kM * kD));
+  CK(cudaMalloc(&a.u_acc, sizeof(float) * kM * kF));
+  CK(cudaMalloc(&a.h2_acc, sizeof(float) * kM * kD));
+  std::vector<float> init_qkv(size_t(kM) * kQKV), init_h(size_t(kM) * kD);
+  for (int r = 0; r < kM; ++r) {
+    for (int c = 0; c < kQKV; ++c) init_qkv[size_t(r) * kQKV + c] = from_bf16(raw_b[0][size_t(c)]);
+    for (int c = 0; c < kD; ++c) init_h[size_t(r) * kD + c] = x0f[size_t(r) * kD + c] + from_bf16(raw_b[1][size_t(c)]);
+  }
+  float* init_qkv_d = upload(init_qkv);
+  float* init_h_d = upload(init_h);
 
   // Reference.
   float *rx, *rqkv, *ro, *rh, *ry, *ru;
@@ -658,18 +759,26 @@ int main(int argc, char** argv) {
   const size_t ntrace = size_t(layers) * 7 * kMaxItems * 3;
   CK(cudaMalloc(&a.trace, sizeof(unsigned long long) * ntrace));
   CK(cudaMemset(a.trace, 0, sizeof(unsigned long long) * ntrace));
-  CK(cudaFuncSetAttribute(encoder_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  void (*kern)(Args, int) = red ? encoder_kernel<true> : encoder_kernel<false>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int per_sm = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, encoder_kernel, kThreads, smem));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem));
   if (per_sm < 1) {
     std::printf("the kernel does not fit on an SM\n");
     return 1;
   }
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  auto launch = [&] {
+  auto set_up = [&] {  // what every launch starts from, besides xr
     CK(cudaMemsetAsync(a.counters, 0, sizeof(unsigned) * ncount, s));
-    encoder_kernel<<<sms, kThreads, smem, s>>>(a, st);
+    if (red) {
+      CK(cudaMemcpyAsync(a.qkv_acc, init_qkv_d, sizeof(float) * init_qkv.size(), cudaMemcpyDeviceToDevice, s));
+      CK(cudaMemcpyAsync(a.h_acc, init_h_d, sizeof(float) * init_h.size(), cudaMemcpyDeviceToDevice, s));
+    }
+  };
+  auto launch = [&] {
+    set_up();
+    kern<<<sms, kThreads, smem, s>>>(a, st);
     CK(cudaGetLastError());
   };
   launch();
@@ -741,7 +850,7 @@ int main(int argc, char** argv) {
   cudaGraphExec_t ge0;
   CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   CK(cudaMemcpyAsync(a.xr, a.x0, size_t(kM) * kD * 2, cudaMemcpyDeviceToDevice, s));
-  CK(cudaMemsetAsync(a.counters, 0, sizeof(unsigned) * ncount, s));
+  set_up();
   CK(cudaStreamEndCapture(s, &gr0));
   CK(cudaGraphInstantiate(&ge0, gr0, 0));
   cudaEvent_t e0, e1;
@@ -767,7 +876,7 @@ int main(int argc, char** argv) {
   double again = 0;
   for (size_t i = 0; i < want.size(); ++i) again = std::max(again, double(std::fabs(from_bf16(got16[i]) - want[i])));
   std::printf("persistent encoder, %d layers, %d CTAs, %d stages of 8 KB: %.1f us (p10 %.1f, p90 %.1f; the graph's "
-              "copy + memset alone %.1f us), %.2f us a layer; weights %.1f MB, %.0f GB/s; max abs err after the "
+              "copies + memset alone %.1f us), %.2f us a layer; weights %.1f MB, %.0f GB/s; max abs err after the "
               "timed runs %.4g\n",
               layers, sms, st, t[t.size() / 2], t[t.size() / 10], t[t.size() * 9 / 10], t0[t0.size() / 2],
               (t[t.size() / 2] - t0[t0.size() / 2]) / layers, layers * 14.16, layers * 14.16e6 / ((t[t.size() / 2] - t0[t0.size() / 2]) * 1e3),
