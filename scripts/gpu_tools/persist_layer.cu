@@ -297,9 +297,10 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
       float acc[8][4];
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-      for (int c = 0; c < kc; ++c, ++q) {
-        uint4 af[4];
-        if (kRed && p == 5) {  // A = gelu(u), from the float32 sum: rows 16w+gid (+8), K columns of the chunk
+      // A's fragments for chunk c: packed bf16, or (red mode, FFN down) gelu of the float32 sum,
+      // rows 16w+gid (+8) and the chunk's K columns. Loaded a chunk ahead of the MMAs.
+      auto load_a = [&](int c, uint4 (&af)[4]) {
+        if (kRed && p == 5) {
           const int k0 = (sl * kc + c) * 64, r0 = w * 16 + gid;
           float2 f[4][4];
 #pragma unroll
@@ -322,6 +323,11 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
 #pragma unroll
           for (int kk = 0; kk < 4; ++kk) af[kk] = __ldcg(ap + size_t(c * 4 + kk) * 8 * 32);
         }
+      };
+      uint4 af[4], an[4];
+      load_a(0, af);
+      for (int c = 0; c < kc; ++c, ++q) {
+        if (c + 1 < kc) load_a(c + 1, an);
         const int s = int(q % st);
         mbar_wait(smem_u32(&bars[s]), unsigned((q / st) & 1));
         const uint4* sb = reinterpret_cast<const uint4*>(ring + size_t(s) * kChunk);
@@ -336,6 +342,8 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
         }
         __syncwarp();
         if (lane == 0) mbar_arrive(smem_u32(&bars[st + s]));
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) af[kk] = an[kk];
       }
       if constexpr (kRed) {
         float* sum = p == 0 ? a.qkv_acc : p == 2 ? a.h_acc : p == 4 ? a.u_acc : a.h2_acc;
