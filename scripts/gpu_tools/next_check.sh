@@ -6,6 +6,8 @@
 # K slices per GEMM from the command line, and a red.add mode with no finishing step) has not run.
 #   1. scripts/gpu_tools/persist_layer.sh (no brrr build): every mode and K split of its RUNS,
 #      each checked, timed and traced per phase; first, while brrr builds in the background;
+#   1b. scripts/gpu_tools/wgmma_micro.sh: the wgmma GEMM with W multicast over clusters of 2
+#      (written after the call that measured the first form at 0.45-0.73x cuBLASLt);
 #   2. brrr's BERT-base bf16 b1 on the same machine (`brrr bench`, and the doctor's per-kernel
 #      times of a layer), for the per-layer comparison;
 #   3. Nsight Compute on the direct stem conv at b1 with its warp stall reasons (12.8 us for
@@ -21,6 +23,8 @@ S=/tmp/brrr_suite
 echo "== persist_layer"
 LIMIT=30 bash scripts/gpu_tools/persist_layer.sh 2>&1 | grep -vE '^ptxas info|bytes stack frame'
 echo "== persist_layer done at $(el) s"
+echo "== wgmma_micro (the mc2 rows: W multicast over clusters of 2, not run before)"
+LIMIT=120 bash scripts/gpu_tools/wgmma_micro.sh 2>&1 | grep -vE '^ptxas info|bytes stack frame'
 wait
 tail -3 "$OUT/build_out.log"
 source scripts/gpu_env.sh >/dev/null 2>&1

@@ -17,6 +17,9 @@
 // tile's stages. Every configuration is checked against a float32 reference of the same bf16
 // values before its time is printed; times are medians of graph replays of one launch per weight
 // copy, copies enough for twice the L2 (weights come from DRAM, as in a model).
+// The "mc2" configurations (gemm_mc_kernel) run clusters of 2 CTAs along M that share each W
+// tile: each CTA copies half of it and multicasts it to both (twenty-second session: the first
+// form ran at 0.45-0.73x cuBLASLt's speed, and its L2 traffic per FLOP was the suspect).
 // Build and run: scripts/gpu_tools/wgmma_micro.sh.
 #include <cublasLt.h>
 #include <cuda.h>
@@ -80,6 +83,33 @@ __device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap* map, int
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
+// The cluster: this CTA's rank, the peer's address of a shared variable, an arrival on the peer's
+// mbarrier, a TMA copy multicast to the CTAs of `mask` (same offset and mbarrier in each), and a
+// barrier over the cluster's threads.
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void mbar_arrive_peer(unsigned bar, unsigned rank) {
+  asm volatile(
+      "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %0, %1; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }" ::"r"(
+          bar),
+      "r"(rank)
+      : "memory");
+}
+__device__ __forceinline__ void tma_2d_multicast(unsigned dst, const CUtensorMap* map, int c0, int c1, unsigned bar,
+                                                 unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+      : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
 // A K-major operand of rows of 64 bf16 (128 bytes), 128-byte swizzle, 8-row groups 1024 bytes
 // apart (the stage buffers are 1024-byte aligned, so the swizzle's base offset is 0).
 __device__ __forceinline__ unsigned long long smem_desc(unsigned addr) {
@@ -197,6 +227,105 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// The same GEMM on clusters of 2 CTAs along M that share each W tile: each CTA copies half of
+// the tile's BN rows and multicasts it to both, so W's traffic from L2 halves. A stage is free
+// only when both CTAs' consumers have released it (their empty mbarriers count 16 arrivals, 8
+// warps of each CTA). The cluster strides over pairs of M tiles of one N tile.
+template <int BN, int ST>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_mc_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tw, Epi p) {
+  extern __shared__ unsigned char smem[];
+  constexpr unsigned kA = kBM * kBK * 2, kW = BN * kBK * 2, kStage = kA + kW;
+  const unsigned base = smem_u32(smem);
+  const unsigned full = base, empty = base + 8 * ST;
+  const unsigned ring = (base + 16 * ST + 1023) & ~1023u;
+  const unsigned rank = cluster_rank(), peer = rank ^ 1u;
+  const int pairs_m = (p.m + 2 * kBM - 1) / (2 * kBM), pairs = pairs_m * (p.n / BN), kblocks = p.k / kBK;
+  const int cluster = blockIdx.x / 2, clusters = gridDim.x / 2;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < ST; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, 16);  // 8 consumer warps of each CTA
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  cluster_sync();  // the peer's barriers exist before any multicast or remote arrival reaches them
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    if (threadIdx.x == 0) {
+      long long q = 0;
+      for (int pr = cluster; pr < pairs; pr += clusters) {
+        const int mt = (pr % pairs_m) * 2 + int(rank), nt = pr / pairs_m;
+        for (int kb = 0; kb < kblocks; ++kb, ++q) {
+          const int s = int(q % ST);
+          if (q >= ST) mbar_wait(empty + 8 * s, unsigned((q / ST - 1) & 1));
+          mbar_expect_tx(full + 8 * s, kStage);
+          tma_2d(ring + s * kStage, &ta, kb * kBK, mt * kBM, full + 8 * s);
+          tma_2d_multicast(ring + s * kStage + kA + rank * (kW / 2), &tw, kb * kBK, nt * BN + int(rank) * (BN / 2),
+                           full + 8 * s, 3);
+        }
+      }
+    }
+  } else {
+    const int half = wg - 1, t128 = threadIdx.x % 128, warp = t128 / 32, lane = threadIdx.x % 32;
+    float d[BN / 2];
+    long long q = 0;
+    for (int pr = cluster; pr < pairs; pr += clusters) {
+      const int mt = (pr % pairs_m) * 2 + int(rank), nt = pr / pairs_m;
+      for (int kb = 0; kb < kblocks; ++kb, ++q) {
+        const int s = int(q % ST);
+        mbar_wait(full + 8 * s, unsigned((q / ST) & 1));
+        const unsigned long long da = smem_desc(ring + s * kStage + half * 64 * 128);
+        const unsigned long long dw = smem_desc(ring + s * kStage + kA);
+        fence_regs<BN / 2>(d);
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int kk = 0; kk < kBK / 16; ++kk) wgmma<BN>(d, da + 2 * kk, dw + 2 * kk, (kb | kk) != 0);
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+        fence_regs<BN / 2>(d);
+        if (kb > 0 && lane == 0) {
+          const unsigned e = empty + 8 * int((q - 1) % ST);
+          mbar_arrive(e);
+          mbar_arrive_peer(e, peer);
+        }
+      }
+      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+      fence_regs<BN / 2>(d);
+      if (lane == 0) {
+        const unsigned e = empty + 8 * int((q - 1) % ST);
+        mbar_arrive(e);
+        mbar_arrive_peer(e, peer);
+      }
+      const int r0 = mt * kBM + half * 64 + warp * 16 + lane / 4;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int col = nt * BN + 8 * j + 2 * (lane % 4);
+        const float b0 = bf(p.bias[col]), b1 = bf(p.bias[col + 1]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = r0 + 8 * h;
+          if (r >= p.m) continue;
+          float v0 = d[4 * j + 2 * h] + b0, v1 = d[4 * j + 2 * h + 1] + b1;
+          if (p.act == 3) {
+            v0 = 0.5f * v0 * (1.f + erff(v0 * 0.70710678f));
+            v1 = 0.5f * v1 * (1.f + erff(v1 * 0.70710678f));
+          }
+          const size_t o = size_t(r) * p.n + col;
+          if (p.residual) {
+            const unsigned rr = *reinterpret_cast<const unsigned*>(p.residual + o);
+            v0 += bf(static_cast<unsigned short>(rr & 0xffff));
+            v1 += bf(static_cast<unsigned short>(rr >> 16));
+          }
+          *reinterpret_cast<unsigned*>(p.c + o) = unsigned(to_bf(v0)) | (unsigned(to_bf(v1)) << 16);
+        }
+      }
+    }
+  }
+  __syncwarp();    // warp 0's producer lane rejoins its warp: the cluster barrier is .aligned
+  cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
+}
+
 // The float32 reference of the same bf16 values: W as [k, n].
 __global__ void reference(const unsigned short* a, const unsigned short* w, const unsigned short* bias,
                           const unsigned short* res, float* c, long long M, long long N, long long K, int act) {
@@ -273,10 +402,15 @@ struct Config {
   int bn, st;
   void (*fn)(CUtensorMap, CUtensorMap, Epi);
   int smem;
+  int cluster;  // 2: gemm_mc_kernel, W multicast over a cluster of 2 along M
 };
 template <int BN, int ST>
 Config config(const char* name) {
-  return {name, BN, ST, gemm_kernel<BN, ST>, smem_bytes<BN, ST>()};
+  return {name, BN, ST, gemm_kernel<BN, ST>, smem_bytes<BN, ST>(), 1};
+}
+template <int BN, int ST>
+Config config_mc(const char* name) {
+  return {name, BN, ST, gemm_mc_kernel<BN, ST>, smem_bytes<BN, ST>(), 2};
 }
 
 }  // namespace
@@ -288,7 +422,9 @@ int main(int argc, char** argv) {
     shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1]), std::atoll(argv[i + 2]), std::atoll(argv[i + 3]),
                       std::atoll(argv[i + 4])});
   const Config configs[] = {config<128, 6>("128x128 st6"), config<192, 5>("128x192 st5"),
-                            config<256, 4>("128x256 st4"), config<64, 8>("128x64 st8")};
+                            config<256, 4>("128x256 st4"), config<64, 8>("128x64 st8"),
+                            config_mc<192, 5>("128x192 mc2"), config_mc<128, 6>("128x128 mc2"),
+                            config_mc<256, 4>("128x256 mc2")};
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
@@ -420,18 +556,43 @@ int main(int argc, char** argv) {
     const CUtensorMap ta = tmap(da, M, K, kBM);
     for (const Config& c : configs) {
       if (N % c.bn) continue;
+      const int tiles_m = int((M + kBM - 1) / kBM);
+      if (c.cluster == 2 && tiles_m % 2) continue;
       std::vector<CUtensorMap> tw(copies);
-      for (int i = 0; i < copies; ++i) tw[i] = tmap(dwt[i], N, K, unsigned(c.bn));
+      for (int i = 0; i < copies; ++i) tw[i] = tmap(dwt[i], N, K, unsigned(c.bn / c.cluster));
       const Epi e{dbias, dres, dc, int(M), int(N), int(K), act};
-      const int tiles = int((M + kBM - 1) / kBM) * int(N / c.bn), grid = std::min(tiles, sms);
+      const int tiles = tiles_m * int(N / c.bn);
+      int grid = std::min(tiles, sms);
+      cudaLaunchConfig_t lc{};
+      cudaLaunchAttribute attr[1];
+      if (c.cluster == 2) {  // as many clusters as fit at once, at most one per pair of tiles
+        lc.blockDim = dim3(kThreads);
+        lc.dynamicSmemBytes = size_t(c.smem);
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = 2;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        lc.attrs = attr;
+        lc.numAttrs = 1;
+        lc.gridDim = dim3(unsigned(tiles));
+        int fit = 0;
+        CK(cudaOccupancyMaxActiveClusters(&fit, c.fn, &lc));
+        grid = 2 * std::min(fit, tiles / 2);
+        lc.gridDim = dim3(unsigned(grid));
+        lc.stream = st;
+      }
+      auto go = [&](const CUtensorMap& w) {
+        if (c.cluster == 2) CK(cudaLaunchKernelEx(&lc, c.fn, ta, w, e));
+        else c.fn<<<grid, kThreads, c.smem, st>>>(ta, w, e);
+      };
       CK(cudaMemsetAsync(dc, 0xff, M * N * 2, st));  // NaN until written
-      c.fn<<<grid, kThreads, c.smem, st>>>(ta, tw[0], e);
+      go(tw[0]);
       if (!check(c.name)) {
         all_ok = false;
         continue;
       }
       const float us = time_graph(st, copies, [&](int i) {
-        c.fn<<<grid, kThreads, c.smem, st>>>(ta, tw[i], e);
+        go(tw[i]);
         CK(cudaGetLastError());
       });
       std::printf("  %-14s %8.2f us (%6.1f TFLOP/s), %d tiles on %d CTAs (%.2f waves), %.2fx cublaslt\n", c.name, us,
