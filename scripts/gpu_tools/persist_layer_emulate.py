@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Emulates persist_layer.cu's index math without a GPU, lane by lane in mma.m16n8k16's fragment layout:
+the attention item's K and V^T staging (from the partials mode's qk/vt buffers and from the red mode's
+float32 sums: the two must agree), its Q K^T and P V fragments from the padded shared rows, the
+regrouping of P's accumulators into A fragments, and the red mode's FFN-down A fragments read from the
+float32 sum. Then the item schedule: every CTA walks its items in order (Walk), each waiting on
+its counter as the kernel does; every item must run once and all must finish (no deadlock), in both
+modes, for several K splits and grid sizes. Run: .venv/bin/python scripts/gpu_tools/persist_layer_emulate.py (prints two oks)."""
+import numpy as np
+rng=np.random.default_rng(1)
+kM,kD,kHD,kQKV,kF=128,768,64,2304,3072
+kKRow,kVRow=72,136
+def frag_A(getA):  # getA(row, col) -> value; returns A 16x16 assembled from lanes
+    A=np.zeros((16,16))
+    for lane in range(32):
+        g,t=lane//4,lane%4
+        regs=[(g,2*t),(g+8,2*t),(g,2*t+8),(g+8,2*t+8)]
+        for e,(r,c) in enumerate(regs):
+            v0,v1=getA(lane,e)
+            A[r,c]=v0; A[r,c+1]=v1
+    return A
+def mma(C,A,B):  # C 16x8 += A 16x16 @ B 16x8
+    return C+A@B
+def frag_B(getB):  # getB(lane, reg) -> (v0,v1) for k rows 2t,2t+1 (+8), col g
+    B=np.zeros((16,8))
+    for lane in range(32):
+        g,t=lane//4,lane%4
+        v0,v1=getB(lane,0); B[2*t,g]=v0; B[2*t+1,g]=v1
+        v0,v1=getB(lane,1); B[2*t+8,g]=v0; B[2*t+9,g]=v1
+    return B
+qkv=rng.standard_normal((kM,kQKV)).astype(np.float32)
+hd=5
+# smem staging, red mode: K rows (key*72 + d), V^T (dim*136 + key)
+att=np.zeros(kM*kKRow+kHD*kVRow)
+for t in range(256):
+    for i in range(8):
+        e=t+256*i; key=e//16; part=e%16
+        row=key*kQKV+hd*kHD+part*4
+        kv=qkv.reshape(-1)[row+kD:row+kD+4]; vv=qkv.reshape(-1)[row+2*kD:row+2*kD+4]
+        att[key*kKRow+part*4:key*kKRow+part*4+4]=kv
+        for j in range(4): att[kM*kKRow+(part*4+j)*kVRow+key]=vv[j]
+# partials-mode staging from qk [128][1536] and vt [768][128]
+qk=np.concatenate([qkv[:,:kD],qkv[:,kD:2*kD]],axis=1)  # row-major 1536
+vt=qkv[:,2*kD:].T.copy()  # [768][128]
+att2=np.zeros_like(att)
+for t in range(256):
+    for i in range(4):
+        e=t+256*i; key=e//8; part=e%8; dim=e//16; kp=e%16
+        src=qk.reshape(-1)[key*2*kD+kD+hd*kHD+part*8: key*2*kD+kD+hd*kHD+part*8+8]
+        att2[key*kKRow+part*8:key*kKRow+part*8+8]=src
+        src=vt.reshape(-1)[(hd*kHD+dim)*kM+kp*8:(hd*kHD+dim)*kM+kp*8+8]
+        att2[kM*kKRow+dim*kVRow+kp*8:kM*kKRow+dim*kVRow+kp*8+8]=src
+assert np.array_equal(att,att2), "the two stagings differ"
+words=lambda arr,w: (arr[2*w],arr[2*w+1])
+for w in range(8):
+    r0=w*16
+    S=np.zeros((16,kM))
+    for n in range(16):
+        C=np.zeros((16,8))
+        for kb in range(4):
+            A=frag_A(lambda lane,e: (lambda g,t: (qkv[r0+g+8*(e&1),hd*kHD+kb*16+8*(e>>1)+2*t],qkv[r0+g+8*(e&1),hd*kHD+kb*16+8*(e>>1)+2*t+1]))(lane//4,lane%4))
+            def gb(lane,reg,n=n,kb=kb):
+                g,t=lane//4,lane%4; key=n*8+g; c=key*(kKRow//2)+kb*8+t+4*reg
+                return words(att,c)
+            C=mma(C,A,frag_B(gb))
+        S[:,n*8:n*8+8]=C
+    want=qkv[r0:r0+16,hd*kHD:hd*kHD+64]@qkv[:,kD+hd*kHD:kD+hd*kHD+64].T
+    assert np.allclose(S,want,atol=1e-3),"S"
+    P=np.exp(S-S.max(1,keepdims=True))
+    O=np.zeros((16,64))
+    for j in range(8):
+        C=np.zeros((16,8))
+        for kk in range(8):
+            A=P[:,kk*16:kk*16+16]  # the accumulators of n-tiles 2kk, 2kk+1 regrouped: checked by layout below
+            def gb(lane,reg,j=j,kk=kk):
+                g,t=lane//4,lane%4; row=(j*8+g)*(kVRow//2)
+                return words(att[kM*kKRow:],row+kk*8+4*reg+t)
+            C=mma(C,A,frag_B(gb))
+        O[:,j*8:j*8+8]=C
+    assert np.allclose(O,P@qkv[:,2*kD+hd*kHD:2*kD+hd*kHD+64],atol=1e-2),"O"
+# P regrouping: accumulator tile n (c0,c1 at (g,2t..), c2,c3 at (g+8,2t..)) -> A fragment of k16 block kk
+for kk in range(8):
+    acc=lambda n,lane,i: (lambda g,t: S_[ [g,g,g+8,g+8][i], n*8+2*t+(i%2)])(lane//4,lane%4)
+    S_=rng.standard_normal((16,128))
+    A=frag_A(lambda lane,e: [(acc(2*kk,lane,0),acc(2*kk,lane,1)),(acc(2*kk,lane,2),acc(2*kk,lane,3)),(acc(2*kk+1,lane,0),acc(2*kk+1,lane,1)),(acc(2*kk+1,lane,2),acc(2*kk+1,lane,3))][e])
+    assert np.array_equal(A,S_[:,kk*16:kk*16+16]),"P regroup"
+# FFN down A from u_acc: rows r0+gid+8*(e&1), cols k0+kk*16+8*(e>>1)+2*tig
+u=rng.standard_normal((kM,kF))
+for w in (0,7):
+    for k0 in (0,192,3008):
+        for kk in range(4):
+            A=frag_A(lambda lane,e: (lambda g,t:(u[w*16+g+8*(e&1),k0+kk*16+8*(e>>1)+2*t],u[w*16+g+8*(e&1),k0+kk*16+8*(e>>1)+2*t+1]))(lane//4,lane%4))
+            assert np.array_equal(A,u[w*16:w*16+16,k0+kk*16:k0+kk*16+16]),"FFN down A"
+print("fragments ok")
+
+# ---- the item schedule ----
+kM,kD,kH,kF=128,768,12,3072; kQKV=3*kD; kLn=16
+def shapes(sp): return [(kQKV,kD,sp[0]),(kD,kD,sp[1]),(kF,kD,sp[2]),(kD,kF,sp[3])]
+def gemm_items(g,sp): n,k,s=shapes(sp)[g]; return n//64*s
+def phase_items(p,sp): return [gemm_items(0,sp),kH,gemm_items(1,sp),kLn,gemm_items(2,sp),gemm_items(3,sp),kLn][p]
+def phase_gemm(p): return {0:0,2:1,4:2,5:3}.get(p,-1)
+def phase_tiles(p): return (kQKV if p==0 else kF if p==4 else kD)//64
+def walk(cta,G,layers,sp):
+    rot=0
+    for L in range(layers):
+        for p in range(7):
+            n=phase_items(p,sp); i=((cta-rot)%G+G)%G
+            while i<n: yield (L,p,i); i+=G
+            rot=(rot+n)%G
+def sim(G,layers,sp,red):
+    seqs=[list(walk(c,G,layers,sp)) for c in range(G)]
+    # every item exactly once
+    allit=sorted(x for s in seqs for x in s)
+    exp=sorted((L,p,i) for L in range(layers) for p in range(7) for i in range(phase_items(p,sp)))
+    assert allit==exp
+    pc={}; tc={}; pos=[0]*G
+    def want(L,p):
+        if p==0: return None if L==0 else ((L-1,6),kLn)
+        if red: w=phase_items(p-1,sp)
+        else: w=[None,phase_tiles(0),kH,phase_tiles(2),kLn,phase_tiles(4),phase_tiles(5)][p]
+        return ((L,p-1),w)
+    progress=True
+    while progress:
+        progress=False
+        for c in range(G):
+            while pos[c]<len(seqs[c]):
+                L,p,i=seqs[c][pos[c]]
+                w=want(L,p)
+                if w and pc.get(w[0],0)<w[1]: break
+                g=phase_gemm(p)
+                if g>=0 and not red:
+                    n,k,s=shapes(sp)[g]; tiles=n//64; nt=i%tiles
+                    tc[(L,g,nt)]=tc.get((L,g,nt),0)+1
+                    if tc[(L,g,nt)]==s: pc[(L,p)]=pc.get((L,p),0)+1
+                else:
+                    pc[(L,p)]=pc.get((L,p),0)+1
+                pos[c]+=1; progress=True
+    done=all(pos[c]==len(seqs[c]) for c in range(G))
+    # final counters equal their expected values
+    return done, pc.get((layers-1,6),0)
+for sp in [(4,12,3,12),(3,6,2,8),(2,4,1,4),(1,1,1,1)]:
+    for red in (False,True):
+        for G in (132,114,1,7):
+            d,f=sim(G,12,sp,red)
+            assert d and f==kLn,(sp,red,G,d,f)
+print("schedule ok")
