@@ -17,18 +17,6 @@
 #include "backend/cuda/device/attention.cuh"
 #include "micro_check.cuh"
 
-static unsigned short to_bf16(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);  // round to nearest even
-  return (unsigned short)(u >> 16);
-}
-static float from_bf16(unsigned short h) {
-  unsigned u = (unsigned)h << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 int main(int argc, char** argv) {
   if (argc < 3) {

@@ -25,6 +25,7 @@
 #include "backend/cuda/device/gemm_rows.cuh"
 #include "backend/cuda/device/gemm_small_m.cuh"
 #include "micro_check.cuh"
+#include "micro_ptx.cuh"
 #define CL(x)                                                                       \
   do {                                                                              \
     cublasStatus_t s_ = (x);                                                        \
@@ -65,18 +66,6 @@ static const SkKernel kSk[] = {
     {"sk_n32s4", brrr_gemm_sk_bf16_n32_s4_st3, 4}, {"sk_n32s5", brrr_gemm_sk_bf16_n32_s5_st3, 5},
 };
 
-static unsigned short to_bf16(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fff + ((u >> 16) & 1);
-  return (unsigned short)(u >> 16);
-}
-static float from_bf16(unsigned short h) {
-  unsigned u = (unsigned)h << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 __global__ void reference(const unsigned short* a, const unsigned short* b, const unsigned short* bias,
                           float* c, long long M, long long N, long long K, int act) {
@@ -94,53 +83,12 @@ __global__ void reference(const unsigned short* a, const unsigned short* b, cons
 
 // A [m, k] as device/gemm_rows.cuh reads it: boxes of 64 columns x box_rows rows, 128-byte swizzle.
 static brrr_gmc_tmap a_map(const void* a, long long m, long long k, unsigned box_rows) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m}, strides[1] = {(cuuint64_t)k * 2};
-  const cuuint32_t box[2] = {64, box_rows}, elem[2] = {1, 1};
-  CUresult r = cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(a), dims, strides,
-                                      box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", (int)r);
-    std::exit(1);
-  }
+  const CUtensorMap map = tmap_bf16_2d(a, m, k, box_rows, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
   brrr_gmc_tmap t;
   std::memcpy(&t, &map, sizeof map);
   return t;
 }
 
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Median over replays of a graph of `copies` launches, per launch, in us.
-static float time_graph(cudaStream_t st, int copies, const std::function<void(int)>& launch) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < copies; ++i) launch(i);
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> t;
-  for (int r = 0; r < 23; ++r) {
-    CK(cudaEventRecord(e0, st));
-    CK(cudaGraphLaunch(ge, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 3) t.push_back(ms * 1000.f / copies);
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  return median(t);
-}
 
 int main(int argc, char** argv) {
   std::vector<std::vector<long long>> shapes;

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "micro_check.cuh"
+#include "micro_ptx.cuh"
 
 namespace {
 
@@ -104,27 +105,6 @@ struct Args {
   unsigned long long* trace;        // [layers][7][144][3]: globaltimer at an item's start, inputs ready, end
 };
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
-  asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-  asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-  asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }" ::"r"(bar),
-               "r"(parity)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(32 * kConsumers) : "memory"); }
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   unsigned v;
@@ -137,12 +117,6 @@ __device__ __forceinline__ void mma_bf16(float* c, unsigned a0, unsigned a1, uns
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ float bf(unsigned short h) { return __uint_as_float(unsigned(h) << 16); }
-__device__ __forceinline__ unsigned short to_bf(float f) {
-  unsigned u = __float_as_uint(f);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<unsigned short>(u >> 16);
 }
 __device__ __forceinline__ unsigned pack2(float lo, float hi) { return unsigned(to_bf(lo)) | (unsigned(to_bf(hi)) << 16); }
 // Element (r, c) of a packed A operand of 128 rows: [c/16][r/16][lane][8], lane (r%8)*4 + (c%8)/2,
@@ -593,18 +567,6 @@ __global__ void ref_layernorm(const float* h, const unsigned short* g, const uns
   for (int c = 0; c < kD; ++c) y[size_t(r) * kD + c] = bf(to_bf((h[size_t(r) * kD + c] - mean) * rstd * bf(g[c]) + bf(b[c])));
 }
 
-unsigned short to_bf16(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<unsigned short>(u >> 16);
-}
-float from_bf16(unsigned short h) {
-  const unsigned u = unsigned(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // W [k, n] row-major -> packed B [n/64][k/16][4 pairs of n8 tiles][32 lanes][8].
 std::vector<unsigned short> pack_b(const std::vector<unsigned short>& b, int k, int n) {

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "micro_check.cuh"
+#include "micro_ptx.cuh"
 #include "wgmma_ops.inc"
 
 #define CL(x)                                                                       \
@@ -58,57 +59,6 @@ struct Epi {
   int m, n, k, act;                // act: 0 none, 3 erf GELU
 };
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
-  asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-  asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-  asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }" ::"r"(bar),
-               "r"(parity)
-               : "memory");
-}
-__device__ __forceinline__ void tma_2d(unsigned dst, const CUtensorMap* map, int c0, int c1, unsigned bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          dst),
-      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-// The cluster: this CTA's rank, the peer's address of a shared variable, an arrival on the peer's
-// mbarrier, a TMA copy multicast to the CTAs of `mask` (same offset and mbarrier in each), and a
-// barrier over the cluster's threads.
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void mbar_arrive_peer(unsigned bar, unsigned rank) {
-  asm volatile(
-      "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %0, %1; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }" ::"r"(
-          bar),
-      "r"(rank)
-      : "memory");
-}
-__device__ __forceinline__ void tma_2d_multicast(unsigned dst, const CUtensorMap* map, int c0, int c1, unsigned bar,
-                                                 unsigned short mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;" ::"r"(dst),
-      "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-      : "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
 
 // A K-major operand of rows of 64 bf16 (128 bytes), 128-byte swizzle, 8-row groups 1024 bytes
 // apart (the stage buffers are 1024-byte aligned, so the swizzle's base offset is 0).
@@ -131,11 +81,47 @@ __device__ __forceinline__ void fence_regs(float* d) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-__device__ __forceinline__ float bf(unsigned short h) { return __uint_as_float(unsigned(h) << 16); }
-__device__ __forceinline__ unsigned short to_bf(float f) {  // round to nearest even (finite inputs)
-  unsigned u = __float_as_uint(f);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<unsigned short>(u >> 16);
+
+// One stage's four m64nBNk16 wgmmas for this warpgroup's 64 rows (A at `stage` + half * 8 KB, W
+// at `stage` + a_bytes), issued and committed; returns when the previous stage's have completed.
+template <int BN>
+__device__ __forceinline__ void mma_stage(float* d, unsigned stage, unsigned a_bytes, int half, int kb) {
+  const unsigned long long da = smem_desc(stage + half * 64 * 128), dw = smem_desc(stage + a_bytes);
+  fence_regs<BN / 2>(d);
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+  for (int kk = 0; kk < kBK / 16; ++kk) wgmma<BN>(d, da + 2 * kk, dw + 2 * kk, (kb | kk) != 0);
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+  fence_regs<BN / 2>(d);
+}
+
+// The epilogue from a warpgroup's accumulators: d[4j + {0,1}] is row r0 (16 * warp + lane / 4 of
+// the warpgroup's rows), columns col0 + 8j + 2 * (lane % 4) + {0,1}; d[4j + {2,3}] 8 rows down.
+template <int BN>
+__device__ __forceinline__ void store_tile(const float* d, const Epi& p, int r0, int col0, int lane) {
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    const int col = col0 + 8 * j + 2 * (lane % 4);
+    const float b0 = bf(p.bias[col]), b1 = bf(p.bias[col + 1]);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r0 + 8 * h;
+      if (r >= p.m) continue;
+      float v0 = d[4 * j + 2 * h] + b0, v1 = d[4 * j + 2 * h + 1] + b1;
+      if (p.act == 3) {
+        v0 = 0.5f * v0 * (1.f + erff(v0 * 0.70710678f));
+        v1 = 0.5f * v1 * (1.f + erff(v1 * 0.70710678f));
+      }
+      const size_t o = size_t(r) * p.n + col;
+      if (p.residual) {
+        const unsigned rr = *reinterpret_cast<const unsigned*>(p.residual + o);
+        v0 += bf(static_cast<unsigned short>(rr & 0xffff));
+        v1 += bf(static_cast<unsigned short>(rr >> 16));
+      }
+      *reinterpret_cast<unsigned*>(p.c + o) = unsigned(to_bf(v0)) | (unsigned(to_bf(v1)) << 16);
+    }
+  }
 }
 
 template <int BN, int ST>
@@ -186,44 +172,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kb = 0; kb < kblocks; ++kb, ++q) {
       const int s = int(q % ST);
       mbar_wait(full + 8 * s, unsigned((q / ST) & 1));
-      const unsigned long long da = smem_desc(ring + s * kStage + half * 64 * 128);
-      const unsigned long long dw = smem_desc(ring + s * kStage + kA);
-      fence_regs<BN / 2>(d);
-      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) wgmma<BN>(d, da + 2 * kk, dw + 2 * kk, (kb | kk) != 0);
-      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-      fence_regs<BN / 2>(d);
+      mma_stage<BN>(d, ring + s * kStage, kA, half, kb);
       if (kb > 0 && lane == 0) mbar_arrive(empty + 8 * int((q - 1) % ST));
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     fence_regs<BN / 2>(d);
     if (lane == 0) mbar_arrive(empty + 8 * int((q - 1) % ST));
-    // Accumulator j*4 + {0,1}: row 16*warp + lane/4, columns 8j + 2*(lane%4) + {0,1}; +{2,3}: 8 rows down.
-    const int r0 = mt * kBM + half * 64 + warp * 16 + lane / 4;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = nt * BN + 8 * j + 2 * (lane % 4);
-      const float b0 = bf(p.bias[col]), b1 = bf(p.bias[col + 1]);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = r0 + 8 * h;
-        if (r >= p.m) continue;
-        float v0 = d[4 * j + 2 * h] + b0, v1 = d[4 * j + 2 * h + 1] + b1;
-        if (p.act == 3) {
-          v0 = 0.5f * v0 * (1.f + erff(v0 * 0.70710678f));
-          v1 = 0.5f * v1 * (1.f + erff(v1 * 0.70710678f));
-        }
-        const size_t o = size_t(r) * p.n + col;
-        if (p.residual) {
-          const unsigned rr = *reinterpret_cast<const unsigned*>(p.residual + o);
-          v0 += bf(static_cast<unsigned short>(rr & 0xffff));
-          v1 += bf(static_cast<unsigned short>(rr >> 16));
-        }
-        *reinterpret_cast<unsigned*>(p.c + o) = unsigned(to_bf(v0)) | (unsigned(to_bf(v1)) << 16);
-      }
-    }
+    store_tile<BN>(d, p, mt * kBM + half * 64 + warp * 16 + lane / 4, nt * BN, lane);
   }
 }
 
@@ -275,15 +230,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int kb = 0; kb < kblocks; ++kb, ++q) {
         const int s = int(q % ST);
         mbar_wait(full + 8 * s, unsigned((q / ST) & 1));
-        const unsigned long long da = smem_desc(ring + s * kStage + half * 64 * 128);
-        const unsigned long long dw = smem_desc(ring + s * kStage + kA);
-        fence_regs<BN / 2>(d);
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) wgmma<BN>(d, da + 2 * kk, dw + 2 * kk, (kb | kk) != 0);
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-        fence_regs<BN / 2>(d);
+        mma_stage<BN>(d, ring + s * kStage, kA, half, kb);
         if (kb > 0 && lane == 0) {
           const unsigned e = empty + 8 * int((q - 1) % ST);
           mbar_arrive(e);
@@ -297,29 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_arrive(e);
         mbar_arrive_peer(e, peer);
       }
-      const int r0 = mt * kBM + half * 64 + warp * 16 + lane / 4;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int col = nt * BN + 8 * j + 2 * (lane % 4);
-        const float b0 = bf(p.bias[col]), b1 = bf(p.bias[col + 1]);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = r0 + 8 * h;
-          if (r >= p.m) continue;
-          float v0 = d[4 * j + 2 * h] + b0, v1 = d[4 * j + 2 * h + 1] + b1;
-          if (p.act == 3) {
-            v0 = 0.5f * v0 * (1.f + erff(v0 * 0.70710678f));
-            v1 = 0.5f * v1 * (1.f + erff(v1 * 0.70710678f));
-          }
-          const size_t o = size_t(r) * p.n + col;
-          if (p.residual) {
-            const unsigned rr = *reinterpret_cast<const unsigned*>(p.residual + o);
-            v0 += bf(static_cast<unsigned short>(rr & 0xffff));
-            v1 += bf(static_cast<unsigned short>(rr >> 16));
-          }
-          *reinterpret_cast<unsigned*>(p.c + o) = unsigned(to_bf(v0)) | (unsigned(to_bf(v1)) << 16);
-        }
-      }
+      store_tile<BN>(d, p, mt * kBM + half * 64 + warp * 16 + lane / 4, nt * BN, lane);
     }
   }
   __syncwarp();    // warp 0's producer lane rejoins its warp: the cluster barrier is .aligned
@@ -340,62 +265,8 @@ __global__ void reference(const unsigned short* a, const unsigned short* w, cons
   c[i] = s;
 }
 
-unsigned short to_bf16(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<unsigned short>(u >> 16);
-}
-float from_bf16(unsigned short h) {
-  const unsigned u = unsigned(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
-// [rows, k] bf16, boxes of 64 columns x box_rows rows, 128-byte swizzle.
-CUtensorMap tmap(const void* p, long long rows, long long k, unsigned box_rows) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)k * 2};
-  const cuuint32_t box[2] = {64, box_rows}, elem[2] = {1, 1};
-  CUresult r = cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p), dims, strides,
-                                      box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", (int)r);
-    std::exit(1);
-  }
-  return map;
-}
 
-// Median over 15 replays of a graph of `copies` launches, per launch, in us.
-float time_graph(cudaStream_t st, int copies, const std::function<void(int)>& launch) {
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < copies; ++i) launch(i);
-  CK(cudaStreamEndCapture(st, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> t;
-  for (int r = 0; r < 18; ++r) {
-    CK(cudaEventRecord(e0, st));
-    CK(cudaGraphLaunch(ge, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 3) t.push_back(ms * 1e3f / copies);
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 struct Config {
   const char* name;
@@ -553,13 +424,13 @@ int main(int argc, char** argv) {
     CL(cublasLtMatrixLayoutDestroy(lc));
     CL(cublasLtMatmulDescDestroy(op));
 
-    const CUtensorMap ta = tmap(da, M, K, kBM);
+    const CUtensorMap ta = tmap_bf16_2d(da, M, K, kBM);
     for (const Config& c : configs) {
       if (N % c.bn) continue;
       const int tiles_m = int((M + kBM - 1) / kBM);
       if (c.cluster == 2 && tiles_m % 2) continue;
       std::vector<CUtensorMap> tw(copies);
-      for (int i = 0; i < copies; ++i) tw[i] = tmap(dwt[i], N, K, unsigned(c.bn / c.cluster));
+      for (int i = 0; i < copies; ++i) tw[i] = tmap_bf16_2d(dwt[i], N, K, unsigned(c.bn / c.cluster));
       const Epi e{dbias, dres, dc, int(M), int(N), int(K), act};
       const int tiles = tiles_m * int(N / c.bn);
       int grid = std::min(tiles, sms);
