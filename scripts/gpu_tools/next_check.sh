@@ -21,10 +21,10 @@ S=/tmp/brrr_suite
   --no-verify --threads 8 >"$OUT/export.log" 2>&1) &
 (TARGETS="brrr_cli" source scripts/gpu_build.sh >"$OUT/build_out.log" 2>&1; echo "build rc $?" >>"$OUT/build_out.log") &
 echo "== persist_layer"
-LIMIT=30 bash scripts/gpu_tools/persist_layer.sh 2>&1 | grep -vE '^ptxas info|bytes stack frame'
+LIMIT=15 bash scripts/gpu_tools/persist_layer.sh 2>&1 | grep -vE '^ptxas info|bytes stack frame'
 echo "== persist_layer done at $(el) s"
 echo "== wgmma_micro (the mc2 rows: W multicast over clusters of 2, not run before)"
-LIMIT=120 bash scripts/gpu_tools/wgmma_micro.sh 2>&1 | grep -vE '^ptxas info|bytes stack frame'
+LIMIT=25 bash scripts/gpu_tools/wgmma_micro.sh 2>&1 | grep -vE '^ptxas info|bytes stack frame'
 wait
 tail -3 "$OUT/build_out.log"
 source scripts/gpu_env.sh >/dev/null 2>&1

@@ -13,6 +13,12 @@ python3 scripts/gpu_tools/wgmma_ops.py >/tmp/wgmma_ops.inc || exit 1
 nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I/tmp -Xptxas -v scripts/gpu_tools/wgmma_micro.cu \
   -o /tmp/wgmma_micro -lcublasLt -lcuda 2>"$OUT/wgmma_ptxas.txt" || { tail -30 "$OUT/wgmma_ptxas.txt"; exit 1; }
 grep -E "registers|spill" "$OUT/wgmma_ptxas.txt" | grep -B1 -E "spill stores" | head -12
-# shellcheck disable=SC2046
-timeout "${LIMIT:-200}" /tmp/wgmma_micro $(echo "$SHAPES" | tr ';' ' ') 2>&1 | tee "$OUT/wgmma_micro.txt"
-echo "rc ${PIPESTATUS[0]}"
+# One process per shape, each under LIMIT seconds, so that a configuration that hangs (the cluster
+# kernels come last in each) costs one shape's remaining rows, not the rest of the run.
+IFS=';' read -r -a shapes <<<"$SHAPES"
+for sh in "${shapes[@]}"; do
+  # shellcheck disable=SC2086
+  timeout "${LIMIT:-25}" /tmp/wgmma_micro $sh 2>&1 | tee -a "$OUT/wgmma_micro.txt"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -ne 0 ] && echo "rc $rc ($sh)"
+done
