@@ -65,6 +65,22 @@ __device__ __forceinline__ void tma_2d_multicast(unsigned dst, const CUtensorMap
       "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
       : "memory");
 }
+// A ring of st stages in dynamic shared memory: st "full" mbarriers (the producer's one arrival
+// with the stage's bytes), st "empty" ones (one arrival per consumer warp), then the stages from
+// the next 128 bytes. ring_offset: where the stages start; init_ring: thread 0 sets the barriers
+// up, and every thread waits for it.
+__host__ __device__ constexpr int ring_offset(int st) { return 128 * ((2 * st * 8 + 127) / 128); }
+__device__ __forceinline__ void init_ring(unsigned long long* bars, int st, int consumers) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < st; ++s) {
+      mbar_init(smem_u32(&bars[s]), 1);
+      mbar_init(smem_u32(&bars[st + s]), consumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+}
+
 __device__ __forceinline__ unsigned cluster_rank() {
   unsigned r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));

@@ -214,14 +214,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
   unsigned short* att = reinterpret_cast<unsigned short*>(smem + 128 * ((16 * st + 16 + 127) / 128));
   unsigned char* ring = reinterpret_cast<unsigned char*>(att) + kAttBytes;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, G = gridDim.x;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < st; ++s) {
-      mbar_init(smem_u32(&bars[s]), 1);
-      mbar_init(smem_u32(&bars[st + s]), kConsumers);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
+  init_ring(bars, st, kConsumers);
   unsigned* phase_c = a.counters;
   unsigned* tile_c = a.counters + 7 * a.layers;
   long long q = 0;  // the ring's running chunk count
@@ -504,7 +497,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     for (int i = 0; i < 24; ++i) {
       const int c = lane + 32 * i;
       const unsigned short y = to_bf((v[i] - mean) * rstd * bf(gam[c]) + bf(bet[c]));
-      outr[size_t(r) * kD + c] = y;
+      if (!kRed || p == 6) outr[size_t(r) * kD + c] = y;  // red mode: LN1's residual goes into h2_acc
       outa[packed_a(r, c)] = y;
       if constexpr (kRed) {  // the sums the next GEMMs add into: residual + bias
         if (p == 3) __stcg(a.h2_acc + size_t(r) * kD + c, bf(y) + bf(lw.b[3][c]));

@@ -37,21 +37,6 @@ constexpr int kConsumerWarps = 4;
 constexpr int kThreads = 32 * (1 + kConsumerWarps);  // warp 0 produces, warps 1.. consume
 
 
-// A ring of st stages in dynamic shared memory: st "full" mbarriers (the producer's one arrival
-// with the stage's bytes), st "empty" ones (one arrival per consumer warp), then the stages from
-// the next 128 bytes. ring_offset: where the stages start; init_ring: thread 0 sets the barriers
-// up, and every thread waits for it.
-__host__ __device__ constexpr int ring_offset(int st) { return 128 * ((2 * st * 8 + 127) / 128); }
-__device__ __forceinline__ void init_ring(unsigned long long* bars, int st, int consumers) {
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < st; ++s) {
-      mbar_init(smem_u32(&bars[s]), 1);
-      mbar_init(smem_u32(&bars[st + s]), consumers);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-}
 
 // Chunks c = blockIdx.x, + gridDim.x, ... of CH bytes each: stage c % ST of this CTA's ring. Each
 // consumer warp adds one 8-byte word per 256 bytes of the chunk (lane l: words at l * 32 + ...),

@@ -126,7 +126,7 @@ __device__ __forceinline__ void store_tile(const float* d, const Epi& p, int r0,
 
 template <int BN, int ST>
 constexpr int smem_bytes() {
-  return 1024 + 16 * ST + ST * (kBM + BN) * kBK * 2 + 1024;
+  return 16 * ST + 1023 + ST * (kBM + BN) * kBK * 2;  // barriers, up to 1023 to align the ring, stages
 }
 
 template <int BN, int ST>
