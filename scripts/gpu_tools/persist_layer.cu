@@ -169,39 +169,91 @@ __device__ void signal_counter(unsigned* c) {
   }
 }
 
+// 8 bf16 of a uint4 as floats.
+__device__ __forceinline__ void unpack8(const uint4 u, float* f) {
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
 // Sums a finished tile's partials and applies the phase's epilogue (256 threads: row t/2, 32
-// columns from (t%2)*32).
+// columns from (t%2)*32). Every load (bias, residual, the partials two slices at a time) is issued
+// before the first store: stores through pointers that may alias the loads would otherwise keep
+// each load behind the previous element's store, one L2 round trip per element.
 __device__ void finish_tile(const Args& a, const LayerW& w, int g, int nt) {
   const int t = threadIdx.x - 32, r = t / 2, c0 = nt * 64 + (t % 2) * 32;
   const int n = gemm_shape(g, a.plan).n, splits = gemm_shape(g, a.plan).splits;
+  uint4 bias[4], res[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) bias[i] = __ldg(reinterpret_cast<const uint4*>(w.b[g] + c0) + i);
+  if (g == 1 || g == 3) {
+    const unsigned short* rp = (g == 1 ? a.xr : a.yr) + size_t(r) * kD + c0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) res[i] = __ldcg(reinterpret_cast<const uint4*>(rp) + i);
+  }
   float v[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) v[i] = 0.f;
-  for (int s = 0; s < splits; ++s) {
-    const float4* p = reinterpret_cast<const float4*>(a.part + (size_t(s) * kM + r) * n + c0);
+  const float* base = a.part + size_t(r) * n + c0;
+  int s = 0;
+  for (; s + 2 <= splits; s += 2) {
+    float4 x[2][8];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) x[j][i] = __ldcg(reinterpret_cast<const float4*>(base + size_t(s + j) * kM * n) + i);
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        v[4 * i] += x[j][i].x;
+        v[4 * i + 1] += x[j][i].y;
+        v[4 * i + 2] += x[j][i].z;
+        v[4 * i + 3] += x[j][i].w;
+      }
+  }
+  if (s < splits) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const float4 x = __ldcg(p + i);
+      const float4 x = __ldcg(reinterpret_cast<const float4*>(base + size_t(s) * kM * n) + i);
       v[4 * i] += x.x;
       v[4 * i + 1] += x.y;
       v[4 * i + 2] += x.z;
       v[4 * i + 3] += x.w;
     }
   }
+  float bf32[32], rf32[32];
 #pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int c = c0 + i;
-    float x = v[i] + bf(w.b[g][c]);
-    if (g == 0) {
-      if (c < 2 * kD) a.qk[size_t(r) * (2 * kD) + c] = to_bf(x);
-      else a.vt[size_t(c - 2 * kD) * kM + r] = to_bf(x);
-    } else if (g == 1) {
-      a.h[size_t(r) * kD + c] = x + bf(__ldcg(a.xr + size_t(r) * kD + c));
-    } else if (g == 2) {
-      x = 0.5f * x * (1.f + erff(x * 0.70710678f));
-      a.ua[packed_a(r, c)] = to_bf(x);
+  for (int i = 0; i < 4; ++i) unpack8(bias[i], bf32 + 8 * i);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) v[i] += bf32[i];
+  if (g == 1 || g == 3) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) unpack8(res[i], rf32 + 8 * i);
+    float4* hp = reinterpret_cast<float4*>(a.h + size_t(r) * kD + c0);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      __stcg(hp + i, make_float4(v[4 * i] + rf32[4 * i], v[4 * i + 1] + rf32[4 * i + 1], v[4 * i + 2] + rf32[4 * i + 2],
+                                 v[4 * i + 3] + rf32[4 * i + 3]));
+  } else if (g == 0) {
+    if (c0 < 2 * kD) {
+      uint4* qp = reinterpret_cast<uint4*>(a.qk + size_t(r) * (2 * kD) + c0);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        __stcg(qp + i, make_uint4(pack2(v[8 * i], v[8 * i + 1]), pack2(v[8 * i + 2], v[8 * i + 3]),
+                                  pack2(v[8 * i + 4], v[8 * i + 5]), pack2(v[8 * i + 6], v[8 * i + 7])));
     } else {
-      a.h[size_t(r) * kD + c] = x + bf(__ldcg(a.yr + size_t(r) * kD + c));
+#pragma unroll
+      for (int i = 0; i < 32; ++i) a.vt[size_t(c0 + i - 2 * kD) * kM + r] = to_bf(v[i]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const float x = v[i];
+      a.ua[packed_a(r, c0 + i)] = to_bf(0.5f * x * (1.f + erff(x * 0.70710678f)));
     }
   }
 }
@@ -472,18 +524,39 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
       if (threadIdx.x == 32) tr[2] = now();
       continue;
     }
-    // LayerNorm (p 3 or 6): row 8 * item + w, one warp; eps 1e-12 as BERT's.
+    // LayerNorm (p 3 or 6): row 8 * item + w, one warp; eps 1e-12 as BERT's. Lane l owns the
+    // column groups of 8 l, l + 32, l + 64. All loads (the sums, gamma, beta, and in red mode the
+    // biases the next sums start from) are issued before the first store, for the reason
+    // finish_tile gives.
     const int r = wk.item * kConsumers + w;
     const unsigned short *gam = p == 3 ? lw.g1 : lw.g2, *bet = p == 3 ? lw.be1 : lw.be2;
     unsigned short *outa = p == 3 ? a.ya : a.xa, *outr = p == 3 ? a.yr : a.xr;
     const float* hin = !kRed ? a.h : p == 3 ? a.h_acc : a.h2_acc;
+    // Red mode: the residual sum's bias (LN1: FFN down's; LN2: the next layer's out-projection's).
+    const bool next_sums = kRed && (p == 3 || L + 1 < a.layers);
+    const unsigned short* rbias = !next_sums ? nullptr : p == 3 ? lw.b[3] : a.lw[L + 1].b[1];
+    float4 hv[6];
+    uint4 gv[3], bv[3], rb[3];
+#pragma unroll
+    for (int j = 0; j < 3; ++j) {
+      const int c = 8 * (lane + 32 * j);
+      hv[2 * j] = __ldcg(reinterpret_cast<const float4*>(hin + size_t(r) * kD + c));
+      hv[2 * j + 1] = __ldcg(reinterpret_cast<const float4*>(hin + size_t(r) * kD + c) + 1);
+      gv[j] = __ldg(reinterpret_cast<const uint4*>(gam + c));
+      bv[j] = __ldg(reinterpret_cast<const uint4*>(bet + c));
+      if (next_sums) rb[j] = __ldg(reinterpret_cast<const uint4*>(rbias + c));
+    }
     float v[24];
+#pragma unroll
+    for (int j = 0; j < 6; ++j) {
+      v[4 * j] = hv[j].x;
+      v[4 * j + 1] = hv[j].y;
+      v[4 * j + 2] = hv[j].z;
+      v[4 * j + 3] = hv[j].w;
+    }
     float sum = 0.f;
 #pragma unroll
-    for (int i = 0; i < 24; ++i) {
-      v[i] = __ldcg(hin + size_t(r) * kD + lane + 32 * i);
-      sum += v[i];
-    }
+    for (int i = 0; i < 24; ++i) sum += v[i];
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     const float mean = sum / kD;
@@ -494,21 +567,49 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     for (int o = 16; o > 0; o /= 2) var += __shfl_xor_sync(0xffffffffu, var, o);
     const float rstd = rsqrtf(var / kD + 1e-12f);
 #pragma unroll
-    for (int i = 0; i < 24; ++i) {
-      const int c = lane + 32 * i;
-      const unsigned short y = to_bf((v[i] - mean) * rstd * bf(gam[c]) + bf(bet[c]));
-      if (!kRed || p == 6) outr[size_t(r) * kD + c] = y;  // red mode: LN1's residual goes into h2_acc
-      outa[packed_a(r, c)] = y;
-      if constexpr (kRed) {  // the sums the next GEMMs add into: residual + bias
-        if (p == 3) __stcg(a.h2_acc + size_t(r) * kD + c, bf(y) + bf(lw.b[3][c]));
-        else if (L + 1 < a.layers) __stcg(a.h_acc + size_t(r) * kD + c, bf(y) + bf(a.lw[L + 1].b[1][c]));
+    for (int j = 0; j < 3; ++j) {
+      const int c = 8 * (lane + 32 * j);
+      float gf[8], bff[8], y[8];
+      unpack8(gv[j], gf);
+      unpack8(bv[j], bff);
+      unsigned yp[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        yp[e] = pack2((v[8 * j + 2 * e] - mean) * rstd * gf[2 * e] + bff[2 * e],
+                      (v[8 * j + 2 * e + 1] - mean) * rstd * gf[2 * e + 1] + bff[2 * e + 1]);
+        y[2 * e] = __uint_as_float(yp[e] << 16);
+        y[2 * e + 1] = __uint_as_float(yp[e] & 0xffff0000u);
+        // Columns c + 2e, c + 2e + 1 are one 4-byte word of the packed A operand.
+        *reinterpret_cast<unsigned*>(outa + packed_a(r, c + 2 * e)) = yp[e];
+      }
+      // Red mode: LN1's row-major output is not read (its residual goes into h2_acc).
+      if (!kRed || p == 6) *reinterpret_cast<uint4*>(outr + size_t(r) * kD + c) = make_uint4(yp[0], yp[1], yp[2], yp[3]);
+      if (next_sums) {
+        float rf[8];
+        unpack8(rb[j], rf);
+        float4* dst = reinterpret_cast<float4*>((p == 3 ? a.h2_acc : a.h_acc) + size_t(r) * kD + c);
+        __stcg(dst, make_float4(y[0] + rf[0], y[1] + rf[1], y[2] + rf[2], y[3] + rf[3]));
+        __stcg(dst + 1, make_float4(y[4] + rf[4], y[5] + rf[5], y[6] + rf[6], y[7] + rf[7]));
       }
     }
     if constexpr (kRed) {  // and the bias-only sums: FFN up's (LN1), the next layer's Q/K/V (LN2)
-      if (p == 3) {
-        for (int c = lane; c < kF; c += 32) __stcg(a.u_acc + size_t(r) * kF + c, bf(lw.b[2][c]));
-      } else if (L + 1 < a.layers) {
-        for (int c = lane; c < kQKV; c += 32) __stcg(a.qkv_acc + size_t(r) * kQKV + c, bf(a.lw[L + 1].b[0][c]));
+      if (p == 3 || L + 1 < a.layers) {
+        const int n = p == 3 ? kF : kQKV;  // 12 or 9 groups of 8 per lane
+        const unsigned short* b = p == 3 ? lw.b[2] : a.lw[L + 1].b[0];
+        float* dst = (p == 3 ? a.u_acc : a.qkv_acc) + size_t(r) * n;
+        uint4 bb[12];
+#pragma unroll
+        for (int j = 0; j < 12; ++j)
+          if (8 * (lane + 32 * j) < n) bb[j] = __ldg(reinterpret_cast<const uint4*>(b + 8 * (lane + 32 * j)));
+#pragma unroll
+        for (int j = 0; j < 12; ++j)
+          if (8 * (lane + 32 * j) < n) {
+            float f[8];
+            unpack8(bb[j], f);
+            float4* d = reinterpret_cast<float4*>(dst + 8 * (lane + 32 * j));
+            __stcg(d, make_float4(f[0], f[1], f[2], f[3]));
+            __stcg(d + 1, make_float4(f[4], f[5], f[6], f[7]));
+          }
       }
     }
     signal_counter(pc + p);
