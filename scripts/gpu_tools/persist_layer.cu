@@ -82,6 +82,7 @@ struct Args {
   LayerW lw[12];
   int layers;
   Plan plan;
+  bool sc_fences;  // PL_FENCE=sc: __threadfence around relaxed atomics (the first form)
   const unsigned short* x0_packed;  // the input, packed A [48][8][32][8]
   const unsigned short* x0;         // and row-major, the first residual
   unsigned short* xa;               // packed A of a layer's input (LN2's output)
@@ -161,12 +162,31 @@ __device__ void wait_counter(const unsigned* c, unsigned want) {
   }
   consumers_sync();
 }
-__device__ void signal_counter(unsigned* c) {
+// Publishing an item: the consumer warps' writes are ordered before the counter's increment by
+// the barrier and a release at GPU scope (cumulative over what the barrier ordered). sc_fences:
+// the heavier fence.sc (__threadfence) around a relaxed atomic instead, the first form's way.
+__device__ void signal_counter(unsigned* c, bool sc_fences) {
   consumers_sync();
   if (threadIdx.x == 32) {
-    __threadfence();
-    atomicAdd(c, 1u);
+    if (sc_fences) {
+      __threadfence();
+      atomicAdd(c, 1u);
+    } else {
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
+    }
   }
+}
+// A tile's arrival: release this item's partials and, if it is the last, acquire the others'.
+__device__ __forceinline__ unsigned arrive_tile(unsigned* c, bool sc_fences) {
+  unsigned old;
+  if (sc_fences) {
+    __threadfence();
+    old = atomicAdd(c, 1u);
+    __threadfence();
+  } else {
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
+  }
+  return old;
 }
 
 // 8 bf16 of a uint4 as floats.
@@ -372,7 +392,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
           atomicAdd(reinterpret_cast<float2*>(sum + size_t(r0) * sh.n + col), make_float2(acc[j][0], acc[j][1]));
           atomicAdd(reinterpret_cast<float2*>(sum + size_t(r0 + 8) * sh.n + col), make_float2(acc[j][2], acc[j][3]));
         }
-        signal_counter(pc + p);
+        signal_counter(pc + p, a.sc_fences);
         if (threadIdx.x == 32) tr[2] = now();
         continue;
       }
@@ -384,15 +404,12 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
         __stcg(reinterpret_cast<float2*>(out + size_t(r0 + 8) * sh.n + col), make_float2(acc[j][2], acc[j][3]));
       }
       consumers_sync();
-      if (threadIdx.x == 32) {
-        __threadfence();
-        *last_flag = atomicAdd(tile_c + (size_t(L) * 4 + g) * 48 + nt, 1u) == unsigned(sh.splits - 1);
-        __threadfence();
-      }
+      if (threadIdx.x == 32)
+        *last_flag = arrive_tile(tile_c + (size_t(L) * 4 + g) * 48 + nt, a.sc_fences) == unsigned(sh.splits - 1);
       consumers_sync();
       if (*last_flag) {
         finish_tile(a, lw, g, nt);
-        signal_counter(pc + p);
+        signal_counter(pc + p, a.sc_fences);
       }
       if (threadIdx.x == 32) tr[2] = now();
       continue;
@@ -520,7 +537,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
                                    pack2(o[2 * jj + 1][2] * i1, o[2 * jj + 1][3] * i1));
         __stcg(oa + (size_t(hd * 4 + jj) * 8 + w) * 32 + lane, v);
       }
-      signal_counter(pc + p);
+      signal_counter(pc + p, a.sc_fences);
       if (threadIdx.x == 32) tr[2] = now();
       continue;
     }
@@ -612,7 +629,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
           }
       }
     }
-    signal_counter(pc + p);
+    signal_counter(pc + p, a.sc_fences);
     if (threadIdx.x == 32) tr[2] = now();
   }
 }
@@ -711,9 +728,11 @@ int main(int argc, char** argv) {
   CK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, dev));
-  std::printf("%s: %d SMs; BERT-base encoder, %d layers, 128 rows, bf16; K slices %d %d %d %d; %s\n", prop.name, sms,
+  const bool sc_fences = std::getenv("PL_FENCE") && std::strcmp(std::getenv("PL_FENCE"), "sc") == 0;
+  std::printf("%s: %d SMs; BERT-base encoder, %d layers, 128 rows, bf16; K slices %d %d %d %d; %s; %s\n", prop.name, sms,
               layers, plan.splits[0], plan.splits[1], plan.splits[2], plan.splits[3],
-              red ? "sums by red.add, read by the next phase" : "partials, summed by each tile's last item");
+              red ? "sums by red.add, read by the next phase" : "partials, summed by each tile's last item",
+              sc_fences ? "fence.sc around relaxed atomics" : "release / acq_rel atomics");
 
   unsigned x = 2024;
   auto rnd = [&] {
@@ -723,6 +742,7 @@ int main(int argc, char** argv) {
   Args a{};
   a.layers = layers;
   a.plan = plan;
+  a.sc_fences = sc_fences;
   std::vector<std::vector<unsigned short>> raw_w(size_t(layers) * 4), raw_b(size_t(layers) * 4), raw_ln(size_t(layers) * 4);
   std::vector<const unsigned short*> ref_w(size_t(layers) * 4);
   for (int L = 0; L < layers; ++L) {
