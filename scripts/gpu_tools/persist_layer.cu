@@ -417,6 +417,27 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     if (p == 1) {  // attention for head wk.item, rows 16w..16w+15 on warp w
       const int hd = wk.item, r0 = w * 16 + gid;
       const unsigned* qk = reinterpret_cast<const unsigned*>(a.qk);  // pairs: row stride 768 words
+      // Q's fragments first, so that their loads overlap K's and V's.
+      unsigned qf[4][4];
+      if constexpr (kRed) {  // Q from the float32 sum, rounded to bf16 as the partials mode stores it
+#pragma unroll
+        for (int kb = 0; kb < 4; ++kb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float2 f = __ldcg(reinterpret_cast<const float2*>(a.qkv_acc + size_t(r0 + 8 * (e & 1)) * kQKV + hd * kHD +
+                                                                    kb * 16 + 8 * (e >> 1) + 2 * tig));
+            qf[kb][e] = pack2(f.x, f.y);
+          }
+      } else {
+#pragma unroll
+        for (int kb = 0; kb < 4; ++kb) {
+          const int c = (hd * kHD + kb * 16 + tig * 2) / 2;
+          qf[kb][0] = __ldcg(qk + size_t(r0) * kD + c);
+          qf[kb][1] = __ldcg(qk + size_t(r0 + 8) * kD + c);
+          qf[kb][2] = __ldcg(qk + size_t(r0) * kD + c + 4);
+          qf[kb][3] = __ldcg(qk + size_t(r0 + 8) * kD + c + 4);
+        }
+      }
       if constexpr (kRed) {  // K and V from the float32 sum: 128 keys x 16 float4 each, 8 + 8 per thread
         const int t = threadIdx.x - 32;
         float4 kv[16];
@@ -457,26 +478,6 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
       }
       const unsigned* ks = reinterpret_cast<const unsigned*>(att);                 // pairs: row stride 36 words
       const unsigned* vs = reinterpret_cast<const unsigned*>(att + kM * kKRow);    // pairs: row stride 68 words
-      unsigned qf[4][4];
-      if constexpr (kRed) {  // Q from the float32 sum, rounded to bf16 as the partials mode stores it
-#pragma unroll
-        for (int kb = 0; kb < 4; ++kb)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float2 f = __ldcg(reinterpret_cast<const float2*>(a.qkv_acc + size_t(r0 + 8 * (e & 1)) * kQKV + hd * kHD +
-                                                                    kb * 16 + 8 * (e >> 1) + 2 * tig));
-            qf[kb][e] = pack2(f.x, f.y);
-          }
-      } else {
-#pragma unroll
-        for (int kb = 0; kb < 4; ++kb) {
-          const int c = (hd * kHD + kb * 16 + tig * 2) / 2;
-          qf[kb][0] = __ldcg(qk + size_t(r0) * kD + c);
-          qf[kb][1] = __ldcg(qk + size_t(r0 + 8) * kD + c);
-          qf[kb][2] = __ldcg(qk + size_t(r0) * kD + c + 4);
-          qf[kb][3] = __ldcg(qk + size_t(r0 + 8) * kD + c + 4);
-        }
-      }
       float s[16][4];
 #pragma unroll
       for (int n = 0; n < 16; ++n) {
