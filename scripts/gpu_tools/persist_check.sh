@@ -6,7 +6,7 @@
 export OUT=${OUT:-/tmp/brrr_gpu_out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../.." || exit 1
-RUNS=${RUNS:-"1 3 6 2 8;12 3 6 2 8;12 4 12 3 12;12 2 4 2 4;12 2 4 1 4 red;12 4 12 3 12 red;12 4 12 3 12 red;12 3 6 2 8 red"} \
+RUNS=${RUNS:-"1 3 6 2 8;12 3 6 2 8;12 4 12 3 12;12 2 4 2 4;1 3 6 2 8 fold;12 3 6 2 8 fold;12 4 12 3 12 fold;12 2 4 2 4 fold;12 2 4 1 4 red;12 4 12 3 12 red;12 4 12 3 12 red"} \
   LIMIT=${LIMIT:-15} bash scripts/gpu_tools/persist_layer.sh 2>&1 | grep -vE '^ptxas info|bytes stack frame'
 echo "== fence.sc pairs"
 PL_FENCE=sc timeout 15 /tmp/persist_layer 12 3 6 2 8 2>&1 | grep -E 'check|persistent'
