@@ -89,6 +89,7 @@ struct Args {
   int layers;
   Plan plan;
   bool sc_fences;  // PL_FENCE=sc: __threadfence around relaxed atomics (the first form)
+  bool red_fence;  // red mode: a fence per thread after its reductions (PL_RED_FENCE=0: none)
   const unsigned short* x0_packed;  // the input, packed A [48][8][32][8]
   const unsigned short* x0;         // and row-major, the first residual
   unsigned short* xa;               // packed A of a layer's input (LN2's output)
@@ -501,6 +502,10 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
           atomicAdd(reinterpret_cast<float2*>(sum + size_t(r0) * sh.n + col), make_float2(acc[j][0], acc[j][1]));
           atomicAdd(reinterpret_cast<float2*>(sum + size_t(r0 + 8) * sh.n + col), make_float2(acc[j][2], acc[j][3]));
         }
+        // Each thread orders its own reductions before the barrier that precedes the counter's
+        // release, rather than relying on the release's cumulativity through the barrier alone
+        // (the twenty-third session's suspect for red mode's failures; PL_RED_FENCE=0 leaves it out).
+        if (a.red_fence) asm volatile("fence.acq_rel.gpu;" ::: "memory");
         signal_counter(pc + p, a.sc_fences);
         if (threadIdx.x == 32) tr[2] = now();
         continue;
@@ -857,6 +862,7 @@ int main(int argc, char** argv) {
   a.layers = layers;
   a.plan = plan;
   a.sc_fences = sc_fences;
+  a.red_fence = !(std::getenv("PL_RED_FENCE") && std::strcmp(std::getenv("PL_RED_FENCE"), "0") == 0);
   std::vector<std::vector<unsigned short>> raw_w(size_t(layers) * 4), raw_b(size_t(layers) * 4), raw_ln(size_t(layers) * 4);
   std::vector<const unsigned short*> ref_w(size_t(layers) * 4);
   for (int L = 0; L < layers; ++L) {
