@@ -49,6 +49,7 @@ constexpr int kLnItems = kM / kConsumers;
 // shared memory; the padding puts a fragment's 32 lanes on 32 banks.
 constexpr int kKRow = 72, kVRow = 136, kAttBytes = (kM * kKRow + kHD * kVRow) * 2;
 constexpr int kMaxItems = 576;  // tiles x K slices of a GEMM at most
+constexpr int kTrace = 6;       // trace words per item
 
 // The GEMMs of a layer: N, K, K slices.
 struct GemmShape {
@@ -112,7 +113,10 @@ struct Args {
   float* u_acc;                     // [128][3072]: FFN up sum (before GELU), set to b1
   float* h2_acc;                    // [128][768]: FFN down sum, set to y + b2
   unsigned* counters;               // [layers][7] phase counters, then [layers][4][48] tile arrivals
-  unsigned long long* trace;        // [layers][7][144][3]: globaltimer at an item's start, inputs ready, end
+  // [layers][7][kMaxItems][kTrace]: globaltimer at an item's start, inputs ready, end; for GEMM
+  // items also when its MMAs were done and when it had arrived at its tile (partials) or added its
+  // sums (red), and 1 if it finished its tile.
+  unsigned long long* trace;
 };
 
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(32 * kConsumers) : "memory"); }
@@ -381,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     const int L = wk.layer, p = wk.phase;
     const LayerW& lw = a.lw[L];
     unsigned* pc = phase_c + 7 * L;
-    unsigned long long* tr = a.trace + ((size_t(L) * 7 + p) * kMaxItems + wk.item) * 3;
+    unsigned long long* tr = a.trace + ((size_t(L) * 7 + p) * kMaxItems + wk.item) * kTrace;
     if (threadIdx.x == 32) tr[0] = now();
     // What this phase waits for.
     if (p == 0) {
@@ -494,6 +498,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) af[kk] = an[kk];
       }
+      if (threadIdx.x == 32) tr[3] = now();
       if constexpr (kRed) {
         float* sum = p == 0 ? a.qkv_acc : p == 2 ? a.h_acc : p == 4 ? a.u_acc : a.h2_acc;
 #pragma unroll
@@ -507,6 +512,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
         // (the twenty-third session's suspect for red mode's failures; PL_RED_FENCE=0 leaves it out).
         if (a.red_fence) asm volatile("fence.acq_rel.gpu;" ::: "memory");
         signal_counter(pc + p, a.sc_fences);
+        if (threadIdx.x == 32) tr[4] = now();
         if (threadIdx.x == 32) tr[2] = now();
         continue;
       }
@@ -521,6 +527,10 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
       if (threadIdx.x == 32)
         *last_flag = arrive_tile(tile_c + (size_t(L) * 4 + g) * 48 + nt, a.sc_fences) == unsigned(sh.splits - 1);
       consumers_sync();
+      if (threadIdx.x == 32) {
+        tr[4] = now();
+        tr[5] = *last_flag;
+      }
       if (*last_flag) {
         finish_tile(a, lw, g, nt, L);
         signal_counter(pc + p, a.sc_fences);
@@ -962,7 +972,7 @@ int main(int argc, char** argv) {
 
   const int st = std::min(24, (smem_optin - 1024 - kAttBytes) / kChunk);
   const size_t smem = size_t(128 * ((16 * st + 16 + 127) / 128)) + kAttBytes + size_t(st) * kChunk;
-  const size_t ntrace = size_t(layers) * 7 * kMaxItems * 3;
+  const size_t ntrace = size_t(layers) * 7 * kMaxItems * kTrace;
   CK(cudaMalloc(&a.trace, sizeof(unsigned long long) * ntrace));
   CK(cudaMemset(a.trace, 0, sizeof(unsigned long long) * ntrace));
   void (*kern)(Args, int) = red ? encoder_kernel<true> : encoder_kernel<false>;
@@ -1011,16 +1021,21 @@ int main(int argc, char** argv) {
     CK(cudaMemcpy(tr.data(), a.trace, sizeof(unsigned long long) * ntrace, cudaMemcpyDeviceToHost));
     const char* names[7] = {"QKV", "attention", "out-proj", "LN1", "FFN up", "FFN down", "LN2"};
     unsigned long long t_first = ~0ull, prev_end = 0;
-    for (int i = 0; i < kMaxItems * 3; i += 3)
+    for (int i = 0; i < kMaxItems * kTrace; i += kTrace)
       if (tr[size_t(i)] && tr[size_t(i)] < t_first) t_first = tr[size_t(i)];
     prev_end = t_first;
-    std::vector<std::vector<double>> wait(7), work(7), step(7);
+    std::vector<std::vector<double>> wait(7), work(7), step(7), mma(7), arrive(7), finish(7);
     for (int L = 0; L < layers; ++L)
       for (int p = 0; p < 7; ++p) {
         unsigned long long last = 0;
         if (phase_items(p, a.plan, L) == 0) continue;  // fold mode's absent LayerNorms
         for (int i = 0; i < phase_items(p, a.plan, L); ++i) {
-          const unsigned long long* e = &tr[((size_t(L) * 7 + p) * kMaxItems + i) * 3];
+          const unsigned long long* e = &tr[((size_t(L) * 7 + p) * kMaxItems + i) * kTrace];
+          if (phase_gemm(p) >= 0) {
+            mma[p].push_back((e[3] - e[1]) * 1e-3);
+            arrive[p].push_back((e[4] - e[3]) * 1e-3);
+            if (e[5]) finish[p].push_back((e[2] - e[4]) * 1e-3);
+          }
           wait[p].push_back((e[1] - e[0]) * 1e-3);
           work[p].push_back((e[2] - e[1]) * 1e-3);
           last = std::max(last, e[2]);
@@ -1040,6 +1055,10 @@ int main(int argc, char** argv) {
       std::printf("  %-10s %3d items: wait %7.2f us, work %6.2f us (medians); critical-path step %6.2f us a layer\n",
                   names[p], phase_items(p, a.plan, layers - 1), wait[p].empty() ? 0. : med(wait[p]),
                   work[p].empty() ? 0. : med(work[p]), sum / layers);
+      if (!mma[p].empty())
+        std::printf("  %-10s work: inputs ready to MMAs done %.2f, %s %.2f; tile finish %.2f us (medians%s)\n", "",
+                    med(mma[p]), red ? "sums added and signalled" : "partials stored and arrived", med(arrive[p]),
+                    finish[p].empty() ? 0. : med(finish[p]), finish[p].empty() ? ", no finishing items" : " of finishing items");
     }
     std::printf("  first item's start to the last end: %.1f us\n", total);
   }
