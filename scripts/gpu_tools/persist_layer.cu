@@ -804,26 +804,6 @@ __global__ void ref_layernorm(const float* h, const unsigned short* g, const uns
 }
 
 
-// W [k, n] row-major -> packed B [n/64][k/16][4 pairs of n8 tiles][32 lanes][8].
-std::vector<unsigned short> pack_b(const std::vector<unsigned short>& b, int k, int n) {
-  std::vector<unsigned short> o(b.size());
-  for (int nt = 0; nt < n / 64; ++nt)
-    for (int k16 = 0; k16 < k / 16; ++k16)
-      for (int p = 0; p < 4; ++p)
-        for (int l = 0; l < 32; ++l) {
-          const int g = l / 4, t = l % 4;
-          unsigned short* d = &o[(((size_t(nt) * (k / 16) + k16) * 4 + p) * 32 + l) * 8];
-          for (int h = 0; h < 2; ++h) {
-            const int col = nt * 64 + (2 * p + h) * 8 + g, kr = k16 * 16 + t * 2;
-            d[4 * h + 0] = b[size_t(kr) * n + col];
-            d[4 * h + 1] = b[size_t(kr + 1) * n + col];
-            d[4 * h + 2] = b[size_t(kr + 8) * n + col];
-            d[4 * h + 3] = b[size_t(kr + 9) * n + col];
-          }
-        }
-  return o;
-}
-
 template <class T>
 T* upload(const std::vector<T>& v) {
   T* d = nullptr;
@@ -1081,24 +1061,7 @@ int main(int argc, char** argv) {
   set_up();
   CK(cudaStreamEndCapture(s, &gr0));
   CK(cudaGraphInstantiate(&ge0, gr0, 0));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  auto time_of = [&](cudaGraphExec_t x) {
-    std::vector<float> t;
-    for (int r = 0; r < 25; ++r) {
-      CK(cudaEventRecord(e0, s));
-      CK(cudaGraphLaunch(x, s));
-      CK(cudaEventRecord(e1, s));
-      CK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      if (r >= 5) t.push_back(ms * 1e3f);
-    }
-    std::sort(t.begin(), t.end());
-    return t;
-  };
-  const std::vector<float> t0 = time_of(ge0), t = time_of(ge);
+  const std::vector<float> t0 = time_exec(s, ge0, 20, 5), t = time_exec(s, ge, 20, 5);
   CK(cudaStreamSynchronize(s));
   CK(cudaMemcpy(got16.data(), a.xr, got16.size() * 2, cudaMemcpyDeviceToHost));
   double again = 0;

@@ -259,32 +259,7 @@ bool tile_case(int sms, int smem_optin, int n, int k, int kc, int st) {
   for (auto& v : a) v = to_bf16(rnd());
   for (auto& v : b) v = to_bf16(rnd() * 0.05f);
   // Packed A: [k/16][8][32][8]; packed B: [n/64][k/16][4][32][8] (see tile_kernel).
-  std::vector<unsigned short> apk(a.size()), bpk(b.size());
-  for (int k16 = 0; k16 < k / 16; ++k16)
-    for (int mt = 0; mt < 8; ++mt)
-      for (int l = 0; l < 32; ++l) {
-        const int g = l / 4, t = l % 4, r = mt * 16 + g, c = k16 * 16 + t * 2;
-        unsigned short* o = &apk[((size_t(k16) * 8 + mt) * 32 + l) * 8];
-        const int rows[4] = {r, r + 8, r, r + 8}, cols[4] = {c, c, c + 8, c + 8};
-        for (int e = 0; e < 4; ++e) {
-          o[2 * e] = a[size_t(rows[e]) * k + cols[e]];
-          o[2 * e + 1] = a[size_t(rows[e]) * k + cols[e] + 1];
-        }
-      }
-  for (int nt = 0; nt < n / 64; ++nt)
-    for (int k16 = 0; k16 < k / 16; ++k16)
-      for (int p = 0; p < 4; ++p)
-        for (int l = 0; l < 32; ++l) {
-          const int g = l / 4, t = l % 4;
-          unsigned short* o = &bpk[(((size_t(nt) * (k / 16) + k16) * 4 + p) * 32 + l) * 8];
-          for (int h = 0; h < 2; ++h) {  // n8 tile 2p + h: its b0,b1 then b2,b3
-            const int col = nt * 64 + (2 * p + h) * 8 + g, kr = k16 * 16 + t * 2;
-            o[4 * h + 0] = b[size_t(kr) * n + col];
-            o[4 * h + 1] = b[size_t(kr + 1) * n + col];
-            o[4 * h + 2] = b[size_t(kr + 8) * n + col];
-            o[4 * h + 3] = b[size_t(kr + 9) * n + col];
-          }
-        }
+  const std::vector<unsigned short> apk = pack_a(a, m, k), bpk = pack_b(b, k, n);
   const long long b_bytes = (long long)k * n * 2;
   const int copies = int(std::max<long long>(1, (256ll << 20) / b_bytes));  // 256 MB of weights
   unsigned char *ad = nullptr, *bd = nullptr;
