@@ -17,6 +17,7 @@
 #   TORCH_MODES eager,compile,reduce-overhead (default; empty for none)
 #   VARIANTS   brrr again with extra environment per variant, in the same rounds, e.g.
 #              "rtc2:BRRR_CUDNN_RUNTIME_COMPILED=2" (rows labelled exporter+rtc2)
+#   TORCH_TIMER events (default: as brrr bench times brrr), do_bench or both (gpu_bench.py)
 #   ROUNDS (3)  REPS (50, brrr runs per measurement)  SMALL=1 (shrunken models, a quick test)
 #   LARGE_BATCH=1  reference data at each model's large batch too, so --check runs at both batches
 #   CHECK_JOBS (1) --check runs at a time   NO_TIME=1  checks only (no timing phase)
@@ -67,7 +68,7 @@ LEFT=$(( BUDGET_S - ($(date +%s) - T0) ))
 PYTHONUNBUFFERED=1 timeout $(( LEFT + 60 )) python3 scripts/models/gpu_bench.py --suite "$SUITE" \
   --brrr "$B/brrr" --backend cuda --models "$MODELS" --dtypes "$DTYPES" --exporters "$EXPORTERS" \
   --precisions "$PRECISIONS" --batches "$BATCHES" --torch-modes "$TORCH_MODES" \
-  --rounds "${ROUNDS:-3}" --reps "${REPS:-50}" --budget "$LEFT" --json "$OUT/models.json" \
+  --torch-timer "${TORCH_TIMER:-events}" --rounds "${ROUNDS:-3}" --reps "${REPS:-50}" --budget "$LEFT" --json "$OUT/models.json" \
   --variants "${VARIANTS:-}" \
   --check-jobs "${CHECK_JOBS:-1}" "${TIME_ARG[@]}" 2>&1 |
   grep -v -i warn | tee "$OUT/models.log"

@@ -1,38 +1,37 @@
 #!/usr/bin/env bash
-# The first device call of the next session (carry [".devdeps"]). The twenty-third session's one
-# call traced the persistent encoder (persist_layer.cu): 145-190 us a layer against brrr's ~32 us
-# (BERT-base bf16 b1, H100), its LayerNorm and tile-finishing steps serialized on L2 round trips.
-# Fixed after that call and not yet run: loads before stores in those steps, release / acq_rel
-# atomics instead of fence.sc pairs, Q loaded with K and V, and a fold mode (no LayerNorm
-# phases: five hops a layer).
-#   1. scripts/gpu_tools/persist_check.sh (no brrr build): every mode and K split, checked, timed
-#      and traced per phase; the old fences once; a red-mode configuration twice; Nsight
-#      Compute's stall reasons for one layer; first, while brrr builds in the background;
-#   2. brrr's BERT-base bf16 b1 on the same machine (`brrr bench`, and the doctor's per-kernel
-#      times of a layer), for the per-layer comparison.
-# Part 2 is skipped past DEADLINE (s, default 470) with a line saying so.
+# A device call of the twenty-fourth session (carry [".devdeps"]).
+#   1. The persistent encoder (persist_layer.cu, no brrr build): its tile-finishing step split
+#      into the partials' loads, the epilogue's stores and the release (trace words 6 and 7), at
+#      the full weight ring and at 8 and 4 stages (PL_STAGES): do the bytes the ring keeps in
+#      flight slow the L2 round trips the finishing step waits on?
+#   2. The yardstick: brrr against torch.compile (reduce-overhead) with PyTorch timed both ways
+#      (gpu_bench.py --torch-timer both): events around each call as brrr bench times brrr, and
+#      triton's do_bench (L2 flushed before each call, the host's launch hidden behind the flush).
+#      BERT-base bf16 at b1 and b32, ResNet-50 bf16 at b1.
 export OUT=${OUT:-/tmp/o}; T0=$(date +%s)
+mkdir -p "$OUT"
 el() { echo $(( $(date +%s) - T0 )); }
-late() { [ "$(el)" -ge "${DEADLINE:-470}" ] && echo "== skipped from here at $(el) s: $1" && exit 0; return 0; }
 S=/tmp/brrr_suite
-(python3 scripts/models/export.py --out $S --models bert_base --dtypes bf16 --exporters torchscript \
-  --no-verify --threads 8 >"$OUT/export.log" 2>&1) &
+(python3 scripts/models/export.py --out $S --models bert_base,resnet50 --dtypes bf16 --exporters torchscript \
+  --no-verify --threads 8 >"$OUT/export.log" 2>&1; echo "export rc $?" >>"$OUT/export.log") &
 (TARGETS="brrr_cli" source scripts/gpu_build.sh >"$OUT/build_out.log" 2>&1; echo "build rc $?" >>"$OUT/build_out.log") &
-echo "== persist_check"
-bash scripts/gpu_tools/persist_check.sh 2>&1
-echo "== persist_check done at $(el) s"
+echo "== persist_layer"
+nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v scripts/gpu_tools/persist_layer.cu \
+  -o /tmp/persist_layer 2>"$OUT/persist_layer_ptxas.txt" || tail -20 "$OUT/persist_layer_ptxas.txt"
+for cfg in "23:12 3 6 2 8" "8:12 3 6 2 8" "4:12 3 6 2 8" "23:12 3 6 2 8 fold" "23:12 2 4 2 4"; do
+  echo "-- PL_STAGES=${cfg%%:*} ${cfg#*:}"
+  # shellcheck disable=SC2086
+  PL_STAGES=${cfg%%:*} timeout 20 /tmp/persist_layer ${cfg#*:} 2>&1 | grep -vE '^NVIDIA|^  (LN1|attention|LN2) '
+done
+echo "== persist_layer done at $(el) s"
 wait
-tail -3 "$OUT/build_out.log"
+tail -2 "$OUT/build_out.log"; tail -2 "$OUT/export.log"
 source scripts/gpu_env.sh >/dev/null 2>&1
 B=${B:-/tmp/brrr_build}
-export XDG_CACHE_HOME=/tmp/brrr_xdg_23
-M=$S/bert_base_bf16_torchscript/model.onnx
-late "brrr's BERT-base b1"
-for r in 1 2; do
-  echo "round $r bert b1: $(timeout 90 $B/brrr bench $M --backend cuda --iterations 200 2>&1 | grep -E '^latency' | cut -c1-120)"
-done
-timeout 120 $B/brrr doctor $M --backend cuda --top 100 >"$OUT/doctor_bert_b1.txt" 2>&1
-grep -E '^wall|^idle' "$OUT/doctor_bert_b1.txt" | cut -c1-300
-# Layer 5's kernels: the per-kernel times a layer of the persistent kernel replaces.
-grep -E '^\s+k(3[5-9]|4[0-3])_' "$OUT/doctor_bert_b1.txt" | cut -c1-120
+export XDG_CACHE_HOME=/tmp/brrr_xdg_24
+LEFT=$(( ${BUDGET_S:-540} - $(el) ))
+PYTHONUNBUFFERED=1 timeout $(( LEFT + 30 )) python3 scripts/models/gpu_bench.py --suite $S --brrr $B/brrr \
+  --backend cuda --models bert_base,resnet50 --dtypes bf16 --exporters torchscript --batches "bert_base=1,32;resnet50=1" \
+  --torch-modes reduce-overhead --torch-timer both --rounds 3 --reps 100 --no-check --budget "$LEFT" \
+  --json "$OUT/models.json" 2>&1 | grep -v -i warn | tail -25
 echo "== end at $(el) s"

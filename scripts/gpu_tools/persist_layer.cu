@@ -49,7 +49,7 @@ constexpr int kLnItems = kM / kConsumers;
 // shared memory; the padding puts a fragment's 32 lanes on 32 banks.
 constexpr int kKRow = 72, kVRow = 136, kAttBytes = (kM * kKRow + kHD * kVRow) * 2;
 constexpr int kMaxItems = 576;  // tiles x K slices of a GEMM at most
-constexpr int kTrace = 6;       // trace words per item
+constexpr int kTrace = 8;       // trace words per item
 
 // The GEMMs of a layer: N, K, K slices.
 struct GemmShape {
@@ -115,7 +115,8 @@ struct Args {
   unsigned* counters;               // [layers][7] phase counters, then [layers][4][48] tile arrivals
   // [layers][7][kMaxItems][kTrace]: globaltimer at an item's start, inputs ready, end; for GEMM
   // items also when its MMAs were done and when it had arrived at its tile (partials) or added its
-  // sums (red), and 1 if it finished its tile.
+  // sums (red), and 1 if it finished its tile; for a finishing item also when its thread 32 had
+  // summed the partials (its loads back) and when it had issued the tile's stores.
   unsigned long long* trace;
 };
 
@@ -165,6 +166,14 @@ struct Walk {
 __device__ __forceinline__ unsigned long long now() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+
+// The timer, read only once x is ready: x is an input of the asm, so the read issues after the
+// instructions (and loads) that x depends on.
+__device__ __forceinline__ unsigned long long now_after(float x) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t) : "f"(x) : "memory");
   return t;
 }
 
@@ -228,7 +237,7 @@ __device__ __forceinline__ float ln_out(float x, float2 mr, float g, float b) {
 // columns from (t%2)*32). Every load (bias, residual, the partials two slices at a time) is issued
 // before the first store: stores through pointers that may alias the loads would otherwise keep
 // each load behind the previous element's store, one L2 round trip per element.
-__device__ void finish_tile(const Args& a, const LayerW& w, int g, int nt, int L) {
+__device__ void finish_tile(const Args& a, const LayerW& w, int g, int nt, int L, unsigned long long* tr) {
   const int t = threadIdx.x - 32, r = t / 2, c0 = nt * 64 + (t % 2) * 32;
   const int n = gemm_shape(g, a.plan).n, splits = gemm_shape(g, a.plan).splits;
   uint4 bias[4], res[4];
@@ -286,6 +295,12 @@ __device__ void finish_tile(const Args& a, const LayerW& w, int g, int nt, int L
       v[4 * i + 2] += x.z;
       v[4 * i + 3] += x.w;
     }
+  }
+  if (threadIdx.x == 32) {
+    float all = 0.f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) all += v[i];
+    tr[6] = now_after(all);
   }
   float bf32[32], rf32[32];
 #pragma unroll
@@ -532,7 +547,8 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
         tr[5] = *last_flag;
       }
       if (*last_flag) {
-        finish_tile(a, lw, g, nt, L);
+        finish_tile(a, lw, g, nt, L, tr);
+        if (threadIdx.x == 32) tr[7] = now();
         signal_counter(pc + p, a.sc_fences);
       }
       if (threadIdx.x == 32) tr[2] = now();
@@ -950,7 +966,9 @@ int main(int argc, char** argv) {
   std::vector<float> want(size_t(kM) * kD);
   CK(cudaMemcpy(want.data(), rx, sizeof(float) * want.size(), cudaMemcpyDeviceToHost));
 
-  const int st = std::min(24, (smem_optin - 1024 - kAttBytes) / kChunk);
+  // PL_STAGES: fewer weight stages than fit (the ring's bytes in flight per SM), for the sweep.
+  int st = std::min(24, (smem_optin - 1024 - kAttBytes) / kChunk);
+  if (const char* e = std::getenv("PL_STAGES")) st = std::max(2, std::min(st, std::atoi(e)));
   const size_t smem = size_t(128 * ((16 * st + 16 + 127) / 128)) + kAttBytes + size_t(st) * kChunk;
   const size_t ntrace = size_t(layers) * 7 * kMaxItems * kTrace;
   CK(cudaMalloc(&a.trace, sizeof(unsigned long long) * ntrace));
@@ -1004,7 +1022,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < kMaxItems * kTrace; i += kTrace)
       if (tr[size_t(i)] && tr[size_t(i)] < t_first) t_first = tr[size_t(i)];
     prev_end = t_first;
-    std::vector<std::vector<double>> wait(7), work(7), step(7), mma(7), arrive(7), finish(7);
+    std::vector<std::vector<double>> wait(7), work(7), step(7), mma(7), arrive(7), finish(7), f_load(7), f_store(7), f_rel(7);
     for (int L = 0; L < layers; ++L)
       for (int p = 0; p < 7; ++p) {
         unsigned long long last = 0;
@@ -1014,7 +1032,12 @@ int main(int argc, char** argv) {
           if (phase_gemm(p) >= 0) {
             mma[p].push_back((e[3] - e[1]) * 1e-3);
             arrive[p].push_back((e[4] - e[3]) * 1e-3);
-            if (e[5]) finish[p].push_back((e[2] - e[4]) * 1e-3);
+            if (e[5]) {
+              finish[p].push_back((e[2] - e[4]) * 1e-3);
+              f_load[p].push_back((double(e[6]) - double(e[4])) * 1e-3);
+              f_store[p].push_back((double(e[7]) - double(e[6])) * 1e-3);
+              f_rel[p].push_back((double(e[2]) - double(e[7])) * 1e-3);
+            }
           }
           wait[p].push_back((e[1] - e[0]) * 1e-3);
           work[p].push_back((e[2] - e[1]) * 1e-3);
@@ -1039,6 +1062,9 @@ int main(int argc, char** argv) {
         std::printf("  %-10s work: inputs ready to MMAs done %.2f, %s %.2f; tile finish %.2f us (medians%s)\n", "",
                     med(mma[p]), red ? "sums added and signalled" : "partials stored and arrived", med(arrive[p]),
                     finish[p].empty() ? 0. : med(finish[p]), finish[p].empty() ? ", no finishing items" : " of finishing items");
+      if (!f_load[p].empty())
+        std::printf("  %-10s tile finish: partials summed %.2f, epilogue stored %.2f, signalled %.2f us (medians)\n", "",
+                    med(f_load[p]), med(f_store[p]), med(f_rel[p]));
     }
     std::printf("  first item's start to the last end: %.1f us\n", total);
   }

@@ -11,8 +11,13 @@ Two phases, each timed:
    from the export's manifest) take turns, so that clocks and the power cap move all of them
    alike. brrr's time is `brrr bench MODEL --backend B --json` when bench takes a model on that
    backend (latency median), else `brrr doctor MODEL --backend B --json` (wall_ms, a CUDA graph
-   replay on the GPU); PyTorch's is triton's do_bench median on the GPU, a perf_counter median on
-   the CPU. Ratios are medians of the rounds' own ratios.
+   replay on the GPU); PyTorch's is timed the way `brrr bench` times brrr (--torch-timer events,
+   the default): CUDA events around each call, synchronized after each, no L2 flush, median of
+   --reps calls after 3 warm-up calls; so the host's launch of each call is inside both numbers.
+   --torch-timer do_bench takes triton's do_bench median instead, which flushes L2 before each
+   call and so hides the host's launch behind the flush (the yardstick before the twenty-fourth
+   session); `both` times each mode both ways, the do_bench one as the mode "MODE@do_bench".
+   On the CPU, a perf_counter median. Ratios are medians of the rounds' own ratios.
 One table with ratios is printed last, with brrr bench's cold compile and warm (cached) load
 times per row (seconds, medians over the rounds); --json writes every row.
 
@@ -271,10 +276,25 @@ class Torch:
             self.torch.cuda.synchronize()
 
     def time(self, mode, batch):
+        mode, _, timer = mode.partition("@")
         f = self.fn(mode, batch)
-        if self.dev == "cuda":
+        if self.dev == "cuda" and timer == "do_bench":
             from triton.testing import do_bench
             return do_bench(f, warmup=25, rep=100, return_mode="median")
+        if self.dev == "cuda":  # as brrr's time_runs: events around each call, then a sync
+            torch = self.torch
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            for _ in range(3):
+                f()
+            torch.cuda.synchronize()
+            t = []
+            for _ in range(self.a.reps):
+                e0.record()
+                f()
+                e1.record()
+                e1.synchronize()
+                t.append(e0.elapsed_time(e1))
+            return statistics.median(t)
         t = []
         for _ in range(self.a.reps):
             t0 = time.perf_counter()
@@ -298,7 +318,7 @@ def time_group(a, model, dtype, exps, batches, use_bench, rows, checks):
         bt = {e[2]: [] for e in exps}
         bstart = {e[2]: [] for e in exps}
         berr = {}
-        tt = {mode: [] for mode in a.torch_modes} if tm else {}
+        tt = {mode: [] for mode in timed_modes(a)} if tm else {}
         for r in range(a.rounds):
             if r and time.time() - T0 > a.budget:
                 log(f"  {model} {dtype} batch {batch}: {r} rounds (budget spent)")
@@ -345,6 +365,15 @@ def time_group(a, model, dtype, exps, batches, use_bench, rows, checks):
                 torch.cuda.empty_cache()
         except Exception:
             pass
+
+
+def timed_modes(a):
+    """The torch modes as timed: each mode, and with --torch-timer both also MODE@do_bench."""
+    if a.backend != "cuda" or a.torch_timer == "events":
+        return list(a.torch_modes)
+    if a.torch_timer == "do_bench":
+        return [f"{m}@do_bench" for m in a.torch_modes]
+    return [x for m in a.torch_modes for x in (m, f"{m}@do_bench")]
 
 
 def fmt(x, p=3):
@@ -394,6 +423,8 @@ def main():
     ap.add_argument("--torch-modes", type=csv, default=["eager", "compile", "reduce-overhead"],
                     help="PyTorch modes to time; empty for none; MODE-dense makes the "
                          "outputs contiguous")
+    ap.add_argument("--torch-timer", default="events", choices=["events", "do_bench", "both"],
+                    help="how PyTorch is timed on the GPU (see the module's docstring)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reps", type=int, default=50, help="timed runs per brrr measurement")
     ap.add_argument("--threads", type=int, default=2, help="CPU backend threads")
@@ -454,7 +485,7 @@ def main():
             log(f"  brrr probe --backend cuda: {'ok' if rc == 0 else last_error(err)} in "
                 f"{time.time() - t:.0f} s")
         log(f"== time phase: brrr {'bench' if use_bench else 'doctor'} --backend {a.backend}, "
-            f"torch {','.join(a.torch_modes) or 'none'}, {a.rounds} rounds")
+            f"torch {','.join(timed_modes(a)) or 'none'} (timer: {a.torch_timer}), {a.rounds} rounds")
         labels = list(dict.fromkeys(x[1] for x in exps))
         for m in a.models:
             for d in labels:
@@ -468,7 +499,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1, default=str)
-    print_table(rows, a.torch_modes, a.backend)
+    print_table(rows, timed_modes(a), a.backend)
     return 0
 
 
