@@ -3,7 +3,8 @@
 #   1. The persistent encoder (persist_layer.cu, no brrr build): its tile-finishing step split
 #      into the partials' loads, the epilogue's stores and the release (trace words 6 and 7), at
 #      the full weight ring and at 8 and 4 stages (PL_STAGES): do the bytes the ring keeps in
-#      flight slow the L2 round trips the finishing step waits on?
+#      flight slow the L2 round trips the finishing step waits on? And PL_FIN=rows: the
+#      out-projection's and FFN down's finish with whole rows per warp (coalesced partials).
 #   2. The yardstick: brrr against torch.compile (reduce-overhead) with PyTorch timed both ways
 #      (gpu_bench.py --torch-timer both): events around each call as brrr bench times brrr, and
 #      triton's do_bench (L2 flushed before each call, the host's launch hidden behind the flush).
@@ -18,10 +19,11 @@ S=/tmp/brrr_suite
 echo "== persist_layer"
 nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v scripts/gpu_tools/persist_layer.cu \
   -o /tmp/persist_layer 2>"$OUT/persist_layer_ptxas.txt" || tail -20 "$OUT/persist_layer_ptxas.txt"
-for cfg in "23:12 3 6 2 8" "8:12 3 6 2 8" "4:12 3 6 2 8" "23:12 3 6 2 8 fold" "23:12 2 4 2 4"; do
-  echo "-- PL_STAGES=${cfg%%:*} ${cfg#*:}"
+for cfg in "PL_STAGES=23:12 3 6 2 8" "PL_STAGES=8:12 3 6 2 8" "PL_STAGES=4:12 3 6 2 8" "PL_FIN=rows:12 3 6 2 8" \
+  "PL_FIN=rows PL_STAGES=8:12 3 6 2 8" "PL_STAGES=23:12 3 6 2 8 fold"; do
+  echo "-- ${cfg%%:*} ${cfg#*:}"
   # shellcheck disable=SC2086
-  PL_STAGES=${cfg%%:*} timeout 20 /tmp/persist_layer ${cfg#*:} 2>&1 | grep -vE '^NVIDIA|^  (LN1|attention|LN2) '
+  env ${cfg%%:*} timeout 20 /tmp/persist_layer ${cfg#*:} 2>&1 | grep -vE '^NVIDIA|^  (LN1|attention|LN2) '
 done
 echo "== persist_layer done at $(el) s"
 wait

@@ -91,6 +91,7 @@ struct Args {
   Plan plan;
   bool sc_fences;  // PL_FENCE=sc: __threadfence around relaxed atomics (the first form)
   bool red_fence;  // red mode: a fence per thread after its reductions (PL_RED_FENCE=0: none)
+  bool fin_rows;   // PL_FIN=rows: finish_rows for the out-projection and FFN down (not fold)
   const unsigned short* x0_packed;  // the input, packed A [48][8][32][8]
   const unsigned short* x0;         // and row-major, the first residual
   unsigned short* xa;               // packed A of a layer's input (LN2's output)
@@ -364,6 +365,63 @@ __device__ void finish_tile(const Args& a, const LayerW& w, int g, int nt, int L
   }
 }
 
+// finish_tile for the out-projection and FFN down outside fold mode (h = partials + bias +
+// residual), with the tile's elements spread so that a warp's loads and stores are whole rows:
+// thread t takes 4 columns from (t%16)*4 of the rows t/16 + 16i, i < 8. Each 16-byte load of a
+// partial is then half of a 32-byte sector another lane of the warp reads too, instead of
+// finish_tile's 16 bytes per sector (a lane's 32 columns, 2 lanes a row).
+__device__ void finish_rows(const Args& a, const LayerW& w, int g, int nt, unsigned long long* tr) {
+  const int t = threadIdx.x - 32, rb = t / 16, c = nt * 64 + (t % 16) * 4;
+  const int splits = gemm_shape(g, a.plan).splits;
+  const uint2 bias = __ldg(reinterpret_cast<const uint2*>(w.b[g] + c));
+  const unsigned short* rp = (g == 1 ? a.xr : a.yr) + c;
+  uint2 res[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) res[i] = __ldcg(reinterpret_cast<const uint2*>(rp + size_t(rb + 16 * i) * kD));
+  float4 v[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  const float* base = a.part + size_t(rb) * kD + c;
+  int s = 0;
+  for (; s + 2 <= splits; s += 2) {
+    float4 x[2][8];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        x[j][i] = __ldcg(reinterpret_cast<const float4*>(base + (size_t(s + j) * kM + 16 * i) * kD));
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        v[i].x += x[j][i].x;
+        v[i].y += x[j][i].y;
+        v[i].z += x[j][i].z;
+        v[i].w += x[j][i].w;
+      }
+  }
+  if (s < splits) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float4 x = __ldcg(reinterpret_cast<const float4*>(base + (size_t(s) * kM + 16 * i) * kD));
+      v[i].x += x.x;
+      v[i].y += x.y;
+      v[i].z += x.z;
+      v[i].w += x.w;
+    }
+  }
+  if (threadIdx.x == 32) tr[6] = now_after(v[0].x + v[7].w);
+  const float b0 = __uint_as_float(bias.x << 16), b1 = __uint_as_float(bias.x & 0xffff0000u);
+  const float b2 = __uint_as_float(bias.y << 16), b3 = __uint_as_float(bias.y & 0xffff0000u);
+  float* hp = a.h + size_t(rb) * kD + c;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float4 o = make_float4(v[i].x + b0 + __uint_as_float(res[i].x << 16), v[i].y + b1 + __uint_as_float(res[i].x & 0xffff0000u),
+                                 v[i].z + b2 + __uint_as_float(res[i].y << 16), v[i].w + b3 + __uint_as_float(res[i].y & 0xffff0000u));
+    __stcg(reinterpret_cast<float4*>(hp + size_t(16 * i) * kD), o);
+  }
+}
+
 template <bool kRed>
 __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_constant__ Args a, int st) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -547,7 +605,8 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
         tr[5] = *last_flag;
       }
       if (*last_flag) {
-        finish_tile(a, lw, g, nt, L, tr);
+        if (a.fin_rows && !a.plan.fold && (g == 1 || g == 3)) finish_rows(a, lw, g, nt, tr);
+        else finish_tile(a, lw, g, nt, L, tr);
         if (threadIdx.x == 32) tr[7] = now();
         signal_counter(pc + p, a.sc_fences);
       }
@@ -868,6 +927,7 @@ int main(int argc, char** argv) {
   a.layers = layers;
   a.plan = plan;
   a.sc_fences = sc_fences;
+  a.fin_rows = std::getenv("PL_FIN") && std::strcmp(std::getenv("PL_FIN"), "rows") == 0;
   a.red_fence = !(std::getenv("PL_RED_FENCE") && std::strcmp(std::getenv("PL_RED_FENCE"), "0") == 0);
   std::vector<std::vector<unsigned short>> raw_w(size_t(layers) * 4), raw_b(size_t(layers) * 4), raw_ln(size_t(layers) * 4);
   std::vector<const unsigned short*> ref_w(size_t(layers) * 4);
