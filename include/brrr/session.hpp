@@ -100,6 +100,13 @@ class Session {
   // 1980 to ~1200-1600 MHz at its power cap within a second).
   std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
                                 const std::function<void()>& between = {});
+  // The time per run when runs follow each other with no wait between them: `rounds` times, `runs`
+  // runs enqueued back to back between two CUDA events and one wait at the end, each round's
+  // elapsed time / runs (ms, one value per round). The host's launch of a run then overlaps the
+  // run before it, so time_runs' latency minus this is what the caller waits for beyond the GPU's
+  // work: the launch and the wait. Empty on the CPU, whose runs are synchronous.
+  std::vector<double> time_queued_runs(const std::map<std::string, Tensor>& inputs, int runs,
+                                       int rounds = 5);
   // CPU: the plan's kernels (records as profile() gives them) with every library kernel timed
   // alone: after one whole run, each of `reps` rounds runs the plan in order and times each
   // library kernel's call (samples_ms; time_ms their median), the other kernels run untimed so

@@ -8,14 +8,15 @@
 #   2. The yardstick: brrr against torch.compile (reduce-overhead) with PyTorch timed both ways
 #      (gpu_bench.py --torch-timer both): events around each call as brrr bench times brrr, and
 #      triton's do_bench (L2 flushed before each call, the host's launch hidden behind the flush).
-#      BERT-base bf16 at b1 and b32, ResNet-50 bf16 at b1.
+#      BERT-base bf16 at b1 and b32, ResNet-50 bf16 at b1. Before it, brrr bench's new queued
+#      line (runs enqueued back to back) for BERT-base b1 and b32, and its test.
 export OUT=${OUT:-/tmp/o}; T0=$(date +%s)
 mkdir -p "$OUT"
 el() { echo $(( $(date +%s) - T0 )); }
 S=/tmp/brrr_suite
 (python3 scripts/models/export.py --out $S --models bert_base,resnet50 --dtypes bf16 --exporters torchscript \
   --no-verify --threads 8 >"$OUT/export.log" 2>&1; echo "export rc $?" >>"$OUT/export.log") &
-(TARGETS="brrr_cli" source scripts/gpu_build.sh >"$OUT/build_out.log" 2>&1; echo "build rc $?" >>"$OUT/build_out.log") &
+(TARGETS="brrr_cli brrr_tests" source scripts/gpu_build.sh >"$OUT/build_out.log" 2>&1; echo "build rc $?" >>"$OUT/build_out.log") &
 echo "== persist_layer"
 nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v scripts/gpu_tools/persist_layer.cu \
   -o /tmp/persist_layer 2>"$OUT/persist_layer_ptxas.txt" || tail -20 "$OUT/persist_layer_ptxas.txt"
@@ -31,6 +32,11 @@ tail -2 "$OUT/build_out.log"; tail -2 "$OUT/export.log"
 source scripts/gpu_env.sh >/dev/null 2>&1
 B=${B:-/tmp/brrr_build}
 export XDG_CACHE_HOME=/tmp/brrr_xdg_24
+$B/tests/brrr_tests --gtest_filter='CudaSession.TimeQueued*:CudaSession.TimeRuns*' 2>&1 | grep -E '^\[  (PASSED|FAILED|SKIPPED)|Failure' | head
+for bt in 1 32; do
+  timeout 120 $B/brrr bench $S/bert_base_bf16_torchscript/model.onnx --backend cuda --shape input_ids:${bt}x128 \
+    --iterations 200 2>&1 | grep -E '^(latency|queued)' | cut -c1-200
+done
 LEFT=$(( ${BUDGET_S:-540} - $(el) ))
 PYTHONUNBUFFERED=1 timeout $(( LEFT + 30 )) python3 scripts/models/gpu_bench.py --suite $S --brrr $B/brrr \
   --backend cuda --models bert_base,resnet50 --dtypes bf16 --exporters torchscript --batches "bert_base=1,32;resnet50=1" \

@@ -29,6 +29,13 @@ class Executor {
   // Whole-plan run times, `between` called before each, outside the timed region.
   virtual std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
                                         const std::function<void()>& between) = 0;
+  // Per-run times of `runs` whole-plan runs enqueued back to back between two events, one wait at
+  // the end, once per round (Session::time_queued_runs); empty where every run waits for itself
+  // anyway (the CPU).
+  virtual std::vector<double> time_queued_runs(const std::map<std::string, Tensor>& /*inputs*/,
+                                               int /*runs*/, int /*rounds*/) {
+    return {};
+  }
   // The plan's kernels with each library kernel timed alone (Session::time_library_kernels_alone);
   // empty where the backend cannot.
   virtual std::vector<KernelRecord> time_library_kernels_alone(

@@ -4,7 +4,8 @@
 // says where each one's generated code came from, as the session's plan summary states it. Both
 // include what no disk cache holds (planning, library set-up: oneDNN primitives, cuBLASLt
 // heuristics, cuDNN plans). Latencies come from Session::time_runs: the CPU's wall clock per run,
-// CUDA events around each run on the GPU; inputs are bound once, so no host copies are timed.
+// CUDA events around each run on the GPU; inputs are bound once, so no host copies are timed. On the
+// GPU, Session::time_queued_runs adds the time per run with runs enqueued back to back.
 #include "cli/bench_model.hpp"
 
 #include <fmt/format.h>
@@ -129,6 +130,9 @@ struct ModelBench {
   nlohmann::json shapes_json;
   int64_t batch = 0;
   double per_s = 0;  // timed runs / their total time
+  // CUDA: per-run times of rounds of `queued_runs` runs enqueued back to back (empty elsewhere)
+  std::vector<double> queued;
+  int queued_runs = 0;
 };
 
 // Cold compile, warm load, warm-up and the timed runs.
@@ -178,6 +182,11 @@ ModelBench measure(const std::string& path, const Graph& loaded, double load_ms,
   std::sort(r.t.begin(), r.t.end());
   double total = std::accumulate(r.t.begin(), r.t.end(), 0.0);
   r.per_s = total > 0 ? double(r.t.size()) / (total * 1e-3) : 0;
+  if (a.backend == "cuda") {
+    r.queued_runs = std::clamp(int(r.t.size()) / 5, 10, 200);
+    r.queued = s.time_queued_runs(in, r.queued_runs, 5);
+    std::sort(r.queued.begin(), r.queued.end());
+  }
   r.batch = known_batch(loaded, shapes);
   r.device = a.backend == "cuda" ? cuda_device_name() : cpu_model_name();
   r.threads = s.threads();
@@ -219,6 +228,14 @@ void print_report(const ModelBench& r, const ModelBenchArgs& a) {
       "rank)\n",
       time_str(r.t.front()), time_str(median(r.t)), time_str(percentile(r.t, 90)),
       time_str(percentile(r.t, 99)), time_str(r.t.back()), time_str(mean_of(r.t)));
+  if (!r.queued.empty()) {
+    const double q = median(r.queued), lat = median(r.t);
+    fmt::print(
+        "queued: {} per run (median of {} rounds of {} runs enqueued back to back, one wait at the "
+        "end: each run's launch overlaps the run before it); latency's median is {} more: the "
+        "launch and the wait a lone call pays\n",
+        time_str(q), r.queued.size(), r.queued_runs, lat >= q ? time_str(lat - q) : "-" + time_str(q - lat));
+  }
   std::string tp =
       fmt::format("throughput: {:.4g} inferences/s (timed runs / their total time)", r.per_s);
   if (r.batch > 0)
@@ -235,6 +252,9 @@ nlohmann::json to_json(const ModelBench& r, const ModelBenchArgs& a) {
                             {"max", r.t.back()},          {"mean", mean_of(r.t)}};
   nlohmann::json samples = nullptr;
   if (r.batch > 0) samples = r.per_s * double(r.batch);
+  nlohmann::json queued = nullptr;
+  if (!r.queued.empty())
+    queued = {{"median", median(r.queued)}, {"rounds", r.queued}, {"runs_per_round", r.queued_runs}};
   return {{"workload", r.path},
           {"variant", "fused"},
           {"ms", median(r.t)},
@@ -247,6 +267,7 @@ nlohmann::json to_json(const ModelBench& r, const ModelBenchArgs& a) {
           {"warmup", a.warmup},
           {"iterations", r.t.size()},
           {"latency_ms", latency},
+          {"queued_ms_per_run", queued},
           {"throughput_per_s", r.per_s},
           {"batch", r.batch},
           {"samples_per_s", samples},

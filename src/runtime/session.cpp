@@ -89,6 +89,11 @@ std::vector<double> Session::time_runs(const std::map<std::string, Tensor>& inpu
   return impl_->exec->time_runs(inputs, reps, between);
 }
 
+std::vector<double> Session::time_queued_runs(const std::map<std::string, Tensor>& inputs,
+                                              int runs, int rounds) {
+  return impl_->exec->time_queued_runs(inputs, std::max(runs, 1), std::max(rounds, 1));
+}
+
 std::vector<KernelRecord> Session::time_library_kernels_alone(
     const std::map<std::string, Tensor>& inputs, int reps) {
   return impl_->exec->time_library_kernels_alone(inputs, std::max(reps, 1));

@@ -51,6 +51,8 @@ TEST(CliBench, ModelReportAndJson) {
   EXPECT_LE(l["p99"].get<double>(), l["max"].get<double>());
   EXPECT_EQ(rec["ms"], l["median"]);
   EXPECT_GT(rec["throughput_per_s"].get<double>(), 0);
+  EXPECT_TRUE(rec["queued_ms_per_run"].is_null());  // CUDA only
+  EXPECT_FALSE(has(r.out, "queued: ")) << r.out;
   EXPECT_DOUBLE_EQ(rec["samples_per_s"].get<double>(), 4 * rec["throughput_per_s"].get<double>());
   // Cold runs the C++ compiler; warm reads the cached object.
   EXPECT_GT(rec["cold_compile_ms"].get<double>(), rec["warm_load_ms"].get<double>());

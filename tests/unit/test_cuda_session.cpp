@@ -619,6 +619,19 @@ TEST(CudaSession, TimeRunsCallsBetweenBeforeEachRun) {
   EXPECT_THROW(s.time_runs({{"x", rnd({63, 64})}}, 2), Error);
 }
 
+TEST(CudaSession, TimeQueuedRunsGivesOneTimePerRound) {
+  BRRR_REQUIRE_CUDA_DEVICE();
+  Session s(mlp(64, "relu"), cuda_opts());
+  Tensor x = rnd({64, 64});
+  std::vector<double> t = s.time_queued_runs({{"x", x}}, 7, 4);
+  ASSERT_EQ(t.size(), 4u);
+  for (double ms : t) EXPECT_GT(ms, 0.0);
+  EXPECT_THROW(s.time_queued_runs({{"x", rnd({63, 64})}}, 2), Error);
+  // The runs queued on the same bound buffers leave the session's results as one run gives them.
+  brrr_cuda_test::expect_rel_l2(s.run({{"x", x}}), run_reference(s.graph(), {{"x", x}}), 1e-5,
+                                "after queued runs");
+}
+
 // NVRTC needs no device: the emitted module compiles for sm_90 on any machine with the toolkit.
 TEST(CudaCodegen, ModuleCompilesWithNvrtc) {
   std::vector<Graph> gs;

@@ -221,6 +221,7 @@ TEST(Fusion, TimeRunsCallsBetweenBeforeEachRun) {
   EXPECT_EQ(calls, 4);
   for (double ms : t) EXPECT_GT(ms, 0.0);
   EXPECT_EQ(s.time_runs({{"x", in}}, 2).size(), 2u);  // no baseline
+  EXPECT_TRUE(s.time_queued_runs({{"x", in}}, 3).empty());  // CPU runs wait for themselves
   EXPECT_THROW(s.time_runs({{"x", random_tensor({5})}}, 2), Error);
   // The session still runs right after timing.
   brrr_test::expect_outputs_close(s.run({{"x", in}}), run_reference(s.graph(), {{"x", in}}), 1e-5f, 1e-6f,

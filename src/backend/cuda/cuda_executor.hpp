@@ -39,6 +39,8 @@ class CudaExecutor final : public Executor {
   // on) through CUPTI; without it, CUDA-event medians of eager launches (timing_source says
   // which). All on device-resident inputs.
   RunProfile profile(const std::map<std::string, Tensor>& inputs, int reps) override;
+  std::vector<double> time_queued_runs(const std::map<std::string, Tensor>& inputs, int runs,
+                                       int rounds) override;
   std::vector<double> time_runs(const std::map<std::string, Tensor>& inputs, int reps,
                                 const std::function<void()>& between) override;
   // On the device's timeline (CUPTI) each kernel's time is its own, not shared with the host or

@@ -351,4 +351,23 @@ std::vector<double> CudaExecutor::time_runs(const std::map<std::string, Tensor>&
   return t;
 }
 
+std::vector<double> CudaExecutor::time_queued_runs(const std::map<std::string, Tensor>& inputs,
+                                                   int runs, int rounds) {
+  Impl& m = *impl_;
+  m.dev.make_current();
+  m.bind(inputs);
+  m.exec_all(true);  // warm-up
+  m.stream.synchronize("time_queued_runs warm-up");
+  Event e0, e1;
+  std::vector<double> t;
+  for (int r = 0; r < rounds; ++r) {
+    e0.record(m.stream);
+    for (int i = 0; i < runs; ++i) m.exec_all(true);
+    e1.record(m.stream);
+    e1.synchronize();
+    t.push_back(Event::elapsed_ms(e0, e1) / runs);
+  }
+  return t;
+}
+
 }  // namespace brrr::cuda
