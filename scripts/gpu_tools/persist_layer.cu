@@ -234,6 +234,35 @@ __device__ __forceinline__ float ln_out(float x, float2 mr, float g, float b) {
   return bf(to_bf((x - mr.x) * mr.y * g + b));
 }
 
+// v[i] = the sum over the K slices s < splits of the float4 at base + s * split_stride + i * step
+// (floats), in slice order; two slices' loads in flight at a time.
+__device__ __forceinline__ void sum_partials(const float* base, size_t split_stride, size_t step, int splits, float4 (&v)[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  auto add = [&](int i, float4 x) {
+    v[i].x += x.x;
+    v[i].y += x.y;
+    v[i].z += x.z;
+    v[i].w += x.w;
+  };
+  int s = 0;
+  for (; s + 2 <= splits; s += 2) {
+    float4 x[2][8];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) x[j][i] = __ldcg(reinterpret_cast<const float4*>(base + (s + j) * split_stride + i * step));
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) add(i, x[j][i]);
+  }
+  if (s < splits) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) add(i, __ldcg(reinterpret_cast<const float4*>(base + s * split_stride + i * step)));
+  }
+}
+
 // Sums a finished tile's partials and applies the phase's epilogue (256 threads: row t/2, 32
 // columns from (t%2)*32). Every load (bias, residual, the partials two slices at a time) is issued
 // before the first store: stores through pointers that may alias the loads would otherwise keep
@@ -266,36 +295,15 @@ __device__ void finish_tile(const Args& a, const LayerW& w, int g, int nt, int L
 #pragma unroll
     for (int i = 0; i < 4; ++i) res[i] = __ldcg(reinterpret_cast<const uint4*>(rp) + i);
   }
+  float4 acc[8];
+  sum_partials(a.part + size_t(r) * n + c0, size_t(kM) * n, 4, splits, acc);
   float v[32];
 #pragma unroll
-  for (int i = 0; i < 32; ++i) v[i] = 0.f;
-  const float* base = a.part + size_t(r) * n + c0;
-  int s = 0;
-  for (; s + 2 <= splits; s += 2) {
-    float4 x[2][8];
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int i = 0; i < 8; ++i) x[j][i] = __ldcg(reinterpret_cast<const float4*>(base + size_t(s + j) * kM * n) + i);
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        v[4 * i] += x[j][i].x;
-        v[4 * i + 1] += x[j][i].y;
-        v[4 * i + 2] += x[j][i].z;
-        v[4 * i + 3] += x[j][i].w;
-      }
-  }
-  if (s < splits) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float4 x = __ldcg(reinterpret_cast<const float4*>(base + size_t(s) * kM * n) + i);
-      v[4 * i] += x.x;
-      v[4 * i + 1] += x.y;
-      v[4 * i + 2] += x.z;
-      v[4 * i + 3] += x.w;
-    }
+  for (int i = 0; i < 8; ++i) {
+    v[4 * i] = acc[i].x;
+    v[4 * i + 1] = acc[i].y;
+    v[4 * i + 2] = acc[i].z;
+    v[4 * i + 3] = acc[i].w;
   }
   if (threadIdx.x == 32) {
     float all = 0.f;
@@ -379,37 +387,7 @@ __device__ void finish_rows(const Args& a, const LayerW& w, int g, int nt, unsig
 #pragma unroll
   for (int i = 0; i < 8; ++i) res[i] = __ldcg(reinterpret_cast<const uint2*>(rp + size_t(rb + 16 * i) * kD));
   float4 v[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
-  const float* base = a.part + size_t(rb) * kD + c;
-  int s = 0;
-  for (; s + 2 <= splits; s += 2) {
-    float4 x[2][8];
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        x[j][i] = __ldcg(reinterpret_cast<const float4*>(base + (size_t(s + j) * kM + 16 * i) * kD));
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        v[i].x += x[j][i].x;
-        v[i].y += x[j][i].y;
-        v[i].z += x[j][i].z;
-        v[i].w += x[j][i].w;
-      }
-  }
-  if (s < splits) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float4 x = __ldcg(reinterpret_cast<const float4*>(base + (size_t(s) * kM + 16 * i) * kD));
-      v[i].x += x.x;
-      v[i].y += x.y;
-      v[i].z += x.z;
-      v[i].w += x.w;
-    }
-  }
+  sum_partials(a.part + size_t(rb) * kD + c, size_t(kM) * kD, size_t(16) * kD, splits, v);
   if (threadIdx.x == 32) tr[6] = now_after(v[0].x + v[7].w);
   const float b0 = __uint_as_float(bias.x << 16), b1 = __uint_as_float(bias.x & 0xffff0000u);
   const float b2 = __uint_as_float(bias.y << 16), b3 = __uint_as_float(bias.y & 0xffff0000u);

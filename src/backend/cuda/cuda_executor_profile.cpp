@@ -328,13 +328,17 @@ void CudaExecutor::Impl::add_step_records(RunProfile* prof, const std::vector<do
   }
 }
 
+void CudaExecutor::Impl::warm_up(const std::map<std::string, Tensor>& inputs, const char* what) {
+  dev.make_current();
+  bind(inputs);
+  exec_all(true);
+  stream.synchronize(what);
+}
+
 std::vector<double> CudaExecutor::time_runs(const std::map<std::string, Tensor>& inputs, int reps,
                                             const std::function<void()>& between) {
   Impl& m = *impl_;
-  m.dev.make_current();
-  m.bind(inputs);
-  m.exec_all(true);  // warm-up
-  m.stream.synchronize("time_runs warm-up");
+  m.warm_up(inputs, "time_runs warm-up");
   Event e0, e1;
   std::vector<double> t;
   for (int r = 0; r < std::max(reps, 1); ++r) {
@@ -354,10 +358,7 @@ std::vector<double> CudaExecutor::time_runs(const std::map<std::string, Tensor>&
 std::vector<double> CudaExecutor::time_queued_runs(const std::map<std::string, Tensor>& inputs,
                                                    int runs, int rounds) {
   Impl& m = *impl_;
-  m.dev.make_current();
-  m.bind(inputs);
-  m.exec_all(true);  // warm-up
-  m.stream.synchronize("time_queued_runs warm-up");
+  m.warm_up(inputs, "time_queued_runs warm-up");
   Event e0, e1;
   std::vector<double> t;
   for (int r = 0; r < rounds; ++r) {
