@@ -12,6 +12,7 @@
 #      line (runs enqueued back to back) for BERT-base b1 and b32, and its test.
 export OUT=${OUT:-/tmp/o}; T0=$(date +%s)
 mkdir -p "$OUT"
+exec > >(tee "$OUT/log") 2>&1  # what ran comes back in $OUT/log even if the call is cut short
 el() { echo $(( $(date +%s) - T0 )); }
 S=/tmp/brrr_suite
 (python3 scripts/models/export.py --out $S --models bert_base,resnet50 --dtypes bf16 --exporters torchscript \
