@@ -4,7 +4,8 @@
 #      into the partials' loads, the epilogue's stores and the release (trace words 6 and 7), at
 #      the full weight ring and at 8 and 4 stages (PL_STAGES): do the bytes the ring keeps in
 #      flight slow the L2 round trips the finishing step waits on? And PL_FIN=rows: the
-#      out-projection's and FFN down's finish with whole rows per warp (coalesced partials).
+#      out-projection's and FFN down's finish with whole rows per warp (coalesced partials). And
+#      PL_L2_AHEAD: weights prefetched into L2 items ahead, with a short ring copying from L2.
 #   2. The yardstick: brrr against torch.compile (reduce-overhead) with PyTorch timed both ways
 #      (gpu_bench.py --torch-timer both): events around each call as brrr bench times brrr, and
 #      triton's do_bench (L2 flushed before each call, the host's launch hidden behind the flush).
@@ -22,7 +23,8 @@ echo "== persist_layer"
 nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v scripts/gpu_tools/persist_layer.cu \
   -o /tmp/persist_layer 2>"$OUT/persist_layer_ptxas.txt" || tail -20 "$OUT/persist_layer_ptxas.txt"
 for cfg in "PL_STAGES=23:12 3 6 2 8" "PL_STAGES=8:12 3 6 2 8" "PL_STAGES=4:12 3 6 2 8" "PL_FIN=rows:12 3 6 2 8" \
-  "PL_FIN=rows PL_STAGES=8:12 3 6 2 8" "PL_STAGES=23:12 3 6 2 8 fold"; do
+  "PL_STAGES=4 PL_L2_AHEAD=6:12 3 6 2 8" "PL_STAGES=8 PL_L2_AHEAD=6:12 3 6 2 8" "PL_STAGES=23:12 2 4 2 4" \
+  "PL_STAGES=4 PL_L2_AHEAD=6 PL_FIN=rows:12 2 4 2 4"; do
   echo "-- ${cfg%%:*} ${cfg#*:}"
   # shellcheck disable=SC2086
   env ${cfg%%:*} timeout 20 /tmp/persist_layer ${cfg#*:} 2>&1 | grep -vE '^NVIDIA|^  (LN1|attention|LN2) '

@@ -92,6 +92,10 @@ struct Args {
   bool sc_fences;  // PL_FENCE=sc: __threadfence around relaxed atomics (the first form)
   bool red_fence;  // red mode: a fence per thread after its reductions (PL_RED_FENCE=0: none)
   bool fin_rows;   // PL_FIN=rows: finish_rows for the out-projection and FFN down (not fold)
+  // PL_L2_AHEAD=n: the producer also prefetches into L2 (cp.async.bulk.prefetch.L2: DRAM to L2,
+  // nothing back to the SM) the weights of the GEMM items n ahead of the one it copies, so that
+  // the ring's copies come from L2 and fewer DRAM-paced bytes wait on the SM's port (0: none).
+  int l2_ahead;
   const unsigned short* x0_packed;  // the input, packed A [48][8][32][8]
   const unsigned short* x0;         // and row-major, the first residual
   unsigned short* xa;               // packed A of a layer's input (LN2's output)
@@ -163,6 +167,16 @@ struct Walk {
     }
   }
 };
+
+// A GEMM item's weights: its kc chunks of 8 KB, contiguous; null for the other phases' items.
+__device__ __forceinline__ const unsigned char* item_weights(const Args& a, const Walk& wk, int& kc) {
+  const int g = phase_gemm(wk.phase);
+  if (g < 0) return nullptr;
+  const GemmShape sh = gemm_shape(g, a.plan);
+  const int tiles = sh.n / 64, nt = wk.item % tiles, sl = wk.item / tiles;
+  kc = sh.k / sh.splits / 64;
+  return reinterpret_cast<const unsigned char*>(a.lw[wk.layer].w[g]) + (size_t(nt) * (sh.k / 64) + size_t(sl) * kc) * kChunk;
+}
 
 __device__ __forceinline__ unsigned long long now() {
   unsigned long long t;
@@ -415,13 +429,23 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
   Walk wk;
   if (warp == 0) {
     if (lane != 0) return;
+    // PL_L2_AHEAD: a second walk, a.l2_ahead GEMM items ahead, asks L2 for those items' weights.
+    Walk ahead;
+    auto prefetch_next = [&] {
+      while (ahead.next(blockIdx.x, G, a.layers, a.plan)) {
+        int kc = 0;
+        const unsigned char* src = item_weights(a, ahead, kc);
+        if (!src) continue;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(unsigned(kc * kChunk)) : "memory");
+        return;
+      }
+    };
+    for (int i = 0; i < a.l2_ahead; ++i) prefetch_next();
     while (wk.next(blockIdx.x, G, a.layers, a.plan)) {
-      const int g = phase_gemm(wk.phase);
-      if (g < 0) continue;
-      const GemmShape sh = gemm_shape(g, a.plan);
-      const int tiles = sh.n / 64, nt = wk.item % tiles, sl = wk.item / tiles, kc = sh.k / sh.splits / 64;
-      const unsigned char* src = reinterpret_cast<const unsigned char*>(a.lw[wk.layer].w[g]) +
-                                 (size_t(nt) * (sh.k / 64) + size_t(sl) * kc) * kChunk;
+      int kc = 0;
+      const unsigned char* src = item_weights(a, wk, kc);
+      if (!src) continue;
+      if (a.l2_ahead) prefetch_next();
       for (int c = 0; c < kc; ++c, ++q) {
         const int s = int(q % st);
         if (q >= st) mbar_wait(smem_u32(&bars[st + s]), unsigned((q / st - 1) & 1));
@@ -905,6 +929,7 @@ int main(int argc, char** argv) {
   a.layers = layers;
   a.plan = plan;
   a.sc_fences = sc_fences;
+  a.l2_ahead = std::getenv("PL_L2_AHEAD") ? std::max(0, std::atoi(std::getenv("PL_L2_AHEAD"))) : 0;
   a.fin_rows = std::getenv("PL_FIN") && std::strcmp(std::getenv("PL_FIN"), "rows") == 0;
   a.red_fence = !(std::getenv("PL_RED_FENCE") && std::strcmp(std::getenv("PL_RED_FENCE"), "0") == 0);
   std::vector<std::vector<unsigned short>> raw_w(size_t(layers) * 4), raw_b(size_t(layers) * 4), raw_ln(size_t(layers) * 4);
