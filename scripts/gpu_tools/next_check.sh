@@ -40,7 +40,7 @@ for bt in 1 32; do
   timeout 120 $B/brrr bench $S/bert_base_bf16_torchscript/model.onnx --backend cuda --shape input_ids:${bt}x128 \
     --iterations 200 2>&1 | grep -E '^(latency|queued)' | cut -c1-200
 done
-LEFT=$(( ${BUDGET_S:-540} - $(el) ))
+LEFT=$(( ${BUDGET_S:-430} - $(el) ))
 PYTHONUNBUFFERED=1 timeout $(( LEFT + 30 )) python3 scripts/models/gpu_bench.py --suite $S --brrr $B/brrr \
   --backend cuda --models bert_base,resnet50 --dtypes bf16 --exporters torchscript --batches "bert_base=1,32;resnet50=1" \
   --torch-modes reduce-overhead --torch-timer both --rounds 3 --reps 100 --no-check --budget "$LEFT" \
