@@ -436,7 +436,8 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
         int kc = 0;
         const unsigned char* src = item_weights(a, ahead, kc);
         if (!src) continue;
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(unsigned(kc * kChunk)) : "memory");
+        for (int c = 0; c < kc; ++c)  // one 8 KB chunk per instruction (a whole item of up to 96 KB faulted)
+          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src + size_t(c) * kChunk), "n"(kChunk) : "memory");
         return;
       }
     };
