@@ -91,11 +91,12 @@ struct Args {
   Plan plan;
   bool sc_fences;  // PL_FENCE=sc: __threadfence around relaxed atomics (the first form)
   bool red_fence;  // red mode: a fence per thread after its reductions (PL_RED_FENCE=0: none)
-  bool fin_rows;   // PL_FIN=rows: finish_rows for the out-projection and FFN down (not fold)
-  // PL_L2_AHEAD=n: the producer also prefetches into L2 (cp.async.bulk.prefetch.L2: DRAM to L2,
-  // nothing back to the SM) the weights of the GEMM items n ahead of the one it copies, so that
-  // the ring's copies come from L2 and fewer DRAM-paced bytes wait on the SM's port (0: none).
-  int l2_ahead;
+  // finish_rows for the out-projection and FFN down outside fold mode (PL_FIN=tile: finish_tile,
+  // whose 16-byte loads take half a sector each: 15-20 us a tile against 4-5, H100).
+  bool fin_rows;
+  // PL_FIN=all: also finish_packed_up for FFN up (written after the twenty-fourth session's call,
+  // not yet measured).
+  bool fin_up;
   const unsigned short* x0_packed;  // the input, packed A [48][8][32][8]
   const unsigned short* x0;         // and row-major, the first residual
   unsigned short* xa;               // packed A of a layer's input (LN2's output)
@@ -248,9 +249,10 @@ __device__ __forceinline__ float ln_out(float x, float2 mr, float g, float b) {
   return bf(to_bf((x - mr.x) * mr.y * g + b));
 }
 
-// v[i] = the sum over the K slices s < splits of the float4 at base + s * split_stride + i * step
+// v[i] = the sum over the K slices s < splits of the float4 at base + s * split_stride + off(i)
 // (floats), in slice order; two slices' loads in flight at a time.
-__device__ __forceinline__ void sum_partials(const float* base, size_t split_stride, size_t step, int splits, float4 (&v)[8]) {
+template <class Off>
+__device__ __forceinline__ void sum_partials(const float* base, size_t split_stride, Off off, int splits, float4 (&v)[8]) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   auto add = [&](int i, float4 x) {
@@ -265,7 +267,7 @@ __device__ __forceinline__ void sum_partials(const float* base, size_t split_str
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) x[j][i] = __ldcg(reinterpret_cast<const float4*>(base + (s + j) * split_stride + i * step));
+      for (int i = 0; i < 8; ++i) x[j][i] = __ldcg(reinterpret_cast<const float4*>(base + (s + j) * split_stride + off(i)));
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -273,7 +275,7 @@ __device__ __forceinline__ void sum_partials(const float* base, size_t split_str
   }
   if (s < splits) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) add(i, __ldcg(reinterpret_cast<const float4*>(base + s * split_stride + i * step)));
+    for (int i = 0; i < 8; ++i) add(i, __ldcg(reinterpret_cast<const float4*>(base + s * split_stride + off(i))));
   }
 }
 
@@ -310,7 +312,7 @@ __device__ void finish_tile(const Args& a, const LayerW& w, int g, int nt, int L
     for (int i = 0; i < 4; ++i) res[i] = __ldcg(reinterpret_cast<const uint4*>(rp) + i);
   }
   float4 acc[8];
-  sum_partials(a.part + size_t(r) * n + c0, size_t(kM) * n, 4, splits, acc);
+  sum_partials(a.part + size_t(r) * n + c0, size_t(kM) * n, [](int i) { return size_t(4) * i; }, splits, acc);
   float v[32];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -401,7 +403,7 @@ __device__ void finish_rows(const Args& a, const LayerW& w, int g, int nt, unsig
 #pragma unroll
   for (int i = 0; i < 8; ++i) res[i] = __ldcg(reinterpret_cast<const uint2*>(rp + size_t(rb + 16 * i) * kD));
   float4 v[8];
-  sum_partials(a.part + size_t(rb) * kD + c, size_t(kM) * kD, size_t(16) * kD, splits, v);
+  sum_partials(a.part + size_t(rb) * kD + c, size_t(kM) * kD, [](int i) { return size_t(16) * kD * i; }, splits, v);
   if (threadIdx.x == 32) tr[6] = now_after(v[0].x + v[7].w);
   const float b0 = __uint_as_float(bias.x << 16), b1 = __uint_as_float(bias.x & 0xffff0000u);
   const float b2 = __uint_as_float(bias.y << 16), b3 = __uint_as_float(bias.y & 0xffff0000u);
@@ -412,6 +414,41 @@ __device__ void finish_rows(const Args& a, const LayerW& w, int g, int nt, unsig
                                  v[i].z + b2 + __uint_as_float(res[i].y << 16), v[i].w + b3 + __uint_as_float(res[i].y & 0xffff0000u));
     __stcg(reinterpret_cast<float4*>(hp + size_t(16 * i) * kD), o);
   }
+}
+
+__device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678f)); }
+
+// finish_tile for FFN up (u = gelu(partials + b1), stored as the packed A operand of FFN down),
+// with each thread owning 4 whole 16-byte lane words of the packed layout: rows r = 16 rb + rp
+// and r + 8, the 16 columns of block cb (t = 32 rb + 4 rp + cb). Its partials' loads are 64
+// contiguous bytes of a row, and it stores 4 x 16 bytes (finish_tile: 32 stores of 2 bytes).
+__device__ void finish_packed_up(const Args& a, const LayerW& w, int nt, unsigned long long* tr) {
+  const int t = threadIdx.x - 32, cb = t % 4, rp = (t / 4) % 8, rb = t / 32;
+  const int r = 16 * rb + rp, c = nt * 64 + 16 * cb;
+  const int splits = gemm_shape(2, a.plan).splits;
+  uint4 bias[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) bias[i] = __ldg(reinterpret_cast<const uint4*>(w.b[2] + c) + i);
+  // v[0..3]: row r, columns c..c+15; v[4..7]: row r + 8.
+  float4 v[8];
+  sum_partials(a.part + size_t(r) * kF + c, size_t(kM) * kF, [](int i) { return size_t(4) * (i % 4) + size_t(8) * kF * (i / 4); },
+               splits, v);
+  if (threadIdx.x == 32) tr[6] = now_after(v[0].x + v[7].w);
+  float b[16];
+  unpack8(bias[0], b);
+  unpack8(bias[1], b + 8);
+  // Lane word j (lane rp * 4 + j) of block (c / 16, r / 16): pairs (r, 2j..), (r + 8, 2j..),
+  // (r, 8 + 2j..), (r + 8, 8 + 2j..) of the block's columns.
+  auto at = [&](int row8, int col) {  // the summed value at (r + 8 row8, c + col), biased
+    const float4 q = v[4 * row8 + col / 4];
+    const float x = (col % 4 == 0 ? q.x : col % 4 == 1 ? q.y : col % 4 == 2 ? q.z : q.w) + b[col];
+    return gelu(x);
+  };
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    __stcg(reinterpret_cast<uint4*>(a.ua) + (packed_a(r, c + 2 * j)) / 8,
+           make_uint4(pack2(at(0, 2 * j), at(0, 2 * j + 1)), pack2(at(1, 2 * j), at(1, 2 * j + 1)),
+                      pack2(at(0, 8 + 2 * j), at(0, 9 + 2 * j)), pack2(at(1, 8 + 2 * j), at(1, 9 + 2 * j))));
 }
 
 template <bool kRed>
@@ -429,24 +466,10 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
   Walk wk;
   if (warp == 0) {
     if (lane != 0) return;
-    // PL_L2_AHEAD: a second walk, a.l2_ahead GEMM items ahead, asks L2 for those items' weights.
-    Walk ahead;
-    auto prefetch_next = [&] {
-      while (ahead.next(blockIdx.x, G, a.layers, a.plan)) {
-        int kc = 0;
-        const unsigned char* src = item_weights(a, ahead, kc);
-        if (!src) continue;
-        for (int c = 0; c < kc; ++c)  // one 8 KB chunk per instruction (a whole item of up to 96 KB faulted)
-          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src + size_t(c) * kChunk), "n"(kChunk) : "memory");
-        return;
-      }
-    };
-    for (int i = 0; i < a.l2_ahead; ++i) prefetch_next();
     while (wk.next(blockIdx.x, G, a.layers, a.plan)) {
       int kc = 0;
       const unsigned char* src = item_weights(a, wk, kc);
       if (!src) continue;
-      if (a.l2_ahead) prefetch_next();
       for (int c = 0; c < kc; ++c, ++q) {
         const int s = int(q % st);
         if (q >= st) mbar_wait(smem_u32(&bars[st + s]), unsigned((q / st - 1) & 1));
@@ -609,6 +632,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
       }
       if (*last_flag) {
         if (a.fin_rows && !a.plan.fold && (g == 1 || g == 3)) finish_rows(a, lw, g, nt, tr);
+        else if (a.fin_up && g == 2) finish_packed_up(a, lw, nt, tr);
         else finish_tile(a, lw, g, nt, L, tr);
         if (threadIdx.x == 32) tr[7] = now();
         signal_counter(pc + p, a.sc_fences);
@@ -930,8 +954,9 @@ int main(int argc, char** argv) {
   a.layers = layers;
   a.plan = plan;
   a.sc_fences = sc_fences;
-  a.l2_ahead = std::getenv("PL_L2_AHEAD") ? std::max(0, std::atoi(std::getenv("PL_L2_AHEAD"))) : 0;
-  a.fin_rows = std::getenv("PL_FIN") && std::strcmp(std::getenv("PL_FIN"), "rows") == 0;
+  const char* fin = std::getenv("PL_FIN");
+  a.fin_rows = !(fin && std::strcmp(fin, "tile") == 0);
+  a.fin_up = fin && std::strcmp(fin, "all") == 0;
   a.red_fence = !(std::getenv("PL_RED_FENCE") && std::strcmp(std::getenv("PL_RED_FENCE"), "0") == 0);
   std::vector<std::vector<unsigned short>> raw_w(size_t(layers) * 4), raw_b(size_t(layers) * 4), raw_ln(size_t(layers) * 4);
   std::vector<const unsigned short*> ref_w(size_t(layers) * 4);
@@ -1030,9 +1055,13 @@ int main(int argc, char** argv) {
   std::vector<float> want(size_t(kM) * kD);
   CK(cudaMemcpy(want.data(), rx, sizeof(float) * want.size(), cudaMemcpyDeviceToHost));
 
-  // PL_STAGES: fewer weight stages than fit (the ring's bytes in flight per SM), for the sweep.
-  int st = std::min(24, (smem_optin - 1024 - kAttBytes) / kChunk);
-  if (const char* e = std::getenv("PL_STAGES")) st = std::max(2, std::min(st, std::atoi(e)));
+  // The weight ring: 4 stages of 8 KB unless PL_STAGES says otherwise (at most what fits, 23 on an
+  // H100). More bytes in flight per SM slow the finishing items' loads from L2, which queue
+  // behind weight copies that arrive at DRAM speed: 96.5 us a layer at 23 stages, 76.4 at 8, 75.4
+  // at 4 (H100, 3 6 2 8, the twenty-fourth session).
+  const int fit = std::min(24, (smem_optin - 1024 - kAttBytes) / kChunk);
+  int st = std::min(fit, 4);
+  if (const char* e = std::getenv("PL_STAGES")) st = std::max(2, std::min(fit, std::atoi(e)));
   const size_t smem = size_t(128 * ((16 * st + 16 + 127) / 128)) + kAttBytes + size_t(st) * kChunk;
   const size_t ntrace = size_t(layers) * 7 * kMaxItems * kTrace;
   CK(cudaMalloc(&a.trace, sizeof(unsigned long long) * ntrace));
