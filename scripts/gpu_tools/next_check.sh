@@ -3,7 +3,8 @@
 #   1. The persistent encoder (persist_layer.cu, no brrr build), as the twenty-fourth session left
 #      it: 4 weight stages and the row-coalesced finish of the out-projection and FFN down by
 #      default (61.9 us a layer at 3 6 2 8 on an H100, from 96.5). New and not yet run: PL_FIN=all,
-#      FFN up's finish writing whole 16-byte words of the packed A operand (finish_packed_up).
+#      FFN up's finish writing whole 16-byte words of the packed A operand (finish_packed_up) and
+#      Q/K/V's with coalesced loads and stores (finish_qkv); the run's check says if they are right.
 #   2. The yardstick: brrr against torch.compile (reduce-overhead) with PyTorch timed both ways
 #      (gpu_bench.py --torch-timer both): CUDA events around each call as brrr bench times brrr,
 #      and triton's do_bench (L2 flushed before each call, which hides the host's launch).

@@ -94,8 +94,8 @@ struct Args {
   // finish_rows for the out-projection and FFN down outside fold mode (PL_FIN=tile: finish_tile,
   // whose 16-byte loads take half a sector each: 15-20 us a tile against 4-5, H100).
   bool fin_rows;
-  // PL_FIN=all: also finish_packed_up for FFN up (written after the twenty-fourth session's call,
-  // not yet measured).
+  // PL_FIN=all: also finish_packed_up for FFN up and finish_qkv for Q/K/V (written after the
+  // twenty-fourth session's call, not yet measured).
   bool fin_up;
   const unsigned short* x0_packed;  // the input, packed A [48][8][32][8]
   const unsigned short* x0;         // and row-major, the first residual
@@ -451,6 +451,49 @@ __device__ void finish_packed_up(const Args& a, const LayerW& w, int nt, unsigne
                       pack2(at(0, 8 + 2 * j), at(0, 9 + 2 * j)), pack2(at(1, 8 + 2 * j), at(1, 9 + 2 * j))));
 }
 
+// finish_tile for Q/K/V with coalesced loads and stores. A Q or K tile (columns below 2 x 768):
+// finish_rows' spread (4 columns of the rows t/16 + 16i), each row's 4 values one 8-byte store
+// into qk. A V tile, stored transposed into vt: thread t takes column t%64 of the 32 rows from
+// (t/64)*32, so its loads are a warp's 32 consecutive columns of a row and its stores 64
+// contiguous bytes of vt (finish_tile: 32 stores of 2 bytes, 256 bytes apart).
+__device__ void finish_qkv(const Args& a, const LayerW& w, int nt, unsigned long long* tr) {
+  const int t = threadIdx.x - 32, splits = gemm_shape(0, a.plan).splits;
+  const size_t split_stride = size_t(kM) * kQKV;
+  if (nt * 64 < 2 * kD) {
+    const int rb = t / 16, c = nt * 64 + (t % 16) * 4;
+    const uint2 bias = __ldg(reinterpret_cast<const uint2*>(w.b[0] + c));
+    float4 v[8];
+    sum_partials(a.part + size_t(rb) * kQKV + c, split_stride, [](int i) { return size_t(16) * kQKV * i; }, splits, v);
+    if (threadIdx.x == 32) tr[6] = now_after(v[0].x + v[7].w);
+    const float b0 = __uint_as_float(bias.x << 16), b1 = __uint_as_float(bias.x & 0xffff0000u);
+    const float b2 = __uint_as_float(bias.y << 16), b3 = __uint_as_float(bias.y & 0xffff0000u);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      __stcg(reinterpret_cast<uint2*>(a.qk + size_t(rb + 16 * i) * (2 * kD) + c),
+             make_uint2(pack2(v[i].x + b0, v[i].y + b1), pack2(v[i].z + b2, v[i].w + b3)));
+    return;
+  }
+  const int col = nt * 64 + t % 64, r0 = (t / 64) * 32;
+  const float bias = bf(w.b[0][col]);
+  float v[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) v[i] = 0.f;
+  const float* base = a.part + size_t(r0) * kQKV + col;
+  for (int s = 0; s < splits; ++s) {
+    float x[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) x[i] = __ldcg(base + s * split_stride + size_t(i) * kQKV);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) v[i] += x[i];
+  }
+  if (threadIdx.x == 32) tr[6] = now_after(v[0] + v[31]);
+  uint4* dst = reinterpret_cast<uint4*>(a.vt + size_t(col - 2 * kD) * kM + r0);
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+    __stcg(dst + q, make_uint4(pack2(v[8 * q] + bias, v[8 * q + 1] + bias), pack2(v[8 * q + 2] + bias, v[8 * q + 3] + bias),
+                               pack2(v[8 * q + 4] + bias, v[8 * q + 5] + bias), pack2(v[8 * q + 6] + bias, v[8 * q + 7] + bias)));
+}
+
 template <bool kRed>
 __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_constant__ Args a, int st) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -633,6 +676,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
       if (*last_flag) {
         if (a.fin_rows && !a.plan.fold && (g == 1 || g == 3)) finish_rows(a, lw, g, nt, tr);
         else if (a.fin_up && g == 2) finish_packed_up(a, lw, nt, tr);
+        else if (a.fin_up && g == 0) finish_qkv(a, lw, nt, tr);
         else finish_tile(a, lw, g, nt, L, tr);
         if (threadIdx.x == 32) tr[7] = now();
         signal_counter(pc + p, a.sc_fences);
