@@ -184,10 +184,12 @@ def median_from_bench_json(j):
     raise ValueError(f"no latency median in bench JSON keys {list(recs[0]) if recs else []}")
 
 
-def brrr_time(a, path, man, batch, use_bench, prec, starts=None, label=None):
+def brrr_time(a, path, man, batch, use_bench, prec, starts=None, label=None, queued=None):
     """One brrr measurement: (ms, None) or (None, error). doctor takes no --precision: a
     --precisions row is timed only through bench. With bench, the run's cold compile and warm
-    (cached) load times are appended to `starts` as (cold_ms, warm_ms)."""
+    (cached) load times are appended to `starts` as (cold_ms, warm_ms), and on the GPU its
+    queued time per run (runs back to back, one wait: the launch hidden, as do_bench hides
+    PyTorch's) to `queued`."""
     model = os.path.join(path, "model.onnx")
     fd, jpath = tempfile.mkstemp(suffix=".json")
     os.close(fd)
@@ -209,6 +211,9 @@ def brrr_time(a, path, man, batch, use_bench, prec, starts=None, label=None):
         rec = j[0] if isinstance(j, list) and j else j  # bench --json: a list of one record
         if use_bench and starts is not None and isinstance(rec, dict) and "cold_compile_ms" in rec:
             starts.append((float(rec["cold_compile_ms"]), float(rec.get("warm_load_ms", 0))))
+        q = rec.get("queued_ms_per_run") if isinstance(rec, dict) else None
+        if use_bench and queued is not None and isinstance(q, dict) and "median" in q:
+            queued.append(float(q["median"]))
         return (median_from_bench_json(j) if use_bench else float(j["wall_ms"])), None
     except (OSError, ValueError, KeyError) as e:
         return None, f"{type(e).__name__}: {e}"
@@ -317,6 +322,7 @@ def time_group(a, model, dtype, exps, batches, use_bench, rows, checks):
             continue
         bt = {e[2]: [] for e in exps}
         bstart = {e[2]: [] for e in exps}
+        bqueued = {e[2]: [] for e in exps}
         berr = {}
         tt = {mode: [] for mode in timed_modes(a)} if tm else {}
         for r in range(a.rounds):
@@ -327,7 +333,7 @@ def time_group(a, model, dtype, exps, batches, use_bench, rows, checks):
                 if exporter in berr:
                     continue
                 ms, err = brrr_time(a, path, man, batch, use_bench, prec, bstart[exporter],
-                                    exporter)
+                                    exporter, bqueued[exporter])
                 if ms is None:
                     berr[exporter] = err
                 else:
@@ -348,6 +354,8 @@ def time_group(a, model, dtype, exps, batches, use_bench, rows, checks):
                        torch_runs=tt, **(checks.get((model, dtype, exporter, batch)) or {}))
             st = bstart[exporter]
             row["cold_compile_ms"] = statistics.median([c for c, _ in st]) if st else None
+            bq = bqueued[exporter]
+            row["brrr_queued_ms"] = statistics.median(bq) if bq else None
             row["warm_load_ms"] = statistics.median([w for _, w in st]) if st else None
             # Ratio per round: brrr's round r against each torch mode's round r.
             row["ratios"] = {m: statistics.median([x / y for x, y in zip(b, v)])
@@ -381,8 +389,10 @@ def fmt(x, p=3):
 
 
 def print_table(rows, modes, backend):
+    queued = any(r.get("brrr_queued_ms") is not None for r in rows)
     head = ["model", "dtype", "exporter", "batch", "check", "host", "cold s", "warm s",
-            "brrr ms"] + [f"{m} ms" for m in modes] + [f"/{m}" for m in modes]
+            "brrr ms"] + (["queued ms"] if queued else []) + [f"{m} ms" for m in modes] + \
+        [f"/{m}" for m in modes]
     table = []
     for r in rows:
         res = r.get("result", "-")
@@ -393,11 +403,14 @@ def print_table(rows, modes, backend):
                       fmt(r.get("cold_compile_ms") and r["cold_compile_ms"] / 1e3, 2),
                       fmt(r.get("warm_load_ms") and r["warm_load_ms"] / 1e3, 2),
                       fmt(r["brrr_ms"]) if r["brrr_ms"] is not None else "failed"] +
+                     ([fmt(r.get("brrr_queued_ms"))] if queued else []) +
                      [fmt(r["torch_ms"].get(m)) for m in modes] +
                      [fmt(r["ratios"].get(m), 2) for m in modes])
     w = [max(len(x[i]) for x in table + [head]) for i in range(len(head))]
     log(f"\n==== brrr vs PyTorch on the model suite ({backend}); /mode = brrr / that mode, "
-        f"median of the rounds' ratios")
+        f"median of the rounds' ratios" + ("; queued ms: brrr bench's time per run with runs "
+                                           "back to back (launch hidden, as do_bench hides "
+                                           "PyTorch's)" if queued else ""))
     for x in [head] + table:
         log("  ".join(c.rjust(w[i]) if i >= 3 else c.ljust(w[i]) for i, c in enumerate(x)))
     for r in rows:
