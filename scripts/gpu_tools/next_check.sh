@@ -4,7 +4,9 @@
 #      it: 4 weight stages and the row-coalesced finish of the out-projection and FFN down by
 #      default (61.9 us a layer at 3 6 2 8 on an H100, from 96.5). New and not yet run: PL_FIN=all,
 #      FFN up's finish writing whole 16-byte words of the packed A operand (finish_packed_up) and
-#      Q/K/V's with coalesced loads and stores (finish_qkv); the run's check says if they are right.
+#      Q/K/V's with coalesced loads and stores (finish_qkv); and PL_A=tma, A's chunks copied into
+#      shared memory by a producer warp that waits for the inputs itself. The runs' checks say
+#      whether they are right.
 #   2. The yardstick: brrr against torch.compile (reduce-overhead) with PyTorch timed both ways
 #      (gpu_bench.py --torch-timer both): CUDA events around each call as brrr bench times brrr,
 #      and triton's do_bench (L2 flushed before each call, which hides the host's launch).
@@ -22,8 +24,9 @@ S=/tmp/brrr_suite
 echo "== persist_layer"
 nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v scripts/gpu_tools/persist_layer.cu \
   -o /tmp/persist_layer 2>"$OUT/persist_layer_ptxas.txt" || tail -20 "$OUT/persist_layer_ptxas.txt"
-for cfg in "PL_FIN=rows:12 3 6 2 8" "PL_FIN=all:12 3 6 2 8" "PL_FIN=all:12 2 4 2 4" "PL_FIN=all:12 3 6 3 8" \
-  "PL_FIN=all PL_STAGES=2:12 3 6 2 8" "PL_FIN=all:12 3 6 2 8 fold"; do
+for cfg in "PL_FIN=rows:12 3 6 2 8" "PL_FIN=all:12 3 6 2 8" "PL_A=tma:12 3 6 2 8" "PL_A=tma PL_FIN=all:12 3 6 2 8" \
+  "PL_A=tma PL_FIN=all:12 2 4 2 4" "PL_A=tma PL_FIN=all:12 3 6 3 8" "PL_A=tma PL_FIN=all PL_STAGES=8:12 3 6 2 8" \
+  "PL_FIN=all:12 3 6 2 8 fold"; do
   echo "-- ${cfg%%:*} ${cfg#*:}"
   # shellcheck disable=SC2086
   env ${cfg%%:*} timeout 20 /tmp/persist_layer ${cfg#*:} 2>&1 | grep -vE '^NVIDIA|^  (LN1|LN2) '

@@ -22,6 +22,9 @@
 // consumers and copies every GEMM item's weight chunks into a ring of ST stages (cp.async.bulk on
 // mbarriers), waiting only for free stages, never for activations: a CTA's next weights load
 // while it waits for its inputs, and 12 layers of distinct weights (170 MB) come from DRAM.
+// With PL_A=tma, warp 9's first lane walks the same items, waits for each GEMM item's inputs
+// and copies its A chunks into a second ring (3 stages of 16 KB), so the consumers neither poll
+// nor wait on L2 for A.
 //
 // Checked against a float32 reference of the same math (bf16 rounding where the kernel stores 16
 // bits) after all layers, then timed: medians of graph replays of (counters zeroed, one launch).
@@ -42,7 +45,10 @@
 namespace {
 
 constexpr int kM = 128, kD = 768, kH = 12, kHD = 64, kF = 3072, kQKV = 3 * kD;
-constexpr int kConsumers = 8, kThreads = 32 * (1 + kConsumers);
+// Warp 0: the weights' producer; warps 1..8: the consumers; warp 9: the A operand's producer
+// (PL_A=tma; idle otherwise).
+constexpr int kConsumers = 8, kAWarp = kConsumers + 1, kThreads = 32 * (2 + kConsumers);
+constexpr int kAChunk = 128 * 64 * 2;  // bytes of one A chunk: 128 rows x 64 of K, packed
 constexpr int kChunk = 64 * 64 * 2;  // bytes of one weight chunk: 64 of K x 64 columns
 constexpr int kLnItems = kM / kConsumers;
 // Attention's K (128 keys x 64, rows padded to 72) and V^T (64 x 128 keys, rows padded to 136) in
@@ -97,6 +103,12 @@ struct Args {
   // PL_FIN=all: also finish_packed_up for FFN up and finish_qkv for Q/K/V (written after the
   // twenty-fourth session's call, not yet measured).
   bool fin_up;
+  // PL_A=tma: A ring stages (0: none). Warp 9 walks the items too, waits for each GEMM item's
+  // inputs itself and copies its packed A chunks (16 KB) into a ring in shared memory; the
+  // consumers read A's fragments from there, with no counter poll or L2 round trip of their own
+  // (not fold mode's normalized A, not red mode). Written after the twenty-fourth session's calls,
+  // not yet run.
+  int a_stages;
   const unsigned short* x0_packed;  // the input, packed A [48][8][32][8]
   const unsigned short* x0;         // and row-major, the first residual
   unsigned short* xa;               // packed A of a layer's input (LN2's output)
@@ -177,6 +189,36 @@ __device__ __forceinline__ const unsigned char* item_weights(const Args& a, cons
   const int tiles = sh.n / 64, nt = wk.item % tiles, sl = wk.item / tiles;
   kc = sh.k / sh.splits / 64;
   return reinterpret_cast<const unsigned char*>(a.lw[wk.layer].w[g]) + (size_t(nt) * (sh.k / 64) + size_t(sl) * kc) * kChunk;
+}
+
+// What phase p of layer L waits for: a counter and the count (c null: nothing, layer 0's Q/K/V).
+template <bool kRed>
+__device__ __forceinline__ void phase_dep(const Args& a, int L, int p, const unsigned** c, unsigned* want) {
+  const unsigned* phase_c = a.counters;
+  const unsigned* pc = phase_c + 7 * L;
+  *c = nullptr;
+  if (p == 0) {
+    if (L > 0 && a.plan.fold) *c = phase_c + 7 * (L - 1) + 5, *want = phase_tiles(5);
+    else if (L > 0) *c = phase_c + 7 * (L - 1) + 6, *want = kLnItems;
+  } else if (a.plan.fold && p == 4) {
+    *c = pc + 2, *want = phase_tiles(2);
+  } else {
+    // Partials mode counts finished tiles; red mode counts the items that added into a sum.
+    *want = kRed ? unsigned(phase_items(p - 1, a.plan, L))
+            : p == 1 ? phase_tiles(0) : p == 2 ? kH : p == 3 ? phase_tiles(2) : p == 4 ? kLnItems
+            : p == 5 ? phase_tiles(4) : phase_tiles(5);
+    *c = pc + p - 1;
+  }
+}
+// Does a GEMM item of phase p take its A through the A ring (PL_A=tma)? The same answer for the
+// A producer and the consumers, so that both count the ring's chunks alike.
+template <bool kRed>
+__device__ __forceinline__ bool a_by_ring(const Args& a, int L, int p) {
+  return !kRed && a.a_stages > 0 && phase_gemm(p) >= 0 && !(a.plan.fold && (p == 4 || (p == 0 && L > 0)));
+}
+// The packed A operand a GEMM phase reads.
+__device__ __forceinline__ const unsigned short* a_operand(const Args& a, int L, int p) {
+  return p == 0 ? (L == 0 ? a.x0_packed : a.xa) : p == 2 ? a.oa : p == 4 ? a.ya : a.ua;
 }
 
 __device__ __forceinline__ unsigned long long now() {
@@ -501,8 +543,18 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
   unsigned* last_flag = reinterpret_cast<unsigned*>(smem + 16 * st);
   unsigned short* att = reinterpret_cast<unsigned short*>(smem + 128 * ((16 * st + 16 + 127) / 128));
   unsigned char* ring = reinterpret_cast<unsigned char*>(att) + kAttBytes;
+  // The A ring (PL_A=tma): full[ast], empty[ast], then its stages from the next 128 bytes.
+  const int ast = a.a_stages;
+  unsigned long long* abars = reinterpret_cast<unsigned long long*>(ring + size_t(st) * kChunk);
+  unsigned char* aring = reinterpret_cast<unsigned char*>(abars) + 128 * ((16 * ast + 127) / 128);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, G = gridDim.x;
-  init_ring(bars, st, kConsumers);
+  if (threadIdx.x == 0 && ast > 0) {
+    for (int i = 0; i < ast; ++i) {
+      mbar_init(smem_u32(&abars[i]), 1);
+      mbar_init(smem_u32(&abars[ast + i]), kConsumers);
+    }
+  }
+  init_ring(bars, st, kConsumers);  // its fence and __syncthreads cover the A ring's barriers too
   unsigned* phase_c = a.counters;
   unsigned* tile_c = a.counters + 7 * a.layers;
   long long q = 0;  // the ring's running chunk count
@@ -522,6 +574,34 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     }
     return;
   }
+  if (warp == kAWarp) {  // the A producer: one lane, only with PL_A=tma
+    if (lane != 0 || ast == 0) return;
+    long long qa = 0;
+    while (wk.next(blockIdx.x, G, a.layers, a.plan)) {
+      const int L = wk.layer, p = wk.phase;
+      if (!a_by_ring<kRed>(a, L, p)) continue;
+      const unsigned* dep;
+      unsigned want;
+      phase_dep<kRed>(a, L, p, &dep, &want);
+      if (dep)
+        while (ld_acquire(dep) < want) {
+        }
+      // The A chunks were written by other CTAs' generic stores; the bulk copies read them
+      // through the async proxy, after this thread's acquire.
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+      const GemmShape sh = gemm_shape(phase_gemm(p), a.plan);
+      const int sl = wk.item / (sh.n / 64), kc = sh.k / sh.splits / 64;
+      const unsigned char* src = reinterpret_cast<const unsigned char*>(a_operand(a, L, p)) + size_t(sl) * kc * kAChunk;
+      for (int c = 0; c < kc; ++c, ++qa) {
+        const int s = int(qa % ast);
+        if (qa >= ast) mbar_wait(smem_u32(&abars[ast + s]), unsigned((qa / ast - 1) & 1));
+        mbar_expect_tx(smem_u32(&abars[s]), kAChunk);
+        bulk_copy(smem_u32(aring + size_t(s) * kAChunk), src + size_t(c) * kAChunk, kAChunk, smem_u32(&abars[s]));
+      }
+    }
+    return;
+  }
+  long long qa = 0;  // the A ring's running chunk count (consumers)
   const int w = warp - 1, gid = lane / 4, tig = lane % 4;
   while (wk.next(blockIdx.x, G, a.layers, a.plan)) {
     const int L = wk.layer, p = wk.phase;
@@ -529,20 +609,17 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     unsigned* pc = phase_c + 7 * L;
     unsigned long long* tr = a.trace + ((size_t(L) * 7 + p) * kMaxItems + wk.item) * kTrace;
     if (threadIdx.x == 32) tr[0] = now();
-    // What this phase waits for.
-    if (p == 0) {
-      if (L > 0 && a.plan.fold) wait_counter(phase_c + 7 * (L - 1) + 5, phase_tiles(5));
-      else if (L > 0) wait_counter(phase_c + 7 * (L - 1) + 6, kLnItems);
-    } else if (a.plan.fold && p == 4) {
-      wait_counter(pc + 2, phase_tiles(2));
-    } else {
-      // Partials mode counts finished tiles; red mode counts the items that added into a sum.
-      const unsigned want = kRed ? unsigned(phase_items(p - 1, a.plan, L))
-                            : p == 1 ? phase_tiles(0) : p == 2 ? kH : p == 3 ? phase_tiles(2) : p == 4 ? kLnItems
-                            : p == 5 ? phase_tiles(4) : phase_tiles(5);
-      wait_counter(pc + p - 1, want);
+    // What this phase waits for. An item whose A comes through the A ring waits for its first
+    // chunk instead: the A producer waited for the counter (and the chain of acquires and
+    // releases down to the mbarrier makes the phase's other inputs visible too).
+    const bool a_ring = a_by_ring<kRed>(a, L, p);
+    if (!a_ring) {
+      const unsigned* dep;
+      unsigned want;
+      phase_dep<kRed>(a, L, p, &dep, &want);
+      if (dep) wait_counter(dep, want);
+      if (threadIdx.x == 32) tr[1] = now();
     }
-    if (threadIdx.x == 32) tr[1] = now();
     const int g = phase_gemm(p);
     if (g >= 0) {
       const GemmShape sh = gemm_shape(g, a.plan);
@@ -620,9 +697,19 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
         }
       };
       uint4 af[4], an[4];
-      load_a(0, af);
+      if (!a_ring) load_a(0, af);
       for (int c = 0; c < kc; ++c, ++q) {
-        if (c + 1 < kc) load_a(c + 1, an);
+        int sa = 0;
+        if (a_ring) {
+          sa = int(qa % ast);
+          mbar_wait(smem_u32(&abars[sa]), unsigned((qa / ast) & 1));
+          if (c == 0 && threadIdx.x == 32) tr[1] = now();
+          const uint4* as = reinterpret_cast<const uint4*>(aring + size_t(sa) * kAChunk);
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) af[kk] = as[(kk * 8 + w) * 32 + lane];
+        } else if (c + 1 < kc) {
+          load_a(c + 1, an);
+        }
         const int s = int(q % st);
         mbar_wait(smem_u32(&bars[s]), unsigned((q / st) & 1));
         const uint4* sb = reinterpret_cast<const uint4*>(ring + size_t(s) * kChunk);
@@ -636,9 +723,16 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
           }
         }
         __syncwarp();
-        if (lane == 0) mbar_arrive(smem_u32(&bars[st + s]));
+        if (lane == 0) {
+          mbar_arrive(smem_u32(&bars[st + s]));
+          if (a_ring) mbar_arrive(smem_u32(&abars[ast + sa]));
+        }
+        if (a_ring) {
+          ++qa;
+        } else {
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) af[kk] = an[kk];
+          for (int kk = 0; kk < 4; ++kk) af[kk] = an[kk];
+        }
       }
       if (threadIdx.x == 32) tr[3] = now();
       if constexpr (kRed) {
@@ -1001,6 +1095,14 @@ int main(int argc, char** argv) {
   const char* fin = std::getenv("PL_FIN");
   a.fin_rows = !(fin && std::strcmp(fin, "tile") == 0);
   a.fin_up = fin && std::strcmp(fin, "all") == 0;
+  a.a_stages = 0;
+  if (const char* e = std::getenv("PL_A"); e && std::strcmp(e, "tma") == 0) {
+    if (red) {
+      std::printf("PL_A=tma: not in red mode (its A is the float32 sums)\n");
+      return 1;
+    }
+    a.a_stages = 3;
+  }
   a.red_fence = !(std::getenv("PL_RED_FENCE") && std::strcmp(std::getenv("PL_RED_FENCE"), "0") == 0);
   std::vector<std::vector<unsigned short>> raw_w(size_t(layers) * 4), raw_b(size_t(layers) * 4), raw_ln(size_t(layers) * 4);
   std::vector<const unsigned short*> ref_w(size_t(layers) * 4);
@@ -1103,10 +1205,12 @@ int main(int argc, char** argv) {
   // H100). More bytes in flight per SM slow the finishing items' loads from L2, which queue
   // behind weight copies that arrive at DRAM speed: 96.5 us a layer at 23 stages, 76.4 at 8, 75.4
   // at 4 (H100, 3 6 2 8, the twenty-fourth session).
-  const int fit = std::min(24, (smem_optin - 1024 - kAttBytes) / kChunk);
+  const int a_bytes = a.a_stages ? 128 * ((16 * a.a_stages + 127) / 128) + a.a_stages * kAChunk : 0;
+  const int fit = std::min(24, (smem_optin - 1024 - kAttBytes - a_bytes) / kChunk);
   int st = std::min(fit, 4);
   if (const char* e = std::getenv("PL_STAGES")) st = std::max(2, std::min(fit, std::atoi(e)));
-  const size_t smem = size_t(128 * ((16 * st + 16 + 127) / 128)) + kAttBytes + size_t(st) * kChunk;
+  size_t smem = size_t(128 * ((16 * st + 16 + 127) / 128)) + kAttBytes + size_t(st) * kChunk;
+  if (a.a_stages) smem += size_t(128 * ((16 * a.a_stages + 127) / 128)) + size_t(a.a_stages) * kAChunk;
   const size_t ntrace = size_t(layers) * 7 * kMaxItems * kTrace;
   CK(cudaMalloc(&a.trace, sizeof(unsigned long long) * ntrace));
   CK(cudaMemset(a.trace, 0, sizeof(unsigned long long) * ntrace));
