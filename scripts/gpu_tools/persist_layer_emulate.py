@@ -3,11 +3,12 @@
 the attention item's K and V^T staging (from the partials mode's qk/vt buffers and from the red mode's
 float32 sums: the two must agree), its Q K^T and P V fragments from the padded shared rows, the
 regrouping of P's accumulators into A fragments, and the red mode's FFN-down A fragments read from the
-float32 sum. Then the item schedule: every CTA walks its items in order (Walk), each waiting on
+float32 sum; the finishing steps' mappings (FFN up's packed A words, V's transposed tiles) and
+the A ring's fragment reads. Then the item schedule: every CTA walks its items in order (Walk), each waiting on
 its counter as the kernel does; every item must run once and all must finish (no deadlock), in both
 modes and the fold mode, for several K splits and grid sizes. Then the fold mode's numerics (LayerNorm
 statistics as sums and sums of squares) against the two-pass LayerNorm over 12 layers in numpy.
-Run: .venv/bin/python scripts/gpu_tools/persist_layer_emulate.py (prints three oks)."""
+Run: .venv/bin/python scripts/gpu_tools/persist_layer_emulate.py (prints four oks)."""
 import numpy as np
 rng=np.random.default_rng(1)
 kM,kD,kHD,kQKV,kF=128,768,64,2304,3072
@@ -144,6 +145,48 @@ def sim(G,layers,sp,red,fold=False):
     done=all(pos[c]==len(seqs[c]) for c in range(G))
     # final counters equal their expected values
     return done, pc.get((layers-1,6),0)
+# The finishing steps' mappings (finish_packed_up, finish_qkv's V tiles, the A ring's fragment
+# reads), thread by thread as the kernel computes its addresses, against mma.m16n8k16's A fragment
+# layout (frag_A, from the PTX ISA) and the plain transpose.
+def packed_a(r,c):
+    lane=(r%8)*4+(c%8)//2; e=((c%16)//8)*2+(r%16)//8
+    return ((c//16*8+r//16)*32+lane)*8+2*e+(c%2)
+U=rng.standard_normal((kM,kF)).astype(np.float32)  # an FFN-up tile's summed, biased values (all tiles)
+ua=np.full(kM*kF,np.nan)
+for nt in range(kF//64):
+    for t in range(256):
+        cb,rp,rb=t%4,(t//4)%8,t//32
+        r,c=16*rb+rp,nt*64+16*cb
+        at=lambda row8,col: U[r+8*row8,c+col]
+        for j in range(4):
+            w=packed_a(r,c+2*j)//8
+            ua[8*w:8*w+8]=[at(0,2*j),at(0,2*j+1),at(1,2*j),at(1,2*j+1),at(0,8+2*j),at(0,9+2*j),at(1,8+2*j),at(1,9+2*j)]
+assert not np.isnan(ua).any(), "finish_packed_up leaves words unwritten"
+for cblk in range(0,kF//16,37):
+    for rblk in range(8):
+        blk=ua[(cblk*8+rblk)*32*8:(cblk*8+rblk+1)*32*8]
+        A=frag_A(lambda lane,e: (blk[lane*8+2*e],blk[lane*8+2*e+1]))
+        assert np.array_equal(A,U[16*rblk:16*rblk+16,16*cblk:16*cblk+16]),("finish_packed_up",cblk,rblk)
+V=rng.standard_normal((kM,kD)).astype(np.float32)  # V's columns of the Q/K/V sums
+vt_=np.full(kD*kM,np.nan)
+for nt in range(2*kD//64,kQKV//64):
+    for t in range(256):
+        col,r0=nt*64+t%64,(t//64)*32
+        vt_[(col-2*kD)*kM+r0:(col-2*kD)*kM+r0+32]=V[r0:r0+32,col-2*kD]
+assert np.array_equal(vt_,V.T.reshape(-1)),"finish_qkv's V tiles"
+# The A ring: chunk c of a K slice sl is the 16 KB at (sl*kc+c)*16384 bytes of the packed operand,
+# and the consumers read word (kk*8+w)*32+lane of it: the same word as the direct loads'
+# ap + (c*4+kk)*8*32 with ap = (sl*kc*4*8+w)*32+lane (uint4 units).
+for kc,sl in ((4,2),(6,1),(2,5)):
+    for c in range(kc):
+        for kk in range(4):
+            for w in range(8):
+                for lane in (0,13,31):
+                    ring=(sl*kc+c)*16384//16+(kk*8+w)*32+lane
+                    direct=(sl*kc*4*8+w)*32+lane+(c*4+kk)*8*32
+                    assert ring==direct,(kc,sl,c,kk,w,lane)
+print("finish mappings ok")
+
 for sp in [(4,12,3,12),(3,6,2,8),(2,4,1,4),(1,1,1,1)]:
     for red,fold in ((False,False),(True,False),(False,True)):
         for G in (132,114,1,7):
