@@ -342,19 +342,18 @@ void conv_kernel(const In* X, const In* W, const In* B, Out* Y, const ConvDims& 
   }
 }
 
-void add_conv(OpTable& t) {
-  OpDef d;
-  d.name = "Conv";
-  d.library = LibraryKind::Conv;
-  d.cls = OpClass::contraction;
-  d.infer = [](InferCtx& c) {
+// Conv's and ConvTranspose's shape inference and reference, alike but for their dims (`dims`:
+// conv_dims or conv_transpose_dims) and float kernel (`kernel`: a generic lambda over In, Out).
+template <class Kernel>
+void set_conv_like(OpDef& d, ConvDims (*dims)(const Node&, const Shape&, const Shape&, const Shape*),
+                   Kernel kernel) {
+  d.infer = [dims, name = d.name](InferCtx& c) {
     require_same_dtype(c);
     if (!is_float_dtype(c.in_dtype(0)))
-      c.fail("Conv does not support {} inputs", dtype_name(c.in_dtype(0)));
+      c.fail("{} does not support {} inputs", name, dtype_name(c.in_dtype(0)));
     ConvDims cd;
     try {
-      cd = conv_dims(c.node, c.in_shape(0), c.in_shape(1),
-                     c.has_input(2) ? &c.in_shape(2) : nullptr);
+      cd = dims(c.node, c.in_shape(0), c.in_shape(1), c.has_input(2) ? &c.in_shape(2) : nullptr);
     } catch (const Error& e) {
       c.fail_msg(e.what());
     }
@@ -362,14 +361,26 @@ void add_conv(OpTable& t) {
     y.insert(y.end(), cd.w.out.begin(), cd.w.out.end());
     c.set_output(0, c.in_dtype(0), y);
   };
-  d.reference = [](KernelCtx& k) {
+  d.reference = [dims, kernel](KernelCtx& k) {
     const Shape* bs = k.has_input(2) ? &k.inputs[2].shape() : nullptr;
-    ConvDims cd = conv_dims(k.node, k.inputs[0].shape(), k.inputs[1].shape(), bs);
+    ConvDims cd = dims(k.node, k.inputs[0].shape(), k.inputs[1].shape(), bs);
     dispatch_float_kernel(k, [&]<typename In, typename Out>(std::vector<Tensor> xs) {
       const In* b = xs.size() > 2 && xs[2].defined() ? xs[2].data<In>() : nullptr;
-      conv_kernel<In, Out>(xs[0].data<In>(), xs[1].data<In>(), b, k.outputs[0].data<Out>(), cd);
+      kernel.template operator()<In, Out>(xs[0].data<In>(), xs[1].data<In>(), b,
+                                          k.outputs[0].data<Out>(), cd);
     });
   };
+}
+
+void add_conv(OpTable& t) {
+  OpDef d;
+  d.name = "Conv";
+  d.library = LibraryKind::Conv;
+  d.cls = OpClass::contraction;
+  set_conv_like(d, conv_dims, []<typename In, typename Out>(const In* x, const In* w, const In* b,
+                                                           Out* y, const ConvDims& cd) {
+    conv_kernel<In, Out>(x, w, b, y, cd);
+  });
   d.cost = [](const Graph& g, const Node& n) {
     const Shape& w = g.value(n.inputs[1]).shape;
     const Shape& y = g.value(n.outputs[0]).shape;
@@ -505,30 +516,11 @@ void add_conv_transpose(OpTable& t) {
   OpDef d;
   d.name = "ConvTranspose";
   d.cls = OpClass::contraction;
-  d.infer = [](InferCtx& c) {
-    require_same_dtype(c);
-    if (!is_float_dtype(c.in_dtype(0)))
-      c.fail("ConvTranspose does not support {} inputs", dtype_name(c.in_dtype(0)));
-    ConvDims cd;
-    try {
-      cd = conv_transpose_dims(c.node, c.in_shape(0), c.in_shape(1),
-                               c.has_input(2) ? &c.in_shape(2) : nullptr);
-    } catch (const Error& e) {
-      c.fail_msg(e.what());
-    }
-    Shape y{cd.N, cd.M};
-    y.insert(y.end(), cd.w.out.begin(), cd.w.out.end());
-    c.set_output(0, c.in_dtype(0), y);
-  };
-  d.reference = [](KernelCtx& k) {
-    const Shape* bs = k.has_input(2) ? &k.inputs[2].shape() : nullptr;
-    ConvDims cd = conv_transpose_dims(k.node, k.inputs[0].shape(), k.inputs[1].shape(), bs);
-    dispatch_float_kernel(k, [&]<typename In, typename Out>(std::vector<Tensor> xs) {
-      const In* b = xs.size() > 2 && xs[2].defined() ? xs[2].data<In>() : nullptr;
-      conv_transpose_kernel<In, Out>(xs[0].data<In>(), xs[1].data<In>(), b,
-                                     k.outputs[0].data<Out>(), cd);
-    });
-  };
+  set_conv_like(d, conv_transpose_dims, []<typename In, typename Out>(
+                                            const In* x, const In* w, const In* b, Out* y,
+                                            const ConvDims& cd) {
+    conv_transpose_kernel<In, Out>(x, w, b, y, cd);
+  });
   d.cost = [](const Graph& g, const Node& n) {
     const Shape& x = g.value(n.inputs[0]).shape;
     const Shape& w = g.value(n.inputs[1]).shape;
