@@ -12,6 +12,7 @@
 #      and triton's do_bench (L2 flushed before each call, which hides the host's launch).
 #      BERT-base bf16 at b1 and b32, ResNet-50 bf16 at b1. (brrr's own launch + wait, by bench's
 #      queued line: 7.7 us of 403 at BERT b1, H100.)
+#   3. The doctor's wall against brrr bench's latency (BERT-base b1), after the 50 ms warm-up.
 # Everything also goes to $OUT/log, so a call cut short still brings back what ran.
 export OUT=${OUT:-/tmp/o}; T0=$(date +%s)
 mkdir -p "$OUT"
@@ -37,9 +38,14 @@ tail -1 "$OUT/build_out.log"; tail -1 "$OUT/export.log"
 source scripts/gpu_env.sh >/dev/null 2>&1
 B=${B:-/tmp/brrr_build}
 export XDG_CACHE_HOME=/tmp/brrr_xdg_25
-LEFT=$(( ${BUDGET_S:-480} - $(el) ))
+LEFT=$(( ${BUDGET_S:-420} - $(el) ))
 PYTHONUNBUFFERED=1 timeout $(( LEFT + 30 )) python3 scripts/models/gpu_bench.py --suite $S --brrr $B/brrr \
   --backend cuda --models bert_base,resnet50 --dtypes bf16 --exporters torchscript --batches "bert_base=1,32;resnet50=1" \
   --torch-modes reduce-overhead --torch-timer both --rounds 3 --reps 100 --no-check --budget "$LEFT" \
   --json "$OUT/models.json" 2>&1 | grep -v -i warn | tail -25
+# 3. The doctor's wall against brrr bench's latency on the same model (the twenty-third session:
+#    0.436 against 0.403 ms at BERT-base b1); every whole-plan timing now warms up for 50 ms first.
+M=$S/bert_base_bf16_torchscript/model.onnx
+timeout 60 $B/brrr bench $M --backend cuda --iterations 200 2>&1 | grep -E '^(latency|queued)' | cut -c1-160
+timeout 90 $B/brrr doctor $M --backend cuda --top 3 2>&1 | grep -E '^wall|^idle' | cut -c1-200
 echo "== end at $(el) s"

@@ -327,7 +327,7 @@ struct CudaExecutor::Impl {
   void exec(size_t i);
   void exec_all(bool use_graph);
   void bind(const std::map<std::string, Tensor>& inputs);
-  // Inputs bound and one untimed run waited for: where each whole-plan timing starts.
+  // Inputs bound and untimed runs for at least 50 ms: where each whole-plan timing starts.
   void warm_up(const std::map<std::string, Tensor>& inputs, const char* what);
   std::unique_ptr<StagedUpload> staged;  // upload()'s pinned buffers, while the build runs
   DevPtr upload(const Tensor& t, const std::string& what);
