@@ -222,7 +222,8 @@ void print_report(const ModelBench& r, const ModelBenchArgs& a) {
              r.kinds.at("fused"), r.kinds.at("library"), r.kinds.at("copy"),
              r.kinds.at("reference"));
   fmt::print("timed: {} runs after {} warm-up runs ({}, inputs bound once)\n", r.t.size(), a.warmup,
-             a.backend == "cuda" ? "CUDA events around each run" : "wall clock per run");
+             a.backend == "cuda" ? "CUDA events around each run, after 50 ms more of untimed runs"
+                                : "wall clock per run");
   fmt::print(
       "latency: min {}, median {}, p90 {}, p99 {}, max {}, mean {} (percentiles by nearest "
       "rank)\n",
