@@ -536,6 +536,17 @@ __device__ void finish_qkv(const Args& a, const LayerW& w, int nt, unsigned long
                                pack2(v[8 * q + 4] + bias, v[8 * q + 5] + bias), pack2(v[8 * q + 6] + bias, v[8 * q + 7] + bias)));
 }
 
+// A producer's q-th chunk (`bytes` from src) into its ring of `st` stages: once the consumers have
+// freed the stage (its "empty" barrier, from the chunk st before), a bulk copy completing on the
+// stage's "full" barrier.
+__device__ __forceinline__ void ring_put(unsigned long long* bars, unsigned char* ring, int st, int bytes, long long q,
+                                         const unsigned char* src) {
+  const int s = int(q % st);
+  if (q >= st) mbar_wait(smem_u32(&bars[st + s]), unsigned((q / st - 1) & 1));
+  mbar_expect_tx(smem_u32(&bars[s]), bytes);
+  bulk_copy(smem_u32(ring + size_t(s) * bytes), src, bytes, smem_u32(&bars[s]));
+}
+
 template <bool kRed>
 __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_constant__ Args a, int st) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -565,12 +576,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
       int kc = 0;
       const unsigned char* src = item_weights(a, wk, kc);
       if (!src) continue;
-      for (int c = 0; c < kc; ++c, ++q) {
-        const int s = int(q % st);
-        if (q >= st) mbar_wait(smem_u32(&bars[st + s]), unsigned((q / st - 1) & 1));
-        mbar_expect_tx(smem_u32(&bars[s]), kChunk);
-        bulk_copy(smem_u32(ring + size_t(s) * kChunk), src + size_t(c) * kChunk, kChunk, smem_u32(&bars[s]));
-      }
+      for (int c = 0; c < kc; ++c, ++q) ring_put(bars, ring, st, kChunk, q, src + size_t(c) * kChunk);
     }
     return;
   }
@@ -592,12 +598,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
       const GemmShape sh = gemm_shape(phase_gemm(p), a.plan);
       const int sl = wk.item / (sh.n / 64), kc = sh.k / sh.splits / 64;
       const unsigned char* src = reinterpret_cast<const unsigned char*>(a_operand(a, L, p)) + size_t(sl) * kc * kAChunk;
-      for (int c = 0; c < kc; ++c, ++qa) {
-        const int s = int(qa % ast);
-        if (qa >= ast) mbar_wait(smem_u32(&abars[ast + s]), unsigned((qa / ast - 1) & 1));
-        mbar_expect_tx(smem_u32(&abars[s]), kAChunk);
-        bulk_copy(smem_u32(aring + size_t(s) * kAChunk), src + size_t(c) * kAChunk, kAChunk, smem_u32(&abars[s]));
-      }
+      for (int c = 0; c < kc; ++c, ++qa) ring_put(abars, aring, ast, kAChunk, qa, src + size_t(c) * kAChunk);
     }
     return;
   }

@@ -3,6 +3,7 @@
 // (cuda_executor.cpp) that plans memory, compiles the module, sets every step up and dispatches.
 // Each step kind has its own small struct; a Step holds the one its type needs.
 #pragma once
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -327,8 +328,11 @@ struct CudaExecutor::Impl {
   void exec(size_t i);
   void exec_all(bool use_graph);
   void bind(const std::map<std::string, Tensor>& inputs);
-  // Inputs bound and untimed runs for at least 50 ms: where each whole-plan timing starts.
+  // Inputs bound and untimed runs for at least 50 ms, or one run when the previous timing ended
+  // less than 100 ms ago (the clocks are still up): where each whole-plan timing starts.
   void warm_up(const std::map<std::string, Tensor>& inputs, const char* what);
+  // When the latest whole-plan timing (time_runs, time_queued_runs, profile) ended.
+  std::chrono::steady_clock::time_point last_timed{};
   std::unique_ptr<StagedUpload> staged;  // upload()'s pinned buffers, while the build runs
   DevPtr upload(const Tensor& t, const std::string& what);
   DevPtr alloc(size_t bytes, const std::string& what);
