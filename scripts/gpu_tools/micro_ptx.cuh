@@ -94,6 +94,32 @@ __device__ __forceinline__ void mbar_arrive_peer(unsigned bar, unsigned rank) {
       "r"(rank)
       : "memory");
 }
+// The shared::cluster address of the location at `addr` (a shared::cta address) in CTA `rank`.
+__device__ __forceinline__ unsigned mapa_u32(unsigned addr, unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+// Loads from another CTA's shared memory (distributed shared memory), at a shared::cluster address.
+__device__ __forceinline__ float4 ld_cluster_f4(unsigned addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ float ld_cluster_f32(unsigned addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+// mbar_wait with acquire at cluster scope: what the peers released by their arrivals
+// (mbar_arrive_peer) is visible after it.
+__device__ __forceinline__ void mbar_wait_cluster(unsigned bar, unsigned parity) {
+  asm volatile(
+      "{ .reg .pred p; WC: mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1; @!p bra WC; }" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
 // All threads of the cluster (.aligned: every thread of a warp executes it together).
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned; barrier.cluster.wait.acquire.aligned;" ::: "memory");

@@ -5,8 +5,10 @@
 #      default (61.9 us a layer at 3 6 2 8 on an H100, from 96.5). New and not yet run: PL_FIN=all,
 #      FFN up's finish writing whole 16-byte words of the packed A operand (finish_packed_up) and
 #      Q/K/V's with coalesced loads and stores (finish_qkv); and PL_A=tma, A's chunks copied into
-#      shared memory by a producer warp that waits for the inputs itself. The runs' checks say
-#      whether they are right.
+#      shared memory by a producer warp that waits for the inputs itself. And PL_CLUSTER (the
+#      twenty-fifth session): clusters of CTAs that sum a GEMM's K slices through distributed
+#      shared memory, no partials in L2 and no finishing item. The runs' checks say whether
+#      they are right.
 #   2. The yardstick: brrr against torch.compile (reduce-overhead) with PyTorch timed both ways
 #      (gpu_bench.py --torch-timer both): CUDA events around each call as brrr bench times brrr,
 #      and triton's do_bench (L2 flushed before each call, which hides the host's launch).
@@ -26,8 +28,8 @@ echo "== persist_layer"
 nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v scripts/gpu_tools/persist_layer.cu \
   -o /tmp/persist_layer 2>"$OUT/persist_layer_ptxas.txt" || tail -20 "$OUT/persist_layer_ptxas.txt"
 for cfg in "PL_FIN=rows:12 3 6 2 8" "PL_FIN=all:12 3 6 2 8" "PL_A=tma:12 3 6 2 8" "PL_A=tma PL_FIN=all:12 3 6 2 8" \
-  "PL_A=tma PL_FIN=all:12 2 4 2 4" "PL_A=tma PL_FIN=all:12 3 6 3 8" "PL_A=tma PL_FIN=all PL_STAGES=8:12 3 6 2 8" \
-  "PL_FIN=all:12 3 6 2 8 fold"; do
+  "PL_CLUSTER=4:1 2 4 2 4" "PL_CLUSTER=4:12 2 4 2 4" "PL_CLUSTER=4 PL_A=tma:12 2 4 2 4" "PL_CLUSTER=2:12 2 2 2 2" \
+  "PL_CLUSTER=4:12 4 4 4 4" "PL_A=tma PL_FIN=all:12 2 4 2 4" "PL_FIN=all:12 2 4 2 4"; do
   echo "-- ${cfg%%:*} ${cfg#*:}"
   # shellcheck disable=SC2086
   env ${cfg%%:*} timeout 20 /tmp/persist_layer ${cfg#*:} 2>&1 | grep -vE '^NVIDIA|^  (LN1|LN2) '

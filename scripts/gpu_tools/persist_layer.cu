@@ -25,6 +25,13 @@
 // With PL_A=tma, warp 9's first lane walks the same items, waits for each GEMM item's inputs
 // and copies its A chunks into a second ring (3 stages of 16 KB), so the consumers neither poll
 // nor wait on L2 for A.
+// With PL_CLUSTER=CS (2 or 4), the CTAs run in clusters of CS and a GEMM's K slices are summed
+// through distributed shared memory instead of partials in global memory and a finishing item:
+// a cluster takes T = CS / S tiles at once, the S CTAs of a tile one K slice each; each stores its
+// float32 partial tile into its own shared memory, the cluster's CTAs wait for each other (one
+// mbarrier each, an arrival from every CTA of the cluster), and CTA s of a tile then sums the S
+// partials of rows s*128/S.. (s+1)*128/S from its peers' shared memory, applies the epilogue to
+// them and signals. No tile counters, no partials in L2, the finish spread over S CTAs.
 //
 // Checked against a float32 reference of the same math (bf16 rounding where the kernel stores 16
 // bits) after all layers, then timed: medians of graph replays of (counters zeroed, one launch).
@@ -56,6 +63,9 @@ constexpr int kLnItems = kM / kConsumers;
 constexpr int kKRow = 72, kVRow = 136, kAttBytes = (kM * kKRow + kHD * kVRow) * 2;
 constexpr int kMaxItems = 576;  // tiles x K slices of a GEMM at most
 constexpr int kTrace = 8;       // trace words per item
+// Cluster mode: a CTA's partial tile in shared memory, 128 rows of 64 floats padded to 72 (a warp's
+// float2 stores of an accumulator fragment then take two wavefronts, the fewest for 256 bytes).
+constexpr int kPartRow = 72, kPartBytes = kM * kPartRow * 4;
 
 // The GEMMs of a layer: N, K, K slices.
 struct GemmShape {
@@ -109,6 +119,8 @@ struct Args {
   // (not fold mode's normalized A, not red mode). Written after the twenty-fourth session's calls,
   // not yet run.
   int a_stages;
+  // PL_CLUSTER: CTAs per cluster (0: no clusters; partials in global memory, finishing items).
+  int cluster;
   const unsigned short* x0_packed;  // the input, packed A [48][8][32][8]
   const unsigned short* x0;         // and row-major, the first residual
   unsigned short* xa;               // packed A of a layer's input (LN2's output)
@@ -161,16 +173,31 @@ __host__ __device__ __forceinline__ size_t packed_a(int r, int c) {
 
 // The CTA's items in order: (layer, phase, item). Item i of a phase goes to CTA (i + rot) % G,
 // rot advancing by each phase's item count so that the leftover items land on different CTAs.
+// Cluster mode (cs CTAs a cluster): a GEMM's cluster items (T = cs / S tiles each) go to cluster
+// ci % (G / cs), and CTA r of the cluster takes tile ci * T + r / S, K slice r % S, as item
+// (r % S) * tiles + tile: the same numbering of a GEMM's items as without clusters.
 struct Walk {
-  int layer = 0, phase = 0, item = -1, rot = 0;
-  __device__ bool next(int cta, int g, int layers, const Plan& pl) {
+  int layer = 0, phase = 0, item = -1, rot = 0, ci = -1;
+  __device__ bool next(int cta, int g, int layers, const Plan& pl, int cs) {
     for (;;) {
-      if (item < 0) {
-        item = ((cta - rot) % g + g) % g;
+      const int gm = phase_gemm(phase);
+      if (cs > 0 && gm >= 0) {
+        const GemmShape sh = gemm_shape(gm, pl);
+        const int tiles = sh.n / 64, t = cs / sh.splits, r = cta % cs;
+        ci = ci < 0 ? cta / cs : ci + g / cs;
+        if (ci < tiles / t) {
+          item = (r % sh.splits) * tiles + ci * t + r / sh.splits;
+          return true;
+        }
+        ci = -1;
       } else {
-        item += g;
+        if (item < 0) {
+          item = ((cta - rot) % g + g) % g;
+        } else {
+          item += g;
+        }
+        if (item < phase_items(phase, pl, layer)) return true;
       }
-      if (item < phase_items(phase, pl, layer)) return true;
       rot = (rot + phase_items(phase, pl, layer)) % g;
       item = -1;
       if (++phase == 7) {
@@ -207,6 +234,8 @@ __device__ __forceinline__ void phase_dep(const Args& a, int L, int p, const uns
     *want = kRed ? unsigned(phase_items(p - 1, a.plan, L))
             : p == 1 ? phase_tiles(0) : p == 2 ? kH : p == 3 ? phase_tiles(2) : p == 4 ? kLnItems
             : p == 5 ? phase_tiles(4) : phase_tiles(5);
+    // Cluster mode: each of a tile's S CTAs signals once, for its rows.
+    if (!kRed && a.cluster && phase_gemm(p - 1) >= 0) *want *= unsigned(gemm_shape(phase_gemm(p - 1), a.plan).splits);
     *c = pc + p - 1;
   }
 }
@@ -291,10 +320,38 @@ __device__ __forceinline__ float ln_out(float x, float2 mr, float g, float b) {
   return bf(to_bf((x - mr.x) * mr.y * g + b));
 }
 
-// v[i] = the sum over the K slices s < splits of the float4 at base + s * split_stride + off(i)
-// (floats), in slice order; two slices' loads in flight at a time.
-template <class Off>
-__device__ __forceinline__ void sum_partials(const float* base, size_t split_stride, Off off, int splits, float4 (&v)[8]) {
+// Where a GEMM's K-slice partials are, for the finishing steps (templates on the two kinds).
+// In global memory: slice s's element (row, col) at g[s * stride + row * n + col].
+struct GlobalParts {
+  const float* g;
+  size_t stride;
+  int n;
+  __device__ __forceinline__ float4 ld4(int s, int row, int col) const {
+    return __ldcg(reinterpret_cast<const float4*>(g + s * stride + size_t(row) * n + col));
+  }
+  __device__ __forceinline__ float ld1(int s, int row, int col) const { return __ldcg(g + s * stride + size_t(row) * n + col); }
+};
+__device__ __forceinline__ GlobalParts global_parts(const Args& a, int g) {
+  const int n = gemm_shape(g, a.plan).n;
+  return GlobalParts{a.part, size_t(kM) * n, n};
+}
+// Cluster mode: in the shared memory of the tile's S CTAs, slice s in cluster rank base + s, at
+// row * kPartRow + col - col0 of its buffer (sh: the buffer's shared::cta address, the same in
+// every CTA).
+struct ClusterParts {
+  unsigned sh;
+  int base, col0;
+  __device__ __forceinline__ unsigned at(int s, int row, int col) const {
+    return mapa_u32(sh + 4u * unsigned(row * kPartRow + col - col0), unsigned(base + s));
+  }
+  __device__ __forceinline__ float4 ld4(int s, int row, int col) const { return ld_cluster_f4(at(s, row, col)); }
+  __device__ __forceinline__ float ld1(int s, int row, int col) const { return ld_cluster_f32(at(s, row, col)); }
+};
+
+// v[i], i0 <= i < i1: the sum over the K slices s < splits of the float4 of the partials at
+// at(i) = (row, col), in slice order; two slices' loads in flight at a time.
+template <class Parts, class At>
+__device__ __forceinline__ void sum_partials(const Parts& P, At at, int splits, int i0, int i1, float4 (&v)[8]) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   auto add = [&](int i, float4 x) {
@@ -309,15 +366,18 @@ __device__ __forceinline__ void sum_partials(const float* base, size_t split_str
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) x[j][i] = __ldcg(reinterpret_cast<const float4*>(base + (s + j) * split_stride + off(i)));
+      for (int i = 0; i < 8; ++i)
+        if (i >= i0 && i < i1) x[j][i] = P.ld4(s + j, at(i).x, at(i).y);
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) add(i, x[j][i]);
+      for (int i = 0; i < 8; ++i)
+        if (i >= i0 && i < i1) add(i, x[j][i]);
   }
   if (s < splits) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) add(i, __ldcg(reinterpret_cast<const float4*>(base + s * split_stride + off(i))));
+    for (int i = 0; i < 8; ++i)
+      if (i >= i0 && i < i1) add(i, P.ld4(s, at(i).x, at(i).y));
   }
 }
 
@@ -354,7 +414,7 @@ __device__ void finish_tile(const Args& a, const LayerW& w, int g, int nt, int L
     for (int i = 0; i < 4; ++i) res[i] = __ldcg(reinterpret_cast<const uint4*>(rp) + i);
   }
   float4 acc[8];
-  sum_partials(a.part + size_t(r) * n + c0, size_t(kM) * n, [](int i) { return size_t(4) * i; }, splits, acc);
+  sum_partials(global_parts(a, g), [&](int i) { return make_int2(r, c0 + 4 * i); }, splits, 0, 8, acc);
   float v[32];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -436,22 +496,33 @@ __device__ void finish_tile(const Args& a, const LayerW& w, int g, int nt, int L
 // thread t takes 4 columns from (t%16)*4 of the rows t/16 + 16i, i < 8. Each 16-byte load of a
 // partial is then half of a 32-byte sector another lane of the warp reads too, instead of
 // finish_tile's 16 bytes per sector (a lane's 32 columns, 2 lanes a row).
-__device__ void finish_rows(const Args& a, const LayerW& w, int g, int nt, unsigned long long* tr) {
+// This and the next two finish part pi of pn of the tile's rows (cluster mode: pi is the CTA's
+// K slice, pn the tile's S; else 0 of 1): here the rows t/16 + 16i for 8pi/pn <= i < 8(pi+1)/pn.
+template <class Parts>
+__device__ void finish_rows(const Args& a, const LayerW& w, int g, int nt, const Parts& P, int pi, int pn,
+                            unsigned long long* tr) {
   const int t = threadIdx.x - 32, rb = t / 16, c = nt * 64 + (t % 16) * 4;
-  const int splits = gemm_shape(g, a.plan).splits;
+  const int splits = gemm_shape(g, a.plan).splits, i0 = 8 * pi / pn, i1 = 8 * (pi + 1) / pn;
   const uint2 bias = __ldg(reinterpret_cast<const uint2*>(w.b[g] + c));
   const unsigned short* rp = (g == 1 ? a.xr : a.yr) + c;
   uint2 res[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) res[i] = __ldcg(reinterpret_cast<const uint2*>(rp + size_t(rb + 16 * i) * kD));
+  for (int i = 0; i < 8; ++i)
+    if (i >= i0 && i < i1) res[i] = __ldcg(reinterpret_cast<const uint2*>(rp + size_t(rb + 16 * i) * kD));
   float4 v[8];
-  sum_partials(a.part + size_t(rb) * kD + c, size_t(kM) * kD, [](int i) { return size_t(16) * kD * i; }, splits, v);
-  if (threadIdx.x == 32) tr[6] = now_after(v[0].x + v[7].w);
+  sum_partials(P, [&](int i) { return make_int2(rb + 16 * i, c); }, splits, i0, i1, v);
+  if (threadIdx.x == 32) {
+      float all = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) all += v[i].x;
+      tr[6] = now_after(all);
+    }
   const float b0 = __uint_as_float(bias.x << 16), b1 = __uint_as_float(bias.x & 0xffff0000u);
   const float b2 = __uint_as_float(bias.y << 16), b3 = __uint_as_float(bias.y & 0xffff0000u);
   float* hp = a.h + size_t(rb) * kD + c;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
+    if (i < i0 || i >= i1) continue;
     const float4 o = make_float4(v[i].x + b0 + __uint_as_float(res[i].x << 16), v[i].y + b1 + __uint_as_float(res[i].x & 0xffff0000u),
                                  v[i].z + b2 + __uint_as_float(res[i].y << 16), v[i].w + b3 + __uint_as_float(res[i].y & 0xffff0000u));
     __stcg(reinterpret_cast<float4*>(hp + size_t(16 * i) * kD), o);
@@ -464,17 +535,23 @@ __device__ __forceinline__ float gelu(float x) { return 0.5f * x * (1.f + erff(x
 // with each thread owning 4 whole 16-byte lane words of the packed layout: rows r = 16 rb + rp
 // and r + 8, the 16 columns of block cb (t = 32 rb + 4 rp + cb). Its partials' loads are 64
 // contiguous bytes of a row, and it stores 4 x 16 bytes (finish_tile: 32 stores of 2 bytes).
-__device__ void finish_packed_up(const Args& a, const LayerW& w, int nt, unsigned long long* tr) {
+// Part pi of pn: the warps rb with 8pi/pn <= rb < 8(pi+1)/pn.
+template <class Parts>
+__device__ void finish_packed_up(const Args& a, const LayerW& w, int nt, const Parts& P, int pi, int pn,
+                                 unsigned long long* tr) {
   const int t = threadIdx.x - 32, cb = t % 4, rp = (t / 4) % 8, rb = t / 32;
   const int r = 16 * rb + rp, c = nt * 64 + 16 * cb;
   const int splits = gemm_shape(2, a.plan).splits;
+  if (rb < 8 * pi / pn || rb >= 8 * (pi + 1) / pn) {
+    if (threadIdx.x == 32) tr[6] = now();
+    return;
+  }
   uint4 bias[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) bias[i] = __ldg(reinterpret_cast<const uint4*>(w.b[2] + c) + i);
   // v[0..3]: row r, columns c..c+15; v[4..7]: row r + 8.
   float4 v[8];
-  sum_partials(a.part + size_t(r) * kF + c, size_t(kM) * kF, [](int i) { return size_t(4) * (i % 4) + size_t(8) * kF * (i / 4); },
-               splits, v);
+  sum_partials(P, [&](int i) { return make_int2(r + 8 * (i / 4), c + 4 * (i % 4)); }, splits, 0, 8, v);
   if (threadIdx.x == 32) tr[6] = now_after(v[0].x + v[7].w);
   float b[16];
   unpack8(bias[0], b);
@@ -498,33 +575,44 @@ __device__ void finish_packed_up(const Args& a, const LayerW& w, int nt, unsigne
 // into qk. A V tile, stored transposed into vt: thread t takes column t%64 of the 32 rows from
 // (t/64)*32, so its loads are a warp's 32 consecutive columns of a row and its stores 64
 // contiguous bytes of vt (finish_tile: 32 stores of 2 bytes, 256 bytes apart).
-__device__ void finish_qkv(const Args& a, const LayerW& w, int nt, unsigned long long* tr) {
+// Part pi of pn: Q and K as finish_rows; V's row groups t/64 with 4pi/pn <= t/64 < 4(pi+1)/pn
+// (pn at most 4).
+template <class Parts>
+__device__ void finish_qkv(const Args& a, const LayerW& w, int nt, const Parts& P, int pi, int pn, unsigned long long* tr) {
   const int t = threadIdx.x - 32, splits = gemm_shape(0, a.plan).splits;
-  const size_t split_stride = size_t(kM) * kQKV;
   if (nt * 64 < 2 * kD) {
-    const int rb = t / 16, c = nt * 64 + (t % 16) * 4;
+    const int rb = t / 16, c = nt * 64 + (t % 16) * 4, i0 = 8 * pi / pn, i1 = 8 * (pi + 1) / pn;
     const uint2 bias = __ldg(reinterpret_cast<const uint2*>(w.b[0] + c));
     float4 v[8];
-    sum_partials(a.part + size_t(rb) * kQKV + c, split_stride, [](int i) { return size_t(16) * kQKV * i; }, splits, v);
-    if (threadIdx.x == 32) tr[6] = now_after(v[0].x + v[7].w);
+    sum_partials(P, [&](int i) { return make_int2(rb + 16 * i, c); }, splits, i0, i1, v);
+    if (threadIdx.x == 32) {
+      float all = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) all += v[i].x;
+      tr[6] = now_after(all);
+    }
     const float b0 = __uint_as_float(bias.x << 16), b1 = __uint_as_float(bias.x & 0xffff0000u);
     const float b2 = __uint_as_float(bias.y << 16), b3 = __uint_as_float(bias.y & 0xffff0000u);
 #pragma unroll
     for (int i = 0; i < 8; ++i)
-      __stcg(reinterpret_cast<uint2*>(a.qk + size_t(rb + 16 * i) * (2 * kD) + c),
+      if (i >= i0 && i < i1)
+        __stcg(reinterpret_cast<uint2*>(a.qk + size_t(rb + 16 * i) * (2 * kD) + c),
              make_uint2(pack2(v[i].x + b0, v[i].y + b1), pack2(v[i].z + b2, v[i].w + b3)));
     return;
   }
   const int col = nt * 64 + t % 64, r0 = (t / 64) * 32;
+  if (t / 64 < 4 * pi / pn || t / 64 >= 4 * (pi + 1) / pn) {
+    if (threadIdx.x == 32) tr[6] = now();
+    return;
+  }
   const float bias = bf(w.b[0][col]);
   float v[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) v[i] = 0.f;
-  const float* base = a.part + size_t(r0) * kQKV + col;
   for (int s = 0; s < splits; ++s) {
     float x[32];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) x[i] = __ldcg(base + s * split_stride + size_t(i) * kQKV);
+    for (int i = 0; i < 32; ++i) x[i] = P.ld1(s, r0 + i, col);
 #pragma unroll
     for (int i = 0; i < 32; ++i) v[i] += x[i];
   }
@@ -547,7 +635,9 @@ __device__ __forceinline__ void ring_put(unsigned long long* bars, unsigned char
   bulk_copy(smem_u32(ring + size_t(s) * bytes), src, bytes, smem_u32(&bars[s]));
 }
 
-template <bool kRed>
+// kCl: cluster mode (a.cluster CTAs a cluster), a separate instance so that neither carries the
+// other's finishing code (and its registers).
+template <bool kRed, bool kCl>
 __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_constant__ Args a, int st) {
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned long long* bars = reinterpret_cast<unsigned long long*>(smem);  // full[st], empty[st]
@@ -558,6 +648,11 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
   const int ast = a.a_stages;
   unsigned long long* abars = reinterpret_cast<unsigned long long*>(ring + size_t(st) * kChunk);
   unsigned char* aring = reinterpret_cast<unsigned char*>(abars) + 128 * ((16 * ast + 127) / 128);
+  // Cluster mode: two mbarriers (red_full: every CTA of the cluster has stored its partial tile;
+  // red_free: every CTA has read its peers' partials), then the partial tile.
+  const int cs = kCl ? a.cluster : 0;
+  unsigned long long* cbars = reinterpret_cast<unsigned long long*>(aring + size_t(ast) * kAChunk);
+  float* cpart = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(cbars) + 128);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, G = gridDim.x;
   if (threadIdx.x == 0 && ast > 0) {
     for (int i = 0; i < ast; ++i) {
@@ -565,14 +660,19 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
       mbar_init(smem_u32(&abars[ast + i]), kConsumers);
     }
   }
+  if (threadIdx.x == 0 && cs > 0) {
+    mbar_init(smem_u32(&cbars[0]), unsigned(cs));
+    mbar_init(smem_u32(&cbars[1]), unsigned(cs));
+  }
   init_ring(bars, st, kConsumers);  // its fence and __syncthreads cover the A ring's barriers too
+  if (cs > 0) cluster_sync();       // no peer arrives on a barrier before its CTA set it up
   unsigned* phase_c = a.counters;
   unsigned* tile_c = a.counters + 7 * a.layers;
   long long q = 0;  // the ring's running chunk count
   Walk wk;
   if (warp == 0) {
     if (lane != 0) return;
-    while (wk.next(blockIdx.x, G, a.layers, a.plan)) {
+    while (wk.next(blockIdx.x, G, a.layers, a.plan, cs)) {
       int kc = 0;
       const unsigned char* src = item_weights(a, wk, kc);
       if (!src) continue;
@@ -583,7 +683,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
   if (warp == kAWarp) {  // the A producer: one lane, only with PL_A=tma
     if (lane != 0 || ast == 0) return;
     long long qa = 0;
-    while (wk.next(blockIdx.x, G, a.layers, a.plan)) {
+    while (wk.next(blockIdx.x, G, a.layers, a.plan, cs)) {
       const int L = wk.layer, p = wk.phase;
       if (!a_by_ring<kRed>(a, L, p)) continue;
       const unsigned* dep;
@@ -603,8 +703,9 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     return;
   }
   long long qa = 0;  // the A ring's running chunk count (consumers)
+  unsigned nuse = 0;  // cluster mode: the GEMM items done (the cluster mbarriers' phases)
   const int w = warp - 1, gid = lane / 4, tig = lane % 4;
-  while (wk.next(blockIdx.x, G, a.layers, a.plan)) {
+  while (wk.next(blockIdx.x, G, a.layers, a.plan, cs)) {
     const int L = wk.layer, p = wk.phase;
     const LayerW& lw = a.lw[L];
     unsigned* pc = phase_c + 7 * L;
@@ -753,6 +854,39 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
         if (threadIdx.x == 32) tr[2] = now();
         continue;
       }
+      if constexpr (kCl) {
+        // The partial tile into this CTA's shared memory, once every CTA of the cluster has read
+        // the last one; then wait until every CTA has stored its own.
+        if (nuse > 0) mbar_wait_cluster(smem_u32(&cbars[1]), (nuse - 1) & 1);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int col = j * 8 + tig * 2, r0 = w * 16 + gid;
+          *reinterpret_cast<float2*>(cpart + r0 * kPartRow + col) = make_float2(acc[j][0], acc[j][1]);
+          *reinterpret_cast<float2*>(cpart + (r0 + 8) * kPartRow + col) = make_float2(acc[j][2], acc[j][3]);
+        }
+        consumers_sync();
+        if (threadIdx.x == 32)
+          for (int q = 0; q < cs; ++q) mbar_arrive_peer(smem_u32(&cbars[0]), unsigned(q));
+        mbar_wait_cluster(smem_u32(&cbars[0]), nuse & 1);
+        if (threadIdx.x == 32) {
+          tr[4] = now();
+          tr[5] = 1;
+        }
+        // This CTA (K slice sl of the tile's S) finishes rows part sl of S from the S CTAs of its
+        // tile: cluster ranks (r / S) * S + s.
+        const int S = sh.splits, r = int(blockIdx.x) % cs;
+        const ClusterParts P{smem_u32(cpart), (r / S) * S, nt * 64};
+        if (g == 0) finish_qkv(a, lw, nt, P, sl, S, tr);
+        else if (g == 2) finish_packed_up(a, lw, nt, P, sl, S, tr);
+        else finish_rows(a, lw, g, nt, P, sl, S, tr);
+        if (threadIdx.x == 32) tr[7] = now();
+        signal_counter(pc + p, a.sc_fences);  // its barrier: this CTA's reads of the peers are done
+        if (threadIdx.x == 32)
+          for (int q = 0; q < cs; ++q) mbar_arrive_peer(smem_u32(&cbars[1]), unsigned(q));
+        ++nuse;
+        if (threadIdx.x == 32) tr[2] = now();
+        continue;
+      }
       float* out = a.part + size_t(sl) * kM * sh.n;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
@@ -769,9 +903,10 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
         tr[5] = *last_flag;
       }
       if (*last_flag) {
-        if (a.fin_rows && !a.plan.fold && (g == 1 || g == 3)) finish_rows(a, lw, g, nt, tr);
-        else if (a.fin_up && g == 2) finish_packed_up(a, lw, nt, tr);
-        else if (a.fin_up && g == 0) finish_qkv(a, lw, nt, tr);
+        const GlobalParts P = global_parts(a, g);
+        if (a.fin_rows && !a.plan.fold && (g == 1 || g == 3)) finish_rows(a, lw, g, nt, P, 0, 1, tr);
+        else if (a.fin_up && g == 2) finish_packed_up(a, lw, nt, P, 0, 1, tr);
+        else if (a.fin_up && g == 0) finish_qkv(a, lw, nt, P, 0, 1, tr);
         else finish_tile(a, lw, g, nt, L, tr);
         if (threadIdx.x == 32) tr[7] = now();
         signal_counter(pc + p, a.sc_fences);
@@ -998,6 +1133,8 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     signal_counter(pc + p, a.sc_fences);
     if (threadIdx.x == 32) tr[2] = now();
   }
+  // Cluster mode: this CTA's shared memory stays until every CTA has read its last partial tile.
+  if (cs > 0 && nuse > 0) mbar_wait_cluster(smem_u32(&cbars[1]), (nuse - 1) & 1);
 }
 
 // ---- the float32 reference, one simple kernel per step ----
@@ -1104,6 +1241,26 @@ int main(int argc, char** argv) {
     }
     a.a_stages = 3;
   }
+  a.cluster = 0;
+  if (const char* e = std::getenv("PL_CLUSTER")) {
+    a.cluster = std::atoi(e);
+    if (a.cluster != 0 && a.cluster != 2 && a.cluster != 4) {
+      std::printf("PL_CLUSTER=%s: 2 or 4 CTAs a cluster\n", e);
+      return 1;
+    }
+    if (a.cluster && (red || plan.fold || !a.fin_rows)) {
+      std::printf("PL_CLUSTER: partials mode only, not fold or red, and not PL_FIN=tile\n");
+      return 1;
+    }
+    for (int g = 0; g < 4 && a.cluster; ++g) {
+      const GemmShape sh = gemm_shape(g, plan);
+      if (a.cluster % sh.splits || (sh.n / 64) % (a.cluster / sh.splits)) {
+        std::printf("PL_CLUSTER=%d: GEMM %d's %d K slices must divide the cluster and the %d tiles its rest\n",
+                    a.cluster, g, sh.splits, sh.n / 64);
+        return 1;
+      }
+    }
+  }
   a.red_fence = !(std::getenv("PL_RED_FENCE") && std::strcmp(std::getenv("PL_RED_FENCE"), "0") == 0);
   std::vector<std::vector<unsigned short>> raw_w(size_t(layers) * 4), raw_b(size_t(layers) * 4), raw_ln(size_t(layers) * 4);
   std::vector<const unsigned short*> ref_w(size_t(layers) * 4);
@@ -1207,15 +1364,16 @@ int main(int argc, char** argv) {
   // behind weight copies that arrive at DRAM speed: 96.5 us a layer at 23 stages, 76.4 at 8, 75.4
   // at 4 (H100, 3 6 2 8, the twenty-fourth session).
   const int a_bytes = a.a_stages ? 128 * ((16 * a.a_stages + 127) / 128) + a.a_stages * kAChunk : 0;
-  const int fit = std::min(24, (smem_optin - 1024 - kAttBytes - a_bytes) / kChunk);
+  const int fit = std::min(24, (smem_optin - 1024 - kAttBytes - a_bytes - (a.cluster ? 128 + kPartBytes : 0)) / kChunk);
   int st = std::min(fit, 4);
   if (const char* e = std::getenv("PL_STAGES")) st = std::max(2, std::min(fit, std::atoi(e)));
   size_t smem = size_t(128 * ((16 * st + 16 + 127) / 128)) + kAttBytes + size_t(st) * kChunk;
   if (a.a_stages) smem += size_t(128 * ((16 * a.a_stages + 127) / 128)) + size_t(a.a_stages) * kAChunk;
+  if (a.cluster) smem += 128 + kPartBytes;
   const size_t ntrace = size_t(layers) * 7 * kMaxItems * kTrace;
   CK(cudaMalloc(&a.trace, sizeof(unsigned long long) * ntrace));
   CK(cudaMemset(a.trace, 0, sizeof(unsigned long long) * ntrace));
-  void (*kern)(Args, int) = red ? encoder_kernel<true> : encoder_kernel<false>;
+  void (*kern)(Args, int) = red ? encoder_kernel<true, false> : a.cluster ? encoder_kernel<false, true> : encoder_kernel<false, false>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   int per_sm = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, kThreads, smem));
@@ -1223,8 +1381,34 @@ int main(int argc, char** argv) {
     std::printf("the kernel does not fit on an SM\n");
     return 1;
   }
+  // The grid: one CTA per SM; in cluster mode as many whole clusters as fit at once.
+  int grid = sms;
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute cattr{};
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  if (a.cluster) {
+    cattr.id = cudaLaunchAttributeClusterDimension;
+    cattr.val.clusterDim.x = unsigned(a.cluster);
+    cattr.val.clusterDim.y = cattr.val.clusterDim.z = 1;
+    cfg.attrs = &cattr;
+    cfg.numAttrs = 1;
+    cfg.gridDim = dim3(unsigned(sms / a.cluster * a.cluster));
+    int clusters = 0;
+    CK(cudaOccupancyMaxActiveClusters(&clusters, kern, &cfg));
+    grid = std::min(clusters * a.cluster, sms / a.cluster * a.cluster);
+    if (grid < a.cluster) {
+      std::printf("no cluster of %d fits\n", a.cluster);
+      return 1;
+    }
+    std::printf("clusters of %d: %d CTAs (%d clusters fit at once); tiles x K slices a cluster:", a.cluster, grid, clusters);
+    for (int g = 0; g < 4; ++g) std::printf(" %dx%d", a.cluster / plan.splits[g], plan.splits[g]);
+    std::printf("\n");
+  }
+  cfg.gridDim = dim3(unsigned(grid));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cfg.stream = s;
   auto set_up = [&] {  // what every launch starts from, besides xr
     CK(cudaMemsetAsync(a.counters, 0, sizeof(unsigned) * ncount, s));
     if (plan.fold) CK(cudaMemsetAsync(a.stats, 0, sizeof(float) * layers * 2 * kM * 2, s));
@@ -1235,8 +1419,12 @@ int main(int argc, char** argv) {
   };
   auto launch = [&] {
     set_up();
-    kern<<<sms, kThreads, smem, s>>>(a, st);
-    CK(cudaGetLastError());
+    if (a.cluster) {
+      CK(cudaLaunchKernelEx(&cfg, kern, a, st));
+    } else {
+      kern<<<grid, kThreads, smem, s>>>(a, st);
+      CK(cudaGetLastError());
+    }
   };
   launch();
   CK(cudaStreamSynchronize(s));
@@ -1337,7 +1525,7 @@ int main(int argc, char** argv) {
   std::printf("persistent encoder, %d layers, %d CTAs, %d stages of 8 KB: %.1f us (p10 %.1f, p90 %.1f; the graph's "
               "copies + memset alone %.1f us), %.2f us a layer; weights %.1f MB, %.0f GB/s; max abs err after the "
               "timed runs %.4g\n",
-              layers, sms, st, t[t.size() / 2], t[t.size() / 10], t[t.size() * 9 / 10], t0[t0.size() / 2],
+              layers, grid, st, t[t.size() / 2], t[t.size() / 10], t[t.size() * 9 / 10], t0[t0.size() / 2],
               (t[t.size() / 2] - t0[t0.size() / 2]) / layers, layers * 14.16, layers * 14.16e6 / ((t[t.size() / 2] - t0[t0.size() / 2]) * 1e3),
               again);
   return again < 0.5 ? 0 : 1;

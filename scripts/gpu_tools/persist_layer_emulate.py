@@ -6,9 +6,10 @@ regrouping of P's accumulators into A fragments, and the red mode's FFN-down A f
 float32 sum; the finishing steps' mappings (FFN up's packed A words, V's transposed tiles) and
 the A ring's fragment reads. Then the item schedule: every CTA walks its items in order (Walk), each waiting on
 its counter as the kernel does; every item must run once and all must finish (no deadlock), in both
-modes and the fold mode, for several K splits and grid sizes. Then the fold mode's numerics (LayerNorm
+modes and the fold mode, for several K splits and grid sizes, and in cluster mode (a GEMM item done
+only when its cluster's CTAs all reach it; the finish's row parts cover each row once). Then the fold mode's numerics (LayerNorm
 statistics as sums and sums of squares) against the two-pass LayerNorm over 12 layers in numpy.
-Run: .venv/bin/python scripts/gpu_tools/persist_layer_emulate.py (prints four oks)."""
+Run: .venv/bin/python scripts/gpu_tools/persist_layer_emulate.py (prints five oks)."""
 import numpy as np
 rng=np.random.default_rng(1)
 kM,kD,kHD,kQKV,kF=128,768,64,2304,3072
@@ -193,6 +194,75 @@ for sp in [(4,12,3,12),(3,6,2,8),(2,4,1,4),(1,1,1,1)]:
             d,f=sim(G,12,sp,red,fold)
             assert d and f==kLn,(sp,red,fold,G,d,f)
 print("schedule ok")
+
+# Cluster mode (PL_CLUSTER=cs): Walk's cluster numbering of a GEMM's items, and the schedule with a
+# GEMM item finishing only when every CTA of its cluster has reached it (the red_full mbarrier),
+# each CTA then signalling for its rows (a counter wants tiles x S). Every item once, no deadlock.
+def walk_cl(cta,G,layers,sp,cs):
+    rot=0
+    for L in range(layers):
+        for p in range(7):
+            n=phase_items(p,sp,L,layers); g=phase_gemm(p)
+            if g>=0:
+                N,K,S=shapes(sp)[g]; tiles=N//64; T=cs//S; r=cta%cs; ci=cta//cs
+                while ci<tiles//T:
+                    yield (L,p,(r%S)*tiles+ci*T+r//S); ci+=G//cs
+            else:
+                i=((cta-rot)%G+G)%G
+                while i<n: yield (L,p,i); i+=G
+            rot=(rot+n)%G
+def sim_cl(G,layers,sp,cs):
+    seqs=[list(walk_cl(c,G,layers,sp,cs)) for c in range(G)]
+    allit=sorted(x for q in seqs for x in q)
+    exp=sorted((L,p,i) for L in range(layers) for p in range(7) for i in range(phase_items(p,sp,L,layers)))
+    assert allit==exp,"cluster walk: items not each once"
+    pc={}; pos=[0]*G
+    def want(L,p):
+        if p==0: return None if L==0 else ((L-1,6),kLn)
+        w=[None,phase_tiles(0),kH,phase_tiles(2),kLn,phase_tiles(4),phase_tiles(5)][p]
+        if phase_gemm(p-1)>=0: w*=shapes(sp)[phase_gemm(p-1)][2]
+        return ((L,p-1),w)
+    def ready(c):
+        if pos[c]>=len(seqs[c]): return None
+        L,p,i=seqs[c][pos[c]]; w=want(L,p)
+        return None if (w and pc.get(w[0],0)<w[1]) else (L,p,i)
+    progress=True
+    while progress:
+        progress=False
+        for c in range(G):
+            while True:
+                it=ready(c)
+                if it is None: break
+                L,p,i=it
+                if phase_gemm(p)<0:
+                    pc[(L,p)]=pc.get((L,p),0)+1; pos[c]+=1; progress=True; continue
+                k=c//cs; its=[ready(q) for q in range(k*cs,k*cs+cs)]
+                if any(x is None or x[:2]!=(L,p) for x in its): break
+                N,K,S=shapes(sp)[phase_gemm(p)]; tiles=N//64
+                assert len({(x[2]%tiles)//(cs//S) for x in its})==1,"a cluster's CTAs on different cluster items"
+                for q in range(k*cs,k*cs+cs):
+                    pc[(L,p)]=pc.get((L,p),0)+1; pos[q]+=1
+                progress=True
+    return all(pos[c]==len(seqs[c]) for c in range(G)), pc.get((layers-1,6),0)
+for cs,sp in ((4,(2,4,2,4)),(4,(4,4,4,4)),(4,(1,2,1,4)),(2,(2,2,2,2)),(2,(1,2,1,2))):
+    for G in (132,128,8,4):
+        d,f=sim_cl(G//cs*cs,12,sp,cs)
+        assert d and f==kLn,(cs,sp,G,d,f)
+# The cluster finish's parts pi of pn (pn = S) cover every row of a tile once: finish_rows and
+# finish_qkv's Q/K rows t/16 + 16i for 8pi/pn <= i < 8(pi+1)/pn; finish_packed_up's rows of warps
+# 8pi/pn <= rb < 8(pi+1)/pn; V's 32-row groups 4pi/pn <= t/64 < 4(pi+1)/pn.
+for pn in (1,2,4):
+    rows=[[],[],[]]
+    for pi in range(pn):
+        for t in range(256):
+            rows[0]+=[(t//16+16*i,t%16) for i in range(8*pi//pn,8*(pi+1)//pn)]
+            rb,rp,cb=t//32,(t//4)%8,t%4
+            if 8*pi//pn<=rb<8*(pi+1)//pn: rows[1]+=[(16*rb+rp,cb),(16*rb+rp+8,cb)]
+            if 4*pi//pn<=t//64<4*(pi+1)//pn: rows[2]+=[((t//64)*32+i,t%64) for i in range(32)]
+    assert sorted(rows[0])==sorted((r,c) for r in range(128) for c in range(16)),("rows",pn)
+    assert sorted(rows[1])==sorted((r,c) for r in range(128) for c in range(4)),("packed_up",pn)
+    assert sorted(rows[2])==sorted((r,c) for r in range(128) for c in range(64)),("V",pn)
+print("cluster schedule ok")
 
 # Fold mode's numerics: LayerNorm statistics as a sum and a sum of squares over 64-column tiles
 # (E[x^2] - mean^2, float32), normalized where the output is read, against the two-pass LayerNorm
