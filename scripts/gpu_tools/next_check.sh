@@ -28,8 +28,8 @@ echo "== persist_layer"
 nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v scripts/gpu_tools/persist_layer.cu \
   -o /tmp/persist_layer 2>"$OUT/persist_layer_ptxas.txt" || tail -20 "$OUT/persist_layer_ptxas.txt"
 for cfg in "PL_FIN=rows:12 3 6 2 8" "PL_FIN=all:12 3 6 2 8" "PL_A=tma:12 3 6 2 8" "PL_A=tma PL_FIN=all:12 3 6 2 8" \
-  "PL_CLUSTER=4:1 2 4 2 4" "PL_CLUSTER=4:12 2 4 2 4" "PL_CLUSTER=4 PL_A=tma:12 2 4 2 4" "PL_CLUSTER=2:12 2 2 2 2" \
-  "PL_CLUSTER=4:12 4 4 4 4" "PL_A=tma PL_FIN=all:12 2 4 2 4" "PL_FIN=all:12 2 4 2 4"; do
+  "PL_CLUSTER=4:1 2 4 2 4" "PL_CLUSTER=4:12 2 4 2 4" "PL_CLUSTER=4 PL_A=tma:12 2 4 2 4" "PL_CLUSTER=8:12 2 4 2 8" \
+  "PL_CLUSTER=2:12 2 2 2 2" "PL_A=tma PL_FIN=all:12 2 4 2 4" "PL_FIN=all:12 2 4 2 4"; do
   echo "-- ${cfg%%:*} ${cfg#*:}"
   # shellcheck disable=SC2086
   env ${cfg%%:*} timeout 20 /tmp/persist_layer ${cfg#*:} 2>&1 | grep -vE '^NVIDIA|^  (LN1|LN2) '

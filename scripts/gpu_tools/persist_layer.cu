@@ -25,7 +25,7 @@
 // With PL_A=tma, warp 9's first lane walks the same items, waits for each GEMM item's inputs
 // and copies its A chunks into a second ring (3 stages of 16 KB), so the consumers neither poll
 // nor wait on L2 for A.
-// With PL_CLUSTER=CS (2 or 4), the CTAs run in clusters of CS and a GEMM's K slices are summed
+// With PL_CLUSTER=CS (2, 4 or 8), the CTAs run in clusters of CS and a GEMM's K slices are summed
 // through distributed shared memory instead of partials in global memory and a finishing item:
 // a cluster takes T = CS / S tiles at once, the S CTAs of a tile one K slice each; each stores its
 // float32 partial tile into its own shared memory, the cluster's CTAs wait for each other (one
@@ -1244,8 +1244,12 @@ int main(int argc, char** argv) {
   a.cluster = 0;
   if (const char* e = std::getenv("PL_CLUSTER")) {
     a.cluster = std::atoi(e);
-    if (a.cluster != 0 && a.cluster != 2 && a.cluster != 4) {
-      std::printf("PL_CLUSTER=%s: 2 or 4 CTAs a cluster\n", e);
+    if (a.cluster != 0 && a.cluster != 2 && a.cluster != 4 && a.cluster != 8) {
+      std::printf("PL_CLUSTER=%s: 2, 4 or 8 CTAs a cluster\n", e);
+      return 1;
+    }
+    if (a.cluster && plan.splits[0] > 4) {  // finish_qkv's V tiles come in 4 parts of 32 rows
+      std::printf("PL_CLUSTER: at most 4 K slices for Q/K/V\n");
       return 1;
     }
     if (a.cluster && (red || plan.fold || !a.fin_rows)) {
