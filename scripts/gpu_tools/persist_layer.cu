@@ -512,11 +512,11 @@ __device__ void finish_rows(const Args& a, const LayerW& w, int g, int nt, const
   float4 v[8];
   sum_partials(P, [&](int i) { return make_int2(rb + 16 * i, c); }, splits, i0, i1, v);
   if (threadIdx.x == 32) {
-      float all = 0.f;
+    float all = 0.f;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) all += v[i].x;
-      tr[6] = now_after(all);
-    }
+    for (int i = 0; i < 8; ++i) all += v[i].x;
+    tr[6] = now_after(all);
+  }
   const float b0 = __uint_as_float(bias.x << 16), b1 = __uint_as_float(bias.x & 0xffff0000u);
   const float b2 = __uint_as_float(bias.y << 16), b3 = __uint_as_float(bias.y & 0xffff0000u);
   float* hp = a.h + size_t(rb) * kD + c;
