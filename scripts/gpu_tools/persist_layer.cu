@@ -498,6 +498,15 @@ __device__ void finish_tile(const Args& a, const LayerW& w, int g, int nt, int L
 // finish_tile's 16 bytes per sector (a lane's 32 columns, 2 lanes a row).
 // This and the next two finish part pi of pn of the tile's rows (cluster mode: pi is the CTA's
 // K slice, pn the tile's S; else 0 of 1): here the rows t/16 + 16i for 8pi/pn <= i < 8(pi+1)/pn.
+// Thread 32's trace: when the loads of its sums v were back.
+__device__ __forceinline__ void trace_summed(unsigned long long* tr, const float4 (&v)[8]) {
+  if (threadIdx.x != 32) return;
+  float all = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) all += v[i].x;
+  tr[6] = now_after(all);
+}
+
 template <class Parts>
 __device__ void finish_rows(const Args& a, const LayerW& w, int g, int nt, const Parts& P, int pi, int pn,
                             unsigned long long* tr) {
@@ -511,12 +520,7 @@ __device__ void finish_rows(const Args& a, const LayerW& w, int g, int nt, const
     if (i >= i0 && i < i1) res[i] = __ldcg(reinterpret_cast<const uint2*>(rp + size_t(rb + 16 * i) * kD));
   float4 v[8];
   sum_partials(P, [&](int i) { return make_int2(rb + 16 * i, c); }, splits, i0, i1, v);
-  if (threadIdx.x == 32) {
-    float all = 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) all += v[i].x;
-    tr[6] = now_after(all);
-  }
+  trace_summed(tr, v);
   const float b0 = __uint_as_float(bias.x << 16), b1 = __uint_as_float(bias.x & 0xffff0000u);
   const float b2 = __uint_as_float(bias.y << 16), b3 = __uint_as_float(bias.y & 0xffff0000u);
   float* hp = a.h + size_t(rb) * kD + c;
@@ -585,12 +589,7 @@ __device__ void finish_qkv(const Args& a, const LayerW& w, int nt, const Parts& 
     const uint2 bias = __ldg(reinterpret_cast<const uint2*>(w.b[0] + c));
     float4 v[8];
     sum_partials(P, [&](int i) { return make_int2(rb + 16 * i, c); }, splits, i0, i1, v);
-    if (threadIdx.x == 32) {
-      float all = 0.f;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) all += v[i].x;
-      tr[6] = now_after(all);
-    }
+    trace_summed(tr, v);
     const float b0 = __uint_as_float(bias.x << 16), b1 = __uint_as_float(bias.x & 0xffff0000u);
     const float b2 = __uint_as_float(bias.y << 16), b3 = __uint_as_float(bias.y & 0xffff0000u);
 #pragma unroll
