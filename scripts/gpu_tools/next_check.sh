@@ -27,8 +27,9 @@ S=/tmp/brrr_suite
 echo "== persist_layer"
 nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v scripts/gpu_tools/persist_layer.cu \
   -o /tmp/persist_layer 2>"$OUT/persist_layer_ptxas.txt" || tail -20 "$OUT/persist_layer_ptxas.txt"
-for cfg in "PL_FIN=rows:12 3 6 2 8" "PL_FIN=all:12 3 6 2 8" "PL_A=tma:12 3 6 2 8" "PL_A=tma PL_FIN=all:12 3 6 2 8" \
-  "PL_CLUSTER=4:1 2 4 2 4" "PL_CLUSTER=4:12 2 4 2 4" "PL_CLUSTER=4 PL_A=tma:12 2 4 2 4" "PL_CLUSTER=8:12 2 4 2 8" \
+# Most wanted first: a call cut short keeps what ran.
+for cfg in "PL_FIN=rows:12 3 6 2 8" "PL_CLUSTER=4:1 2 4 2 4" "PL_CLUSTER=4:12 2 4 2 4" "PL_CLUSTER=8:12 2 4 2 8" \
+  "PL_FIN=all:12 3 6 2 8" "PL_A=tma PL_FIN=all:12 3 6 2 8" "PL_CLUSTER=4 PL_A=tma:12 2 4 2 4" "PL_A=tma:12 3 6 2 8" \
   "PL_CLUSTER=2:12 2 2 2 2" "PL_A=tma PL_FIN=all:12 2 4 2 4" "PL_FIN=all:12 2 4 2 4"; do
   echo "-- ${cfg%%:*} ${cfg#*:}"
   # shellcheck disable=SC2086
