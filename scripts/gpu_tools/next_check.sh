@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The first device call of the next session (carry [".devdeps"]).
+# The first device call of the next session (carry [".devdeps", ".devbuild"]; .devbuild: see
+# scripts/gpu_tools/devbuild.sh, optional).
 #   1. The persistent encoder (persist_layer.cu, no brrr build), as the twenty-fourth session left
 #      it: 4 weight stages and the row-coalesced finish of the out-projection and FFN down by
 #      default (61.9 us a layer at 3 6 2 8 on an H100, from 96.5). New and not yet run: PL_FIN=all,
@@ -23,7 +24,16 @@ el() { echo $(( $(date +%s) - T0 )); }
 S=/tmp/brrr_suite
 [ "${PERSIST_ONLY:-0}" = 1 ] || (python3 scripts/models/export.py --out $S --models bert_base,resnet50 --dtypes bf16 --exporters torchscript \
   --no-verify --threads 8 >"$OUT/export.log" 2>&1; echo "export rc $?" >>"$OUT/export.log") &
-[ "${PERSIST_ONLY:-0}" = 1 ] || (TARGETS="brrr_cli" source scripts/gpu_build.sh >"$OUT/build_out.log" 2>&1; echo "build rc $?" >>"$OUT/build_out.log") &
+# brrr: the one carried in .devbuild when it was built from these sources and runs here
+# (scripts/gpu_tools/devbuild.sh; carry [".devdeps", ".devbuild"]), else built here meanwhile.
+if [ "${PERSIST_ONLY:-0}" != 1 ]; then
+  if (source scripts/gpu_env.sh >/dev/null 2>&1 && source scripts/gpu_tools/devbuild.sh use) >"$OUT/build_out.log" 2>&1; then
+    export B=$PWD/.devbuild
+    echo "build rc 0 (carried)" >>"$OUT/build_out.log"
+  else
+    (TARGETS="brrr_cli" source scripts/gpu_build.sh >>"$OUT/build_out.log" 2>&1; echo "build rc $?" >>"$OUT/build_out.log") &
+  fi
+fi
 echo "== persist_layer"
 nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v scripts/gpu_tools/persist_layer.cu \
   -o /tmp/persist_layer 2>"$OUT/persist_layer_ptxas.txt" || tail -20 "$OUT/persist_layer_ptxas.txt"
@@ -33,8 +43,23 @@ for cfg in "PL_FIN=rows:12 3 6 2 8" "PL_CLUSTER=4:1 2 4 2 4" "PL_CLUSTER=4:12 2 
   "PL_CLUSTER=2:12 2 2 2 2" "PL_A=tma PL_FIN=all:12 2 4 2 4" "PL_FIN=all:12 2 4 2 4"; do
   echo "-- ${cfg%%:*} ${cfg#*:}"
   # shellcheck disable=SC2086
-  env ${cfg%%:*} timeout 20 /tmp/persist_layer ${cfg#*:} 2>&1 | grep -vE '^NVIDIA|^  (LN1|LN2) '
+  env ${cfg%%:*} timeout 20 /tmp/persist_layer ${cfg#*:} >/tmp/pl_run.txt 2>&1
+  rc=$?
+  grep -vE '^NVIDIA|^  (LN1|LN2) ' /tmp/pl_run.txt
+  [ $rc -ne 0 ] && echo "   (exit $rc)" && FAILED="${FAILED:-$cfg}"
 done
+# The first configuration that failed (wrong, faulted or hung), one layer under compute-sanitizer's
+# memcheck, then its racecheck (shared memory, distributed shared memory included), so that the
+# same call says where.
+if [ -n "${FAILED:-}" ]; then
+  set -- ${FAILED#*:}
+  for tool in memcheck racecheck; do
+    echo "-- compute-sanitizer --tool $tool: ${FAILED%%:*} 1 $2 $3 $4 $5 ${6:-}"
+    # shellcheck disable=SC2086
+    env ${FAILED%%:*} timeout 120 compute-sanitizer --tool $tool --print-limit 8 /tmp/persist_layer 1 $2 $3 $4 $5 ${6:-} 2>&1 |
+      grep -vE '^NVIDIA|^  ' | head -40
+  done
+fi
 echo "== persist_layer done at $(el) s"
 [ "${PERSIST_ONLY:-0}" = 1 ] && exit 0  # part 1 alone (a short call), without waiting for the build
 wait
