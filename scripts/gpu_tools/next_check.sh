@@ -8,8 +8,9 @@
 #      Q/K/V's with coalesced loads and stores (finish_qkv); and PL_A=tma, A's chunks copied into
 #      shared memory by a producer warp that waits for the inputs itself. And PL_CLUSTER (the
 #      twenty-fifth session): clusters of CTAs that sum a GEMM's K slices through distributed
-#      shared memory, no partials in L2 and no finishing item. The runs' checks say whether
-#      they are right.
+#      shared memory, no partials in L2 and no finishing item; and PL_DEPS=fine, attention,
+#      out-projection and FFN down items waiting only for the pieces they read. The runs'
+#      checks say whether they are right.
 #   2. The yardstick: brrr against torch.compile (reduce-overhead) with PyTorch timed both ways
 #      (gpu_bench.py --torch-timer both): CUDA events around each call as brrr bench times brrr,
 #      and triton's do_bench (L2 flushed before each call, which hides the host's launch).
@@ -39,7 +40,7 @@ nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v scripts/gpu
   -o /tmp/persist_layer 2>"$OUT/persist_layer_ptxas.txt" || tail -20 "$OUT/persist_layer_ptxas.txt"
 # Most wanted first: a call cut short keeps what ran.
 for cfg in "PL_FIN=rows:12 3 6 2 8" "PL_CLUSTER=4:1 2 4 2 4" "PL_CLUSTER=4:12 2 4 2 4" "PL_CLUSTER=8:12 2 4 2 8" \
-  "PL_FIN=all:12 3 6 2 8" "PL_A=tma PL_FIN=all:12 3 6 2 8" "PL_CLUSTER=4 PL_A=tma:12 2 4 2 4" "PL_A=tma:12 3 6 2 8" \
+  "PL_DEPS=fine:12 3 6 2 8" "PL_CLUSTER=4 PL_DEPS=fine:12 2 4 2 4" "PL_FIN=all:12 3 6 2 8" "PL_A=tma PL_FIN=all:12 3 6 2 8" "PL_CLUSTER=4 PL_A=tma:12 2 4 2 4" "PL_A=tma:12 3 6 2 8" \
   "PL_CLUSTER=2:12 2 2 2 2" "PL_A=tma PL_FIN=all:12 2 4 2 4" "PL_FIN=all:12 2 4 2 4"; do
   echo "-- ${cfg%%:*} ${cfg#*:}"
   # shellcheck disable=SC2086

@@ -121,6 +121,9 @@ struct Args {
   int a_stages;
   // PL_CLUSTER: CTAs per cluster (0: no clusters; partials in global memory, finishing items).
   int cluster;
+  // PL_DEPS=fine: attention, out-projection and FFN down items wait only for the pieces they read
+  // (phase_dep), not for the whole phase before.
+  bool fine_deps;
   const unsigned short* x0_packed;  // the input, packed A [48][8][32][8]
   const unsigned short* x0;         // and row-major, the first residual
   unsigned short* xa;               // packed A of a layer's input (LN2's output)
@@ -218,26 +221,73 @@ __device__ __forceinline__ const unsigned char* item_weights(const Args& a, cons
   return reinterpret_cast<const unsigned char*>(a.lw[wk.layer].w[g]) + (size_t(nt) * (sh.k / 64) + size_t(sl) * kc) * kChunk;
 }
 
-// What phase p of layer L waits for: a counter and the count (c null: nothing, layer 0's Q/K/V).
+// What an item waits for: n counters, stride apart from c, each at least `want` (c null: nothing,
+// layer 0's Q/K/V).
+struct Dep {
+  const unsigned* c;
+  int n, stride;
+  unsigned want;
+};
+// The counters of finished pieces for PL_DEPS=fine, per layer: Q/K/V tiles (36), attention heads
+// (12), FFN up tiles (48); after the phase counters and the tile arrivals.
+constexpr int kDoneQkv = 0, kDoneHead = 36, kDoneUp = 48, kDonePerLayer = 96;
+__device__ __forceinline__ unsigned* done_counters(const Args& a, int L) {
+  return a.counters + 7 * a.layers + a.layers * 4 * 48 + size_t(L) * kDonePerLayer;
+}
+// What item `item` of phase p of layer L waits for. By default a whole phase: its counter of
+// finished tiles or items. PL_DEPS=fine (partials mode, not fold): attention's head h only its
+// Q, K and V tiles (h, 12 + h, 24 + h); an out-projection item only the heads of its K slice;
+// an FFN down item only the FFN up tiles of its K slice. The buffers stay safe to rewrite: the
+// LayerNorms and Q/K/V still wait for whole phases, and every chain of waits from a buffer's
+// next writer back to its last reader passes through one of them (qk, vt and oa are rewritten
+// only after LN2, which follows all of the layer's out-projection and so all of its attention;
+// h by FFN down after LN1 read it, and by the next out-projection after LN2 read it; ua after
+// the next LN1; xr and yr after the LayerNorm that follows their readers). Only the partials
+// of consecutive GEMMs overlap in time, so each GEMM then has its own region (part_offset).
 template <bool kRed>
-__device__ __forceinline__ void phase_dep(const Args& a, int L, int p, const unsigned** c, unsigned* want) {
+__device__ __forceinline__ Dep phase_dep(const Args& a, int L, int p, int item) {
   const unsigned* phase_c = a.counters;
   const unsigned* pc = phase_c + 7 * L;
-  *c = nullptr;
+  Dep d{nullptr, 1, 0, 0u};
   if (p == 0) {
-    if (L > 0 && a.plan.fold) *c = phase_c + 7 * (L - 1) + 5, *want = phase_tiles(5);
-    else if (L > 0) *c = phase_c + 7 * (L - 1) + 6, *want = kLnItems;
+    if (L > 0 && a.plan.fold) d.c = phase_c + 7 * (L - 1) + 5, d.want = phase_tiles(5);
+    else if (L > 0) d.c = phase_c + 7 * (L - 1) + 6, d.want = kLnItems;
   } else if (a.plan.fold && p == 4) {
-    *c = pc + 2, *want = phase_tiles(2);
+    d.c = pc + 2, d.want = phase_tiles(2);
+  } else if (!kRed && a.fine_deps && (p == 1 || p == 2 || p == 5)) {
+    const unsigned* done = done_counters(a, L);
+    if (p == 1) {
+      d = Dep{done + kDoneQkv + item, 3, kD / 64, a.cluster ? unsigned(a.plan.splits[0]) : 1u};
+    } else {
+      const GemmShape sh = gemm_shape(phase_gemm(p), a.plan);
+      const int kc = sh.k / sh.splits / 64, sl = item / (sh.n / 64);
+      // The K slice's 64-wide pieces: heads (out-projection) or FFN up tiles (FFN down).
+      d = p == 2 ? Dep{done + kDoneHead + sl * kc, kc, 1, 1u}
+                 : Dep{done + kDoneUp + sl * kc, kc, 1, a.cluster ? unsigned(a.plan.splits[2]) : 1u};
+    }
   } else {
     // Partials mode counts finished tiles; red mode counts the items that added into a sum.
-    *want = kRed ? unsigned(phase_items(p - 1, a.plan, L))
-            : p == 1 ? phase_tiles(0) : p == 2 ? kH : p == 3 ? phase_tiles(2) : p == 4 ? kLnItems
-            : p == 5 ? phase_tiles(4) : phase_tiles(5);
+    d.want = kRed ? unsigned(phase_items(p - 1, a.plan, L))
+             : p == 1 ? phase_tiles(0) : p == 2 ? kH : p == 3 ? phase_tiles(2) : p == 4 ? kLnItems
+             : p == 5 ? phase_tiles(4) : phase_tiles(5);
     // Cluster mode: each of a tile's S CTAs signals once, for its rows.
-    if (!kRed && a.cluster && phase_gemm(p - 1) >= 0) *want *= unsigned(gemm_shape(phase_gemm(p - 1), a.plan).splits);
-    *c = pc + p - 1;
+    if (!kRed && a.cluster && phase_gemm(p - 1) >= 0) d.want *= unsigned(gemm_shape(phase_gemm(p - 1), a.plan).splits);
+    d.c = pc + p - 1;
   }
+  return d;
+}
+// The counter a finished piece also bumps with PL_DEPS=fine (null: none): a Q/K/V or FFN up tile
+// (nt), an attention head (nt: the head).
+__device__ __forceinline__ unsigned* done_counter(const Args& a, int L, int p, int nt) {
+  if (!a.fine_deps) return nullptr;
+  unsigned* done = done_counters(a, L);
+  return p == 0 ? done + kDoneQkv + nt : p == 1 ? done + kDoneHead + nt : p == 4 ? done + kDoneUp + nt : nullptr;
+}
+// One thread spins until the item's counters are all reached.
+__device__ __forceinline__ void spin_dep(const Dep& d) {
+  for (int i = 0; i < d.n; ++i)
+    while (ld_acquire(d.c + size_t(i) * d.stride) < d.want) {
+    }
 }
 // Does a GEMM item of phase p take its A through the A ring (PL_A=tma)? The same answer for the
 // A producer and the consumers, so that both count the ring's chunks alike.
@@ -264,24 +314,25 @@ __device__ __forceinline__ unsigned long long now_after(float x) {
   return t;
 }
 
-__device__ void wait_counter(const unsigned* c, unsigned want) {
-  if (threadIdx.x == 32) {
-    while (ld_acquire(c) < want) {
-    }
-  }
+__device__ void wait_dep(const Dep& d) {
+  if (threadIdx.x == 32) spin_dep(d);
   consumers_sync();
 }
 // Publishing an item: the consumer warps' writes are ordered before the counter's increment by
 // the barrier and a release at GPU scope (cumulative over what the barrier ordered). sc_fences:
 // the heavier fence.sc (__threadfence) around a relaxed atomic instead, the first form's way.
-__device__ void signal_counter(unsigned* c, bool sc_fences) {
+// c2 (PL_DEPS=fine's piece counter, or null) is bumped the same way after c.
+__device__ void signal_counter(unsigned* c, bool sc_fences, unsigned* c2 = nullptr) {
   consumers_sync();
   if (threadIdx.x == 32) {
-    if (sc_fences) {
-      __threadfence();
-      atomicAdd(c, 1u);
-    } else {
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c) : "memory");
+    for (unsigned* x : {c, c2}) {
+      if (!x) continue;
+      if (sc_fences) {
+        __threadfence();
+        atomicAdd(x, 1u);
+      } else {
+        asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(x) : "memory");
+      }
     }
   }
 }
@@ -331,9 +382,18 @@ struct GlobalParts {
   }
   __device__ __forceinline__ float ld1(int s, int row, int col) const { return __ldcg(g + s * stride + size_t(row) * n + col); }
 };
+// GEMM g's partials [splits][128][N]: one region shared by the four GEMMs (a phase's tiles are all
+// summed before the next GEMM starts), or with PL_DEPS=fine a region each, since an
+// out-projection or FFN down item may then start while tiles of the GEMM before are summed.
+__host__ __device__ inline size_t part_offset(const Plan& pl, bool fine, int g) {
+  size_t off = 0;
+  for (int i = 0; fine && i < g; ++i) off += size_t(gemm_shape(i, pl).splits) * kM * gemm_shape(i, pl).n;
+  return off;
+}
+__device__ __forceinline__ float* part_base(const Args& a, int g) { return a.part + part_offset(a.plan, a.fine_deps, g); }
 __device__ __forceinline__ GlobalParts global_parts(const Args& a, int g) {
   const int n = gemm_shape(g, a.plan).n;
-  return GlobalParts{a.part, size_t(kM) * n, n};
+  return GlobalParts{part_base(a, g), size_t(kM) * n, n};
 }
 // Cluster mode: in the shared memory of the tile's S CTAs, slice s in cluster rank base + s, at
 // row * kPartRow + col - col0 of its buffer (sh: the buffer's shared::cta address, the same in
@@ -685,12 +745,8 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     while (wk.next(blockIdx.x, G, a.layers, a.plan, cs)) {
       const int L = wk.layer, p = wk.phase;
       if (!a_by_ring<kRed>(a, L, p)) continue;
-      const unsigned* dep;
-      unsigned want;
-      phase_dep<kRed>(a, L, p, &dep, &want);
-      if (dep)
-        while (ld_acquire(dep) < want) {
-        }
+      const Dep dep = phase_dep<kRed>(a, L, p, wk.item);
+      if (dep.c) spin_dep(dep);
       // The A chunks were written by other CTAs' generic stores; the bulk copies read them
       // through the async proxy, after this thread's acquire.
       asm volatile("fence.proxy.async.global;" ::: "memory");
@@ -715,10 +771,8 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
     // releases down to the mbarrier makes the phase's other inputs visible too).
     const bool a_ring = a_by_ring<kRed>(a, L, p);
     if (!a_ring) {
-      const unsigned* dep;
-      unsigned want;
-      phase_dep<kRed>(a, L, p, &dep, &want);
-      if (dep) wait_counter(dep, want);
+      const Dep dep = phase_dep<kRed>(a, L, p, wk.item);
+      if (dep.c) wait_dep(dep);
       if (threadIdx.x == 32) tr[1] = now();
     }
     const int g = phase_gemm(p);
@@ -879,14 +933,14 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
         else if (g == 2) finish_packed_up(a, lw, nt, P, sl, S, tr);
         else finish_rows(a, lw, g, nt, P, sl, S, tr);
         if (threadIdx.x == 32) tr[7] = now();
-        signal_counter(pc + p, a.sc_fences);  // its barrier: this CTA's reads of the peers are done
+        signal_counter(pc + p, a.sc_fences, done_counter(a, L, p, nt));  // its barrier: this CTA's reads of the peers are done
         if (threadIdx.x == 32)
           for (int q = 0; q < cs; ++q) mbar_arrive_peer(smem_u32(&cbars[1]), unsigned(q));
         ++nuse;
         if (threadIdx.x == 32) tr[2] = now();
         continue;
       }
-      float* out = a.part + size_t(sl) * kM * sh.n;
+      float* out = part_base(a, g) + size_t(sl) * kM * sh.n;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int col = nt * 64 + j * 8 + tig * 2, r0 = w * 16 + gid;
@@ -908,7 +962,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
         else if (a.fin_up && g == 0) finish_qkv(a, lw, nt, P, 0, 1, tr);
         else finish_tile(a, lw, g, nt, L, tr);
         if (threadIdx.x == 32) tr[7] = now();
-        signal_counter(pc + p, a.sc_fences);
+        signal_counter(pc + p, a.sc_fences, done_counter(a, L, p, nt));
       }
       if (threadIdx.x == 32) tr[2] = now();
       continue;
@@ -1037,7 +1091,7 @@ __global__ void __launch_bounds__(kThreads, 1) encoder_kernel(const __grid_const
                                    pack2(o[2 * jj + 1][2] * i1, o[2 * jj + 1][3] * i1));
         __stcg(oa + (size_t(hd * 4 + jj) * 8 + w) * 32 + lane, v);
       }
-      signal_counter(pc + p, a.sc_fences);
+      signal_counter(pc + p, a.sc_fences, done_counter(a, L, p, hd));
       if (threadIdx.x == 32) tr[2] = now();
       continue;
     }
@@ -1264,6 +1318,11 @@ int main(int argc, char** argv) {
       }
     }
   }
+  a.fine_deps = std::getenv("PL_DEPS") && std::strcmp(std::getenv("PL_DEPS"), "fine") == 0;
+  if (a.fine_deps && (red || plan.fold)) {
+    std::printf("PL_DEPS=fine: partials mode only, not fold or red\n");
+    return 1;
+  }
   a.red_fence = !(std::getenv("PL_RED_FENCE") && std::strcmp(std::getenv("PL_RED_FENCE"), "0") == 0);
   std::vector<std::vector<unsigned short>> raw_w(size_t(layers) * 4), raw_b(size_t(layers) * 4), raw_ln(size_t(layers) * 4);
   std::vector<const unsigned short*> ref_w(size_t(layers) * 4);
@@ -1318,9 +1377,10 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&a.h2, sizeof(float) * kM * kD));
   CK(cudaMalloc(&a.stats, sizeof(float) * layers * 2 * kM * 2));
   size_t part = 0;
-  for (int g = 0; g < 4; ++g) part = std::max(part, size_t(gemm_shape(g, a.plan).splits) * kM * gemm_shape(g, a.plan).n);
+  for (int g = 0; g < 4; ++g)
+    part = std::max(part, part_offset(a.plan, a.fine_deps, g) + size_t(gemm_shape(g, a.plan).splits) * kM * gemm_shape(g, a.plan).n);
   CK(cudaMalloc(&a.part, sizeof(float) * part));
-  const size_t ncount = size_t(layers) * 7 + size_t(layers) * 4 * 48;
+  const size_t ncount = size_t(layers) * 7 + size_t(layers) * 4 * 48 + size_t(layers) * kDonePerLayer;
   CK(cudaMalloc(&a.counters, sizeof(unsigned) * ncount));
   // The first layer's residual is x0: copy it into xr, which later layers' LN2 rewrites.
   CK(cudaMemcpy(a.xr, a.x0, size_t(kM) * kD * 2, cudaMemcpyDeviceToDevice));

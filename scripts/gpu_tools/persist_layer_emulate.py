@@ -9,7 +9,8 @@ its counter as the kernel does; every item must run once and all must finish (no
 modes and the fold mode, for several K splits and grid sizes, and in cluster mode (a GEMM item done
 only when its cluster's CTAs all reach it; the finish's row parts cover each row once). Then the fold mode's numerics (LayerNorm
 statistics as sums and sums of squares) against the two-pass LayerNorm over 12 layers in numpy.
-Run: .venv/bin/python scripts/gpu_tools/persist_layer_emulate.py (prints five oks)."""
+Run: .venv/bin/python scripts/gpu_tools/persist_layer_emulate.py (prints five oks).
+The schedules are checked with PL_DEPS=fine's per-piece waits too."""
 import numpy as np
 rng=np.random.default_rng(1)
 kM,kD,kHD,kQKV,kF=128,768,64,2304,3072
@@ -113,13 +114,31 @@ def walk(cta,G,layers,sp,fold=False):
             n=phase_items(p,sp,L,layers,fold); i=((cta-rot)%G+G)%G
             while i<n: yield (L,p,i); i+=G
             rot=(rot+n)%G
-def sim(G,layers,sp,red,fold=False):
+# PL_DEPS=fine: attention head h waits for its Q/K/V tiles (h, 12+h, 24+h), an out-projection item
+# for the heads of its K slice, an FFN down item for the FFN up tiles of its K slice; each finished
+# tile (or head) bumps its own counter (per CTA part in cluster mode: wanting S).
+def fine_dep(L,p,i,sp,cs=0):
+    if p==1: return [((L,'qkv',t),sp[0] if cs else 1) for t in (i,12+i,24+i)]
+    if p in (2,5):
+        g=phase_gemm(p); N,K,S=shapes(sp)[g]; kc=K//S//64; sl=i//(N//64)
+        if p==2: return [((L,'head',h),1) for h in range(sl*kc,sl*kc+kc)]
+        return [((L,'up',t),sp[2] if cs else 1) for t in range(sl*kc,sl*kc+kc)]
+    return None
+def fine_piece(L,p,nt):
+    return {0:(L,'qkv',nt),1:(L,'head',nt),4:(L,'up',nt)}.get(p)
+def sim(G,layers,sp,red,fold=False,fine=False):
     seqs=[list(walk(c,G,layers,sp,fold)) for c in range(G)]
     # every item exactly once
     allit=sorted(x for s in seqs for x in s)
     exp=sorted((L,p,i) for L in range(layers) for p in range(7) for i in range(phase_items(p,sp,L,layers,fold)))
     assert allit==exp
     pc={}; tc={}; pos=[0]*G
+    def ok(L,p,i):
+        if fine:
+            d=fine_dep(L,p,i,sp)
+            if d is not None: return all(pc.get(k,0)>=w for k,w in d)
+        w=want(L,p)
+        return not (w and pc.get(w[0],0)<w[1])
     def want(L,p):
         if p==0 and fold: return None if L==0 else ((L-1,5),phase_tiles(5))
         if p==4 and fold: return ((L,2),phase_tiles(2))
@@ -133,15 +152,17 @@ def sim(G,layers,sp,red,fold=False):
         for c in range(G):
             while pos[c]<len(seqs[c]):
                 L,p,i=seqs[c][pos[c]]
-                w=want(L,p)
-                if w and pc.get(w[0],0)<w[1]: break
+                if not ok(L,p,i): break
                 g=phase_gemm(p)
                 if g>=0 and not red:
                     n,k,s=shapes(sp)[g]; tiles=n//64; nt=i%tiles
                     tc[(L,g,nt)]=tc.get((L,g,nt),0)+1
-                    if tc[(L,g,nt)]==s: pc[(L,p)]=pc.get((L,p),0)+1
+                    if tc[(L,g,nt)]==s:
+                        pc[(L,p)]=pc.get((L,p),0)+1
+                        if fine and fine_piece(L,p,nt): pc[fine_piece(L,p,nt)]=pc.get(fine_piece(L,p,nt),0)+1
                 else:
                     pc[(L,p)]=pc.get((L,p),0)+1
+                    if fine and p==1: pc[fine_piece(L,p,i)]=pc.get(fine_piece(L,p,i),0)+1
                 pos[c]+=1; progress=True
     done=all(pos[c]==len(seqs[c]) for c in range(G))
     # final counters equal their expected values
@@ -189,10 +210,10 @@ for kc,sl in ((4,2),(6,1),(2,5)):
 print("finish mappings ok")
 
 for sp in [(4,12,3,12),(3,6,2,8),(2,4,1,4),(1,1,1,1)]:
-    for red,fold in ((False,False),(True,False),(False,True)):
+    for red,fold,fine in ((False,False,False),(True,False,False),(False,True,False),(False,False,True)):
         for G in (132,114,1,7):
-            d,f=sim(G,12,sp,red,fold)
-            assert d and f==kLn,(sp,red,fold,G,d,f)
+            d,f=sim(G,12,sp,red,fold,fine)
+            assert d and f==kLn,(sp,red,fold,fine,G,d,f)
 print("schedule ok")
 
 # Cluster mode (PL_CLUSTER=cs): Walk's cluster numbering of a GEMM's items, and the schedule with a
@@ -211,7 +232,7 @@ def walk_cl(cta,G,layers,sp,cs):
                 i=((cta-rot)%G+G)%G
                 while i<n: yield (L,p,i); i+=G
             rot=(rot+n)%G
-def sim_cl(G,layers,sp,cs):
+def sim_cl(G,layers,sp,cs,fine=False):
     seqs=[list(walk_cl(c,G,layers,sp,cs)) for c in range(G)]
     allit=sorted(x for q in seqs for x in q)
     exp=sorted((L,p,i) for L in range(layers) for p in range(7) for i in range(phase_items(p,sp,L,layers)))
@@ -224,7 +245,10 @@ def sim_cl(G,layers,sp,cs):
         return ((L,p-1),w)
     def ready(c):
         if pos[c]>=len(seqs[c]): return None
-        L,p,i=seqs[c][pos[c]]; w=want(L,p)
+        L,p,i=seqs[c][pos[c]]
+        d=fine_dep(L,p,i,sp,cs) if fine else None
+        if d is not None: return (L,p,i) if all(pc.get(k,0)>=w for k,w in d) else None
+        w=want(L,p)
         return None if (w and pc.get(w[0],0)<w[1]) else (L,p,i)
     progress=True
     while progress:
@@ -235,20 +259,25 @@ def sim_cl(G,layers,sp,cs):
                 if it is None: break
                 L,p,i=it
                 if phase_gemm(p)<0:
-                    pc[(L,p)]=pc.get((L,p),0)+1; pos[c]+=1; progress=True; continue
+                    pc[(L,p)]=pc.get((L,p),0)+1; pos[c]+=1; progress=True
+                    if fine and p==1: pc[fine_piece(L,p,i)]=pc.get(fine_piece(L,p,i),0)+1
+                    continue
                 k=c//cs; its=[ready(q) for q in range(k*cs,k*cs+cs)]
                 if any(x is None or x[:2]!=(L,p) for x in its): break
                 N,K,S=shapes(sp)[phase_gemm(p)]; tiles=N//64
                 assert len({(x[2]%tiles)//(cs//S) for x in its})==1,"a cluster's CTAs on different cluster items"
                 for q in range(k*cs,k*cs+cs):
                     pc[(L,p)]=pc.get((L,p),0)+1; pos[q]+=1
+                    fp=fine_piece(L,p,seqs[q][pos[q]-1][2]%tiles) if fine else None
+                    if fp: pc[fp]=pc.get(fp,0)+1
                 progress=True
     return all(pos[c]==len(seqs[c]) for c in range(G)), pc.get((layers-1,6),0)
 for cs,sp in ((4,(2,4,2,4)),(4,(4,4,4,4)),(4,(1,2,1,4)),(2,(2,2,2,2)),(2,(1,2,1,2)),(8,(2,4,2,8)),(8,(4,2,2,8))):
     for G in (132,128,8,4):
         if G<cs: continue
-        d,f=sim_cl(G//cs*cs,12,sp,cs)
-        assert d and f==kLn,(cs,sp,G,d,f)
+        for fine in (False,True):
+            d,f=sim_cl(G//cs*cs,12,sp,cs,fine)
+            assert d and f==kLn,(cs,sp,G,fine,d,f)
 # The cluster finish's parts pi of pn (pn = S) cover every row of a tile once: finish_rows and
 # finish_qkv's Q/K rows t/16 + 16i for 8pi/pn <= i < 8(pi+1)/pn; finish_packed_up's rows of warps
 # 8pi/pn <= rb < 8(pi+1)/pn; V's 32-row groups 4pi/pn <= t/64 < 4(pi+1)/pn.
