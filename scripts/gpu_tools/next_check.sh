@@ -39,8 +39,11 @@ echo "== persist_layer"
 nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xptxas -v scripts/gpu_tools/persist_layer.cu \
   -o /tmp/persist_layer 2>"$OUT/persist_layer_ptxas.txt" || tail -20 "$OUT/persist_layer_ptxas.txt"
 # Most wanted first: a call cut short keeps what ran.
+SUM=$OUT/persist_summary.txt
+: >"$SUM"
 for cfg in "PL_FIN=rows:12 3 6 2 8" "PL_CLUSTER=4:1 2 4 2 4" "PL_CLUSTER=4:12 2 4 2 4" "PL_CLUSTER=8:12 2 4 2 8" \
-  "PL_DEPS=fine:12 3 6 2 8" "PL_CLUSTER=4 PL_DEPS=fine:12 2 4 2 4" "PL_FIN=all:12 3 6 2 8" "PL_A=tma PL_FIN=all:12 3 6 2 8" "PL_CLUSTER=4 PL_A=tma:12 2 4 2 4" "PL_A=tma:12 3 6 2 8" \
+  "PL_DEPS=fine:12 3 6 2 8" "PL_CLUSTER=4 PL_DEPS=fine:12 2 4 2 4" "PL_FIN=all:12 3 6 2 8" \
+  "PL_A=tma PL_FIN=all:12 3 6 2 8" "PL_CLUSTER=4 PL_A=tma:12 2 4 2 4" "PL_A=tma:12 3 6 2 8" \
   "PL_CLUSTER=2:12 2 2 2 2" "PL_A=tma PL_FIN=all:12 2 4 2 4" "PL_FIN=all:12 2 4 2 4"; do
   echo "-- ${cfg%%:*} ${cfg#*:}"
   # shellcheck disable=SC2086
@@ -48,6 +51,10 @@ for cfg in "PL_FIN=rows:12 3 6 2 8" "PL_CLUSTER=4:1 2 4 2 4" "PL_CLUSTER=4:12 2 
   rc=$?
   grep -vE '^NVIDIA|^  (LN1|LN2) ' /tmp/pl_run.txt
   [ $rc -ne 0 ] && echo "   (exit $rc)" && FAILED="${FAILED:-$cfg}"
+  # One line a configuration for the summary: us a layer (the timing's line) and the check.
+  t=$(grep -o '[0-9.]* us a layer' /tmp/pl_run.txt | tail -1)
+  c=$(grep -o 'rel L2 [0-9.e-]*.*' /tmp/pl_run.txt | head -1)
+  printf '%-44s %-17s %s\n' "${cfg%%:*} ${cfg#*:}" "${t:--}" "${c:-no check printed} (exit $rc)" >>"$SUM"
 done
 # The first configuration that failed (wrong, faulted or hung), one layer under compute-sanitizer's
 # memcheck, then its racecheck (shared memory, distributed shared memory included), so that the
@@ -61,7 +68,8 @@ if [ -n "${FAILED:-}" ]; then
       grep -vE '^NVIDIA|^  ' | head -40
   done
 fi
-echo "== persist_layer done at $(el) s"
+echo "== persist_layer done at $(el) s; one line a configuration:"
+cat "$SUM"
 [ "${PERSIST_ONLY:-0}" = 1 ] && exit 0  # part 1 alone (a short call), without waiting for the build
 wait
 tail -1 "$OUT/build_out.log"; tail -1 "$OUT/export.log"
